@@ -1,0 +1,26 @@
+// pkq.cu: the one translation unit build.rs compiles into the embedded
+// fatbin. The pieces live in the headers beside it.
+#include "pkq_floor.cuh"
+#include "pkq_ops.cuh"
+#include "pkq_worker.cuh"
+
+// The resident kernel: one warp per worker, PKQ_MAX_WARPS_PER_BLOCK warps at
+// most per block.
+extern "C" __global__ void __launch_bounds__(PKQ_MAX_WARPS_PER_BLOCK * 32)
+    pkq_worker_kernel(const pkq_params p) {
+    const uint32_t worker = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (worker >= p.workers) return;
+    pkq::serve(p, worker, pkq::BuiltinOps{});
+}
+
+// Baselines for the latency comparison.
+extern "C" __global__ void pkq_empty_kernel() {}
+
+extern "C" __global__ void pkq_floor_kernel(const uint64_t* ping, uint64_t* pong) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) pkq::floor_echo(ping, pong);
+}
+
+extern "C" __global__ void pkq_costs_kernel(const uint64_t* ro, uint64_t* wo, uint64_t* out,
+                                            uint32_t iters) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) pkq::measure_costs(ro, wo, out, iters);
+}

@@ -1,0 +1,195 @@
+/*
+ * pkq_layout.h: the one definition of the memory shared by the host and the
+ * resident kernel.
+ *
+ * Every number both sides use is a `#define PKQ_<NAME> <integer>` here.
+ * build.rs turns each into `pub const <NAME>` in Rust (src/layout.rs), with the
+ * type named in the trailing comment (usize when none), so the two sides
+ * cannot drift: a change here changes both, and the structs below are checked
+ * against these numbers at compile time on both sides (static_assert here,
+ * const assertions in src/layout.rs).
+ *
+ * Two mapped, pinned host allocations carry the shared words. Words the host
+ * writes live only in the first, words the device writes only in the second,
+ * so a host-written and a device-written word never share a cache line.
+ *
+ * host -> device allocation:  [ submission slots: capacity x 64 B ][ control line: 128 B ]
+ * device -> host allocation:  [ completion entries: capacity x 32 B ][ pad to 128 B ][ worker states: workers x 8 B ]
+ *
+ * TAGGED WORDS (the LL protocol of NCCL, widened to 56 bits of payload)
+ * Every 8-byte word of a submission slot and of a completion entry carries a
+ * tag in its top byte and 56 payload bits below it. The tag is the low byte
+ * of the lap of the task's sequence number: lap = seq >> log2(capacity).
+ * An aligned 8-byte store is single-copy atomic on both sides (x86-64 mov,
+ * PTX st.*.u64) and so is an aligned 8-byte load, so a reader sees each word
+ * either wholly old or wholly new; a word whose tag matches the lap it
+ * expects is therefore valid, whatever order the other words arrived in.
+ * Readers check every word's tag: no sequence word, no flag read after the
+ * data, and no fence between data and flag is needed, so the device reads a
+ * whole slot in one round of PCIe reads and the host sees a completion as
+ * soon as its last word lands.
+ *
+ * A slot or entry holds only its current or previous lap: the producer
+ * rewrites a slot for lap L+1 only after it saw the completion of lap L
+ * (so after the device finished reading the slot), and the device writes an
+ * entry for lap L+1 only after the host published lap L+1, which it does only
+ * after it read the entry of lap L. Tags are compared for equality with the
+ * expected lap; a tag that is neither the expected lap nor the one before is
+ * corruption, and the device stops with PKQ_WORKER_BAD_TAG.
+ *
+ * Sequence numbers are 63 bits and wrap (at 2^63); capacity divides 2^63, so
+ * the slot index and the tag run on continuously across the wrap.
+ */
+#ifndef PKQ_LAYOUT_H
+#define PKQ_LAYOUT_H
+
+/* Bump when anything below changes meaning. */
+#define PKQ_PROTOCOL_VERSION 1 /* u32 */
+
+/* ---------------------------------------------------------------------------
+ * Tagged words
+ * ------------------------------------------------------------------------- */
+#define PKQ_TAG_SHIFT 56 /* u32 */
+#define PKQ_CHUNK_BITS 56 /* u32 */
+#define PKQ_SEQ_BITS 63 /* u32 */
+
+/* ---------------------------------------------------------------------------
+ * Submission slot: written by one producer thread (the one whose reservation
+ * on the host-only tail counter won the slot's sequence number), read by the
+ * one device worker that owns the slot (worker = seq % workers).
+ * 8 tagged words = 56 payload bytes; the payload is a little-endian bit
+ * stream: chunk k of word k holds payload bits [56k, 56k + 56).
+ * Payload bytes 0..8: header (bits 0..16 op code, bits 16..24 argument
+ * length in bytes, the rest zero); bytes 8..56: the arguments.
+ * Written with relaxed 8-byte stores (order irrelevant: every word is tagged);
+ * read by the device with relaxed sys-scope 8-byte loads, 8 lanes of one
+ * warp issuing one coalesced 64-byte read.
+ * ------------------------------------------------------------------------- */
+#define PKQ_SLOT_BYTES 64
+#define PKQ_SLOT_WORDS 8
+#define PKQ_ARGS_BYTES 48
+#define PKQ_HEADER_LEN_SHIFT 16 /* u32 */
+
+/* ---------------------------------------------------------------------------
+ * Completion entry: written by the device worker that ran the task (lanes
+ * 0..3 of its warp each store one tagged word: one coalesced 32-byte write,
+ * relaxed sys-scope, no fence: each word is tagged); read by the host thread
+ * that waits on the task's ticket (or reclaims its slot), with 8-byte acquire
+ * loads. The host writes nothing here.
+ * Payload bit stream (28 bytes): bytes 0..8 result value, 8..16 device start
+ * time, 16..24 device end time (ns of %globaltimer), byte 24 status.
+ * ------------------------------------------------------------------------- */
+#define PKQ_CQE_BYTES 32
+#define PKQ_CQE_WORDS 4
+
+/* ---------------------------------------------------------------------------
+ * Control line (host -> device allocation, after the slots; 128 bytes so that
+ * no device-polled slot shares its 128-byte prefetch pair).
+ * Word PKQ_CTRL_STOP: written once by the host (a relaxed store of
+ * PKQ_STOP_VALUE, after the drain), read by every worker every
+ * PKQ_STOP_POLL_INTERVAL idle polls, in the same load instruction as its slot
+ * poll (so it costs no extra round trip). One writer, one aligned 8-byte word:
+ * no torn read. It is the exit of every device spin loop.
+ * ------------------------------------------------------------------------- */
+#define PKQ_CTRL_BYTES 128
+#define PKQ_CTRL_STOP 0
+#define PKQ_STOP_VALUE 1 /* u64 */
+#define PKQ_STOP_POLL_INTERVAL 32 /* u32 */
+
+/* Raw-floor ping-pong (src/floor.rs): the value that ends the device loop. */
+#define PKQ_FLOOR_STOP 0xffffffffffffffff /* u64 */
+
+/* ---------------------------------------------------------------------------
+ * Worker state words (device -> host allocation, after the completion
+ * entries, 128-byte aligned). Word w is written only by lane 0 of worker w
+ * (relaxed sys-scope 8-byte stores), read by the host's liveness checks
+ * (acquire loads). One writer per word, aligned 8 bytes: no torn read.
+ * ------------------------------------------------------------------------- */
+#define PKQ_WORKER_STARTING 0 /* u64 */
+#define PKQ_WORKER_RUNNING 1 /* u64 */
+#define PKQ_WORKER_STOPPED 2 /* u64 */
+#define PKQ_WORKER_BAD_TAG 3 /* u64 */
+
+/* Separation of the sections inside each allocation. */
+#define PKQ_SECTION_ALIGN 128
+
+/* ---------------------------------------------------------------------------
+ * Limits
+ * ------------------------------------------------------------------------- */
+#define PKQ_MAX_CAPACITY_LOG2 20 /* u32 */
+#define PKQ_MAX_WORKERS 1024
+#define PKQ_MAX_WARPS_PER_BLOCK 8
+
+/* ---------------------------------------------------------------------------
+ * Built-in ops and task status codes
+ * ------------------------------------------------------------------------- */
+#define PKQ_OP_NOP 0 /* u16 */
+#define PKQ_OP_ECHO 1 /* u16 */
+#define PKQ_OP_AXPY 2 /* u16 */
+
+#define PKQ_STATUS_OK 0 /* u8 */
+#define PKQ_STATUS_UNKNOWN_OP 1 /* u8 */
+#define PKQ_STATUS_BAD_ARGS 2 /* u8 */
+
+#define PKQ_AXPY_MAX_N 4096
+
+/* ---------------------------------------------------------------------------
+ * Kernel parameters (passed by value at launch; never shared memory).
+ * ------------------------------------------------------------------------- */
+#define PKQ_PARAMS_BYTES 48
+#define PKQ_PARAMS_OFF_SQ 0
+#define PKQ_PARAMS_OFF_CQ 8
+#define PKQ_PARAMS_OFF_CTRL 16
+#define PKQ_PARAMS_OFF_STATES 24
+#define PKQ_PARAMS_OFF_START_SEQ 32
+#define PKQ_PARAMS_OFF_CAPACITY_LOG2 40
+#define PKQ_PARAMS_OFF_WORKERS 44
+
+/* Arguments of PKQ_OP_AXPY: y[i] = a * x[i] + y[i] for i < n (device pointers). */
+#define PKQ_AXPY_ARGS_BYTES 24
+#define PKQ_AXPY_OFF_X 0
+#define PKQ_AXPY_OFF_Y 8
+#define PKQ_AXPY_OFF_N 16
+#define PKQ_AXPY_OFF_A 20
+
+#ifdef __cplusplus
+#include <cstddef>
+#include <cstdint>
+
+struct pkq_params {
+    uint64_t sq;            /* device address of the submission slots */
+    uint64_t cq;            /* device address of the completion entries */
+    uint64_t ctrl;          /* device address of the control line */
+    uint64_t states;        /* device address of the worker state words */
+    uint64_t start_seq;     /* sequence number of the first task */
+    uint32_t capacity_log2; /* log2 of the slot count */
+    uint32_t workers;       /* worker warps; worker w serves seq = start + w + k * workers */
+};
+static_assert(sizeof(pkq_params) == PKQ_PARAMS_BYTES, "pkq_params size");
+static_assert(offsetof(pkq_params, sq) == PKQ_PARAMS_OFF_SQ, "pkq_params.sq");
+static_assert(offsetof(pkq_params, cq) == PKQ_PARAMS_OFF_CQ, "pkq_params.cq");
+static_assert(offsetof(pkq_params, ctrl) == PKQ_PARAMS_OFF_CTRL, "pkq_params.ctrl");
+static_assert(offsetof(pkq_params, states) == PKQ_PARAMS_OFF_STATES, "pkq_params.states");
+static_assert(offsetof(pkq_params, start_seq) == PKQ_PARAMS_OFF_START_SEQ, "pkq_params.start_seq");
+static_assert(offsetof(pkq_params, capacity_log2) == PKQ_PARAMS_OFF_CAPACITY_LOG2, "pkq_params.capacity_log2");
+static_assert(offsetof(pkq_params, workers) == PKQ_PARAMS_OFF_WORKERS, "pkq_params.workers");
+
+struct pkq_axpy_args {
+    uint64_t x; /* const float*, n elements */
+    uint64_t y; /* float*, n elements */
+    uint32_t n;
+    float a;
+};
+static_assert(sizeof(pkq_axpy_args) == PKQ_AXPY_ARGS_BYTES, "pkq_axpy_args size");
+static_assert(offsetof(pkq_axpy_args, x) == PKQ_AXPY_OFF_X, "pkq_axpy_args.x");
+static_assert(offsetof(pkq_axpy_args, y) == PKQ_AXPY_OFF_Y, "pkq_axpy_args.y");
+static_assert(offsetof(pkq_axpy_args, n) == PKQ_AXPY_OFF_N, "pkq_axpy_args.n");
+static_assert(offsetof(pkq_axpy_args, a) == PKQ_AXPY_OFF_A, "pkq_axpy_args.a");
+static_assert(PKQ_AXPY_ARGS_BYTES <= PKQ_ARGS_BYTES, "axpy args fit a slot");
+static_assert(PKQ_SLOT_WORDS * 8 == PKQ_SLOT_BYTES, "slot words");
+static_assert(PKQ_CQE_WORDS * 8 == PKQ_CQE_BYTES, "cqe words");
+static_assert(8 + PKQ_ARGS_BYTES == PKQ_SLOT_WORDS * PKQ_CHUNK_BITS / 8, "header + args fill the payload");
+static_assert(PKQ_TAG_SHIFT == PKQ_CHUNK_BITS, "tag above the chunk");
+#endif /* __cplusplus */
+
+#endif /* PKQ_LAYOUT_H */

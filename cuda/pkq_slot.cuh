@@ -1,0 +1,78 @@
+// pkq_slot.cuh: tagged-word codec of submission slots and completion entries
+// (mirrors src/slot.rs; the layout and why it needs no fence: pkq_layout.h).
+#pragma once
+#include <cstdint>
+
+#include "pkq_layout.h"
+
+namespace pkq {
+
+constexpr uint64_t CHUNK_MASK = (1ull << PKQ_CHUNK_BITS) - 1;
+
+__device__ __forceinline__ uint32_t tag_of(uint64_t word) {
+    return static_cast<uint32_t>(word >> PKQ_TAG_SHIFT);
+}
+
+__device__ __forceinline__ uint64_t tagged(uint64_t chunk, uint32_t tag) {
+    return (chunk & CHUNK_MASK) | (static_cast<uint64_t>(tag & 0xff) << PKQ_TAG_SHIFT);
+}
+
+// Payload word J (bits [64J, 64J + 64) of the payload bit stream) rebuilt from
+// the chunks: with 64J = 56k + s it is chunk k >> s | chunk k+1 << (56 - s).
+template <int J, int N>
+__device__ __forceinline__ uint64_t payload_word(const uint64_t (&chunk)[N]) {
+    constexpr int k = (64 * J) / PKQ_CHUNK_BITS;
+    constexpr int s = (64 * J) % PKQ_CHUNK_BITS;
+    uint64_t v = (chunk[k] & CHUNK_MASK) >> s;
+    if constexpr (k + 1 < N) v |= (chunk[k + 1] & CHUNK_MASK) << (PKQ_CHUNK_BITS - s);
+    return v;
+}
+
+// Chunk K (payload bits [56K, 56K + 56)) cut from payload words: with
+// 56K = 64j + s it is word j >> s | word j+1 << (64 - s).
+template <int K, int N>
+__device__ __forceinline__ uint64_t chunk_of(const uint64_t (&word)[N]) {
+    constexpr int j = (PKQ_CHUNK_BITS * K) / 64;
+    constexpr int s = (PKQ_CHUNK_BITS * K) % 64;
+    uint64_t v = word[j] >> s;
+    if constexpr (s > 64 - PKQ_CHUNK_BITS && j + 1 < N) v |= word[j + 1] << (64 - s);
+    return v & CHUNK_MASK;
+}
+
+// A decoded submission: header fields and the six 8-byte argument words.
+struct Task {
+    uint32_t op;
+    uint32_t len;
+    uint64_t args[PKQ_ARGS_BYTES / 8];
+};
+
+__device__ __forceinline__ Task decode_slot(const uint64_t (&c)[PKQ_SLOT_WORDS]) {
+    const uint64_t header = payload_word<0>(c);
+    Task t;
+    t.op = static_cast<uint32_t>(header & 0xffff);
+    t.len = static_cast<uint32_t>((header >> PKQ_HEADER_LEN_SHIFT) & 0xff);
+    t.args[0] = payload_word<1>(c);
+    t.args[1] = payload_word<2>(c);
+    t.args[2] = payload_word<3>(c);
+    t.args[3] = payload_word<4>(c);
+    t.args[4] = payload_word<5>(c);
+    t.args[5] = payload_word<6>(c);
+    return t;
+}
+
+// Tagged word `k` (0..3) of a completion entry.
+__device__ __forceinline__ uint64_t completion_word(uint32_t k, uint32_t tag, uint32_t status,
+                                                    uint64_t value, uint64_t t_start,
+                                                    uint64_t t_end) {
+    const uint64_t w[PKQ_CQE_WORDS] = {value, t_start, t_end, status & 0xffu};
+    uint64_t c;
+    switch (k) {
+        case 0: c = chunk_of<0>(w); break;
+        case 1: c = chunk_of<1>(w); break;
+        case 2: c = chunk_of<2>(w); break;
+        default: c = chunk_of<3>(w); break;
+    }
+    return tagged(c, tag);
+}
+
+}  // namespace pkq

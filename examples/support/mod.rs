@@ -1,0 +1,187 @@
+//! What the bench examples share: latency histograms, the JSON report every
+//! bench writes (`{"device","driver","date","commit","rows":[...]}`, units in
+//! field names) and SVG plots.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::{Instant, SystemTime};
+
+use hdrhistogram::Histogram;
+use plotters::prelude::*;
+use serde_json::{Map, Value, json};
+
+/// Latency samples of one variant, in nanoseconds.
+pub struct Latency {
+    pub name: String,
+    pub hist: Histogram<u64>,
+}
+
+impl Latency {
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            // 1 ns to 10 s at 3 significant digits.
+            hist: Histogram::new_with_bounds(1, 10_000_000_000, 3).unwrap(),
+        }
+    }
+
+    pub fn record_ns(&mut self, ns: u64) {
+        self.hist.saturating_record(ns.max(1));
+    }
+
+    /// `warmup` unrecorded runs of `op`, then `samples` timed ones.
+    pub fn measure<E: std::fmt::Debug>(
+        name: &str,
+        warmup: usize,
+        samples: usize,
+        mut op: impl FnMut() -> Result<(), E>,
+    ) -> Self {
+        for _ in 0..warmup {
+            op().unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        }
+        let mut l = Self::new(name);
+        for _ in 0..samples {
+            let t0 = Instant::now();
+            op().unwrap_or_else(|e| panic!("{name}: {e:?}"));
+            l.record_ns(t0.elapsed().as_nanos() as u64);
+        }
+        l
+    }
+
+    pub fn quantile_us(&self, q: f64) -> f64 {
+        self.hist.value_at_quantile(q) as f64 / 1e3
+    }
+
+    pub fn p50_us(&self) -> f64 {
+        self.quantile_us(0.5)
+    }
+
+    /// The standard row: p50/p90/p99/p99.9/max/mean in `unit` ("us" or "ns").
+    pub fn row(&self, unit: &str) -> Map<String, Value> {
+        let scale = if unit == "ns" { 1.0 } else { 1e-3 };
+        let v = |ns: f64| (ns * scale * 1000.0).round() / 1000.0;
+        let h = &self.hist;
+        let mut m = Map::new();
+        m.insert("name".into(), json!(self.name));
+        for (key, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99_9", 0.999)] {
+            m.insert(
+                format!("{key}_{unit}"),
+                json!(v(h.value_at_quantile(q) as f64)),
+            );
+        }
+        m.insert(format!("max_{unit}"), json!(v(h.max() as f64)));
+        m.insert(format!("mean_{unit}"), json!(v(h.mean())));
+        m.insert("samples".into(), json!(h.len()));
+        m
+    }
+}
+
+/// Pins the calling thread to `core`, or to the last core when `None`.
+pub fn pin(core: Option<usize>) -> Option<usize> {
+    let ids = core_affinity::get_core_ids()?;
+    let id = match core {
+        Some(c) => *ids.iter().find(|i| i.id == c)?,
+        None => *ids.last()?,
+    };
+    core_affinity::set_for_current(id).then_some(id.id)
+}
+
+/// The report every bench writes.
+pub fn report(device: &pkq::DeviceInfo, rows: Vec<Map<String, Value>>) -> Value {
+    json!({
+        "device": device.name,
+        "driver": device.driver,
+        "date": humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        "commit": pkq::build_info::GIT_COMMIT,
+        "rows": rows,
+    })
+}
+
+pub fn write_json(path: &Path, report: &Value) {
+    std::fs::write(path, serde_json::to_string_pretty(report).unwrap() + "\n")
+        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    println!("wrote {}", path.display());
+}
+
+/// Latency distributions on one chart: x is the percentile on a "nines"
+/// scale (90, 99, 99.9, ...), y the latency on a log scale, so the tail is
+/// as visible as the median.
+pub fn plot_percentiles(path: &Path, title: &str, series: &[&Latency]) {
+    const NINES: f64 = 5.0; // up to p99.999
+    let lo = series
+        .iter()
+        .map(|l| l.hist.min())
+        .min()
+        .unwrap_or(1)
+        .max(1) as f64
+        / 1e3;
+    let hi = series
+        .iter()
+        .map(|l| l.hist.max())
+        .max()
+        .unwrap_or(1)
+        .max(2) as f64
+        / 1e3;
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE).unwrap();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(20)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..NINES, (lo * 0.8..hi * 1.25).log_scale())
+        .unwrap();
+    chart
+        .configure_mesh()
+        .x_desc("percentile")
+        .y_desc("latency (µs, log scale)")
+        .x_labels(6)
+        .y_labels(16)
+        .x_label_formatter(&|n| {
+            let p = 100.0 * (1.0 - 10f64.powf(-n));
+            format!("p{}", trim(p))
+        })
+        .y_label_formatter(&|v| trim(*v))
+        .draw()
+        .unwrap();
+    let colors = [
+        RED,
+        BLUE,
+        GREEN,
+        MAGENTA,
+        CYAN,
+        BLACK,
+        RGBColor(255, 140, 0),
+    ];
+    for (i, l) in series.iter().enumerate() {
+        let color = colors[i % colors.len()];
+        let points: Vec<(f64, f64)> = (0..=500)
+            .map(|k| {
+                let n = NINES * k as f64 / 500.0;
+                let q = (1.0 - 10f64.powf(-n)).min(1.0);
+                (n, l.hist.value_at_quantile(q) as f64 / 1e3)
+            })
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))
+            .unwrap()
+            .label(format!("{} (p50 {:.2} µs)", l.name, l.p50_us()))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+        .unwrap();
+    root.present().unwrap();
+    println!("wrote {}", path.display());
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}

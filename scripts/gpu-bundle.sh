@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds pkq's test, example and bench binaries (release) and gathers them,
+# with a runner, into one folder, so that a GPU host with the NVIDIA driver
+# but no Rust toolchain runs the whole GPU suite and the benches with one
+# command:   <bundle>/run.sh            (see run.sh --help)
+#
+# Usage: scripts/gpu-bundle.sh [OUT_DIR]     (default: target/gpu-bundle)
+# Needs nvcc here (see DEVELOPERS.md); the host needs none.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-target/gpu-bundle}"
+log=target/gpu-bundle-build.jsonl
+mkdir -p target
+cargo build --release --tests --examples --benches --message-format=json-render-diagnostics >"$log"
+if grep -qs 'FATBIN: Result<&\[u8\], &str> = Err' target/release/build/pkq-*/out/kernel_gen.rs; then
+  echo "error: pkq was built without its CUDA kernel (nvcc not found); see DEVELOPERS.md" >&2
+  exit 1
+fi
+rm -rf "$out"
+mkdir -p "$out/tests" "$out/examples" "$out/benches"
+python3 - "$out" "$log" <<'PY'
+import json, os, shutil, sys
+out, log = sys.argv[1], sys.argv[2]
+for line in open(log):
+    m = json.loads(line)
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    kind, name = m["target"]["kind"][0], m["target"]["name"]
+    if kind == "lib" and m["profile"]["test"]:
+        dest = "tests/unit"
+    elif kind == "test":
+        dest = f"tests/{name}"
+    elif kind == "example":
+        dest = f"examples/{name}"
+    elif kind == "bench":
+        dest = f"benches/{name}"
+    else:
+        continue
+    shutil.copy2(m["executable"], os.path.join(out, dest))
+PY
+# Debug info is most of each binary's size; the symbols stay for backtraces.
+strip --strip-debug "$out"/tests/* "$out"/examples/* "$out"/benches/* 2>/dev/null || true
+cp scripts/bundle-run.sh "$out/run.sh"
+chmod +x "$out/run.sh"
+git rev-parse HEAD >"$out/COMMIT" 2>/dev/null || echo unknown >"$out/COMMIT"
+if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then echo "(work tree dirty)" >>"$out/COMMIT"; fi
+du -sh "$out"
+find "$out" -type f | sort

@@ -1,0 +1,102 @@
+//! Opening a device: the checks that turn a missing driver, a missing GPU or
+//! an unsuitable one into a typed error instead of a panic.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, result, sys};
+
+use crate::error::{Error, Result};
+
+/// Loads the driver library and initializes it.
+pub(crate) fn init() -> Result<()> {
+    // SAFETY: only tries to dlopen libcuda; nothing is called through it.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::NoDriver("libcuda could not be loaded".into()));
+    }
+    result::init().map_err(|e| match e.0 {
+        sys::CUresult::CUDA_ERROR_NO_DEVICE => Error::NoDevice("the driver found no GPU".into()),
+        _ => Error::NoDriver(format!("cuInit failed: {}", error_name(e))),
+    })
+}
+
+/// How many CUDA devices the driver reports.
+pub fn device_count() -> Result<usize> {
+    init()?;
+    Ok(result::device::get_count()? as usize)
+}
+
+/// A context on device `index` (its primary context), once the device is
+/// known to exist and to support pkq.
+pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {
+    let count = device_count()?;
+    if index >= count {
+        return Err(Error::DeviceOutOfRange { index, count });
+    }
+    let ctx = CudaContext::new(index)?;
+    let (major, minor) = ctx.compute_capability()?;
+    let unsupported = |why: String| Error::UnsupportedDevice {
+        index,
+        name: ctx.name().unwrap_or_default(),
+        why,
+    };
+    if major < 8 {
+        return Err(unsupported(format!(
+            "compute capability {major}.{minor}; pkq needs 8.0 or newer"
+        )));
+    }
+    if ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)? == 0 {
+        return Err(unsupported("it cannot map host memory".into()));
+    }
+    Ok(ctx)
+}
+
+/// CUDA's name of a driver error, such as `CUDA_ERROR_ILLEGAL_ADDRESS`.
+pub(crate) fn error_name(e: cudarc::driver::DriverError) -> String {
+    e.error_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("{:?}", e.0))
+}
+
+/// What a bench report says about the device.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    /// The device's name, such as "NVIDIA H100 80GB HBM3".
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub compute_capability: (i32, i32),
+    /// Streaming multiprocessors.
+    pub multiprocessors: i32,
+    /// The kernel driver's version (such as "580.159.04") and the CUDA
+    /// version the driver supports.
+    pub driver: String,
+}
+
+/// Facts about device `index` for reports.
+pub fn device_info(index: usize) -> Result<DeviceInfo> {
+    let ctx = open(index)?;
+    let mut api = 0;
+    // SAFETY: valid out-pointer; the driver is initialized by `open`.
+    unsafe { sys::cuDriverGetVersion(&mut api) }.result()?;
+    // "NVRM version: NVIDIA UNIX [Open ]Kernel Module [for x86_64]  580.159.04  Release Build ..."
+    let kernel_module = std::fs::read_to_string("/proc/driver/nvidia/version")
+        .ok()
+        .and_then(|v| {
+            v.lines().next()?.split_whitespace().find_map(|t| {
+                let version = t.split('.').count() >= 2
+                    && t.split('.')
+                        .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+                version.then(|| t.to_string())
+            })
+        });
+    let cuda = format!("CUDA {}.{}", api / 1000, (api % 1000) / 10);
+    Ok(DeviceInfo {
+        name: ctx.name()?,
+        compute_capability: ctx.compute_capability()?,
+        multiprocessors: ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        driver: match kernel_module {
+            Some(k) => format!("{k} ({cuda})"),
+            None => cuda,
+        },
+    })
+}

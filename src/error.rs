@@ -1,0 +1,132 @@
+//! Errors of every pkq call.
+
+use std::fmt;
+
+use crate::ops::Op;
+
+/// A status other than success that a device handler reported for one task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TaskStatus {
+    /// The kernel has no handler for the task's op code.
+    UnknownOp,
+    /// The handler refused the task's arguments (for example a length over
+    /// the op's limit, or a null device pointer).
+    BadArgs,
+    /// A status code this version of pkq does not name.
+    Other(u8),
+}
+
+impl TaskStatus {
+    pub(crate) fn from_code(code: u8) -> Option<Self> {
+        use crate::layout::{STATUS_BAD_ARGS, STATUS_OK, STATUS_UNKNOWN_OP};
+        match code {
+            STATUS_OK => None,
+            STATUS_UNKNOWN_OP => Some(Self::UnknownOp),
+            STATUS_BAD_ARGS => Some(Self::BadArgs),
+            other => Some(Self::Other(other)),
+        }
+    }
+}
+
+impl fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownOp => f.write_str("unknown op"),
+            Self::BadArgs => f.write_str("bad arguments"),
+            Self::Other(c) => write!(f, "status {c}"),
+        }
+    }
+}
+
+/// Everything that can go wrong in pkq. No pkq call panics on bad input or a
+/// missing GPU; each returns one of these.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The CUDA driver library (libcuda) could not be loaded.
+    #[error("no CUDA driver: {0}; install the NVIDIA driver (libcuda.so.1)")]
+    NoDriver(String),
+    /// The driver loaded but reports no usable GPU.
+    #[error("no CUDA device: {0}")]
+    NoDevice(String),
+    /// The device index is not below the number of devices.
+    #[error("device index {index} is out of range: {count} CUDA device(s) present")]
+    DeviceOutOfRange {
+        /// The index asked for.
+        index: usize,
+        /// How many devices the driver reports.
+        count: usize,
+    },
+    /// The device cannot run pkq (compute capability below 8.0, or no mapped
+    /// host memory).
+    #[error("device {index} ({name}) is unsupported: {why}")]
+    UnsupportedDevice {
+        /// The device index.
+        index: usize,
+        /// The device's name.
+        name: String,
+        /// What it lacks.
+        why: String,
+    },
+    /// The crate was compiled without nvcc, so it carries no kernel.
+    #[error(
+        "pkq's CUDA kernel was not built: {0}. Install the CUDA toolkit (or `pip install \
+         nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.0.88 \
+         nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85`), set NVCC to its nvcc, \
+         and rebuild pkq (`cargo clean -p pkq`)"
+    )]
+    KernelNotBuilt(&'static str),
+    /// A builder setting is out of range.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// The argument bytes do not fit a slot's inline payload.
+    #[error("argument payload of {len} bytes exceeds the {max}-byte limit of a slot")]
+    PayloadTooLarge {
+        /// The payload's length.
+        len: usize,
+        /// The most a slot carries.
+        max: usize,
+    },
+    /// An argument of a safe wrapper is out of range.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The op dereferences device pointers from its arguments; the safe
+    /// `submit` refuses it (use its safe wrapper, or `submit_unchecked`).
+    #[error("{0} takes device pointers: use its safe wrapper or the unsafe submit_unchecked")]
+    PointerOp(Op),
+    /// `try_submit` found no free slot.
+    #[error("the submission ring is full")]
+    Full,
+    /// The runtime is shut down (or shutting down): no new tasks.
+    #[error("the runtime is shut down")]
+    Closed,
+    /// A wait ran past its deadline; the task is still tracked.
+    #[error("timed out")]
+    Timeout,
+    /// The device ran the task and its handler reported a failure.
+    #[error("{op} failed on the device: {status}")]
+    Task {
+        /// The task's op.
+        op: Op,
+        /// What the handler reported.
+        status: TaskStatus,
+    },
+    /// The kernel's stream reported a CUDA error (a trap, an illegal address,
+    /// ...). Such errors are sticky: the CUDA context is unusable for the rest
+    /// of the process.
+    #[error("the device faulted: {0}")]
+    DeviceFault(String),
+    /// The resident kernel is no longer serving tasks.
+    #[error("the resident kernel stopped: {0}")]
+    KernelStopped(String),
+    /// The resident kernel did not start (or did not exit) in time.
+    #[error("the resident kernel did not {0}")]
+    KernelTimeout(&'static str),
+    /// A CUDA driver call failed.
+    #[error("CUDA driver error: {0:?}")]
+    Cuda(#[from] cudarc::driver::DriverError),
+}
+
+/// `Result` with pkq's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,157 @@
+//! The embedded kernel image, and the life of a resident kernel: launch,
+//! liveness, and the rule that nothing it may touch is freed while it lives.
+
+use std::mem::ManuallyDrop;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaStream, LaunchArgs, LaunchConfig, sys,
+};
+use cudarc::nvrtc::Ptx;
+
+use crate::driver::error_name;
+use crate::error::{Error, Result};
+use crate::mapped::MappedBuffer;
+
+include!(concat!(env!("OUT_DIR"), "/kernel_gen.rs"));
+
+/// The fatbin compiled from `cuda/pkq.cu` when pkq was built: SASS for the
+/// architectures in [`build_info::CUDA_ARCHS`](crate::build_info::CUDA_ARCHS)
+/// and PTX of the newest. [`Error::KernelNotBuilt`] when nvcc was missing.
+pub fn image() -> Result<&'static [u8]> {
+    FATBIN.map_err(Error::KernelNotBuilt)
+}
+
+/// Loads the embedded module into `ctx`.
+pub(crate) fn load_module(ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {
+    Ok(ctx.load_module(Ptx::from_binary(image()?.to_vec()))?)
+}
+
+/// What the kernel's stream says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KernelState {
+    Running,
+    Finished,
+    Faulted(cudarc::driver::DriverError),
+}
+
+/// A kernel that stays resident on its own stream, with the mapped memory it
+/// works on. The memory, the stream and the module are released only once the
+/// kernel is known to have ended; if it never ends they are leaked, never
+/// freed under it.
+pub(crate) struct Kernel {
+    ctx: Arc<CudaContext>,
+    stream: ManuallyDrop<Arc<CudaStream>>,
+    function: ManuallyDrop<CudaFunction>,
+    memory: ManuallyDrop<Vec<MappedBuffer>>,
+    /// Launched and not yet seen to end.
+    live: AtomicBool,
+}
+
+impl Kernel {
+    /// Loads `name` from the embedded module and creates its stream. `ctx`
+    /// must not track events (see `Builder::build`), so that creating the
+    /// stream never synchronizes the context.
+    pub(crate) fn new(
+        ctx: &Arc<CudaContext>,
+        name: &str,
+        memory: Vec<MappedBuffer>,
+    ) -> Result<Self> {
+        let module = load_module(ctx)?;
+        let function = module.load_function(name)?;
+        let stream = ctx.new_stream()?;
+        Ok(Self {
+            ctx: ctx.clone(),
+            stream: ManuallyDrop::new(stream),
+            function: ManuallyDrop::new(function),
+            memory: ManuallyDrop::new(memory),
+            live: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// Launches the kernel once.
+    ///
+    /// # Safety
+    /// `push_args` must push exactly the kernel's parameters, by reference to
+    /// values that outlive this call, and any addresses among them must stay
+    /// valid while the kernel runs (the mapped memory of `self` does).
+    pub(crate) unsafe fn launch<'a>(
+        &'a self,
+        cfg: LaunchConfig,
+        push_args: impl FnOnce(&mut LaunchArgs<'a>),
+    ) -> Result<()> {
+        assert!(
+            !self.live.swap(true, Ordering::AcqRel),
+            "a resident kernel is launched once"
+        );
+        let mut builder = self.stream.launch_builder(&self.function);
+        push_args(&mut builder);
+        // SAFETY: the caller vouches for the arguments.
+        if let Err(e) = unsafe { builder.launch(cfg) } {
+            self.live.store(false, Ordering::Release);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Asks the stream (non-blocking) whether the kernel still runs.
+    pub(crate) fn state(&self) -> KernelState {
+        if self.ctx.bind_to_thread().is_err() {
+            return KernelState::Faulted(cudarc::driver::DriverError(
+                sys::CUresult::CUDA_ERROR_INVALID_CONTEXT,
+            ));
+        }
+        // SAFETY: a valid stream of the bound context.
+        match unsafe { sys::cuStreamQuery(self.stream.cu_stream()) } {
+            sys::CUresult::CUDA_ERROR_NOT_READY => KernelState::Running,
+            sys::CUresult::CUDA_SUCCESS => KernelState::Finished,
+            e => KernelState::Faulted(cudarc::driver::DriverError(e)),
+        }
+    }
+
+    /// Polls until the kernel has ended (normally or by a fault) or `deadline`.
+    pub(crate) fn wait_finished(&self, deadline: Instant) -> Result<()> {
+        if !self.live.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        loop {
+            match self.state() {
+                KernelState::Running if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_micros(20));
+                }
+                KernelState::Running => return Err(Error::KernelTimeout("exit in time")),
+                KernelState::Finished => {
+                    self.live.store(false, Ordering::Release);
+                    return Ok(());
+                }
+                KernelState::Faulted(e) => {
+                    // A faulted kernel is dead too (the error is sticky).
+                    self.live.store(false, Ordering::Release);
+                    return Err(Error::DeviceFault(error_name(e)));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        if self.live.load(Ordering::Acquire) {
+            // The kernel may still read or write this memory (and run this
+            // module's code): leak them rather than free them under it.
+            return;
+        }
+        // SAFETY: each field is dropped exactly once, here, and not used after.
+        unsafe {
+            ManuallyDrop::drop(&mut self.memory);
+            ManuallyDrop::drop(&mut self.function);
+            ManuallyDrop::drop(&mut self.stream);
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! The shared host/device layout, Rust side. Every number comes from
+//! `cuda/pkq_layout.h` (build.rs generates the constants), and the protocol of
+//! each shared word is described there, once. The structs below are checked
+//! against those numbers at compile time, as their C twins are in the header.
+
+#![allow(dead_code)]
+
+include!(concat!(env!("OUT_DIR"), "/layout_gen.rs"));
+
+use std::mem::{offset_of, size_of};
+
+/// `struct pkq_params`: the resident kernel's launch parameters.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct KernelParams {
+    pub sq: u64,
+    pub cq: u64,
+    pub ctrl: u64,
+    pub states: u64,
+    pub start_seq: u64,
+    pub capacity_log2: u32,
+    pub workers: u32,
+}
+
+// SAFETY: plain old data with the C layout of `pkq_params` (checked below),
+// passed by value as a kernel parameter.
+unsafe impl cudarc::driver::DeviceRepr for KernelParams {}
+
+const _: () = {
+    assert!(size_of::<KernelParams>() == PARAMS_BYTES);
+    assert!(offset_of!(KernelParams, sq) == PARAMS_OFF_SQ);
+    assert!(offset_of!(KernelParams, cq) == PARAMS_OFF_CQ);
+    assert!(offset_of!(KernelParams, ctrl) == PARAMS_OFF_CTRL);
+    assert!(offset_of!(KernelParams, states) == PARAMS_OFF_STATES);
+    assert!(offset_of!(KernelParams, start_seq) == PARAMS_OFF_START_SEQ);
+    assert!(offset_of!(KernelParams, capacity_log2) == PARAMS_OFF_CAPACITY_LOG2);
+    assert!(offset_of!(KernelParams, workers) == PARAMS_OFF_WORKERS);
+    assert!(SLOT_WORDS * 8 == SLOT_BYTES);
+    assert!(CQE_WORDS * 8 == CQE_BYTES);
+    assert!(8 + ARGS_BYTES == SLOT_WORDS * CHUNK_BITS as usize / 8);
+    assert!(TAG_SHIFT == CHUNK_BITS);
+};

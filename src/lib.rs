@@ -1,0 +1,57 @@
+#![doc = include_str!("../README.md")]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+#[cfg(all(feature = "cuda-13000", feature = "cuda-12080"))]
+compile_error!(
+    "pkq: enable one CUDA version feature, not both (use default-features = false with cuda-12080)"
+);
+#[cfg(not(any(feature = "cuda-13000", feature = "cuda-12080")))]
+compile_error!("pkq: enable one CUDA version feature: cuda-13000 (default) or cuda-12080");
+
+pub mod build_info;
+mod driver;
+mod error;
+pub mod floor;
+mod kernel;
+mod layout;
+mod mapped;
+mod ops;
+mod ptxas;
+mod queue;
+mod ring;
+mod runtime;
+mod slot;
+mod ticket;
+
+/// The cudarc pkq is built against (device buffers for ops like AXPY come from it).
+pub use cudarc;
+pub use driver::{DeviceInfo, device_count, device_info};
+pub use error::{Error, Result, TaskStatus};
+pub use kernel::image as kernel_image;
+pub use ops::{AXPY_MAX_N, AxpyArgs, Op, echo_fold};
+pub use runtime::{Builder, Runtime};
+pub use ticket::{Completion, Ticket};
+
+/// The most argument bytes a task carries inline in its slot.
+pub const ARGS_BYTES: usize = layout::ARGS_BYTES;
+
+#[cfg(test)]
+pub(crate) mod test_rng {
+    /// SplitMix64: a small, seeded source of test inputs.
+    pub(crate) struct Rng(u64);
+
+    impl Rng {
+        pub(crate) fn new(seed: u64) -> Self {
+            Self(seed)
+        }
+
+        pub(crate) fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Mapped, pinned host memory: `cuMemHostAlloc(DEVICEMAP | PORTABLE)` with its
+//! device address (cudarc's `PinnedHostSlice` gives no device pointer).
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, DriverError, sys};
+
+use crate::queue::Words;
+
+/// An allocation of 8-byte words that the host and the device both address.
+/// Freed on drop; the owner must make sure the device no longer touches it.
+pub(crate) struct MappedBuffer {
+    host: NonNull<u64>,
+    device: u64,
+    words: usize,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: the buffer is plain memory; all access goes through `Words`
+// (atomics), and freeing needs only the context, which is Send + Sync.
+unsafe impl Send for MappedBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for MappedBuffer {}
+
+impl MappedBuffer {
+    /// `words` zeroed 8-byte words, mapped into the device's address space.
+    pub(crate) fn new(ctx: &Arc<CudaContext>, words: usize) -> Result<Self, DriverError> {
+        ctx.bind_to_thread()?;
+        let bytes = words.max(1) * 8;
+        let mut host = std::ptr::null_mut();
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: `host` is a valid out-pointer; the driver returns page-aligned memory.
+        unsafe { sys::cuMemHostAlloc(&mut host, bytes, flags) }.result()?;
+        let host = NonNull::new(host.cast::<u64>())
+            .ok_or(DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY))?;
+        let mut device = 0;
+        // SAFETY: `host` was just allocated with DEVICEMAP.
+        let mapped =
+            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host.as_ptr().cast(), 0) };
+        if let Err(e) = mapped.result() {
+            // SAFETY: allocated above, never shared.
+            unsafe { sys::cuMemFreeHost(host.as_ptr().cast()) };
+            return Err(e);
+        }
+        // SAFETY: `bytes` bytes were allocated at `host`; nobody else has it yet.
+        unsafe { std::ptr::write_bytes(host.as_ptr().cast::<u8>(), 0, bytes) };
+        Ok(Self {
+            host,
+            device,
+            words,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// The host view of words `from..from + len`.
+    pub(crate) fn words(&self, from: usize, len: usize) -> Words {
+        assert!(from + len <= self.words);
+        // SAFETY: in bounds; 8-byte aligned; the memory lives until drop, and
+        // every `Words` user is owned by the same runtime that owns `self`
+        // and drops before it.
+        unsafe { Words::new(NonNull::new_unchecked(self.host.as_ptr().add(from)), len) }
+    }
+
+    /// The device address of word `from`.
+    pub(crate) fn device_addr(&self, from: usize) -> u64 {
+        assert!(from <= self.words);
+        self.device + 8 * from as u64
+    }
+}
+
+impl Drop for MappedBuffer {
+    fn drop(&mut self) {
+        // Errors (a context already broken by a device fault) leave nothing to do.
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by cuMemHostAlloc in `new`; the owner
+            // guarantees the device no longer uses it.
+            let _ = unsafe { sys::cuMemFreeHost(self.host.as_ptr().cast()) };
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! Op codes and the arguments of the built-in ops (mirrors `cuda/pkq_ops.cuh`).
+
+use std::fmt;
+use std::mem::{offset_of, size_of};
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::layout::{
+    ARGS_BYTES, AXPY_ARGS_BYTES, AXPY_OFF_A, AXPY_OFF_N, AXPY_OFF_X, AXPY_OFF_Y, OP_AXPY, OP_ECHO,
+    OP_NOP,
+};
+
+/// An op code: which device handler runs a task.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Op(pub u16);
+
+impl Op {
+    /// Does nothing; completes with value 0. The round-trip probe.
+    pub const NOP: Op = Op(OP_NOP);
+    /// Returns its 48-byte payload folded into one `u64` (see [`echo_fold`]):
+    /// with only the first 8 bytes set, it returns them unchanged. For tests
+    /// and for checking that every payload bit arrives.
+    pub const ECHO: Op = Op(OP_ECHO);
+    /// `y[i] = a * x[i] + y[i]` on device buffers, run by one warp; see
+    /// [`Runtime::axpy`](crate::Runtime::axpy) and [`AxpyArgs`].
+    pub const AXPY: Op = Op(OP_AXPY);
+
+    /// Whether the built-in handler of this op dereferences device pointers
+    /// taken from its arguments (the safe `submit` refuses those).
+    pub fn takes_pointers(self) -> bool {
+        self == Op::AXPY
+    }
+
+    fn name(self) -> Option<&'static str> {
+        match self {
+            Op::NOP => Some("NOP"),
+            Op::ECHO => Some("ECHO"),
+            Op::AXPY => Some("AXPY"),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Debug for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(n) => write!(f, "Op::{n}"),
+            None => write!(f, "Op({})", self.0),
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "op {}", self.0),
+        }
+    }
+}
+
+/// What [`Op::ECHO`] computes from its six argument words: every bit of the
+/// payload reaches the result, and `[x, 0, 0, 0, 0, 0]` folds to `x`.
+pub fn echo_fold(args: &[u64; ARGS_BYTES / 8]) -> u64 {
+    args.iter()
+        .enumerate()
+        .fold(0, |acc, (i, &w)| acc ^ w.rotate_left(8 * i as u32))
+}
+
+/// The largest `n` of an [`Op::AXPY`] task.
+pub const AXPY_MAX_N: usize = crate::layout::AXPY_MAX_N;
+
+/// Arguments of [`Op::AXPY`]: `y[i] = a * x[i] + y[i]` for `i < n`, `x` and
+/// `y` device addresses of `n` `f32`s each (`struct pkq_axpy_args`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct AxpyArgs {
+    /// Device address of `x` (read).
+    pub x: u64,
+    /// Device address of `y` (read and written).
+    pub y: u64,
+    /// Element count, at most [`AXPY_MAX_N`].
+    pub n: u32,
+    /// The scale.
+    pub a: f32,
+}
+
+const _: () = {
+    assert!(size_of::<AxpyArgs>() == AXPY_ARGS_BYTES);
+    assert!(offset_of!(AxpyArgs, x) == AXPY_OFF_X);
+    assert!(offset_of!(AxpyArgs, y) == AXPY_OFF_Y);
+    assert!(offset_of!(AxpyArgs, n) == AXPY_OFF_N);
+    assert!(offset_of!(AxpyArgs, a) == AXPY_OFF_A);
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_fold_returns_a_lone_first_word() {
+        assert_eq!(echo_fold(&[0xdead_beef, 0, 0, 0, 0, 0]), 0xdead_beef);
+        assert_ne!(echo_fold(&[0, 1, 0, 0, 0, 0]), 0);
+        assert_eq!(echo_fold(&[0, 1, 0, 0, 0, 0]), 1 << 8);
+    }
+
+    #[test]
+    fn op_names() {
+        assert_eq!(format!("{}", Op::AXPY), "AXPY");
+        assert_eq!(format!("{:?}", Op(77)), "Op(77)");
+        assert!(Op::AXPY.takes_pointers());
+        assert!(!Op::ECHO.takes_pointers());
+    }
+}

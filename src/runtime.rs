@@ -1,0 +1,503 @@
+//! The runtime: a resident kernel serving one ring, and the safe API over it.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytemuck::Pod;
+use crossbeam_utils::Backoff;
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use crate::driver;
+use crate::error::{Error, Result};
+use crate::kernel::{Kernel, KernelState};
+use crate::layout::{
+    CQE_WORDS, CTRL_BYTES, CTRL_STOP, KernelParams, MAX_WARPS_PER_BLOCK, MAX_WORKERS,
+    SECTION_ALIGN, SLOT_WORDS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
+};
+use crate::mapped::MappedBuffer;
+use crate::ops::{AXPY_MAX_N, AxpyArgs, Op};
+use crate::queue::{Queue, Refusal, Words};
+use crate::ring::Geometry;
+use crate::slot::SlotImage;
+use crate::ticket::Ticket;
+
+/// How long a waiter spins before it starts yielding the CPU.
+const SPIN_FOR: Duration = Duration::from_micros(200);
+/// How often a waiter asks the device whether the kernel still lives.
+const PROBE_EVERY: Duration = Duration::from_millis(1);
+/// Polls between two looks at the clock.
+const POLLS_PER_CHECK: u32 = 64;
+
+/// Configures and starts a [`Runtime`].
+#[derive(Clone, Debug)]
+pub struct Builder {
+    device: usize,
+    capacity: usize,
+    workers: usize,
+    start_timeout: Duration,
+    stop_timeout: Duration,
+    start_seq: u64,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self {
+            device: 0,
+            capacity: 1024,
+            workers: 4,
+            start_timeout: Duration::from_secs(10),
+            stop_timeout: Duration::from_secs(10),
+            start_seq: 0,
+        }
+    }
+}
+
+impl Builder {
+    /// The CUDA device index (default 0).
+    pub fn device(mut self, index: usize) -> Self {
+        self.device = index;
+        self
+    }
+
+    /// Slots in the submission ring: a power of two from 1 to 2^20 (default
+    /// 1024). At most this many tasks are in flight or awaiting their ticket.
+    pub fn capacity(mut self, slots: usize) -> Self {
+        self.capacity = slots;
+        self
+    }
+
+    /// Worker warps of the resident kernel: a power of two, at most the
+    /// capacity and 1024 (default 4, on one multiprocessor). Worker `w` runs
+    /// the tasks whose sequence number is `w` modulo the worker count, in
+    /// order; different workers run concurrently.
+    pub fn workers(mut self, warps: usize) -> Self {
+        self.workers = warps;
+        self
+    }
+
+    /// How long `build` waits for every worker to report in (default 10 s).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// How long shutdown waits for in-flight tasks and then for the kernel to
+    /// exit (default 10 s each).
+    pub fn stop_timeout(mut self, timeout: Duration) -> Self {
+        self.stop_timeout = timeout;
+        self
+    }
+
+    /// The first sequence number (for testing the wrap at 2^63).
+    #[doc(hidden)]
+    pub fn start_sequence(mut self, seq: u64) -> Self {
+        self.start_seq = seq;
+        self
+    }
+
+    /// Checks the settings without touching the driver.
+    pub(crate) fn validate(&self) -> Result<Geometry> {
+        let geo = Geometry::new(self.capacity)?;
+        let w = self.workers;
+        if w == 0 || !w.is_power_of_two() || w > MAX_WORKERS || w > self.capacity {
+            return Err(Error::InvalidConfig(format!(
+                "workers {w} must be a power of two from 1 to min(capacity {}, {MAX_WORKERS})",
+                self.capacity
+            )));
+        }
+        Ok(geo)
+    }
+
+    /// Starts the resident kernel and returns the runtime once every worker
+    /// is serving.
+    ///
+    /// Errors: [`Error::InvalidConfig`], [`Error::KernelNotBuilt`],
+    /// [`Error::NoDriver`], [`Error::NoDevice`], [`Error::DeviceOutOfRange`],
+    /// [`Error::UnsupportedDevice`], [`Error::KernelTimeout`], or the CUDA
+    /// error of a failed driver call.
+    pub fn build(self) -> Result<Runtime> {
+        let geo = self.validate()?;
+        crate::kernel::image()?;
+        let ctx = driver::open(self.device)?;
+        // SAFETY: this Arc is pkq's own (callers keep theirs); it never backs
+        // a CudaSlice, so nothing relies on its event tracking. Without it,
+        // creating our stream does not synchronize the context, which would
+        // wait behind any kernel already running.
+        unsafe { ctx.disable_event_tracking() };
+
+        let cap = geo.capacity();
+        let align = SECTION_ALIGN / 8;
+        let ctrl_at = (cap * SLOT_WORDS).next_multiple_of(align);
+        let states_at = (cap * CQE_WORDS).next_multiple_of(align);
+        let h2d = MappedBuffer::new(&ctx, ctrl_at + CTRL_BYTES / 8)?;
+        let d2h = MappedBuffer::new(&ctx, states_at + self.workers)?;
+        let sq = h2d.words(0, cap * SLOT_WORDS);
+        let ctrl = h2d.words(ctrl_at, CTRL_BYTES / 8);
+        let cq = d2h.words(0, cap * CQE_WORDS);
+        let states = d2h.words(states_at, self.workers);
+        let params = KernelParams {
+            sq: h2d.device_addr(0),
+            cq: d2h.device_addr(0),
+            ctrl: h2d.device_addr(ctrl_at),
+            states: d2h.device_addr(states_at),
+            start_seq: self.start_seq & crate::ring::SEQ_MASK,
+            capacity_log2: geo.log2(),
+            workers: self.workers as u32,
+        };
+        let kernel = Kernel::new(&ctx, "pkq_worker_kernel", vec![h2d, d2h])?;
+        let queue = Queue::new(geo, sq, cq, self.start_seq);
+        let shared = Arc::new(Shared {
+            queue,
+            ctrl,
+            states,
+            fault: OnceLock::new(),
+            stopped: Mutex::new(None),
+            stop_timeout: self.stop_timeout,
+            device: self.device,
+            kernel,
+        });
+        let warps = self.workers.min(MAX_WARPS_PER_BLOCK);
+        let cfg = LaunchConfig {
+            grid_dim: ((self.workers / warps) as u32, 1, 1),
+            block_dim: (warps as u32 * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: pkq_worker_kernel takes one `pkq_params` by value (layout
+        // checked in layout.rs); its addresses point into the kernel's own
+        // mapped memory, which outlives it (see `Kernel`).
+        unsafe {
+            shared.kernel.launch(cfg, |b| {
+                b.arg(&params);
+            })?
+        };
+        let rt = Runtime { shared };
+        rt.shared
+            .await_workers(Instant::now() + self.start_timeout)?;
+        Ok(rt)
+    }
+}
+
+/// A resident kernel serving a submission ring in mapped host memory.
+///
+/// `Runtime` is `Send + Sync`: any number of threads may submit through
+/// `&Runtime`. Dropping it shuts it down (see [`Runtime::shutdown`]).
+///
+/// While a runtime lives, do not synchronize its CUDA context
+/// (`CudaContext::synchronize`, `cudaDeviceSynchronize`): that waits for every
+/// kernel in the context, the resident one included, and so never returns.
+/// Synchronize streams instead. For the same reason, create your own streams
+/// before building a runtime, or on a context whose event tracking is off:
+/// cudarc's first `new_stream` on a tracking context synchronizes it.
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("device", &self.shared.device)
+            .field("capacity", &self.capacity())
+            .field("workers", &self.workers())
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A builder with the defaults: device 0, 1024 slots, 4 workers.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Submits a task, waiting (spinning, then yielding) while the ring is
+    /// full. `args` is copied inline into the slot: at most 48 bytes.
+    ///
+    /// Refuses ops that dereference device pointers ([`Error::PointerOp`]);
+    /// after [`Runtime::shutdown`] began, returns [`Error::Closed`].
+    pub fn submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
+        self.submit_bytes(op, bytemuck::bytes_of(args))
+    }
+
+    /// Like [`Runtime::submit`], but returns [`Error::Full`] instead of
+    /// waiting for a free slot.
+    pub fn try_submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
+        Self::refuse_pointers(op)?;
+        let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
+        self.shared.submit(op, &image, false)
+    }
+
+    /// Submits a task whose arguments are raw bytes (at most 48).
+    pub fn submit_bytes(&self, op: Op, args: &[u8]) -> Result<Ticket> {
+        Self::refuse_pointers(op)?;
+        let image = SlotImage::new(op.0, args)?;
+        self.shared.submit(op, &image, true)
+    }
+
+    /// Submits any op, including those whose handler dereferences device
+    /// pointers from its arguments.
+    ///
+    /// # Safety
+    /// Every device address in `args` must be valid for what the op does with
+    /// it (for [`Op::AXPY`]: `n` `f32`s readable at `x`, writable at `y`, not
+    /// overlapping unless equal), with no other work touching that memory
+    /// until the task completed, and stay so until the returned ticket has
+    /// reported completion (or the runtime has shut down).
+    pub unsafe fn submit_unchecked<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
+        let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
+        self.shared.submit(op, &image, true)
+    }
+
+    fn refuse_pointers(op: Op) -> Result<()> {
+        if op.takes_pointers() {
+            Err(Error::PointerOp(op))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `y = a * x + y` on device buffers of at most [`AXPY_MAX_N`] elements,
+    /// run by one warp of the resident kernel; returns once it is done.
+    ///
+    /// Work queued on the buffers' own streams is waited for first (their
+    /// streams are synchronized), so the task sees what came before.
+    pub fn axpy(&self, a: f32, x: &CudaSlice<f32>, y: &mut CudaSlice<f32>) -> Result<()> {
+        if x.len() != y.len() || x.len() > AXPY_MAX_N {
+            return Err(Error::InvalidArgument(format!(
+                "axpy needs x and y of equal length up to {AXPY_MAX_N} (got {} and {})",
+                x.len(),
+                y.len()
+            )));
+        }
+        if x.ordinal() != self.shared.device || y.ordinal() != self.shared.device {
+            return Err(Error::InvalidArgument(format!(
+                "axpy buffers must live on device {}",
+                self.shared.device
+            )));
+        }
+        let (xs, ys) = (x.stream().clone(), y.stream().clone());
+        let (xp, _x_read) = x.device_ptr(&xs);
+        let (yp, _y_write) = y.device_ptr_mut(&ys);
+        xs.synchronize()?;
+        if ys != xs {
+            ys.synchronize()?;
+        }
+        let args = AxpyArgs {
+            x: xp,
+            y: yp,
+            n: x.len() as u32,
+            a,
+        };
+        // SAFETY: x and y are live allocations of n f32s on this device, x
+        // borrowed and y borrowed exclusively until the task completed (we
+        // wait below; if the wait fails, the kernel is dead or shut down and
+        // no longer touches them); their streams are idle.
+        let ticket = unsafe { self.submit_unchecked(Op::AXPY, &args)? };
+        ticket.wait().map(drop)
+    }
+
+    /// The ring's slot count.
+    pub fn capacity(&self) -> usize {
+        self.shared.queue.geometry().capacity()
+    }
+
+    /// The kernel's worker warps.
+    pub fn workers(&self) -> usize {
+        self.shared.states.len()
+    }
+
+    /// The CUDA device index.
+    pub fn device(&self) -> usize {
+        self.shared.device
+    }
+
+    /// Shuts down: refuses new tasks ([`Error::Closed`] from then on), waits
+    /// for every submitted task to complete (up to the stop timeout), tells
+    /// the kernel to exit and waits for it. Tickets stay valid and report
+    /// their results. Memory the device may touch is freed only after the
+    /// kernel exited (and the last ticket is gone); if it never exits, it is
+    /// leaked, not freed. Later calls (and `Drop`) return the first outcome.
+    pub fn shutdown(&self) -> Result<()> {
+        self.shared.stop()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let _ = self.shared.stop();
+    }
+}
+
+/// What the runtime and its tickets share.
+pub(crate) struct Shared {
+    pub(crate) queue: Queue,
+    /// Host-written control line (the stop word; see pkq_layout.h).
+    ctrl: Words,
+    /// Device-written worker state words (see pkq_layout.h).
+    states: Words,
+    /// The first fault seen; every later call reports it.
+    fault: OnceLock<Error>,
+    /// The outcome of shutdown, once it ran.
+    stopped: Mutex<Option<Result<()>>>,
+    stop_timeout: Duration,
+    device: usize,
+    /// Last: owns the memory behind `queue`, `ctrl` and `states`.
+    kernel: Kernel,
+}
+
+impl Shared {
+    fn submit(self: &Arc<Self>, op: Op, image: &SlotImage, wait: bool) -> Result<Ticket> {
+        self.check()?;
+        let seq = match self.queue.try_reserve() {
+            Ok(seq) => seq,
+            Err(Refusal::Closed) => return Err(Error::Closed),
+            Err(Refusal::Full) if !wait => return Err(Error::Full),
+            Err(Refusal::Full) => self.wait_for(None, || match self.queue.try_reserve() {
+                Ok(seq) => Some(Ok(seq)),
+                Err(Refusal::Closed) => Some(Err(Error::Closed)),
+                Err(Refusal::Full) => None,
+            })??,
+        };
+        self.queue.publish(seq, image);
+        Ok(Ticket::new(self.clone(), seq, op))
+    }
+
+    /// The latched fault, if any.
+    #[inline]
+    pub(crate) fn check(&self) -> Result<()> {
+        match self.fault.get() {
+            None => Ok(()),
+            Some(e) => Err(e.clone()),
+        }
+    }
+
+    fn fail(&self, e: Error) -> Error {
+        let _ = self.fault.set(e);
+        self.fault.get().cloned().unwrap()
+    }
+
+    /// Asks the device whether the kernel still serves (a stream query and
+    /// a look at the worker state words); latches a fault.
+    fn probe(&self) -> Result<()> {
+        self.check()?;
+        match self.kernel.state() {
+            KernelState::Running => {
+                for w in 0..self.states.len() {
+                    if self.states.at(w).load(Ordering::Acquire) == WORKER_BAD_TAG {
+                        return Err(self.fail(Error::KernelStopped(format!(
+                            "worker {w} found a slot with a corrupt tag and stopped"
+                        ))));
+                    }
+                }
+                Ok(())
+            }
+            KernelState::Finished if self.queue.is_closed() => Err(Error::KernelStopped(
+                "the runtime was shut down before the task completed".into(),
+            )),
+            KernelState::Finished => {
+                Err(self.fail(Error::KernelStopped("it exited unexpectedly".into())))
+            }
+            KernelState::Faulted(e) => Err(self.fail(Error::DeviceFault(driver::error_name(e)))),
+        }
+    }
+
+    /// Polls `ready` until it yields, spinning first and then yielding the
+    /// CPU, with a liveness probe every millisecond; `Timeout` at `deadline`.
+    pub(crate) fn wait_for<T>(
+        &self,
+        deadline: Option<Instant>,
+        mut ready: impl FnMut() -> Option<T>,
+    ) -> Result<T> {
+        let start = Instant::now();
+        let mut next_probe = start + PROBE_EVERY;
+        let backoff = Backoff::new();
+        loop {
+            for _ in 0..POLLS_PER_CHECK {
+                if let Some(v) = ready() {
+                    return Ok(v);
+                }
+                std::hint::spin_loop();
+            }
+            self.check()?;
+            let now = Instant::now();
+            if now >= next_probe {
+                self.probe()?;
+                next_probe = now + PROBE_EVERY;
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(Error::Timeout);
+            }
+            if now - start >= SPIN_FOR {
+                backoff.snooze();
+            }
+        }
+    }
+
+    fn await_workers(&self, deadline: Instant) -> Result<()> {
+        loop {
+            let running = (0..self.states.len())
+                .all(|w| self.states.at(w).load(Ordering::Acquire) == WORKER_RUNNING);
+            if running {
+                return Ok(());
+            }
+            self.probe()?;
+            if Instant::now() >= deadline {
+                let _ = self.stop();
+                return Err(Error::KernelTimeout(
+                    "start in time (not all workers reported in)",
+                ));
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    /// Close, drain, stop the kernel, wait for it. Runs once; later calls
+    /// return the first outcome.
+    fn stop(&self) -> Result<()> {
+        let mut stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(outcome) = &*stopped {
+            return outcome.clone();
+        }
+        let end = self.queue.close();
+        let drain_deadline = Instant::now() + self.stop_timeout;
+        let drained = self.wait_for(Some(drain_deadline), || {
+            (self.queue.incomplete(end) == 0).then_some(())
+        });
+        // One relaxed store: the device reads it with its next slot poll.
+        self.ctrl.at(CTRL_STOP).store(STOP_VALUE, Ordering::Release);
+        let exited = self
+            .kernel
+            .wait_finished(Instant::now() + self.stop_timeout);
+        let outcome = match (drained, exited) {
+            (Ok(()), Ok(())) => Ok(()),
+            // The drain ended because the kernel already stopped: report why.
+            (Err(e), _) | (Ok(()), Err(e)) => Err(e),
+        };
+        *stopped = Some(outcome.clone());
+        outcome
+    }
+
+    /// The CUDA context the kernel runs in.
+    #[allow(dead_code)]
+    pub(crate) fn context(&self) -> &Arc<cudarc::driver::CudaContext> {
+        self.kernel.context()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builder_validation_needs_no_driver() {
+        let bad = |b: Builder| matches!(b.validate(), Err(Error::InvalidConfig(_)));
+        assert!(bad(Runtime::builder().capacity(0)));
+        assert!(bad(Runtime::builder().capacity(100)));
+        assert!(bad(Runtime::builder().capacity(1 << 21)));
+        assert!(bad(Runtime::builder().workers(0)));
+        assert!(bad(Runtime::builder().workers(3)));
+        assert!(bad(Runtime::builder().capacity(4).workers(8)));
+        assert!(bad(Runtime::builder().capacity(1 << 20).workers(2048)));
+        assert!(Runtime::builder().validate().is_ok());
+        assert!(Runtime::builder().capacity(1).workers(1).validate().is_ok());
+    }
+}

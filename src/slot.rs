@@ -1,0 +1,236 @@
+//! Tagged-word codec of submission slots and completion entries (mirrors
+//! `cuda/pkq_slot.cuh`; the layout, and why it needs no fence, is described in
+//! `cuda/pkq_layout.h`).
+//!
+//! A payload is a little-endian bit stream of 64-bit words; it travels as
+//! 56-bit chunks, one per shared word, under the tag byte.
+
+use crate::error::{Error, Result};
+use crate::layout::{ARGS_BYTES, CHUNK_BITS, CQE_WORDS, HEADER_LEN_SHIFT, SLOT_WORDS, TAG_SHIFT};
+
+pub(crate) const CHUNK_MASK: u64 = (1 << CHUNK_BITS) - 1;
+const CHUNK: usize = CHUNK_BITS as usize;
+/// Payload words of a slot: the header and six argument words.
+const SLOT_PAYLOAD_WORDS: usize = 1 + ARGS_BYTES / 8;
+
+/// The tag byte of a shared word.
+#[inline(always)]
+pub(crate) fn tag_of(word: u64) -> u8 {
+    (word >> TAG_SHIFT) as u8
+}
+
+/// A chunk under a tag.
+#[inline(always)]
+pub(crate) fn tagged(chunk: u64, tag: u8) -> u64 {
+    (chunk & CHUNK_MASK) | (u64::from(tag) << TAG_SHIFT)
+}
+
+/// Cuts payload words into `N` chunks: chunk k holds bits [56k, 56k + 56).
+#[inline(always)]
+pub(crate) fn chunks<const N: usize>(words: &[u64]) -> [u64; N] {
+    let mut out = [0; N];
+    for (k, c) in out.iter_mut().enumerate() {
+        let (j, s) = (k * CHUNK / 64, k * CHUNK % 64);
+        let mut v = words.get(j).copied().unwrap_or(0) >> s;
+        if s > 64 - CHUNK {
+            if let Some(&next) = words.get(j + 1) {
+                v |= next << (64 - s);
+            }
+        }
+        *c = v & CHUNK_MASK;
+    }
+    out
+}
+
+/// Rebuilds `M` payload words from chunks (the inverse of [`chunks`]).
+#[inline(always)]
+pub(crate) fn payload<const M: usize>(chunks: &[u64]) -> [u64; M] {
+    let mut out = [0; M];
+    for (j, w) in out.iter_mut().enumerate() {
+        let (k, s) = (j * 64 / CHUNK, j * 64 % CHUNK);
+        let mut v = chunks.get(k).map_or(0, |c| (c & CHUNK_MASK) >> s);
+        if let Some(&next) = chunks.get(k + 1) {
+            v |= (next & CHUNK_MASK) << (CHUNK - s);
+        }
+        *w = v;
+    }
+    out
+}
+
+/// A submission encoded into its slot's chunks, before its tag is known (the
+/// tag comes with the sequence number the producer reserves afterwards, so
+/// nothing but plain stores happens between reserving and publishing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotImage(pub(crate) [u64; SLOT_WORDS]);
+
+impl SlotImage {
+    /// Encodes op and argument bytes (at most [`ARGS_BYTES`]).
+    #[inline]
+    pub(crate) fn new(op: u16, args: &[u8]) -> Result<Self> {
+        if args.len() > ARGS_BYTES {
+            return Err(Error::PayloadTooLarge {
+                len: args.len(),
+                max: ARGS_BYTES,
+            });
+        }
+        let mut bytes = [0u8; ARGS_BYTES];
+        bytes[..args.len()].copy_from_slice(args);
+        let mut words = [0u64; SLOT_PAYLOAD_WORDS];
+        words[0] = u64::from(op) | (args.len() as u64) << HEADER_LEN_SHIFT;
+        for (w, b) in words[1..].iter_mut().zip(bytes.chunks_exact(8)) {
+            *w = u64::from_le_bytes(b.try_into().unwrap());
+        }
+        Ok(Self(chunks(&words)))
+    }
+
+    /// Word `k` of the slot under `tag`.
+    #[inline(always)]
+    pub(crate) fn word(&self, k: usize, tag: u8) -> u64 {
+        tagged(self.0[k], tag)
+    }
+}
+
+/// A submission as the device decodes it (tests and the software device).
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DecodedSlot {
+    pub op: u16,
+    pub len: usize,
+    pub args: [u64; ARGS_BYTES / 8],
+}
+
+#[cfg(test)]
+impl DecodedSlot {
+    /// Decodes tagged slot words, or `None` unless every word carries `tag`.
+    pub(crate) fn decode(words: &[u64; SLOT_WORDS], tag: u8) -> Option<Self> {
+        if words.iter().any(|&w| tag_of(w) != tag) {
+            return None;
+        }
+        let p: [u64; SLOT_PAYLOAD_WORDS] = payload(words);
+        Some(Self {
+            op: p[0] as u16,
+            len: ((p[0] >> HEADER_LEN_SHIFT) & 0xff) as usize,
+            args: p[1..].try_into().unwrap(),
+        })
+    }
+
+    /// The argument bytes.
+    pub(crate) fn arg_bytes(&self) -> Vec<u8> {
+        let mut v: Vec<u8> = self.args.iter().flat_map(|w| w.to_le_bytes()).collect();
+        v.truncate(self.len);
+        v
+    }
+}
+
+/// A completion entry: the task's status, its inline result and the device's
+/// start and end timestamps (ns of `%globaltimer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Cqe {
+    pub status: u8,
+    pub value: u64,
+    pub t_start: u64,
+    pub t_end: u64,
+}
+
+impl Cqe {
+    /// The entry's tagged words (what `completion_word` writes on the device).
+    #[cfg(test)]
+    pub(crate) fn encode(&self, tag: u8) -> [u64; CQE_WORDS] {
+        let c: [u64; CQE_WORDS] =
+            chunks(&[self.value, self.t_start, self.t_end, u64::from(self.status)]);
+        c.map(|c| tagged(c, tag))
+    }
+
+    /// Decodes an entry, or `None` unless every word carries `tag`.
+    #[inline(always)]
+    pub(crate) fn decode(words: &[u64; CQE_WORDS], tag: u8) -> Option<Self> {
+        if words.iter().any(|&w| tag_of(w) != tag) {
+            return None;
+        }
+        let p: [u64; 4] = payload(words);
+        Some(Self {
+            value: p[0],
+            t_start: p[1],
+            t_end: p[2],
+            status: p[3] as u8,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_rng::Rng;
+
+    #[test]
+    fn chunks_and_payload_are_inverse() {
+        let mut rng = Rng::new(1);
+        for _ in 0..100_000 {
+            let words: [u64; 7] = std::array::from_fn(|_| rng.next());
+            let c: [u64; 8] = chunks(&words);
+            assert!(c.iter().all(|&c| c & !CHUNK_MASK == 0));
+            assert_eq!(payload::<7>(&c), words);
+        }
+    }
+
+    #[test]
+    fn slot_round_trips_arbitrary_payloads() {
+        let mut rng = Rng::new(2);
+        for i in 0..200_000 {
+            let len = (rng.next() % (ARGS_BYTES as u64 + 1)) as usize;
+            let args: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let op = rng.next() as u16;
+            let tag = rng.next() as u8;
+            let img = SlotImage::new(op, &args).unwrap();
+            let words: [u64; SLOT_WORDS] = std::array::from_fn(|k| img.word(k, tag));
+            let d = DecodedSlot::decode(&words, tag).unwrap();
+            assert_eq!((d.op, d.len), (op, len), "case {i}");
+            assert_eq!(d.arg_bytes(), args, "case {i}");
+            // A slot whose words carry another lap's tag, even one, is not whole.
+            let mut torn = words;
+            torn[(rng.next() % 8) as usize] = tagged(0, tag.wrapping_sub(1));
+            assert_eq!(DecodedSlot::decode(&torn, tag), None);
+        }
+    }
+
+    #[test]
+    fn payload_bytes_map_to_argument_words_little_endian() {
+        let args: Vec<u8> = (1..=48).collect();
+        let img = SlotImage::new(7, &args).unwrap();
+        let words: [u64; 8] = std::array::from_fn(|k| img.word(k, 3));
+        let d = DecodedSlot::decode(&words, 3).unwrap();
+        assert_eq!(d.args[0], u64::from_le_bytes([1, 2, 3, 4, 5, 6, 7, 8]));
+        assert_eq!(
+            d.args[5],
+            u64::from_le_bytes([41, 42, 43, 44, 45, 46, 47, 48])
+        );
+    }
+
+    #[test]
+    fn oversized_payload_is_refused() {
+        let err = SlotImage::new(0, &[0u8; ARGS_BYTES + 1]).unwrap_err();
+        assert!(matches!(err, Error::PayloadTooLarge { len: 49, max: 48 }));
+        assert!(SlotImage::new(0, &[0u8; ARGS_BYTES]).is_ok());
+        assert!(SlotImage::new(0, &[]).is_ok());
+    }
+
+    #[test]
+    fn completion_round_trips() {
+        let mut rng = Rng::new(3);
+        for _ in 0..100_000 {
+            let c = Cqe {
+                status: rng.next() as u8,
+                value: rng.next(),
+                t_start: rng.next(),
+                t_end: rng.next(),
+            };
+            let tag = rng.next() as u8;
+            let words = c.encode(tag);
+            assert_eq!(Cqe::decode(&words, tag), Some(c));
+            assert_eq!(Cqe::decode(&words, tag.wrapping_add(1)), None);
+            let mut torn = words;
+            torn[(rng.next() % 4) as usize] = tagged(0, tag.wrapping_sub(1));
+            assert_eq!(Cqe::decode(&torn, tag), None);
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Tickets: a submitted task's handle, and its completion.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result, TaskStatus};
+use crate::ops::Op;
+use crate::runtime::Shared;
+use crate::slot::Cqe;
+
+/// A finished task's inline result and the device's timestamps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The handler's 8-byte result.
+    pub value: u64,
+    /// The GPU's `%globaltimer` (ns) when the worker had the whole slot.
+    pub device_start_ns: u64,
+    /// The GPU's `%globaltimer` (ns) when the handler returned.
+    pub device_end_ns: u64,
+}
+
+impl Completion {
+    /// How long the handler ran on the device, by the GPU's clock.
+    pub fn device_time(&self) -> Duration {
+        Duration::from_nanos(self.device_end_ns.saturating_sub(self.device_start_ns))
+    }
+}
+
+/// The handle of one submitted task.
+///
+/// Wait for it ([`Ticket::wait`], [`Ticket::wait_timeout`]) or poll it
+/// ([`Ticket::try_result`]). Its slot in the ring is reused only after the
+/// ticket read the completion, or after the ticket was dropped and the task
+/// completed. A ticket may outlive its [`Runtime`](crate::Runtime): shutdown
+/// drains every submitted task first, so the result is there to read.
+pub struct Ticket {
+    shared: Arc<Shared>,
+    seq: u64,
+    op: Op,
+    /// Set once the completion was read (the slot is released then).
+    outcome: Option<std::result::Result<Completion, TaskStatus>>,
+}
+
+impl fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ticket")
+            .field("seq", &self.seq)
+            .field("op", &self.op)
+            .field("outcome", &self.outcome)
+            .finish()
+    }
+}
+
+impl Ticket {
+    pub(crate) fn new(shared: Arc<Shared>, seq: u64, op: Op) -> Self {
+        Self {
+            shared,
+            seq,
+            op,
+            outcome: None,
+        }
+    }
+
+    /// The task's sequence number (its position in submission order).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The task's op.
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
+    /// The result if the task completed, `None` if not yet. Never blocks.
+    /// Errors: [`Error::Task`] if its handler failed; a device fault.
+    pub fn try_result(&mut self) -> Result<Option<Completion>> {
+        if let Some(o) = self.outcome {
+            return self.report(o).map(Some);
+        }
+        match self.shared.queue.poll(self.seq) {
+            Some(cqe) => self.take(cqe).map(Some),
+            None => self.shared.check().map(|()| None),
+        }
+    }
+
+    /// Waits for the task: spins first, then yields the CPU. Never hangs:
+    /// a device fault or a kernel that stopped serving ends the wait with an
+    /// error (checked every millisecond).
+    pub fn wait(mut self) -> Result<Completion> {
+        self.wait_until(None)
+    }
+
+    /// Waits at most `timeout`; [`Error::Timeout`] leaves the ticket pending,
+    /// to be waited on again.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Completion> {
+        self.wait_until(Some(Instant::now() + timeout))
+    }
+
+    fn wait_until(&mut self, deadline: Option<Instant>) -> Result<Completion> {
+        if let Some(o) = self.outcome {
+            return self.report(o);
+        }
+        let (queue, seq) = (&self.shared.queue, self.seq);
+        let cqe = self.shared.wait_for(deadline, || queue.poll(seq))?;
+        self.take(cqe)
+    }
+
+    fn take(&mut self, cqe: Cqe) -> Result<Completion> {
+        self.shared.queue.release(self.seq);
+        let outcome = match TaskStatus::from_code(cqe.status) {
+            None => Ok(Completion {
+                value: cqe.value,
+                device_start_ns: cqe.t_start,
+                device_end_ns: cqe.t_end,
+            }),
+            Some(status) => Err(status),
+        };
+        self.outcome = Some(outcome);
+        self.report(outcome)
+    }
+
+    fn report(&self, outcome: std::result::Result<Completion, TaskStatus>) -> Result<Completion> {
+        outcome.map_err(|status| Error::Task {
+            op: self.op,
+            status,
+        })
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if self.outcome.is_none() {
+            self.shared.queue.detach(self.seq);
+        }
+    }
+}

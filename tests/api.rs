@@ -1,0 +1,96 @@
+//! CPU tests of the public API: what a machine without a GPU can check.
+
+use pkq::{Error, Runtime};
+
+#[test]
+fn invalid_settings_are_refused_before_the_driver_is_touched() {
+    for (b, what) in [
+        (Runtime::builder().capacity(0), "capacity 0"),
+        (
+            Runtime::builder().capacity(1000),
+            "capacity not a power of two",
+        ),
+        (
+            Runtime::builder().capacity(1 << 21),
+            "capacity over the limit",
+        ),
+        (Runtime::builder().workers(0), "no workers"),
+        (Runtime::builder().workers(6), "workers not a power of two"),
+        (
+            Runtime::builder().capacity(8).workers(16),
+            "more workers than slots",
+        ),
+    ] {
+        match b.build() {
+            Err(Error::InvalidConfig(msg)) => assert!(!msg.is_empty()),
+            other => panic!("{what}: expected InvalidConfig, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn no_gpu_is_an_error_not_a_panic() {
+    let Err(why) = pkq::device_count().and_then(|n| {
+        if n == 0 {
+            Err(Error::NoDevice(String::new()))
+        } else {
+            Ok(n)
+        }
+    }) else {
+        println!("a GPU is present: the GPU tests cover this machine");
+        return;
+    };
+    println!("no GPU here ({why}); checking the errors");
+    let kernel_built = pkq::kernel_image().is_ok();
+    let err = Runtime::builder().build().unwrap_err();
+    if kernel_built {
+        assert!(
+            matches!(err, Error::NoDriver(_) | Error::NoDevice(_)),
+            "expected NoDriver/NoDevice, got {err:?}"
+        );
+    } else {
+        assert!(matches!(err, Error::KernelNotBuilt(_)), "got {err:?}");
+    }
+    assert!(pkq::floor::Floor::start(0).is_err());
+    assert!(pkq::device_info(0).is_err());
+}
+
+#[test]
+fn kernel_not_built_says_how_to_fix_it() {
+    let msg = Error::KernelNotBuilt("nvcc not found").to_string();
+    assert!(
+        msg.contains("NVCC") && msg.contains("nvidia-cuda-nvcc==13.0.88"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn kernels_compile_without_register_spills() {
+    if pkq::kernel_image().is_err() {
+        assert!(
+            std::env::var_os("PKQ_REQUIRE_KERNEL").is_none(),
+            "PKQ_REQUIRE_KERNEL is set but pkq was built without nvcc"
+        );
+        println!("skipped: pkq was built without nvcc, so there is no ptxas report");
+        return;
+    }
+    let report = pkq::build_info::PTXAS_REPORT;
+    let found = pkq::build_info::spills(report);
+    let archs = pkq::build_info::CUDA_ARCHS.split(',').count();
+    let worker = found
+        .iter()
+        .filter(|s| s.function == "pkq_worker_kernel")
+        .count();
+    assert_eq!(
+        worker, archs,
+        "one ptxas entry for the worker kernel per architecture:\n{report}"
+    );
+    for s in found {
+        assert_eq!(
+            (s.stores, s.loads),
+            (0, 0),
+            "{} spills registers",
+            s.function
+        );
+    }
+}

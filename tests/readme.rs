@@ -1,0 +1,92 @@
+//! The README's table of measurements is rendered from the committed bench
+//! results, never typed by hand: this test renders it again and compares.
+//! `PKQ_BLESS=1 cargo test --test readme` rewrites the README's block.
+
+use serde_json::Value;
+
+const BEGIN: &str = "<!-- latency-table:begin -->\n";
+const END: &str = "<!-- latency-table:end -->";
+
+fn f(v: &Value) -> String {
+    v.as_f64().map_or("-".into(), |x| format!("{x:.2}"))
+}
+
+fn render(results: Option<&str>) -> String {
+    let Some(text) = results else {
+        return "(no results committed yet)\n".into();
+    };
+    let r: Value = serde_json::from_str(text).expect("latency.json parses");
+    let commit = r["commit"].as_str().unwrap_or("?");
+    let mut out = format!(
+        "{}, driver {}, {}, commit `{}`:\n\n",
+        r["device"].as_str().unwrap_or("?"),
+        r["driver"].as_str().unwrap_or("?"),
+        r["date"].as_str().unwrap_or("?"),
+        &commit[..commit.len().min(12)],
+    );
+    out += "| round trip | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | p50 vs pkq |\n";
+    out += "|---|---:|---:|---:|---:|---:|---:|\n";
+    let rows = r["rows"].as_array().expect("rows");
+    for row in rows.iter().filter(|row| row.get("p50_us").is_some()) {
+        out += &format!(
+            "| {} | {} | {} | {} | {} | {} | {:.2}x |\n",
+            row["name"].as_str().unwrap_or("?"),
+            f(&row["p50_us"]),
+            f(&row["p90_us"]),
+            f(&row["p99_us"]),
+            f(&row["p99_9_us"]),
+            f(&row["max_us"]),
+            row["p50_vs_pkq_x"].as_f64().unwrap_or(f64::NAN),
+        );
+    }
+    for row in rows.iter().filter(|row| row.get("p50_ns").is_some()) {
+        out += &format!(
+            "\n{}: p50 {} ns, p99 {} ns.\n",
+            row["name"].as_str().unwrap_or("?"),
+            row["p50_ns"],
+            row["p99_ns"]
+        );
+    }
+    let costs: Vec<&Value> = rows
+        .iter()
+        .filter(|row| row.get("mean_ns").is_some())
+        .collect();
+    if !costs.is_empty() {
+        out += "\nWhat the device pays per operation on mapped host memory (GPU clock, mean):\n\n";
+        out += "| device operation | ns |\n|---|---:|\n";
+        for row in costs {
+            out += &format!(
+                "| {} | {} |\n",
+                row["name"].as_str().unwrap_or("?"),
+                row["mean_ns"]
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn readme_table_matches_committed_results() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme_path = format!("{root}/README.md");
+    let readme = std::fs::read_to_string(&readme_path).unwrap();
+    let results = std::fs::read_to_string(format!("{root}/benches/results/latency.json")).ok();
+    let want = render(results.as_deref());
+    let start = readme
+        .find(BEGIN)
+        .expect("README has the table's begin marker")
+        + BEGIN.len();
+    let end = readme.find(END).expect("README has the table's end marker");
+    let have = &readme[start..end];
+    if have != want {
+        if std::env::var_os("PKQ_BLESS").is_some() {
+            let updated = format!("{}{want}{}", &readme[..start], &readme[end..]);
+            std::fs::write(&readme_path, updated).unwrap();
+            println!("README.md table rewritten from benches/results/latency.json");
+            return;
+        }
+        panic!(
+            "README's table differs from benches/results/latency.json; run PKQ_BLESS=1 cargo test --test readme\n--- want ---\n{want}--- have ---\n{have}"
+        );
+    }
+}
