@@ -50,6 +50,15 @@ pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {
     Ok(ctx)
 }
 
+/// Makes `ctx` current on the calling thread. Unlike cudarc's
+/// `bind_to_thread`, it neither reports errors that earlier drops recorded on
+/// the context (they are not the caller's) nor skips the call when the
+/// thread's current handle compares equal.
+pub(crate) fn bind(ctx: &CudaContext) -> Result<(), cudarc::driver::DriverError> {
+    // SAFETY: the context is alive (borrowed); binding has no other effect.
+    unsafe { sys::cuCtxSetCurrent(ctx.cu_ctx()) }.result()
+}
+
 /// CUDA's name of a driver error, such as `CUDA_ERROR_ILLEGAL_ADDRESS`.
 pub(crate) fn error_name(e: cudarc::driver::DriverError) -> String {
     e.error_name()

@@ -82,7 +82,7 @@ impl Floor {
                 let t0 = *since.get_or_insert_with(Instant::now);
                 if t0.elapsed() > limit {
                     return Err(match self.kernel.state() {
-                        KernelState::Running => Error::Timeout,
+                        KernelState::Running | KernelState::Unknown(..) => Error::Timeout,
                         KernelState::Finished => {
                             Error::KernelStopped("the floor kernel exited".into())
                         }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaStream, LaunchArgs, LaunchConfig, sys,
+    CudaContext, CudaFunction, CudaModule, CudaStream, DriverError, LaunchArgs, LaunchConfig, sys,
 };
 use cudarc::nvrtc::Ptx;
 
@@ -34,7 +34,11 @@ pub(crate) fn load_module(ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {
 pub(crate) enum KernelState {
     Running,
     Finished,
-    Faulted(cudarc::driver::DriverError),
+    /// The stream reports an error from the device (sticky: the kernel is dead).
+    Faulted(DriverError),
+    /// This thread could not ask (the call that failed, and how): says
+    /// nothing about the kernel.
+    Unknown(&'static str, DriverError),
 }
 
 /// A kernel that stays resident on its own stream, with the mapped memory it
@@ -102,16 +106,20 @@ impl Kernel {
 
     /// Asks the stream (non-blocking) whether the kernel still runs.
     pub(crate) fn state(&self) -> KernelState {
-        if self.ctx.bind_to_thread().is_err() {
-            return KernelState::Faulted(cudarc::driver::DriverError(
-                sys::CUresult::CUDA_ERROR_INVALID_CONTEXT,
-            ));
+        use sys::CUresult::*;
+        if let Err(e) = crate::driver::bind(&self.ctx) {
+            return KernelState::Unknown("cuCtxSetCurrent", e);
         }
         // SAFETY: a valid stream of the bound context.
         match unsafe { sys::cuStreamQuery(self.stream.cu_stream()) } {
-            sys::CUresult::CUDA_ERROR_NOT_READY => KernelState::Running,
-            sys::CUresult::CUDA_SUCCESS => KernelState::Finished,
-            e => KernelState::Faulted(cudarc::driver::DriverError(e)),
+            CUDA_ERROR_NOT_READY => KernelState::Running,
+            CUDA_SUCCESS => KernelState::Finished,
+            // Errors of the calling thread's API use, not of the device.
+            e @ (CUDA_ERROR_INVALID_CONTEXT
+            | CUDA_ERROR_INVALID_HANDLE
+            | CUDA_ERROR_NOT_INITIALIZED
+            | CUDA_ERROR_DEINITIALIZED) => KernelState::Unknown("cuStreamQuery", DriverError(e)),
+            e => KernelState::Faulted(DriverError(e)),
         }
     }
 
@@ -122,10 +130,12 @@ impl Kernel {
         }
         loop {
             match self.state() {
-                KernelState::Running if Instant::now() < deadline => {
+                KernelState::Running | KernelState::Unknown(..) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_micros(20));
                 }
-                KernelState::Running => return Err(Error::KernelTimeout("exit in time")),
+                KernelState::Running | KernelState::Unknown(..) => {
+                    return Err(Error::KernelTimeout("exit in time"));
+                }
                 KernelState::Finished => {
                     self.live.store(false, Ordering::Release);
                     return Ok(());

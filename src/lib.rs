@@ -22,6 +22,7 @@ mod queue;
 mod ring;
 mod runtime;
 mod slot;
+mod sync;
 mod ticket;
 
 /// The cudarc pkq is built against (device buffers for ops like AXPY come from it).

@@ -26,7 +26,7 @@ unsafe impl Sync for MappedBuffer {}
 impl MappedBuffer {
     /// `words` zeroed 8-byte words, mapped into the device's address space.
     pub(crate) fn new(ctx: &Arc<CudaContext>, words: usize) -> Result<Self, DriverError> {
-        ctx.bind_to_thread()?;
+        crate::driver::bind(ctx)?;
         let bytes = words.max(1) * 8;
         let mut host = std::ptr::null_mut();
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
@@ -72,7 +72,7 @@ impl MappedBuffer {
 impl Drop for MappedBuffer {
     fn drop(&mut self) {
         // Errors (a context already broken by a device fault) leave nothing to do.
-        if self.ctx.bind_to_thread().is_ok() {
+        if crate::driver::bind(&self.ctx).is_ok() {
             // SAFETY: allocated by cuMemHostAlloc in `new`; the owner
             // guarantees the device no longer uses it.
             let _ = unsafe { sys::cuMemFreeHost(self.host.as_ptr().cast()) };

@@ -3,7 +3,7 @@
 //! reading a completion, and handing the slot back.
 //!
 //! The shared words and their protocol are described in `cuda/pkq_layout.h`.
-//! This module adds two host-only kinds of word, which the device never sees:
+//! This module adds host-only state, which the device never sees:
 //!
 //! * `tail`: the next sequence number to reserve, with `CLOSED` in bit 63.
 //!   Producers merge here with a compare-and-swap (a host atomic: read-modify-
@@ -12,20 +12,29 @@
 //! * `turns[slot]`: the slot's owner. `s` means: free for sequence number `s`
 //!   if `s` is not reserved yet, else owned by the task `s` (in flight, or
 //!   completed and not yet read by its ticket). `s | DETACHED` means the task
-//!   `s` lost its ticket; whoever finds it complete may free the slot.
-//!   Stored with release by the ticket that read the completion, loaded with
-//!   acquire by the producer that reuses the slot, so the producer's slot
-//!   stores happen after the completion was seen (and the completion was
-//!   written after the device finished reading the slot).
+//!   `s` lost its ticket. Every change away from an owned state is a
+//!   compare-and-swap, so the ticket and a producer that needs the slot
+//!   never both win. Changes that free the slot are releases, and the
+//!   producer's load is an acquire, so its slot stores happen after the
+//!   completion was seen (which the device wrote after it finished reading
+//!   the slot).
+//! * `overflow`: completions moved out of their slot. A producer that needs
+//!   a slot whose task completed but whose ticket has not read it yet moves
+//!   the completion here and frees the slot (as io_uring's completion queue
+//!   overflows), so `submit` only ever waits for the device, never for a
+//!   ticket some thread holds. A ticket whose turn moved on finds its result
+//!   here. Used only on that slow path; one entry per live ticket at most.
 
+use std::collections::HashMap;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::PoisonError;
 
 use crossbeam_utils::CachePadded;
 
 use crate::layout::{CQE_WORDS, SLOT_WORDS};
 use crate::ring::{FLAG, Geometry, SEQ_MASK, distance, seq_add, seq_sub};
 use crate::slot::{Cqe, SlotImage, tagged};
+use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 
 const CLOSED: u64 = FLAG;
 const DETACHED: u64 = FLAG;
@@ -90,6 +99,8 @@ pub(crate) struct Queue {
     sq: Words,
     /// Device-written, host-read: `capacity * CQE_WORDS` tagged words.
     cq: Words,
+    /// Host-only: completions moved out of slots a producer needed.
+    overflow: Mutex<HashMap<u64, Cqe>>,
 }
 
 impl Queue {
@@ -121,6 +132,7 @@ impl Queue {
             turns,
             sq,
             cq,
+            overflow: Mutex::new(HashMap::new()),
         }
     }
 
@@ -128,8 +140,9 @@ impl Queue {
         self.geo
     }
 
-    /// Reserves the next sequence number, or says why not. Lock-free: a
-    /// failed compare-and-swap means another producer took a number.
+    /// Reserves the next sequence number, or says why not: `Full` only
+    /// while the device has not completed the task in the slot needed.
+    /// Lock-free, but for moving a completion to the overflow map.
     #[inline]
     pub(crate) fn try_reserve(&self) -> Result<u64, Refusal> {
         let mut tail = self.tail.load(Ordering::Relaxed);
@@ -154,10 +167,7 @@ impl Queue {
                 }
             }
             let prev = seq_sub(tail, self.geo.capacity() as u64);
-            if owner == prev | DETACHED && self.poll(prev).is_some() {
-                // The previous lap's task completed after its ticket was
-                // dropped: free the slot for `tail` (one reclaimer wins).
-                let _ = turn.compare_exchange(owner, tail, Ordering::AcqRel, Ordering::Relaxed);
+            if owner & SEQ_MASK == prev && self.free_completed(prev, owner, tail) {
                 continue;
             }
             let now = self.tail.load(Ordering::Relaxed);
@@ -166,6 +176,35 @@ impl Queue {
             }
             tail = now;
         }
+    }
+
+    /// The slot of `prev` is owned (`owner` is `prev`, or `prev | DETACHED`)
+    /// and `next` needs it: if `prev` completed, frees the slot for `next`,
+    /// keeping the completion in `overflow` when a ticket still wants it.
+    /// Returns whether the caller should look at the slot again.
+    ///
+    /// The turn moves on only under the overflow lock, and the entry goes in
+    /// before the lock is released: a ticket that then sees its turn gone
+    /// finds the entry once it takes the lock, and of producers racing for
+    /// the slot only the one whose compare-and-swap won inserts anything.
+    fn free_completed(&self, prev: u64, owner: u64, next: u64) -> bool {
+        let Some(cqe) = self.poll(prev) else {
+            return false;
+        };
+        let turn = &self.turns[self.geo.slot(prev)];
+        let mut moved = self.overflow();
+        if turn
+            .compare_exchange(owner, next, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+            && owner & DETACHED == 0
+        {
+            moved.insert(prev, cqe);
+        }
+        true
+    }
+
+    fn overflow(&self) -> MutexGuard<'_, HashMap<u64, Cqe>> {
+        self.overflow.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Publishes the reserved `seq`: eight relaxed 8-byte stores, in any
@@ -199,20 +238,41 @@ impl Queue {
         Cqe::decode(&words, tag)
     }
 
-    /// The ticket of `seq` read its completion: the slot is free for the next lap.
-    #[inline(always)]
-    pub(crate) fn release(&self, seq: u64) {
-        self.turns[self.geo.slot(seq)].store(self.geo.next_lap(seq), Ordering::Release);
+    /// For the ticket of `seq`: its completion, once the device wrote it,
+    /// taking it (the slot is then free for the next lap). Called only by
+    /// the ticket, until it returns `Some`.
+    #[inline]
+    pub(crate) fn take(&self, seq: u64) -> Option<Cqe> {
+        let turn = &self.turns[self.geo.slot(seq)];
+        if let Some(cqe) = self.poll(seq) {
+            let next = self.geo.next_lap(seq);
+            if turn
+                .compare_exchange(seq, next, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return Some(cqe);
+            }
+        }
+        // A producer needed the slot and moved the completion (see
+        // `free_completed`: the entry is in place once we hold the lock).
+        if turn.load(Ordering::Acquire) != seq {
+            return self.overflow().remove(&seq);
+        }
+        None
     }
 
-    /// The ticket of `seq` is gone without reading its completion.
+    /// The ticket of `seq` is gone without taking its completion.
     pub(crate) fn detach(&self, seq: u64) {
-        if self.poll(seq).is_some() {
-            self.release(seq);
-        } else {
-            // Only the ticket writes the turn while it owns the slot; a
-            // producer frees a detached slot once it sees the completion.
-            self.turns[self.geo.slot(seq)].store(seq | DETACHED, Ordering::Release);
+        if self.take(seq).is_some() {
+            return;
+        }
+        let turn = &self.turns[self.geo.slot(seq)];
+        if turn
+            .compare_exchange(seq, seq | DETACHED, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // Moved to the overflow map between the two looks: drop it there.
+            self.overflow().remove(&seq);
         }
     }
 
@@ -241,7 +301,53 @@ impl Queue {
     }
 }
 
+/// Heap words standing in for the two mapped allocations (tests).
 #[cfg(test)]
+pub(crate) struct Memory {
+    sq: Box<[AtomicU64]>,
+    cq: Box<[AtomicU64]>,
+}
+
+#[cfg(test)]
+impl Memory {
+    pub(crate) fn new(geo: Geometry) -> std::sync::Arc<Self> {
+        let words = |n| (0..n).map(|_| AtomicU64::new(0)).collect();
+        std::sync::Arc::new(Self {
+            sq: words(geo.capacity() * SLOT_WORDS),
+            cq: words(geo.capacity() * CQE_WORDS),
+        })
+    }
+
+    fn view(b: &[AtomicU64]) -> Words {
+        Words {
+            ptr: NonNull::from(b).cast(),
+            len: b.len(),
+        }
+    }
+
+    /// A queue over this memory; the caller keeps the memory alive at least
+    /// as long as the queue.
+    pub(crate) fn queue(&self, geo: Geometry, start: u64) -> Queue {
+        Queue::new(geo, Self::view(&self.sq), Self::view(&self.cq), start)
+    }
+}
+
+/// What the device does when a task completes (tests).
+#[cfg(test)]
+fn complete(q: &Queue, seq: u64, value: u64) {
+    let slot = q.geo.slot(seq);
+    let cqe = Cqe {
+        status: 0,
+        value,
+        t_start: 0,
+        t_end: 0,
+    };
+    for (k, w) in cqe.encode(q.geo.tag(seq)).iter().enumerate() {
+        q.cq.at(slot * CQE_WORDS + k).store(*w, Ordering::Release);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
 pub(crate) mod tests {
     //! The host protocol against a software device: a thread that does what
     //! the resident kernel does, over heap memory.
@@ -249,32 +355,6 @@ pub(crate) mod tests {
     use crate::slot::DecodedSlot;
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
-
-    /// Heap words standing in for the two mapped allocations.
-    pub(crate) struct Memory {
-        sq: Box<[AtomicU64]>,
-        cq: Box<[AtomicU64]>,
-    }
-
-    impl Memory {
-        pub(crate) fn new(geo: Geometry) -> Arc<Self> {
-            let words = |n| (0..n).map(|_| AtomicU64::new(0)).collect();
-            Arc::new(Self {
-                sq: words(geo.capacity() * SLOT_WORDS),
-                cq: words(geo.capacity() * CQE_WORDS),
-            })
-        }
-
-        fn view(b: &[AtomicU64]) -> Words {
-            // SAFETY: the boxes live as long as the Arc<Memory> that every
-            // user of these views holds; they are only accessed atomically.
-            unsafe { Words::new(NonNull::new(b.as_ptr() as *mut u64).unwrap(), b.len()) }
-        }
-
-        pub(crate) fn queue(&self, geo: Geometry, start: u64) -> Queue {
-            Queue::new(geo, Self::view(&self.sq), Self::view(&self.cq), start)
-        }
-    }
 
     /// Serves slots like one device worker of `workers` (ECHO folds, any other
     /// op completes with value 0) until `stop`.
@@ -321,31 +401,40 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn full_ring_refuses_then_accepts_after_release() {
+    fn full_only_while_the_device_has_not_completed() {
         let geo = Geometry::new(4).unwrap();
         let mem = Memory::new(geo);
         let q = mem.queue(geo, 0);
         let seqs: Vec<u64> = (0..4).map(|_| q.try_reserve().unwrap()).collect();
         assert_eq!(seqs, [0, 1, 2, 3]);
         assert_eq!(q.try_reserve(), Err(Refusal::Full));
-        // Completing is not enough: the slot is free once the ticket read it.
-        for (k, w) in (Cqe {
-            status: 0,
-            value: 9,
-            t_start: 0,
-            t_end: 0,
-        })
-        .encode(0)
-        .iter()
-        .enumerate()
-        {
-            q.cq.at(k).store(*w, Ordering::Relaxed);
-        }
-        assert_eq!(q.poll(0).map(|c| c.value), Some(9));
-        assert_eq!(q.try_reserve(), Err(Refusal::Full));
-        q.release(0);
+        assert_eq!(q.take(0), None);
+        complete(&q, 0, 9);
+        // The ticket of 0 has not taken its completion: the producer moves it
+        // to the overflow map instead of waiting for the ticket.
         assert_eq!(q.try_reserve(), Ok(4));
         assert_eq!(q.try_reserve(), Err(Refusal::Full));
+        assert_eq!(q.take(0).map(|c| c.value), Some(9));
+        assert!(q.overflow().is_empty());
+        // Taken directly when nobody needed the slot first.
+        complete(&q, 1, 11);
+        assert_eq!(q.take(1).map(|c| c.value), Some(11));
+        assert_eq!(q.try_reserve(), Ok(5));
+    }
+
+    #[test]
+    fn a_moved_completion_survives_the_slot_reuse() {
+        let geo = Geometry::new(2).unwrap();
+        let mem = Memory::new(geo);
+        let q = mem.queue(geo, 0);
+        let a = q.try_reserve().unwrap();
+        let _b = q.try_reserve().unwrap();
+        complete(&q, a, 1);
+        let c = q.try_reserve().unwrap(); // moves a's completion out
+        assert_eq!(c, 2);
+        complete(&q, c, 3); // the device overwrote the entry with c's
+        assert_eq!(q.take(a).map(|x| x.value), Some(1));
+        assert_eq!(q.take(c).map(|x| x.value), Some(3));
     }
 
     #[test]
@@ -356,25 +445,29 @@ pub(crate) mod tests {
         let a = q.try_reserve().unwrap();
         q.publish(a, &echo(1));
         let b = q.try_reserve().unwrap();
-        q.release(b); // pretend b completed and was read
+        complete(&q, b, 0);
+        assert!(q.take(b).is_some());
         q.detach(a); // a's ticket dropped while a is in flight
         // The next number, 2, uses a's slot: refused while a is incomplete.
         assert_eq!(q.try_reserve(), Err(Refusal::Full));
-        for (k, w) in (Cqe {
-            status: 0,
-            value: 0,
-            t_start: 0,
-            t_end: 0,
-        })
-        .encode(0)
-        .iter()
-        .enumerate()
-        {
-            q.cq.at(k).store(*w, Ordering::Relaxed);
-        }
-        assert_eq!(q.try_reserve(), Ok(2)); // reclaimed
-        assert_eq!(q.try_reserve(), Ok(3)); // b's slot, released
+        complete(&q, a, 0);
+        assert_eq!(q.try_reserve(), Ok(2)); // reclaimed, nothing kept
+        assert!(q.overflow().is_empty());
+        assert_eq!(q.try_reserve(), Ok(3)); // b's slot, taken
         assert_eq!(q.try_reserve(), Err(Refusal::Full));
+    }
+
+    #[test]
+    fn dropping_a_moved_ticket_leaves_nothing_behind() {
+        let geo = Geometry::new(1).unwrap();
+        let mem = Memory::new(geo);
+        let q = mem.queue(geo, 0);
+        let a = q.try_reserve().unwrap();
+        complete(&q, a, 5);
+        assert_eq!(q.try_reserve(), Ok(1));
+        assert_eq!(q.overflow().len(), 1);
+        q.detach(a);
+        assert!(q.overflow().is_empty());
     }
 
     #[test]
@@ -416,12 +509,11 @@ pub(crate) mod tests {
                     let reap = |inflight: &mut std::collections::VecDeque<(u64, u64)>| {
                         let (seq, id) = inflight.pop_front().unwrap();
                         let c = loop {
-                            if let Some(c) = q.poll(seq) {
+                            if let Some(c) = q.take(seq) {
                                 break c;
                             }
                             std::thread::yield_now();
                         };
-                        q.release(seq);
                         assert_eq!(c.value, crate::ops::echo_fold(&[id, 0, 0, 0, 0, 0]));
                         seen[id as usize].fetch_add(1, Ordering::Relaxed);
                     };
@@ -472,7 +564,118 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn producers_holding_more_tickets_than_slots_never_deadlock() {
+        // 4 producers x 40 held tickets > 64 slots: a laggard's completed,
+        // unread tickets must not stop the ring.
+        end_to_end(64, 2, 4, 40_000, 40, 0);
+    }
+
+    #[test]
     fn software_device_across_the_sequence_wrap() {
         end_to_end(16, 2, 2, 5_000, 4, SEQ_MASK - 1000);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! Every interleaving (loom) of the host threads that meet on a slot:
+    //! producers reserving and moving completions, tickets taking or
+    //! dropping theirs, shutdown closing the tail.
+    use super::*;
+    use loom::thread;
+    use std::sync::Arc;
+
+    /// A one-slot queue whose task 0 is published and completed with 7.
+    fn completed_slot() -> (Arc<Memory>, Arc<Queue>) {
+        let geo = Geometry::new(1).unwrap();
+        let mem = Memory::new(geo);
+        let q = Arc::new(mem.queue(geo, 0));
+        let s = q.try_reserve().unwrap();
+        q.publish(s, &SlotImage::new(0, &[]).unwrap());
+        complete(&q, s, 7);
+        (mem, q)
+    }
+
+    #[test]
+    fn loom_producer_moving_vs_ticket_taking() {
+        loom::model(|| {
+            let (_mem, q) = completed_slot();
+            let q1 = q.clone();
+            let producer = thread::spawn(move || q1.try_reserve());
+            let got = q.take(0);
+            assert_eq!(producer.join().unwrap(), Ok(1));
+            assert_eq!(
+                got.map(|c| c.value),
+                Some(7),
+                "the ticket gets its completion"
+            );
+            assert!(q.overflow().is_empty(), "nothing left behind");
+        });
+    }
+
+    #[test]
+    fn loom_two_producers_race_for_one_completed_slot() {
+        loom::model(|| {
+            let (_mem, q) = completed_slot();
+            let (qa, qb) = (q.clone(), q.clone());
+            let a = thread::spawn(move || qa.try_reserve());
+            let b = thread::spawn(move || qb.try_reserve());
+            let (a, b) = (a.join().unwrap(), b.join().unwrap());
+            let mut got = [a, b];
+            got.sort_by_key(|r| format!("{r:?}"));
+            assert_eq!(
+                got,
+                [Err(Refusal::Full), Ok(1)],
+                "one wins, one finds task 1 in flight"
+            );
+            assert_eq!(q.take(0).map(|c| c.value), Some(7), "the move lost nothing");
+            assert!(q.overflow().is_empty());
+        });
+    }
+
+    #[test]
+    fn loom_ticket_dropped_while_a_producer_moves_its_completion() {
+        loom::model(|| {
+            let (_mem, q) = completed_slot();
+            let q1 = q.clone();
+            let producer = thread::spawn(move || q1.try_reserve());
+            q.detach(0);
+            assert_eq!(producer.join().unwrap(), Ok(1));
+            assert!(q.overflow().is_empty(), "a dropped ticket leaves no entry");
+        });
+    }
+
+    #[test]
+    fn loom_producers_get_distinct_sequence_numbers() {
+        loom::model(|| {
+            let geo = Geometry::new(2).unwrap();
+            let mem = Memory::new(geo);
+            let q = Arc::new(mem.queue(geo, 0));
+            let (qa, qb) = (q.clone(), q.clone());
+            let a = thread::spawn(move || qa.try_reserve());
+            let b = thread::spawn(move || qb.try_reserve());
+            let mut got = [a.join().unwrap().unwrap(), b.join().unwrap().unwrap()];
+            got.sort();
+            assert_eq!(got, [0, 1]);
+            assert_eq!(q.try_reserve(), Err(Refusal::Full));
+        });
+    }
+
+    #[test]
+    fn loom_close_races_a_reservation() {
+        loom::model(|| {
+            let geo = Geometry::new(2).unwrap();
+            let mem = Memory::new(geo);
+            let q = Arc::new(mem.queue(geo, 0));
+            let q1 = q.clone();
+            let producer = thread::spawn(move || q1.try_reserve());
+            let end = q.close();
+            match producer.join().unwrap() {
+                Ok(seq) => assert!(seq < end, "a reservation that won is before the end"),
+                Err(r) => assert_eq!((r, end), (Refusal::Closed, 0)),
+            }
+            assert_eq!(q.try_reserve(), Err(Refusal::Closed));
+            assert_eq!(q.incomplete(end), end as usize, "reserved, never completed");
+        });
     }
 }

@@ -1,6 +1,6 @@
 //! The runtime: a resident kernel serving one ring, and the safe API over it.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -24,8 +24,10 @@ use crate::ticket::Ticket;
 
 /// How long a waiter spins before it starts yielding the CPU.
 const SPIN_FOR: Duration = Duration::from_micros(200);
-/// How often a waiter asks the device whether the kernel still lives.
+/// How often waiters ask the driver whether the kernel still lives.
 const PROBE_EVERY: Duration = Duration::from_millis(1);
+/// How long the kernel's stream may stay unqueryable before waiters give up.
+const UNKNOWN_FOR: Duration = Duration::from_millis(200);
 /// Polls between two looks at the clock.
 const POLLS_PER_CHECK: u32 = 64;
 
@@ -38,6 +40,7 @@ pub struct Builder {
     start_timeout: Duration,
     stop_timeout: Duration,
     start_seq: u64,
+    probe_every: Duration,
 }
 
 impl Default for Builder {
@@ -49,6 +52,7 @@ impl Default for Builder {
             start_timeout: Duration::from_secs(10),
             stop_timeout: Duration::from_secs(10),
             start_seq: 0,
+            probe_every: PROBE_EVERY,
         }
     }
 }
@@ -93,6 +97,13 @@ impl Builder {
     #[doc(hidden)]
     pub fn start_sequence(mut self, seq: u64) -> Self {
         self.start_seq = seq;
+        self
+    }
+
+    /// How often waiters probe the kernel's liveness (for tests).
+    #[doc(hidden)]
+    pub fn probe_interval(mut self, every: Duration) -> Self {
+        self.probe_every = every;
         self
     }
 
@@ -152,6 +163,7 @@ impl Builder {
             ctrl,
             states,
             fault: OnceLock::new(),
+            liveness: Liveness::new(self.probe_every),
             stopped: Mutex::new(None),
             stop_timeout: self.stop_timeout,
             device: self.device,
@@ -334,8 +346,10 @@ pub(crate) struct Shared {
     ctrl: Words,
     /// Device-written worker state words (see pkq_layout.h).
     states: Words,
-    /// The first fault seen; every later call reports it.
+    /// Why the kernel no longer serves, once known (a fault, or the end
+    /// of a shutdown); every later wait reports it.
     fault: OnceLock<Error>,
+    liveness: Liveness,
     /// The outcome of shutdown, once it ran.
     stopped: Mutex<Option<Result<()>>>,
     stop_timeout: Duration,
@@ -344,8 +358,39 @@ pub(crate) struct Shared {
     kernel: Kernel,
 }
 
+/// The shared schedule of liveness probes: at most one waiter asks the
+/// driver at a time, once per interval; the others go on polling.
+struct Liveness {
+    epoch: Instant,
+    every: Duration,
+    /// Nanoseconds after `epoch` when the next probe is due.
+    next_ns: AtomicU64,
+    busy: AtomicBool,
+    /// Nanoseconds after `epoch` since the stream could not be queried (0: it could).
+    unknown_since_ns: AtomicU64,
+}
+
+impl Liveness {
+    fn new(every: Duration) -> Self {
+        Self {
+            epoch: Instant::now(),
+            every,
+            next_ns: AtomicU64::new(0),
+            busy: AtomicBool::new(false),
+            unknown_since_ns: AtomicU64::new(0),
+        }
+    }
+
+    fn ns(&self, t: Instant) -> u64 {
+        (t - self.epoch).as_nanos() as u64 + 1
+    }
+}
+
 impl Shared {
     fn submit(self: &Arc<Self>, op: Op, image: &SlotImage, wait: bool) -> Result<Ticket> {
+        if self.queue.is_closed() {
+            return Err(Error::Closed);
+        }
         self.check()?;
         let seq = match self.queue.try_reserve() {
             Ok(seq) => seq,
@@ -375,11 +420,30 @@ impl Shared {
         self.fault.get().cloned().unwrap()
     }
 
-    /// Asks the device whether the kernel still serves (a stream query and
-    /// a look at the worker state words); latches a fault.
-    fn probe(&self) -> Result<()> {
+    /// Probes liveness if a probe is due and no other thread is probing.
+    fn probe_if_due(&self, now: Instant) -> Result<()> {
+        let t = self.liveness.ns(now);
+        if t < self.liveness.next_ns.load(Ordering::Relaxed)
+            || self.liveness.busy.swap(true, Ordering::Acquire)
+        {
+            return Ok(());
+        }
+        let outcome = self.probe(now);
+        let every = self.liveness.every.as_nanos() as u64;
+        self.liveness.next_ns.store(t + every, Ordering::Relaxed);
+        self.liveness.busy.store(false, Ordering::Release);
+        outcome
+    }
+
+    /// Asks whether the kernel still serves (a stream query and a look at
+    /// the worker state words); latches what ended it.
+    fn probe(&self, now: Instant) -> Result<()> {
         self.check()?;
-        match self.kernel.state() {
+        let state = self.kernel.state();
+        if !matches!(state, KernelState::Unknown(..)) {
+            self.liveness.unknown_since_ns.store(0, Ordering::Relaxed);
+        }
+        match state {
             KernelState::Running => {
                 for w in 0..self.states.len() {
                     if self.states.at(w).load(Ordering::Acquire) == WORKER_BAD_TAG {
@@ -390,13 +454,30 @@ impl Shared {
                 }
                 Ok(())
             }
-            KernelState::Finished if self.queue.is_closed() => Err(Error::KernelStopped(
-                "the runtime was shut down before the task completed".into(),
+            KernelState::Finished if self.queue.is_closed() => Err(self.fail(
+                Error::KernelStopped("the runtime was shut down before the task completed".into()),
             )),
             KernelState::Finished => {
                 Err(self.fail(Error::KernelStopped("it exited unexpectedly".into())))
             }
             KernelState::Faulted(e) => Err(self.fail(Error::DeviceFault(driver::error_name(e)))),
+            KernelState::Unknown(call, e) => {
+                let t = self.liveness.ns(now);
+                let since = match self.liveness.unknown_since_ns.load(Ordering::Relaxed) {
+                    0 => {
+                        self.liveness.unknown_since_ns.store(t, Ordering::Relaxed);
+                        t
+                    }
+                    since => since,
+                };
+                if Duration::from_nanos(t - since) < UNKNOWN_FOR {
+                    return Ok(());
+                }
+                Err(self.fail(Error::KernelStopped(format!(
+                    "its stream could not be queried for {UNKNOWN_FOR:?} ({call}: {})",
+                    driver::error_name(e)
+                ))))
+            }
         }
     }
 
@@ -408,7 +489,6 @@ impl Shared {
         mut ready: impl FnMut() -> Option<T>,
     ) -> Result<T> {
         let start = Instant::now();
-        let mut next_probe = start + PROBE_EVERY;
         let backoff = Backoff::new();
         loop {
             for _ in 0..POLLS_PER_CHECK {
@@ -419,9 +499,10 @@ impl Shared {
             }
             self.check()?;
             let now = Instant::now();
-            if now >= next_probe {
-                self.probe()?;
-                next_probe = now + PROBE_EVERY;
+            // Probes begin after one interval of waiting: a healthy round
+            // trip never pays for one.
+            if now - start >= self.liveness.every {
+                self.probe_if_due(now)?;
             }
             if deadline.is_some_and(|d| now >= d) {
                 return Err(Error::Timeout);
@@ -439,7 +520,7 @@ impl Shared {
             if running {
                 return Ok(());
             }
-            self.probe()?;
+            self.probe(Instant::now())?;
             if Instant::now() >= deadline {
                 let _ = self.stop();
                 return Err(Error::KernelTimeout(

@@ -30,15 +30,15 @@ impl Completion {
 /// The handle of one submitted task.
 ///
 /// Wait for it ([`Ticket::wait`], [`Ticket::wait_timeout`]) or poll it
-/// ([`Ticket::try_result`]). Its slot in the ring is reused only after the
-/// ticket read the completion, or after the ticket was dropped and the task
-/// completed. A ticket may outlive its [`Runtime`](crate::Runtime): shutdown
+/// ([`Ticket::try_result`]). Its slot in the ring is reused once the task
+/// completed; a completion not yet read then waits for its ticket on the
+/// host, so holding tickets never blocks `submit`. A ticket may outlive its [`Runtime`](crate::Runtime): shutdown
 /// drains every submitted task first, so the result is there to read.
 pub struct Ticket {
     shared: Arc<Shared>,
     seq: u64,
     op: Op,
-    /// Set once the completion was read (the slot is released then).
+    /// Set once the completion was taken (the slot is free then).
     outcome: Option<std::result::Result<Completion, TaskStatus>>,
 }
 
@@ -78,8 +78,8 @@ impl Ticket {
         if let Some(o) = self.outcome {
             return self.report(o).map(Some);
         }
-        match self.shared.queue.poll(self.seq) {
-            Some(cqe) => self.take(cqe).map(Some),
+        match self.shared.queue.take(self.seq) {
+            Some(cqe) => self.finish(cqe).map(Some),
             None => self.shared.check().map(|()| None),
         }
     }
@@ -102,12 +102,11 @@ impl Ticket {
             return self.report(o);
         }
         let (queue, seq) = (&self.shared.queue, self.seq);
-        let cqe = self.shared.wait_for(deadline, || queue.poll(seq))?;
-        self.take(cqe)
+        let cqe = self.shared.wait_for(deadline, || queue.take(seq))?;
+        self.finish(cqe)
     }
 
-    fn take(&mut self, cqe: Cqe) -> Result<Completion> {
-        self.shared.queue.release(self.seq);
+    fn finish(&mut self, cqe: Cqe) -> Result<Completion> {
         let outcome = match TaskStatus::from_code(cqe.status) {
             None => Ok(Completion {
                 value: cqe.value,

@@ -1,0 +1,13 @@
+//! The atomics and locks of the host protocol: std's, or loom's when the
+//! protocol is model-checked (`RUSTFLAGS="--cfg loom" cargo test --lib loom`).
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{
+    Mutex, MutexGuard,
+    atomic::{AtomicU64, Ordering},
+};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{
+    Mutex, MutexGuard,
+    atomic::{AtomicU64, Ordering},
+};
