@@ -40,16 +40,17 @@ fn render(results: Option<&str>) -> String {
         );
     }
     for row in rows.iter().filter(|row| row.get("p50_ns").is_some()) {
+        let ns = |k: &str| row[k].as_f64().map_or("-".into(), |x| format!("{x:.0}"));
         out += &format!(
             "\n{}: p50 {} ns, p99 {} ns.\n",
             row["name"].as_str().unwrap_or("?"),
-            row["p50_ns"],
-            row["p99_ns"]
+            ns("p50_ns"),
+            ns("p99_ns")
         );
     }
     let costs: Vec<&Value> = rows
         .iter()
-        .filter(|row| row.get("mean_ns").is_some())
+        .filter(|row| row.get("mean_ns").is_some() && row.get("p50_ns").is_none())
         .collect();
     if !costs.is_empty() {
         out += "\nWhat the device pays per operation on mapped host memory (GPU clock, mean):\n\n";
