@@ -129,7 +129,7 @@ pub fn plot_percentiles(path: &Path, title: &str, series: &[&Latency]) {
         .margin(20)
         .x_label_area_size(50)
         .y_label_area_size(70)
-        .build_cartesian_2d(0.0..NINES, (lo * 0.8..hi * 1.25).log_scale())
+        .build_cartesian_2d(0.0..NINES, (lo * 0.8..hi * 1.25).log_scale().base(2.0))
         .unwrap();
     chart
         .configure_mesh()
