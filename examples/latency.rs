@@ -56,7 +56,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let core = pin(args.core);
     let info = pkq::device_info(args.device)?;
     println!(
-        "device {} ({}), driver {}, pkq {} ({} samples per variant, {} warm-up, thread pinned to core {})",
+        "{}: device {} ({}), driver {}, pkq {} ({} samples per variant, {} warm-up, thread pinned to core {})",
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
         args.device,
         info.name,
         info.driver,
