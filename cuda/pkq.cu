@@ -6,18 +6,27 @@
 
 // The resident kernel: one warp per worker, PKQ_MAX_WARPS_PER_BLOCK warps at
 // most per block.
-extern "C" __global__ void __launch_bounds__(PKQ_MAX_WARPS_PER_BLOCK * 32)
+extern "C" __global__ void __launch_bounds__(PKQ_MAX_WARPS_PER_BLOCK * 32, 1)
     pkq_worker_kernel(const pkq_params p) {
     const uint32_t worker = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (worker >= p.workers) return;
-    pkq::serve(p, worker, pkq::BuiltinOps{});
+    switch (p.pollers) {
+        case 4: pkq::serve<4>(p, worker, pkq::BuiltinOps{}); break;
+        case 2: pkq::serve<2>(p, worker, pkq::BuiltinOps{}); break;
+        default: pkq::serve<1>(p, worker, pkq::BuiltinOps{}); break;
+    }
 }
 
 // Baselines for the latency comparison.
 extern "C" __global__ void pkq_empty_kernel() {}
 
-extern "C" __global__ void pkq_floor_kernel(const uint64_t* ping, uint64_t* pong) {
-    if (threadIdx.x == 0 && blockIdx.x == 0) pkq::floor_echo(ping, pong);
+extern "C" __global__ void pkq_floor_kernel(const uint64_t* ping, uint64_t* pong, uint32_t pollers) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    switch (pollers) {
+        case 4: pkq::floor_echo<4>(ping, pong); break;
+        case 2: pkq::floor_echo<2>(ping, pong); break;
+        default: pkq::floor_echo<1>(ping, pong); break;
+    }
 }
 
 extern "C" __global__ void pkq_costs_kernel(const uint64_t* ro, uint64_t* wo, uint64_t* out,

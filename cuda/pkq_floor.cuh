@@ -13,14 +13,44 @@ namespace pkq {
 // polled by this one thread. pong: written only by this thread, polled by
 // the host. Separate allocations, so never one cache line. Aligned 8-byte
 // words: no torn read. The stop value is the loop's exit.
+// K loads of ping stay in flight, 1/K of a read round trip apart, the
+// oldest checked first (as the workers poll slots), and are staggered anew
+// after each echo (the host writes only after it saw the echo, so the loads
+// still in flight then carry nothing new). Only a larger value counts.
+template <int K>
 __device__ __forceinline__ void floor_echo(const uint64_t* ping, uint64_t* pong) {
+    // As in serve(): the round trip in SM cycles, kept current per round.
+    int64_t rtt_cycles = K > 1 ? read_round_trip_cycles(ping) : 0;
+    uint64_t w[K];
     uint64_t last = 0;
     for (;;) {
-        const uint64_t v = load_sys(ping);
-        if (v != last) {
-            store_sys(pong, v);
-            last = v;
-            if (v == PKQ_FLOOR_STOP) return;
+        // (Re)stagger the K loads, then poll until a new value arrives.
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            if (k > 0) spin_cycles(rtt_cycles / K);
+            w[k] = load_sys(ping);
+        }
+        int64_t round_start = K > 1 ? clock64() : 0;
+        bool fresh = false;
+        while (!fresh) {
+            if (K > 1) {
+                const int64_t now = clock64();
+                rtt_cycles = (3 * rtt_cycles + (now - round_start)) / 4;
+                round_start = now;
+            }
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                if (fresh) continue;
+                const uint64_t v = w[k];
+                if (v > last) {
+                    store_sys(pong, v);
+                    last = v;
+                    if (v == PKQ_FLOOR_STOP) return;
+                    fresh = true;
+                    continue;
+                }
+                w[k] = load_sys(ping);
+            }
         }
     }
 }
@@ -30,7 +60,8 @@ __device__ __forceinline__ void floor_echo(const uint64_t* ping, uint64_t* pong)
 namespace pkq {
 
 // What the device side of mapped-memory traffic costs, by the GPU's own
-// clock, for `iters` repetitions of each (totals in ns, to out[0..5]).
+// clock, for `iters` repetitions of each (totals in ns, to out[0..5]), and
+// the smallest step of %globaltimer (out[6]).
 // ro: a host word the host never writes. wo: a host word only this thread
 // writes. out: results, read by the host after the kernel ended.
 __device__ __forceinline__ void measure_costs(const uint64_t* ro, uint64_t* wo, uint64_t* out,
@@ -69,6 +100,16 @@ __device__ __forceinline__ void measure_costs(const uint64_t* ro, uint64_t* wo, 
     }
     out[4] = globaltimer() - t0;
     out[5] = v;  // keeps the load chain alive
+    // 6: the smallest nonzero step between two globaltimer reads.
+    uint64_t step = ~0ull, last = globaltimer();
+    for (uint32_t i = 0; i < iters; ++i) {
+        const uint64_t now = globaltimer();
+        if (now != last) {
+            step = now - last < step ? now - last : step;
+            last = now;
+        }
+    }
+    out[6] = step;
 }
 
 }  // namespace pkq

@@ -119,6 +119,9 @@
 #define PKQ_MAX_CAPACITY_LOG2 20 /* u32 */
 #define PKQ_MAX_WORKERS 1024
 #define PKQ_MAX_WARPS_PER_BLOCK 8
+/* Loads a worker keeps in flight on the slot it waits for (1, 2 or 4),
+   issued a fraction of a read round trip apart. */
+#define PKQ_MAX_POLLERS 4
 
 /* ---------------------------------------------------------------------------
  * Built-in ops and task status codes
@@ -136,7 +139,7 @@
 /* ---------------------------------------------------------------------------
  * Kernel parameters (passed by value at launch; never shared memory).
  * ------------------------------------------------------------------------- */
-#define PKQ_PARAMS_BYTES 48
+#define PKQ_PARAMS_BYTES 64
 #define PKQ_PARAMS_OFF_SQ 0
 #define PKQ_PARAMS_OFF_CQ 8
 #define PKQ_PARAMS_OFF_CTRL 16
@@ -144,6 +147,10 @@
 #define PKQ_PARAMS_OFF_START_SEQ 32
 #define PKQ_PARAMS_OFF_CAPACITY_LOG2 40
 #define PKQ_PARAMS_OFF_WORKERS 44
+#define PKQ_PARAMS_OFF_POLLERS 48
+#define PKQ_PARAMS_OFF_IDLE_SPIN_NS 52
+#define PKQ_PARAMS_OFF_IDLE_SLEEP_MAX_NS 56
+#define PKQ_PARAMS_OFF_RESERVED 60
 
 /* Arguments of PKQ_OP_AXPY: y[i] = a * x[i] + y[i] for i < n (device pointers). */
 #define PKQ_AXPY_ARGS_BYTES 24
@@ -164,6 +171,10 @@ struct pkq_params {
     uint64_t start_seq;     /* sequence number of the first task */
     uint32_t capacity_log2; /* log2 of the slot count */
     uint32_t workers;       /* worker warps; worker w serves seq = start + w + k * workers */
+    uint32_t pollers;       /* loads in flight per waiting worker: 1, 2 or 4 */
+    uint32_t idle_spin_ns;  /* idle time spent spinning before the worker sleeps between polls */
+    uint32_t idle_sleep_max_ns; /* longest __nanosleep between idle polls; 0: always spin */
+    uint32_t reserved;
 };
 static_assert(sizeof(pkq_params) == PKQ_PARAMS_BYTES, "pkq_params size");
 static_assert(offsetof(pkq_params, sq) == PKQ_PARAMS_OFF_SQ, "pkq_params.sq");
@@ -173,6 +184,11 @@ static_assert(offsetof(pkq_params, states) == PKQ_PARAMS_OFF_STATES, "pkq_params
 static_assert(offsetof(pkq_params, start_seq) == PKQ_PARAMS_OFF_START_SEQ, "pkq_params.start_seq");
 static_assert(offsetof(pkq_params, capacity_log2) == PKQ_PARAMS_OFF_CAPACITY_LOG2, "pkq_params.capacity_log2");
 static_assert(offsetof(pkq_params, workers) == PKQ_PARAMS_OFF_WORKERS, "pkq_params.workers");
+static_assert(offsetof(pkq_params, pollers) == PKQ_PARAMS_OFF_POLLERS, "pkq_params.pollers");
+static_assert(offsetof(pkq_params, idle_spin_ns) == PKQ_PARAMS_OFF_IDLE_SPIN_NS, "pkq_params.idle_spin_ns");
+static_assert(offsetof(pkq_params, idle_sleep_max_ns) == PKQ_PARAMS_OFF_IDLE_SLEEP_MAX_NS,
+              "pkq_params.idle_sleep_max_ns");
+static_assert(offsetof(pkq_params, reserved) == PKQ_PARAMS_OFF_RESERVED, "pkq_params.reserved");
 
 struct pkq_axpy_args {
     uint64_t x; /* const float*, n elements */

@@ -22,6 +22,40 @@ __device__ __forceinline__ void store_sys(uint64_t* p, uint64_t v) {
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+// The SM clock, read only once `v` has arrived: the read is predicated on
+// `v`, so ptxas can neither hoist it above the load nor drop the load. (If
+// `v` happens to equal the sentinel, the reading is 0.)
+__device__ __forceinline__ int64_t clock_after(uint64_t v) {
+    int64_t t;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "setp.ne.u64 p, %1, 0x5a5a5a5a5a5a5a5a;\n\t"
+        "@p mov.u64 %0, %%clock64;\n\t"
+        "@!p mov.u64 %0, 0;\n\t}"
+        : "=l"(t)
+        : "l"(v));
+    return t;
+}
+
+// Busy-waits about `cycles` SM cycles.
+__device__ __forceinline__ void spin_cycles(int64_t cycles) {
+    const int64_t t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+
+// The fewest SM cycles one relaxed system-scope load of `p` took in eight
+// tries: a read round trip to wherever `p` lives.
+__device__ __forceinline__ int64_t read_round_trip_cycles(const uint64_t* p) {
+    int64_t best = INT64_MAX;
+    for (int i = 0; i < 8; ++i) {
+        const int64_t t0 = clock64();
+        const int64_t dt = clock_after(load_sys(p)) - t0;
+        best = dt > 0 && dt < best ? dt : best;
+    }
+    return best == INT64_MAX ? 0 : best;
+}
+
 // Nanoseconds of the GPU's global timer (%globaltimer).
 __device__ __forceinline__ uint64_t globaltimer() {
     uint64_t t;

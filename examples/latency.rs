@@ -2,13 +2,17 @@
 //! run a small piece of work, measured side by side in one process run:
 //!
 //! * raw floor: a bare one-word ping-pong with a resident kernel through
-//!   mapped memory (what any design over mapped memory pays);
+//!   mapped memory (what any design over mapped memory pays), with one and
+//!   with two staggered loads in flight;
 //! * cudarc launch + sync: launch an empty kernel, synchronize its stream;
 //! * CUDA graph + sync: launch a one-node graph of the empty kernel, sync;
-//! * pkq: submit a NOP, wait for its completion.
+//! * pkq: submit a NOP, wait for its completion; and its one-way breakdown
+//!   (host submit cost, pickup, execution, completion visibility) from the
+//!   device's timestamps mapped onto the host clock;
+//! * pkq woken from idle, under the spin and the backoff idle policies.
 //!
 //! Each variant runs alone (no other resident kernel polling), after its own
-//! warm-up, from one thread pinned to one core.
+//! warm-up, from one thread pinned to one core, timed with the TSC.
 //!
 //! `cargo run --release --example latency -- --json benches/results/latency.json --svg benches/results/latency.svg`
 
@@ -16,14 +20,16 @@
 mod support;
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::Duration;
 
 use clap::Parser;
 use pkq::cudarc::driver::{CudaContext, LaunchConfig, sys};
 use pkq::cudarc::nvrtc::Ptx;
-use pkq::{Op, Runtime};
-use serde_json::json;
-use support::{Latency, pin, plot_percentiles, report, write_json};
+use pkq::floor::Floor;
+use pkq::timing::ClockMap;
+use pkq::{IdlePolicy, Op, Runtime, SubmissionMemory};
+use serde_json::{Map, Value, json};
+use support::{Clock, Latency, pin, pkq_round_trips, plot_percentiles, report, write_json};
 
 #[derive(Parser)]
 #[command(about = "Round-trip latency: pkq vs kernel launch vs CUDA graph vs the raw floor")]
@@ -34,6 +40,12 @@ struct Args {
     /// Untimed warm-up runs per variant.
     #[arg(long, default_value_t = 20_000)]
     warmup: usize,
+    /// Timed samples of the wake-from-idle variants (each waits `--idle-us` first).
+    #[arg(long, default_value_t = 2_000)]
+    idle_samples: usize,
+    /// How long the runtime sits idle before each wake-up sample (µs).
+    #[arg(long, default_value_t = 1_000)]
+    idle_us: u64,
     /// CUDA device index.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -43,6 +55,9 @@ struct Args {
     /// pkq worker warps.
     #[arg(long, default_value_t = 4)]
     workers: usize,
+    /// Loads in flight per waiting pkq worker (1, 2 or 4).
+    #[arg(long, default_value_t = 2)]
+    pollers: u32,
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -54,9 +69,10 @@ struct Args {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let core = pin(args.core);
+    let clock = Clock::calibrate();
     let info = pkq::device_info(args.device)?;
     println!(
-        "{}: device {} ({}), driver {}, pkq {} ({} samples per variant, {} warm-up, thread pinned to core {})",
+        "{}: device {} ({}), driver {}, pkq {} ({} samples per variant, {} warm-up, thread pinned to core {}, clock read costs {} ns)",
         humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
         args.device,
         info.name,
@@ -65,13 +81,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.samples,
         args.warmup,
         core.map_or("none".into(), |c| c.to_string()),
+        clock.overhead_ns(),
     );
     let (w, n) = (args.warmup, args.samples);
 
-    // Raw floor.
-    let mut floor = pkq::floor::Floor::start(args.device)?;
-    let floor_lat = Latency::measure("raw floor (1 poller)", w, n, || floor.round_trip());
-    floor.stop()?;
+    // Raw floor, one and two loads in flight.
+    let mut floors = Vec::new();
+    for pollers in [1, 2] {
+        let mut floor = Floor::start(args.device, pollers, SubmissionMemory::Cached)?;
+        let name = format!(
+            "raw floor ({pollers} poller{})",
+            if pollers > 1 { "s" } else { "" }
+        );
+        floors.push(Latency::measure(&name, &clock, w, n, || floor.round_trip()));
+        floor.stop()?;
+    }
 
     // cudarc launch + sync, and a CUDA graph + sync, of an empty kernel.
     let ctx = CudaContext::new(args.device)?;
@@ -83,7 +107,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         block_dim: (1, 1, 1),
         shared_mem_bytes: 0,
     };
-    let launch_lat = Latency::measure("cudarc launch + sync", w, n, || {
+    let launch_lat = Latency::measure("cudarc launch + sync", &clock, w, n, || {
         // SAFETY: pkq_empty_kernel takes no parameters.
         unsafe { stream.launch_builder(&empty).launch(one) }?;
         stream.synchronize()
@@ -95,44 +119,81 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .end_capture(sys::CUgraphInstantiate_flags(0))?
         .ok_or("stream capture produced no graph")?;
     graph.upload()?;
-    let graph_lat = Latency::measure("CUDA graph + sync", w, n, || {
+    let graph_lat = Latency::measure("CUDA graph + sync", &clock, w, n, || {
         graph.launch()?;
         stream.synchronize()
     });
     drop(graph);
 
-    // pkq.
+    // pkq, busy: back-to-back round trips.
     let rt = Runtime::builder()
         .device(args.device)
         .workers(args.workers)
+        .pollers(args.pollers)
         .build()?;
-    let mut submit_lat = Latency::new("pkq submit() call (host)");
-    let mut pkq_lat = Latency::new("pkq round trip");
-    for i in 0..w + n {
-        let t0 = Instant::now();
-        let ticket = rt.submit(Op::NOP, &())?;
-        let t1 = Instant::now();
-        ticket.wait()?;
-        let t2 = Instant::now();
-        if i >= w {
-            submit_lat.record_ns((t1 - t0).as_nanos() as u64);
-            pkq_lat.record_ns((t2 - t0).as_nanos() as u64);
-        }
-    }
+    let run = pkq_round_trips(&rt, &clock, "pkq round trip", w, n)?;
     rt.shutdown()?;
+    drop(rt);
+
+    // One-way breakdown from the device's timestamps.
+    let exchanges: Vec<_> = run.exchanges.iter().map(|(e, _)| *e).collect();
+    let map = ClockMap::fit(&exchanges, 64).ok_or("too few round trips to map the clocks")?;
+    let (mut dispatch, mut pickup, mut exec, mut back) = (vec![], vec![], vec![], vec![]);
+    for (e, submitted) in &run.exchanges {
+        let start = map.to_host_ns(e.device_start_ns);
+        let end = map.to_host_ns(e.device_end_ns);
+        dispatch.push(start - e.host_send_ns as f64);
+        pickup.push(start - *submitted as f64);
+        exec.push(e.device_end_ns as f64 - e.device_start_ns as f64);
+        back.push(e.host_recv_ns as f64 - end);
+    }
+
+    // pkq woken from idle: each sample after the runtime sat idle.
+    let idle = Duration::from_micros(args.idle_us);
+    let mut wake = Vec::new();
+    for (name, policy) in [
+        ("pkq after idle, spin policy", IdlePolicy::Spin),
+        (
+            "pkq after idle, backoff policy (spin 50 µs, sleep <= 20 µs)",
+            IdlePolicy::Backoff {
+                spin: Duration::from_micros(50),
+                max_sleep: Duration::from_micros(20),
+            },
+        ),
+    ] {
+        let rt = Runtime::builder()
+            .device(args.device)
+            .workers(args.workers)
+            .pollers(args.pollers)
+            .idle(policy)
+            .build()?;
+        let lat = Latency::measure(name, &clock, 100, args.idle_samples, || {
+            std::thread::sleep(idle);
+            rt.submit(Op::NOP, &())?.wait().map(drop)
+        });
+        rt.shutdown()?;
+        wake.push(lat);
+    }
 
     // What the device pays per mapped-memory operation, by its own clock.
     let costs = pkq::floor::device_costs(args.device, 20_000)?;
 
     // Report.
-    let variants = [&pkq_lat, &floor_lat, &launch_lat, &graph_lat];
+    let pkq_lat = &run.round_trip;
+    let best_floor = floors
+        .iter()
+        .min_by_key(|f| f.hist.value_at_quantile(0.5))
+        .unwrap();
+    let mut variants: Vec<&Latency> = vec![pkq_lat];
+    variants.extend(floors.iter());
+    variants.extend([&launch_lat, &graph_lat]);
     println!(
-        "\n{:<28} {:>9} {:>9} {:>9} {:>9} {:>9} {:>12}",
-        "round trip (us)", "p50", "p90", "p99", "p99.9", "max", "p50 / pkq"
+        "\n{:<44} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}",
+        "round trip (µs)", "p50", "p90", "p99", "p99.9", "max", "p50/pkq"
     );
-    for l in variants {
+    for l in variants.iter().copied().chain(wake.iter()) {
         println!(
-            "{:<28} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>11.2}x",
+            "{:<44} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}x",
             l.name,
             l.quantile_us(0.5),
             l.quantile_us(0.9),
@@ -142,29 +203,103 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             l.p50_us() / pkq_lat.p50_us(),
         );
     }
+    let mut rows: Vec<Map<String, Value>> = Vec::new();
+    for l in variants.iter().copied().chain(wake.iter()) {
+        let mut row = l.row("us");
+        row.insert(
+            "p50_vs_pkq_x".into(),
+            json!(round3(l.p50_us() / pkq_lat.p50_us())),
+        );
+        row.insert(
+            "p99_vs_pkq_x".into(),
+            json!(round3(l.quantile_us(0.99) / pkq_lat.quantile_us(0.99))),
+        );
+        rows.push(row);
+    }
     println!(
-        "{:<28} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "", "ns", "ns", "ns", "ns", "ns"
-    );
-    let s = &submit_lat.hist;
-    println!(
-        "{:<28} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        submit_lat.name,
-        s.value_at_quantile(0.5),
-        s.value_at_quantile(0.9),
-        s.value_at_quantile(0.99),
-        s.value_at_quantile(0.999),
-        s.max()
-    );
-    println!(
-        "\npkq p50 = {:.2}x cudarc launch + sync, {:.2}x CUDA graph + sync, {:.2}x the raw floor",
+        "\npkq p50 = {:.2}x cudarc launch + sync, {:.2}x CUDA graph + sync, {:.2}x the best raw floor ({})",
         pkq_lat.p50_us() / launch_lat.p50_us(),
         pkq_lat.p50_us() / graph_lat.p50_us(),
-        pkq_lat.p50_us() / floor_lat.p50_us(),
+        pkq_lat.p50_us() / best_floor.p50_us(),
+        best_floor.name,
     );
 
+    println!(
+        "\none-way breakdown of the pkq round trip (ns; device clock mapped to the host's: offset within ±{:.0} ns{}, drift {:.2} ppm, %globaltimer step {} ns):",
+        map.error_bound_ns,
+        if map.consistent {
+            ""
+        } else {
+            " (NTP bound: not every round trip fit the line)"
+        },
+        map.drift_ppm,
+        costs.globaltimer_step_ns,
+    );
+    let submit_row = {
+        let mut r = run.submit.row("ns");
+        r.insert("name".into(), json!("one-way: submit() call (host)"));
+        r
+    };
+    let breakdown = [
+        submit_row,
+        Latency::row_of(
+            "one-way: submit called -> handler start (dispatch)",
+            "ns",
+            &mut dispatch,
+        ),
+        Latency::row_of(
+            "one-way: submit returned -> handler start (pickup)",
+            "ns",
+            &mut pickup,
+        ),
+        Latency::row_of(
+            "one-way: handler start -> end (execution, device clock)",
+            "ns",
+            &mut exec,
+        ),
+        Latency::row_of(
+            "one-way: handler end -> host sees completion",
+            "ns",
+            &mut back,
+        ),
+    ];
+    println!(
+        "  {:<58} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "", "p50", "p90", "p99", "p99.9", "max"
+    );
+    for r in &breakdown {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "  {:<58} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0}",
+            r["name"].as_str().unwrap(),
+            f("p50_ns"),
+            f("p90_ns"),
+            f("p99_ns"),
+            f("p99_9_ns"),
+            f("max_ns"),
+        );
+    }
+    rows.extend(breakdown);
+    rows.push(Map::from_iter([
+        (
+            "name".to_string(),
+            json!("clock map (device %globaltimer -> host TSC)"),
+        ),
+        (
+            "error_bound_ns".to_string(),
+            json!(round3(map.error_bound_ns)),
+        ),
+        ("drift_ppm".to_string(), json!(round3(map.drift_ppm))),
+        ("min_slack_ns".to_string(), json!(map.min_slack_ns)),
+        (
+            "globaltimer_step_ns".to_string(),
+            json!(costs.globaltimer_step_ns),
+        ),
+        ("host_clock_read_ns".to_string(), json!(clock.overhead_ns())),
+    ]));
+
     println!("\ndevice-side costs (GPU clock, mean of 20000 each):");
-    let cost_rows = [
+    for (name, ns) in [
         (
             "device: dependent read of mapped host memory",
             costs.dependent_read_ns,
@@ -179,31 +314,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "device: store + __threadfence (gpu scope)",
             costs.store_fence_gpu_ns,
         ),
-    ];
-    for (name, ns) in cost_rows {
+    ] {
         println!("  {name:<48} {ns:>8.1} ns");
-    }
-
-    let mut rows = Vec::new();
-    for l in variants {
-        let mut row = l.row("us");
-        row.insert(
-            "p50_vs_pkq_x".into(),
-            json!(round3(l.p50_us() / pkq_lat.p50_us())),
-        );
-        row.insert(
-            "p99_vs_pkq_x".into(),
-            json!(round3(l.quantile_us(0.99) / pkq_lat.quantile_us(0.99))),
-        );
-        rows.push(row);
-    }
-    rows.push(submit_lat.row("ns"));
-    for (name, ns) in cost_rows {
-        rows.push(serde_json::Map::from_iter([
+        rows.push(Map::from_iter([
             ("name".to_string(), json!(name)),
             ("mean_ns".to_string(), json!((ns * 10.0).round() / 10.0)),
         ]));
     }
+
     let rep = report(&info, rows);
     if let Some(path) = &args.json {
         write_json(path, &rep);

@@ -12,7 +12,7 @@ use crate::driver;
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelState};
 use crate::layout::FLOOR_STOP;
-use crate::mapped::MappedBuffer;
+use crate::mapped::{MappedBuffer, SubmissionMemory};
 use crate::queue::Words;
 
 /// A resident ping-pong kernel. See the module docs.
@@ -22,20 +22,28 @@ pub struct Floor {
     /// Device-written, host-polled word (another allocation).
     pong: Words,
     next: u64,
+    memory: SubmissionMemory,
     stopped: bool,
     kernel: Kernel,
 }
 
 impl Floor {
     /// Launches the ping-pong kernel on device `index` and waits for its
-    /// first echo.
-    pub fn start(index: usize) -> Result<Self> {
+    /// first echo. The kernel keeps `pollers` loads of the ping word in
+    /// flight (1, 2 or 4, staggered as pkq's workers do); ping lives in
+    /// `memory`.
+    pub fn start(index: usize, pollers: u32, memory: SubmissionMemory) -> Result<Self> {
+        if !matches!(pollers, 1 | 2 | 4) {
+            return Err(Error::InvalidConfig(format!(
+                "pollers {pollers} must be 1, 2 or 4"
+            )));
+        }
         crate::kernel::image()?;
         let ctx = driver::open(index)?;
         // SAFETY: pkq's own Arc, backing no CudaSlice (see Builder::build).
         unsafe { ctx.disable_event_tracking() };
-        let ping = MappedBuffer::new(&ctx, 1)?;
-        let pong = MappedBuffer::new(&ctx, 1)?;
+        let ping = MappedBuffer::new(&ctx, 1, memory == SubmissionMemory::WriteCombined)?;
+        let pong = MappedBuffer::new(&ctx, 1, false)?;
         let (ping_at, pong_at) = (ping.device_addr(0), pong.device_addr(0));
         let (ping_words, pong_words) = (ping.words(0, 1), pong.words(0, 1));
         let kernel = Kernel::new(&ctx, "pkq_floor_kernel", vec![ping, pong])?;
@@ -44,17 +52,19 @@ impl Floor {
             block_dim: (32, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: pkq_floor_kernel(const uint64_t*, uint64_t*) gets two device
-        // addresses into the kernel's own mapped memory, which outlives it.
+        // SAFETY: pkq_floor_kernel(const uint64_t*, uint64_t*, uint32_t) gets
+        // two device addresses into the kernel's own mapped memory, which
+        // outlives it, and the poller count.
         unsafe {
             kernel.launch(cfg, |b| {
-                b.arg(&ping_at).arg(&pong_at);
+                b.arg(&ping_at).arg(&pong_at).arg(&pollers);
             })?
         };
         let mut floor = Self {
             ping: ping_words,
             pong: pong_words,
             next: 1,
+            memory,
             stopped: false,
             kernel,
         };
@@ -72,7 +82,7 @@ impl Floor {
     fn round_trip_within(&mut self, limit: Duration) -> Result<()> {
         let v = self.next;
         self.next += 1;
-        self.ping.at(0).store(v, Ordering::Relaxed);
+        self.ping.store_all(0, [v], self.memory);
         let mut polls = 0u32;
         let mut since: Option<Instant> = None;
         while self.pong.at(0).load(Ordering::Relaxed) != v {
@@ -103,7 +113,7 @@ impl Floor {
         if std::mem::replace(&mut self.stopped, true) {
             return Ok(());
         }
-        self.ping.at(0).store(FLOOR_STOP, Ordering::Relaxed);
+        self.ping.store_all(0, [FLOOR_STOP], self.memory);
         self.kernel
             .wait_finished(Instant::now() + Duration::from_secs(10))
     }
@@ -132,6 +142,9 @@ pub struct DeviceCosts {
     pub release_store_sys_ns: f64,
     /// A relaxed store followed by a GPU-scope fence (`__threadfence()`).
     pub store_fence_gpu_ns: f64,
+    /// The smallest step `%globaltimer` took between two reads: the
+    /// resolution of the device timestamps in completions.
+    pub globaltimer_step_ns: u64,
 }
 
 /// Measures [`DeviceCosts`] on device `index` with one thread of a fresh
@@ -141,10 +154,10 @@ pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
     let ctx = driver::open(index)?;
     // SAFETY: pkq's own Arc, backing no CudaSlice (see Builder::build).
     unsafe { ctx.disable_event_tracking() };
-    let ro = MappedBuffer::new(&ctx, 1)?;
-    let d2h = MappedBuffer::new(&ctx, 16)?;
+    let ro = MappedBuffer::new(&ctx, 1, false)?;
+    let d2h = MappedBuffer::new(&ctx, 16, false)?;
     let (ro_at, wo_at, out_at) = (ro.device_addr(0), d2h.device_addr(0), d2h.device_addr(8));
-    let out = d2h.words(8, 6);
+    let out = d2h.words(8, 7);
     let kernel = Kernel::new(&ctx, "pkq_costs_kernel", vec![ro, d2h])?;
     let one = LaunchConfig {
         grid_dim: (1, 1, 1),
@@ -166,5 +179,6 @@ pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
         store_fence_sys_ns: mean(2),
         release_store_sys_ns: mean(3),
         store_fence_gpu_ns: mean(4),
+        globaltimer_step_ns: out.at(6).load(Ordering::Acquire),
     })
 }

@@ -20,6 +20,10 @@ pub(crate) struct KernelParams {
     pub start_seq: u64,
     pub capacity_log2: u32,
     pub workers: u32,
+    pub pollers: u32,
+    pub idle_spin_ns: u32,
+    pub idle_sleep_max_ns: u32,
+    pub reserved: u32,
 }
 
 // SAFETY: plain old data with the C layout of `pkq_params` (checked below),
@@ -35,6 +39,10 @@ const _: () = {
     assert!(offset_of!(KernelParams, start_seq) == PARAMS_OFF_START_SEQ);
     assert!(offset_of!(KernelParams, capacity_log2) == PARAMS_OFF_CAPACITY_LOG2);
     assert!(offset_of!(KernelParams, workers) == PARAMS_OFF_WORKERS);
+    assert!(offset_of!(KernelParams, pollers) == PARAMS_OFF_POLLERS);
+    assert!(offset_of!(KernelParams, idle_spin_ns) == PARAMS_OFF_IDLE_SPIN_NS);
+    assert!(offset_of!(KernelParams, idle_sleep_max_ns) == PARAMS_OFF_IDLE_SLEEP_MAX_NS);
+    assert!(offset_of!(KernelParams, reserved) == PARAMS_OFF_RESERVED);
     assert!(SLOT_WORDS * 8 == SLOT_BYTES);
     assert!(CQE_WORDS * 8 == CQE_BYTES);
     assert!(8 + ARGS_BYTES == SLOT_WORDS * CHUNK_BITS as usize / 8);

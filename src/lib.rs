@@ -13,6 +13,8 @@ pub mod build_info;
 mod driver;
 mod error;
 pub mod floor;
+#[doc(hidden)]
+pub mod host_ring;
 mod kernel;
 mod layout;
 mod mapped;
@@ -24,14 +26,16 @@ mod runtime;
 mod slot;
 mod sync;
 mod ticket;
+pub mod timing;
 
 /// The cudarc pkq is built against (device buffers for ops like AXPY come from it).
 pub use cudarc;
 pub use driver::{DeviceInfo, device_count, device_info};
 pub use error::{Error, Result, TaskStatus};
 pub use kernel::image as kernel_image;
+pub use mapped::SubmissionMemory;
 pub use ops::{AXPY_MAX_N, AxpyArgs, Op, echo_fold};
-pub use runtime::{Builder, Runtime};
+pub use runtime::{Builder, IdlePolicy, Runtime};
 pub use ticket::{Completion, Ticket};
 
 /// The most argument bytes a task carries inline in its slot.

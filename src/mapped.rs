@@ -8,6 +8,24 @@ use cudarc::driver::{CudaContext, DriverError, sys};
 
 use crate::queue::Words;
 
+/// The kind of pinned memory submissions are written to, and how the host
+/// writes them. Completions are always read from write-back memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SubmissionMemory {
+    /// Write-back pages, plain stores: the slot's line sits in the host's
+    /// cache until the device's read snoops it out.
+    #[default]
+    Cached,
+    /// Write-back pages, non-temporal stores and an `sfence` (x86-64): the
+    /// stores skip the cache, so no read for ownership of a line the device
+    /// just read.
+    CachedStreaming,
+    /// Write-combined pages, plain stores and an `sfence`: the host never
+    /// caches them, the device's reads need no snoop.
+    WriteCombined,
+}
+
 /// An allocation of 8-byte words that the host and the device both address.
 /// Freed on drop; the owner must make sure the device no longer touches it.
 pub(crate) struct MappedBuffer {
@@ -24,12 +42,21 @@ unsafe impl Send for MappedBuffer {}
 unsafe impl Sync for MappedBuffer {}
 
 impl MappedBuffer {
-    /// `words` zeroed 8-byte words, mapped into the device's address space.
-    pub(crate) fn new(ctx: &Arc<CudaContext>, words: usize) -> Result<Self, DriverError> {
+    /// `words` zeroed 8-byte words, mapped into the device's address space;
+    /// write-combined pages when `write_combined` (the host then must not
+    /// read them: uncached reads are very slow).
+    pub(crate) fn new(
+        ctx: &Arc<CudaContext>,
+        words: usize,
+        write_combined: bool,
+    ) -> Result<Self, DriverError> {
         crate::driver::bind(ctx)?;
         let bytes = words.max(1) * 8;
         let mut host = std::ptr::null_mut();
-        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        let mut flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        if write_combined {
+            flags |= sys::CU_MEMHOSTALLOC_WRITECOMBINED;
+        }
         // SAFETY: `host` is a valid out-pointer; the driver returns page-aligned memory.
         unsafe { sys::cuMemHostAlloc(&mut host, bytes, flags) }.result()?;
         let host = NonNull::new(host.cast::<u64>())

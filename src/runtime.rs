@@ -12,10 +12,10 @@ use crate::driver;
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelState};
 use crate::layout::{
-    CQE_WORDS, CTRL_BYTES, CTRL_STOP, KernelParams, MAX_WARPS_PER_BLOCK, MAX_WORKERS,
+    CQE_WORDS, CTRL_BYTES, CTRL_STOP, KernelParams, MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS,
     SECTION_ALIGN, SLOT_WORDS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
 };
-use crate::mapped::MappedBuffer;
+use crate::mapped::{MappedBuffer, SubmissionMemory};
 use crate::ops::{AXPY_MAX_N, AxpyArgs, Op};
 use crate::queue::{Queue, Refusal, Words};
 use crate::ring::Geometry;
@@ -31,12 +31,32 @@ const UNKNOWN_FOR: Duration = Duration::from_millis(200);
 /// Polls between two looks at the clock.
 const POLLS_PER_CHECK: u32 = 64;
 
+/// What a worker does while no task is waiting for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdlePolicy {
+    /// Poll without pause: the lowest latency. Each worker keeps a warp busy
+    /// and `pollers` PCIe reads in flight.
+    Spin,
+    /// Poll without pause for `spin`, then sleep (`__nanosleep`) between
+    /// polls, doubling from 64 ns up to `max_sleep` (at most 1 ms). A task
+    /// that arrives while its worker sleeps waits up to `max_sleep` more.
+    Backoff {
+        /// How long an idle worker spins before it sleeps.
+        spin: Duration,
+        /// The longest sleep between two polls.
+        max_sleep: Duration,
+    },
+}
+
 /// Configures and starts a [`Runtime`].
 #[derive(Clone, Debug)]
 pub struct Builder {
     device: usize,
     capacity: usize,
     workers: usize,
+    pollers: u32,
+    idle: IdlePolicy,
+    memory: SubmissionMemory,
     start_timeout: Duration,
     stop_timeout: Duration,
     start_seq: u64,
@@ -49,6 +69,9 @@ impl Default for Builder {
             device: 0,
             capacity: 1024,
             workers: 4,
+            pollers: 1,
+            idle: IdlePolicy::Spin,
+            memory: SubmissionMemory::Cached,
             start_timeout: Duration::from_secs(10),
             stop_timeout: Duration::from_secs(10),
             start_seq: 0,
@@ -77,6 +100,27 @@ impl Builder {
     /// order; different workers run concurrently.
     pub fn workers(mut self, warps: usize) -> Self {
         self.workers = warps;
+        self
+    }
+
+    /// Loads each waiting worker keeps in flight on its next slot: 1, 2 or 4
+    /// (default 1), issued a fraction of a read round trip apart, so a task
+    /// is seen sooner after it lands (more PCIe reads while idle).
+    pub fn pollers(mut self, n: u32) -> Self {
+        self.pollers = n;
+        self
+    }
+
+    /// What idle workers do (default [`IdlePolicy::Spin`]).
+    pub fn idle(mut self, policy: IdlePolicy) -> Self {
+        self.idle = policy;
+        self
+    }
+
+    /// The kind of memory submissions are written to (default
+    /// [`SubmissionMemory::Cached`]).
+    pub fn submission_memory(mut self, memory: SubmissionMemory) -> Self {
+        self.memory = memory;
         self
     }
 
@@ -117,6 +161,23 @@ impl Builder {
                 self.capacity
             )));
         }
+        if !matches!(self.pollers, 1 | 2 | 4) || self.pollers as usize > MAX_POLLERS {
+            return Err(Error::InvalidConfig(format!(
+                "pollers {} must be 1, 2 or 4",
+                self.pollers
+            )));
+        }
+        if let IdlePolicy::Backoff { spin, max_sleep } = self.idle {
+            if max_sleep.is_zero()
+                || max_sleep > Duration::from_millis(1)
+                || spin.as_nanos() > u32::MAX as u128
+            {
+                return Err(Error::InvalidConfig(format!(
+                    "idle backoff needs 0 < max_sleep <= 1 ms and spin <= {} ns (got {max_sleep:?}, {spin:?})",
+                    u32::MAX
+                )));
+            }
+        }
         Ok(geo)
     }
 
@@ -141,8 +202,9 @@ impl Builder {
         let align = SECTION_ALIGN / 8;
         let ctrl_at = (cap * SLOT_WORDS).next_multiple_of(align);
         let states_at = (cap * CQE_WORDS).next_multiple_of(align);
-        let h2d = MappedBuffer::new(&ctx, ctrl_at + CTRL_BYTES / 8)?;
-        let d2h = MappedBuffer::new(&ctx, states_at + self.workers)?;
+        let write_combined = self.memory == SubmissionMemory::WriteCombined;
+        let h2d = MappedBuffer::new(&ctx, ctrl_at + CTRL_BYTES / 8, write_combined)?;
+        let d2h = MappedBuffer::new(&ctx, states_at + self.workers, false)?;
         let sq = h2d.words(0, cap * SLOT_WORDS);
         let ctrl = h2d.words(ctrl_at, CTRL_BYTES / 8);
         let cq = d2h.words(0, cap * CQE_WORDS);
@@ -155,9 +217,19 @@ impl Builder {
             start_seq: self.start_seq & crate::ring::SEQ_MASK,
             capacity_log2: geo.log2(),
             workers: self.workers as u32,
+            pollers: self.pollers,
+            idle_spin_ns: match self.idle {
+                IdlePolicy::Spin => 0,
+                IdlePolicy::Backoff { spin, .. } => spin.as_nanos() as u32,
+            },
+            idle_sleep_max_ns: match self.idle {
+                IdlePolicy::Spin => 0,
+                IdlePolicy::Backoff { max_sleep, .. } => max_sleep.as_nanos() as u32,
+            },
+            reserved: 0,
         };
         let kernel = Kernel::new(&ctx, "pkq_worker_kernel", vec![h2d, d2h])?;
-        let queue = Queue::new(geo, sq, cq, self.start_seq);
+        let queue = Queue::new(geo, sq, cq, self.start_seq, self.memory);
         let shared = Arc::new(Shared {
             queue,
             ctrl,
@@ -578,6 +650,30 @@ mod tests {
         assert!(bad(Runtime::builder().workers(3)));
         assert!(bad(Runtime::builder().capacity(4).workers(8)));
         assert!(bad(Runtime::builder().capacity(1 << 20).workers(2048)));
+        assert!(bad(Runtime::builder().pollers(0)));
+        assert!(bad(Runtime::builder().pollers(3)));
+        assert!(bad(Runtime::builder().pollers(8)));
+        let backoff = |spin, max_sleep| IdlePolicy::Backoff { spin, max_sleep };
+        assert!(bad(
+            Runtime::builder().idle(backoff(Duration::ZERO, Duration::ZERO))
+        ));
+        assert!(bad(
+            Runtime::builder().idle(backoff(Duration::ZERO, Duration::from_millis(2)))
+        ));
+        assert!(bad(Runtime::builder().idle(backoff(
+            Duration::from_secs(5),
+            Duration::from_micros(10)
+        ))));
+        assert!(Runtime::builder().pollers(2).validate().is_ok());
+        assert!(
+            Runtime::builder()
+                .idle(backoff(
+                    Duration::from_micros(100),
+                    Duration::from_micros(20)
+                ))
+                .validate()
+                .is_ok()
+        );
         assert!(Runtime::builder().validate().is_ok());
         assert!(Runtime::builder().capacity(1).workers(1).validate().is_ok());
     }

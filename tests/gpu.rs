@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pkq::cudarc::driver::CudaContext;
-use pkq::{ARGS_BYTES, AxpyArgs, Error, Op, Runtime, TaskStatus, echo_fold};
+use pkq::{
+    ARGS_BYTES, AxpyArgs, Error, IdlePolicy, Op, Runtime, SubmissionMemory, TaskStatus, echo_fold,
+};
 use support::Rng;
 
 /// A test fails if it runs longer than this (hangs are failures, not waits).
@@ -62,6 +64,15 @@ const TESTS: &[Test] = &[
         liveness_probes_from_many_threads,
     ),
     ("floor_ping_pong", floor_ping_pong),
+    (
+        "pollers_and_submission_memory_variants",
+        pollers_and_submission_memory_variants,
+    ),
+    (
+        "idle_backoff_wakes_up_for_each_task",
+        idle_backoff_wakes_up_for_each_task,
+    ),
+    ("device_costs_and_clock_map", device_costs_and_clock_map),
 ];
 
 fn main() {
@@ -522,14 +533,103 @@ fn liveness_probes_from_many_threads() {
 }
 
 fn floor_ping_pong() {
-    let mut floor = pkq::floor::Floor::start(0).unwrap();
-    let t0 = Instant::now();
-    for _ in 0..10_000 {
-        floor.round_trip().unwrap();
+    for pollers in [1, 2, 4] {
+        for memory in [
+            SubmissionMemory::Cached,
+            SubmissionMemory::CachedStreaming,
+            SubmissionMemory::WriteCombined,
+        ] {
+            let mut floor = pkq::floor::Floor::start(0, pollers, memory).unwrap();
+            let t0 = Instant::now();
+            for _ in 0..10_000 {
+                floor.round_trip().unwrap();
+            }
+            println!(
+                "    floor, {pollers} in flight, {memory:?}: {:.2} us per round trip (mean)",
+                t0.elapsed().as_secs_f64() * 1e6 / 10_000.0
+            );
+            floor.stop().unwrap();
+        }
     }
-    println!(
-        "    floor: {:.2} us per round trip (mean)",
-        t0.elapsed().as_secs_f64() * 1e6 / 10_000.0
+    assert!(pkq::floor::Floor::start(0, 3, SubmissionMemory::Cached).is_err());
+}
+
+fn pollers_and_submission_memory_variants() {
+    for pollers in [1, 2, 4] {
+        for memory in [
+            SubmissionMemory::Cached,
+            SubmissionMemory::CachedStreaming,
+            SubmissionMemory::WriteCombined,
+        ] {
+            let rt = Runtime::builder()
+                .capacity(256)
+                .workers(4)
+                .pollers(pollers)
+                .submission_memory(memory)
+                .build()
+                .unwrap();
+            let n = 30_000;
+            let seen = counters(n);
+            pump_echo(&rt, 0..n, 100, pollers as u64, &seen);
+            assert_each_once(&seen);
+            rt.shutdown().unwrap();
+        }
+    }
+}
+
+fn idle_backoff_wakes_up_for_each_task() {
+    let rt = Runtime::builder()
+        .idle(IdlePolicy::Backoff {
+            spin: Duration::from_micros(10),
+            max_sleep: Duration::from_micros(50),
+        })
+        .pollers(2)
+        .build()
+        .unwrap();
+    let mut worst = Duration::ZERO;
+    for i in 0..300u64 {
+        std::thread::sleep(Duration::from_micros(300));
+        let t0 = Instant::now();
+        assert_eq!(rt.submit(Op::ECHO, &[i]).unwrap().wait().unwrap().value, i);
+        worst = worst.max(t0.elapsed());
+    }
+    println!("    slowest wake-up round trip: {worst:?}");
+    assert!(
+        worst < Duration::from_millis(50),
+        "a sleeping worker took {worst:?} to answer"
     );
-    floor.stop().unwrap();
+    rt.shutdown().unwrap();
+}
+
+fn device_costs_and_clock_map() {
+    let c = pkq::floor::device_costs(0, 2_000).unwrap();
+    println!("    {c:?}");
+    assert!(c.dependent_read_ns > 200.0 && c.dependent_read_ns < 20_000.0);
+    assert!(c.globaltimer_step_ns > 0 && c.globaltimer_step_ns < 10_000);
+    let rt = Runtime::builder().build().unwrap();
+    let origin = Instant::now();
+    let ns = |t: Instant| (t - origin).as_nanos() as u64;
+    let ex: Vec<_> = (0..20_000)
+        .map(|_| {
+            let t0 = Instant::now();
+            let c = rt.submit(Op::NOP, &()).unwrap().wait().unwrap();
+            pkq::timing::Exchange {
+                host_send_ns: ns(t0),
+                host_recv_ns: ns(Instant::now()),
+                device_start_ns: c.device_start_ns,
+                device_end_ns: c.device_end_ns,
+            }
+        })
+        .collect();
+    let map = pkq::timing::ClockMap::fit(&ex, 32).unwrap();
+    println!("    {map:?}");
+    assert!(map.drift_ppm.abs() < 1000.0);
+    // Mapped onto the host's clock, every device stamp falls within its own
+    // round trip, give or take the stated bound.
+    for e in &ex {
+        let start = map.to_host_ns(e.device_start_ns);
+        assert!(start > e.host_send_ns as f64 - map.error_bound_ns - 1_000.0);
+        assert!(start < e.host_recv_ns as f64 + map.error_bound_ns + 1_000.0);
+    }
+    rt.shutdown().unwrap();
 }

@@ -10,6 +10,70 @@ use hdrhistogram::Histogram;
 use plotters::prelude::*;
 use serde_json::{Map, Value, json};
 
+/// The host clock of the benches: the TSC (lfence; rdtsc) on x86-64, which
+/// costs a few ns to read, calibrated against `Instant`; `Instant` elsewhere.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    origin: u64,
+    ns_per_tick: f64,
+}
+
+impl Clock {
+    pub fn calibrate() -> Self {
+        let origin = Self::ticks_raw();
+        let (t0, i0) = (Self::ticks_raw(), Instant::now());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let (t1, i1) = (Self::ticks_raw(), Instant::now());
+        Self {
+            origin,
+            ns_per_tick: (i1 - i0).as_nanos() as f64 / (t1 - t0).max(1) as f64,
+        }
+    }
+
+    #[inline(always)]
+    fn ticks_raw() -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: lfence and rdtsc have no preconditions on x86-64.
+        unsafe {
+            std::arch::x86_64::_mm_lfence();
+            std::arch::x86_64::_rdtsc()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+            ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
+        }
+    }
+
+    /// A reading of the clock.
+    #[inline(always)]
+    pub fn now(&self) -> u64 {
+        Self::ticks_raw()
+    }
+
+    /// Nanoseconds since the clock's origin at reading `t`.
+    pub fn ns(&self, t: u64) -> u64 {
+        (t.wrapping_sub(self.origin) as f64 * self.ns_per_tick) as u64
+    }
+
+    /// Nanoseconds from reading `a` to reading `b`.
+    #[inline(always)]
+    pub fn between(&self, a: u64, b: u64) -> u64 {
+        (b.wrapping_sub(a) as f64 * self.ns_per_tick) as u64
+    }
+
+    /// The cost of one reading (the least of many back-to-back pairs).
+    pub fn overhead_ns(&self) -> u64 {
+        (0..10_000)
+            .map(|_| {
+                let a = self.now();
+                self.between(a, self.now())
+            })
+            .min()
+            .unwrap_or(0)
+    }
+}
+
 /// Latency samples of one variant, in nanoseconds.
 pub struct Latency {
     pub name: String,
@@ -32,6 +96,7 @@ impl Latency {
     /// `warmup` unrecorded runs of `op`, then `samples` timed ones.
     pub fn measure<E: std::fmt::Debug>(
         name: &str,
+        clock: &Clock,
         warmup: usize,
         samples: usize,
         mut op: impl FnMut() -> Result<(), E>,
@@ -41,11 +106,35 @@ impl Latency {
         }
         let mut l = Self::new(name);
         for _ in 0..samples {
-            let t0 = Instant::now();
+            let t0 = clock.now();
             op().unwrap_or_else(|e| panic!("{name}: {e:?}"));
-            l.record_ns(t0.elapsed().as_nanos() as u64);
+            l.record_ns(clock.between(t0, clock.now()));
         }
         l
+    }
+
+    /// Percentiles of signed samples (which a histogram cannot hold), as a
+    /// row with the same fields.
+    pub fn row_of(name: &str, unit: &str, samples: &mut [f64]) -> Map<String, Value> {
+        samples.sort_by(f64::total_cmp);
+        let scale = if unit == "ns" { 1.0 } else { 1e-3 };
+        let q = |q: f64| {
+            let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
+            json!((samples[i] * scale * 1000.0).round() / 1000.0)
+        };
+        let mut m = Map::new();
+        m.insert("name".into(), json!(name));
+        for (key, p) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99_9", 0.999)] {
+            m.insert(format!("{key}_{unit}"), q(p));
+        }
+        m.insert(format!("max_{unit}"), q(1.0));
+        let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+        m.insert(
+            format!("mean_{unit}"),
+            json!((mean * scale * 1000.0).round() / 1000.0),
+        );
+        m.insert("samples".into(), json!(samples.len()));
+        m
     }
 
     pub fn quantile_us(&self, q: f64) -> f64 {
@@ -184,4 +273,47 @@ pub fn plot_percentiles(path: &Path, title: &str, series: &[&Latency]) {
 fn trim(v: f64) -> String {
     let s = format!("{v:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// pkq round trips (submit a NOP, wait), timed on `clock`.
+pub struct PkqRun {
+    pub round_trip: Latency,
+    /// The `submit()` call alone.
+    pub submit: Latency,
+    /// Host and device times of every timed round trip (host ns from the
+    /// clock's origin), and the host time submit returned.
+    pub exchanges: Vec<(pkq::timing::Exchange, u64)>,
+}
+
+pub fn pkq_round_trips(
+    rt: &pkq::Runtime,
+    clock: &Clock,
+    name: &str,
+    warmup: usize,
+    samples: usize,
+) -> pkq::Result<PkqRun> {
+    let mut run = PkqRun {
+        round_trip: Latency::new(name),
+        submit: Latency::new(&format!("{name}: submit() call (host)")),
+        exchanges: Vec::with_capacity(samples),
+    };
+    for i in 0..warmup + samples {
+        let t0 = clock.now();
+        let ticket = rt.submit(pkq::Op::NOP, &())?;
+        let t1 = clock.now();
+        let c = ticket.wait()?;
+        let t2 = clock.now();
+        if i >= warmup {
+            run.submit.record_ns(clock.between(t0, t1));
+            run.round_trip.record_ns(clock.between(t0, t2));
+            let ex = pkq::timing::Exchange {
+                host_send_ns: clock.ns(t0),
+                host_recv_ns: clock.ns(t2),
+                device_start_ns: c.device_start_ns,
+                device_end_ns: c.device_end_ns,
+            };
+            run.exchanges.push((ex, clock.ns(t1)));
+        }
+    }
+    Ok(run)
 }

@@ -1,0 +1,109 @@
+//! The host side of `submit`: encode the arguments, reserve a sequence
+//! number, publish the slot, on a ring that nobody consumes (reset, untimed,
+//! between batches). No GPU needed: it measures what a producer thread pays
+//! when the slot's cache line is its own. On the GPU machine the same
+//! figure, with the device polling the slots, is `--example latency`'s
+//! "submit() call" row.
+//!
+//! `cargo bench --bench submit` (criterion); with `PKQ_BENCH_JSON=path` the
+//! medians are also written as a pkq bench report.
+
+#[path = "../examples/support/mod.rs"]
+mod support;
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use pkq::Op;
+use pkq::host_ring::HostRing;
+use serde_json::{Map, Value, json};
+
+const CAPACITY: u64 = 1024;
+
+/// `iters` submits of `args`, timed in batches of one ring's capacity.
+fn timed<A: bytemuck::Pod>(ring: &mut HostRing, iters: u64, op: Op, args: &A) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut done = 0;
+    while done < iters {
+        ring.reset();
+        let n = (iters - done).min(CAPACITY);
+        let t0 = Instant::now();
+        for _ in 0..n {
+            black_box(ring.submit(op, black_box(args)).unwrap());
+        }
+        total += t0.elapsed();
+        done += n;
+    }
+    total
+}
+
+const CASES: [&str; 2] = ["nop_no_args", "echo_48_byte_args"];
+
+fn benches(c: &mut Criterion) {
+    let mut ring = HostRing::new(CAPACITY as usize).unwrap();
+    let mut g = c.benchmark_group("submit");
+    g.bench_function(CASES[0], |b| {
+        b.iter_custom(|iters| timed(&mut ring, iters, Op::NOP, &()))
+    });
+    g.bench_function(CASES[1], |b| {
+        b.iter_custom(|iters| timed(&mut ring, iters, Op::ECHO, &[7u64; 6]))
+    });
+    g.finish();
+}
+
+fn main() {
+    let out = std::env::var_os("CRITERION_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("pkq-criterion"));
+    let mut c = Criterion::default()
+        .output_directory(&out)
+        .configure_from_args();
+    benches(&mut c);
+    c.final_summary();
+    let Some(path) = std::env::var_os("PKQ_BENCH_JSON") else {
+        return;
+    };
+    let mut rows = Vec::new();
+    for case in CASES {
+        let file = out
+            .join("submit")
+            .join(case)
+            .join("new")
+            .join("estimates.json");
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let est: Value = serde_json::from_str(&text).unwrap();
+        let point = |k: &str| est[k]["point_estimate"].as_f64().unwrap_or(f64::NAN);
+        rows.push(Map::from_iter([
+            ("name".to_string(), json!(format!("host submit, {case}"))),
+            (
+                "median_ns".to_string(),
+                json!((point("median") * 100.0).round() / 100.0),
+            ),
+            (
+                "mean_ns".to_string(),
+                json!((point("mean") * 100.0).round() / 100.0),
+            ),
+        ]));
+    }
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let device = pkq::device_info(0).unwrap_or(pkq::DeviceInfo {
+        name: "no GPU".into(),
+        compute_capability: (0, 0),
+        multiprocessors: 0,
+        driver: "none".into(),
+    });
+    let mut rep = support::report(&device, rows);
+    rep["device"] = json!(format!("{} (host CPU: {cpu})", device.name));
+    support::write_json(std::path::Path::new(&path), &rep);
+}
