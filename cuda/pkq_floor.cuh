@@ -55,6 +55,62 @@ __device__ __forceinline__ void floor_echo(const uint64_t* ping, uint64_t* pong)
     }
 }
 
+// Separate pollers: poller j of K (its own warp or block) polls ping with
+// one load in flight and echoes into its own word pong[j] (one writer per
+// word); the host takes the largest. Pollers start 1/K of a round trip
+// apart and keep that phase, since each reissues as soon as its load lands.
+// With `lines`, poller j is one thread that polls K copies of ping, one per
+// 128-byte line (the host writes them all), one load in flight per copy.
+__device__ __forceinline__ void floor_echo_separate(const uint64_t* ping, uint64_t* pong, uint32_t j,
+                                                    uint32_t k) {
+    const int64_t rtt = read_round_trip_cycles(ping);
+    spin_cycles(rtt * j / k);
+    uint64_t last = 0;
+    for (;;) {
+        const uint64_t v = load_sys(ping);
+        if (v > last) {
+            store_sys(pong + j, v);
+            last = v;
+            if (v == PKQ_FLOOR_STOP) return;
+        }
+    }
+}
+
+template <int K>
+__device__ __forceinline__ void floor_echo_lines(const uint64_t* ping, uint64_t* pong) {
+    constexpr int LINE = 16;  // words: 128 bytes
+    int64_t rtt_cycles = read_round_trip_cycles(ping);
+    uint64_t w[K];
+    uint64_t last = 0;
+    for (;;) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            if (k > 0) spin_cycles(rtt_cycles / K);
+            w[k] = load_sys(ping + k * LINE);
+        }
+        int64_t round_start = clock64();
+        bool fresh = false;
+        while (!fresh) {
+            const int64_t now = clock64();
+            rtt_cycles = (3 * rtt_cycles + (now - round_start)) / 4;
+            round_start = now;
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                if (fresh) continue;
+                const uint64_t v = w[k];
+                if (v > last) {
+                    store_sys(pong, v);
+                    last = v;
+                    if (v == PKQ_FLOOR_STOP) return;
+                    fresh = true;
+                    continue;
+                }
+                w[k] = load_sys(ping + k * LINE);
+            }
+        }
+    }
+}
+
 }  // namespace pkq
 
 namespace pkq {

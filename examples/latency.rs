@@ -25,7 +25,7 @@ use std::time::Duration;
 use clap::Parser;
 use pkq::cudarc::driver::{CudaContext, LaunchConfig, sys};
 use pkq::cudarc::nvrtc::Ptx;
-use pkq::floor::Floor;
+use pkq::floor::{Floor, Pollers};
 use pkq::timing::ClockMap;
 use pkq::{IdlePolicy, Op, Runtime, SubmissionMemory};
 use serde_json::{Map, Value, json};
@@ -85,15 +85,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let (w, n) = (args.warmup, args.samples);
 
-    // Raw floor, one and two loads in flight.
+    // Raw floor, one and two pollers.
     let mut floors = Vec::new();
-    for pollers in [1, 2] {
+    for (pollers, name) in [
+        (Pollers::InFlight(1), "raw floor (1 poller)"),
+        (Pollers::Blocks(2), "raw floor (2 pollers)"),
+    ] {
         let mut floor = Floor::start(args.device, pollers, SubmissionMemory::Cached)?;
-        let name = format!(
-            "raw floor ({pollers} poller{})",
-            if pollers > 1 { "s" } else { "" }
-        );
-        floors.push(Latency::measure(&name, &clock, w, n, || floor.round_trip()));
+        floors.push(Latency::measure(name, &clock, w, n, || floor.round_trip()));
         floor.stop()?;
     }
 
@@ -167,10 +166,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .pollers(args.pollers)
             .idle(policy)
             .build()?;
-        let lat = Latency::measure(name, &clock, 100, args.idle_samples, || {
+        let mut lat = Latency::new(name);
+        for i in 0..100 + args.idle_samples {
             std::thread::sleep(idle);
-            rt.submit(Op::NOP, &())?.wait().map(drop)
-        });
+            let t0 = clock.now();
+            rt.submit(Op::NOP, &())?.wait()?;
+            if i >= 100 {
+                lat.record_ns(clock.between(t0, clock.now()));
+            }
+        }
         rt.shutdown()?;
         wake.push(lat);
     }

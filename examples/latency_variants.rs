@@ -16,7 +16,7 @@ mod support;
 use std::path::PathBuf;
 
 use clap::Parser;
-use pkq::floor::Floor;
+use pkq::floor::{Floor, Pollers};
 use pkq::{Runtime, SubmissionMemory};
 use serde_json::json;
 use support::{Clock, Latency, pin, pkq_round_trips, report, write_json};
@@ -39,6 +39,9 @@ struct Args {
     core: Option<usize>,
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Sweep only the floor, only pkq, or both.
+    #[arg(long, default_value = "all", value_parser = ["floor", "pkq", "all"])]
+    what: String,
 }
 
 const MEMORIES: [(SubmissionMemory, &str); 3] = [
@@ -71,9 +74,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     for round in 0..args.rounds {
-        for pollers in [1u32, 2, 4] {
-            for (memory, mname) in MEMORIES {
-                let name = format!("floor: {pollers} in flight, {mname}");
+        let floors = [
+            Pollers::InFlight(1),
+            Pollers::InFlight(2),
+            Pollers::Warps(2),
+            Pollers::Blocks(2),
+            Pollers::Lines(2),
+            Pollers::Warps(4),
+            Pollers::Blocks(4),
+            Pollers::Lines(4),
+        ];
+        for pollers in floors.into_iter().filter(|_| args.what != "pkq") {
+            for (memory, mname) in MEMORIES
+                .into_iter()
+                .filter(|(m, _)| *m != SubmissionMemory::CachedStreaming)
+            {
+                let name = format!("floor: {pollers:?}, {mname}");
                 let mut floor = Floor::start(args.device, pollers, memory)?;
                 let l = Latency::measure(&name, &clock, args.warmup, args.samples, || {
                     floor.round_trip()
@@ -83,8 +99,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 results[i].1.hist.add(&l.hist)?;
             }
         }
-        for workers in [1usize, 4] {
-            for pollers in [1u32, 2, 4] {
+        for workers in [1usize, 4].into_iter().filter(|_| args.what != "floor") {
+            for pollers in [1u32, 2] {
                 for (memory, mname) in MEMORIES {
                     let name = format!("pkq: {workers} worker(s), {pollers} in flight, {mname}");
                     let rt = Runtime::builder()

@@ -15,6 +15,40 @@ use crate::layout::FLOOR_STOP;
 use crate::mapped::{MappedBuffer, SubmissionMemory};
 use crate::queue::Words;
 
+/// How the floor kernel's pollers are arranged (see `cuda/pkq_floor.cuh`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pollers {
+    /// One thread with this many loads of the ping word in flight.
+    InFlight(u32),
+    /// This many warps of one block, one load in flight each.
+    Warps(u32),
+    /// This many blocks, one load in flight each.
+    Blocks(u32),
+    /// One thread, one load in flight on each of this many copies of ping
+    /// (one per 128-byte line; the host writes them all).
+    Lines(u32),
+}
+
+impl Pollers {
+    fn count(self) -> u32 {
+        match self {
+            Pollers::InFlight(k) | Pollers::Warps(k) | Pollers::Blocks(k) | Pollers::Lines(k) => k,
+        }
+    }
+
+    fn mode(self) -> u32 {
+        match self {
+            Pollers::InFlight(_) => 0,
+            Pollers::Warps(_) => 1,
+            Pollers::Blocks(_) => 2,
+            Pollers::Lines(_) => 3,
+        }
+    }
+}
+
+/// Words between copies of ping (`Pollers::Lines`): 128 bytes.
+const LINE_WORDS: usize = 16;
+
 /// A resident ping-pong kernel. See the module docs.
 pub struct Floor {
     /// Host-written, device-polled word (its own allocation).
@@ -23,41 +57,54 @@ pub struct Floor {
     pong: Words,
     next: u64,
     memory: SubmissionMemory,
+    pollers: Pollers,
     stopped: bool,
     kernel: Kernel,
 }
 
 impl Floor {
     /// Launches the ping-pong kernel on device `index` and waits for its
-    /// first echo. The kernel keeps `pollers` loads of the ping word in
-    /// flight (1, 2 or 4, staggered as pkq's workers do); ping lives in
+    /// first echo. `pollers` says how the device polls (counts 1, 2 or 4;
+    /// pollers start a fraction of a round trip apart); ping lives in
     /// `memory`.
-    pub fn start(index: usize, pollers: u32, memory: SubmissionMemory) -> Result<Self> {
-        if !matches!(pollers, 1 | 2 | 4) {
+    pub fn start(index: usize, pollers: Pollers, memory: SubmissionMemory) -> Result<Self> {
+        let k = pollers.count();
+        if !matches!(k, 1 | 2 | 4) {
             return Err(Error::InvalidConfig(format!(
-                "pollers {pollers} must be 1, 2 or 4"
+                "pollers {pollers:?}: the count must be 1, 2 or 4"
             )));
         }
         crate::kernel::image()?;
         let ctx = driver::open(index)?;
         // SAFETY: pkq's own Arc, backing no CudaSlice (see Builder::build).
         unsafe { ctx.disable_event_tracking() };
-        let ping = MappedBuffer::new(&ctx, 1, memory == SubmissionMemory::WriteCombined)?;
-        let pong = MappedBuffer::new(&ctx, 1, false)?;
+        let ping = MappedBuffer::new(
+            &ctx,
+            4 * LINE_WORDS,
+            memory == SubmissionMemory::WriteCombined,
+        )?;
+        let pong = MappedBuffer::new(&ctx, 4, false)?;
         let (ping_at, pong_at) = (ping.device_addr(0), pong.device_addr(0));
-        let (ping_words, pong_words) = (ping.words(0, 1), pong.words(0, 1));
+        let (ping_words, pong_words) = (ping.words(0, 4 * LINE_WORDS), pong.words(0, 4));
         let kernel = Kernel::new(&ctx, "pkq_floor_kernel", vec![ping, pong])?;
+        let (grid, block) = match pollers {
+            Pollers::Warps(k) => (1, 32 * k),
+            Pollers::Blocks(k) => (k, 32),
+            Pollers::InFlight(_) | Pollers::Lines(_) => (1, 32),
+        };
         let cfg = LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (32, 1, 1),
+            grid_dim: (grid, 1, 1),
+            block_dim: (block, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: pkq_floor_kernel(const uint64_t*, uint64_t*, uint32_t) gets
-        // two device addresses into the kernel's own mapped memory, which
-        // outlives it, and the poller count.
+        let mode = pollers.mode();
+        // SAFETY: pkq_floor_kernel(const uint64_t*, uint64_t*, uint32_t,
+        // uint32_t) gets two device addresses into the kernel's own mapped
+        // memory (4 lines of ping, 4 pong words), which outlives it, the
+        // poller count and the mode.
         unsafe {
             kernel.launch(cfg, |b| {
-                b.arg(&ping_at).arg(&pong_at).arg(&pollers);
+                b.arg(&ping_at).arg(&pong_at).arg(&k).arg(&mode);
             })?
         };
         let mut floor = Self {
@@ -65,6 +112,7 @@ impl Floor {
             pong: pong_words,
             next: 1,
             memory,
+            pollers,
             stopped: false,
             kernel,
         };
@@ -82,10 +130,14 @@ impl Floor {
     fn round_trip_within(&mut self, limit: Duration) -> Result<()> {
         let v = self.next;
         self.next += 1;
-        self.ping.store_all(0, [v], self.memory);
+        self.write_ping(v);
+        let echoes = match self.pollers {
+            Pollers::Warps(k) | Pollers::Blocks(k) => k as usize,
+            Pollers::InFlight(_) | Pollers::Lines(_) => 1,
+        };
         let mut polls = 0u32;
         let mut since: Option<Instant> = None;
-        while self.pong.at(0).load(Ordering::Relaxed) != v {
+        while (0..echoes).all(|j| self.pong.at(j).load(Ordering::Relaxed) != v) {
             std::hint::spin_loop();
             polls = polls.wrapping_add(1);
             if polls % 4096 == 0 {
@@ -113,9 +165,19 @@ impl Floor {
         if std::mem::replace(&mut self.stopped, true) {
             return Ok(());
         }
-        self.ping.store_all(0, [FLOOR_STOP], self.memory);
+        self.write_ping(FLOOR_STOP);
         self.kernel
             .wait_finished(Instant::now() + Duration::from_secs(10))
+    }
+
+    fn write_ping(&self, v: u64) {
+        let copies = match self.pollers {
+            Pollers::Lines(k) => k as usize,
+            _ => 1,
+        };
+        for c in 0..copies {
+            self.ping.store_all(c * LINE_WORDS, [v], self.memory);
+        }
     }
 }
 

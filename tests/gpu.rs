@@ -533,25 +533,31 @@ fn liveness_probes_from_many_threads() {
 }
 
 fn floor_ping_pong() {
-    for pollers in [1, 2, 4] {
-        for memory in [
-            SubmissionMemory::Cached,
-            SubmissionMemory::CachedStreaming,
-            SubmissionMemory::WriteCombined,
-        ] {
+    use pkq::floor::Pollers::*;
+    for pollers in [
+        InFlight(1),
+        InFlight(2),
+        Warps(2),
+        Blocks(2),
+        Lines(2),
+        Warps(4),
+        Blocks(4),
+        Lines(4),
+    ] {
+        for memory in [SubmissionMemory::Cached, SubmissionMemory::WriteCombined] {
             let mut floor = pkq::floor::Floor::start(0, pollers, memory).unwrap();
             let t0 = Instant::now();
             for _ in 0..10_000 {
                 floor.round_trip().unwrap();
             }
             println!(
-                "    floor, {pollers} in flight, {memory:?}: {:.2} us per round trip (mean)",
+                "    floor, {pollers:?}, {memory:?}: {:.2} us per round trip (mean)",
                 t0.elapsed().as_secs_f64() * 1e6 / 10_000.0
             );
             floor.stop().unwrap();
         }
     }
-    assert!(pkq::floor::Floor::start(0, 3, SubmissionMemory::Cached).is_err());
+    assert!(pkq::floor::Floor::start(0, InFlight(3), SubmissionMemory::Cached).is_err());
 }
 
 fn pollers_and_submission_memory_variants() {
