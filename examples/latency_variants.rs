@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use pkq::floor::{Floor, Pollers};
-use pkq::{Runtime, SubmissionMemory};
+use pkq::{Pages, Runtime, SubmissionMemory};
 use serde_json::json;
 use support::{Clock, Latency, pin, pkq_round_trips, report, write_json};
 
@@ -62,6 +62,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         pkq::build_info::GIT_COMMIT
     );
 
+    for (name, c) in pkq::floor::host_costs(args.device)? {
+        println!(
+            "host costs, {name:<40} dependent load {:>7.1} ns, 64-byte line store {:>7.1} ns, + sfence {:>7.1} ns",
+            c.dependent_load_ns, c.line_store_ns, c.line_store_sfence_ns
+        );
+    }
     // (name, round trip, submit call) per variant, pooled over rounds.
     let mut results: Vec<(String, Latency, Option<Latency>)> = Vec::new();
     fn slot(results: &mut Vec<(String, Latency, Option<Latency>)>, name: String) -> usize {
@@ -73,40 +79,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+    const PAGES: [(Pages, &str); 2] = [
+        (Pages::Driver, "driver pages"),
+        (Pages::Registered, "registered pages"),
+    ];
     for round in 0..args.rounds {
-        let floors = [
-            Pollers::InFlight(1),
-            Pollers::InFlight(2),
-            Pollers::Warps(2),
-            Pollers::Blocks(2),
-            Pollers::Lines(2),
-            Pollers::Warps(4),
-            Pollers::Blocks(4),
-            Pollers::Lines(4),
-        ];
-        for pollers in floors.into_iter().filter(|_| args.what != "pkq") {
-            for (memory, mname) in MEMORIES
-                .into_iter()
-                .filter(|(m, _)| *m != SubmissionMemory::CachedStreaming)
-            {
-                let name = format!("floor: {pollers:?}, {mname}");
-                let mut floor = Floor::start(args.device, pollers, memory)?;
-                let l = Latency::measure(&name, &clock, args.warmup, args.samples, || {
-                    floor.round_trip()
-                });
-                floor.stop()?;
-                let i = slot(&mut results, name);
-                results[i].1.hist.add(&l.hist)?;
+        for pollers in [Pollers::InFlight(1), Pollers::Warps(2)]
+            .into_iter()
+            .filter(|_| args.what != "pkq")
+        {
+            for (pages, pname) in PAGES {
+                for (memory, mname) in MEMORIES {
+                    let name = format!("floor: {pollers:?}, {pname}, {mname}");
+                    let mut floor = Floor::start_on(args.device, pollers, memory, pages)?;
+                    let l = Latency::measure(&name, &clock, args.warmup, args.samples, || {
+                        floor.round_trip()
+                    });
+                    floor.stop()?;
+                    let i = slot(&mut results, name);
+                    results[i].1.hist.add(&l.hist)?;
+                }
             }
         }
         for workers in [1usize, 4].into_iter().filter(|_| args.what != "floor") {
-            for pollers in [1u32, 2] {
+            for (pages, pname) in PAGES {
                 for (memory, mname) in MEMORIES {
-                    let name = format!("pkq: {workers} worker(s), {pollers} in flight, {mname}");
+                    let name = format!("pkq: {workers} worker(s), {pname}, {mname}");
                     let rt = Runtime::builder()
                         .device(args.device)
                         .workers(workers)
-                        .pollers(pollers)
+                        .pages(pages)
                         .submission_memory(memory)
                         .build()?;
                     let run = pkq_round_trips(&rt, &clock, &name, args.warmup, args.samples)?;

@@ -12,7 +12,7 @@ use crate::driver;
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelState};
 use crate::layout::FLOOR_STOP;
-use crate::mapped::{MappedBuffer, SubmissionMemory};
+use crate::mapped::{MappedBuffer, Pages, SubmissionMemory};
 use crate::queue::Words;
 
 /// How the floor kernel's pollers are arranged (see `cuda/pkq_floor.cuh`).
@@ -68,6 +68,17 @@ impl Floor {
     /// pollers start a fraction of a round trip apart); ping lives in
     /// `memory`.
     pub fn start(index: usize, pollers: Pollers, memory: SubmissionMemory) -> Result<Self> {
+        Self::start_on(index, pollers, memory, Pages::Driver)
+    }
+
+    /// [`Floor::start`] with the pages of ping and pong chosen (for measurements).
+    #[doc(hidden)]
+    pub fn start_on(
+        index: usize,
+        pollers: Pollers,
+        memory: SubmissionMemory,
+        pages: Pages,
+    ) -> Result<Self> {
         let k = pollers.count();
         if !matches!(k, 1 | 2 | 4) {
             return Err(Error::InvalidConfig(format!(
@@ -78,12 +89,12 @@ impl Floor {
         let ctx = driver::open(index)?;
         // SAFETY: pkq's own Arc, backing no CudaSlice (see Builder::build).
         unsafe { ctx.disable_event_tracking() };
-        let ping = MappedBuffer::new(
-            &ctx,
-            4 * LINE_WORDS,
-            memory == SubmissionMemory::WriteCombined,
-        )?;
-        let pong = MappedBuffer::new(&ctx, 4, false)?;
+        let ping_pages = match memory {
+            SubmissionMemory::WriteCombined => Pages::DriverWriteCombined,
+            _ => pages,
+        };
+        let ping = MappedBuffer::new(&ctx, 4 * LINE_WORDS, ping_pages)?;
+        let pong = MappedBuffer::new(&ctx, 4, pages)?;
         let (ping_at, pong_at) = (ping.device_addr(0), pong.device_addr(0));
         let (ping_words, pong_words) = (ping.words(0, 4 * LINE_WORDS), pong.words(0, 4));
         let kernel = Kernel::new(&ctx, "pkq_floor_kernel", vec![ping, pong])?;
@@ -216,8 +227,8 @@ pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
     let ctx = driver::open(index)?;
     // SAFETY: pkq's own Arc, backing no CudaSlice (see Builder::build).
     unsafe { ctx.disable_event_tracking() };
-    let ro = MappedBuffer::new(&ctx, 1, false)?;
-    let d2h = MappedBuffer::new(&ctx, 16, false)?;
+    let ro = MappedBuffer::new(&ctx, 1, Pages::Driver)?;
+    let d2h = MappedBuffer::new(&ctx, 16, Pages::Driver)?;
     let (ro_at, wo_at, out_at) = (ro.device_addr(0), d2h.device_addr(0), d2h.device_addr(8));
     let out = d2h.words(8, 7);
     let kernel = Kernel::new(&ctx, "pkq_costs_kernel", vec![ro, d2h])?;
@@ -243,4 +254,109 @@ pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
         store_fence_gpu_ns: mean(4),
         globaltimer_step_ns: out.at(6).load(Ordering::Acquire),
     })
+}
+
+/// What the host pays to touch a kind of pinned page (ns, by `Instant` over
+/// batches): the question is whether the host caches them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HostCosts {
+    /// A load whose address depends on the previous load, over 256 lines
+    /// visited in a random order, after one warm-up pass: a cache hit if the
+    /// pages are cached, a memory access if not.
+    pub dependent_load_ns: f64,
+    /// Storing one whole 64-byte line (eight 8-byte stores), per line.
+    pub line_store_ns: f64,
+    /// The same followed by an `sfence`, per line.
+    pub line_store_sfence_ns: f64,
+}
+
+/// [`HostCosts`] of each kind of page (heap memory for comparison), on
+/// device `index`'s context.
+#[doc(hidden)]
+pub fn host_costs(index: usize) -> Result<Vec<(&'static str, HostCosts)>> {
+    const LINES: usize = 256;
+    const WORDS: usize = LINES * 16; // one word chased per 128-byte stride
+    let ctx = driver::open(index)?;
+    let mut out = Vec::new();
+    for (name, pages) in [
+        ("heap (Rust allocator, not mapped)", None),
+        ("cuMemHostAlloc", Some(Pages::Driver)),
+        (
+            "cuMemHostAlloc WRITECOMBINED",
+            Some(Pages::DriverWriteCombined),
+        ),
+        (
+            "Rust allocator + cuMemHostRegister",
+            Some(Pages::Registered),
+        ),
+    ] {
+        let heap: Vec<crate::sync::AtomicU64> =
+            (0..WORDS).map(|_| crate::sync::AtomicU64::new(0)).collect();
+        let buffer = pages
+            .map(|p| MappedBuffer::new(&ctx, WORDS, p))
+            .transpose()?;
+        // SAFETY: `heap` outlives `words`, only accessed through it (atomics).
+        let words = buffer.as_ref().map_or_else(
+            || unsafe {
+                Words::new(
+                    std::ptr::NonNull::new(heap.as_ptr() as *mut u64).unwrap(),
+                    WORDS,
+                )
+            },
+            |b| b.words(0, WORDS),
+        );
+        // A random cycle over the lines, each word holding the next index.
+        let mut order: Vec<usize> = (0..LINES).collect();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in (1..LINES).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            order.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        for i in 0..LINES {
+            words
+                .at(order[i] * 16)
+                .store(order[(i + 1) % LINES] as u64, Ordering::Relaxed);
+        }
+        let chase = || {
+            let mut at = order[0];
+            for _ in 0..LINES {
+                at = words.at(at * 16).load(Ordering::Relaxed) as usize;
+            }
+            std::hint::black_box(at);
+        };
+        chase();
+        let t0 = Instant::now();
+        chase();
+        let dependent_load_ns = t0.elapsed().as_nanos() as f64 / LINES as f64;
+        let stores = |fence: bool| {
+            let t0 = Instant::now();
+            for line in 0..LINES {
+                words.store_all(
+                    line * 16,
+                    [line as u64; 8],
+                    if fence {
+                        SubmissionMemory::WriteCombined
+                    } else {
+                        SubmissionMemory::Cached
+                    },
+                );
+            }
+            t0.elapsed().as_nanos() as f64 / LINES as f64
+        };
+        let line_store_ns = stores(false);
+        let line_store_sfence_ns = stores(true);
+        // The chase wrote the lines' first words: rewrite before the next pass.
+        drop(buffer);
+        out.push((
+            name,
+            HostCosts {
+                dependent_load_ns,
+                line_store_ns,
+                line_store_sfence_ns,
+            },
+        ));
+    }
+    Ok(out)
 }

@@ -15,7 +15,7 @@ use crate::layout::{
     CQE_WORDS, CTRL_BYTES, CTRL_STOP, KernelParams, MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS,
     SECTION_ALIGN, SLOT_WORDS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
 };
-use crate::mapped::{MappedBuffer, SubmissionMemory};
+use crate::mapped::{MappedBuffer, Pages, SubmissionMemory};
 use crate::ops::{AXPY_MAX_N, AxpyArgs, Op};
 use crate::queue::{Queue, Refusal, Words};
 use crate::ring::Geometry;
@@ -57,6 +57,7 @@ pub struct Builder {
     pollers: u32,
     idle: IdlePolicy,
     memory: SubmissionMemory,
+    pages: Pages,
     start_timeout: Duration,
     stop_timeout: Duration,
     start_seq: u64,
@@ -72,6 +73,7 @@ impl Default for Builder {
             pollers: 1,
             idle: IdlePolicy::Spin,
             memory: SubmissionMemory::Cached,
+            pages: Pages::Driver,
             start_timeout: Duration::from_secs(10),
             stop_timeout: Duration::from_secs(10),
             start_seq: 0,
@@ -121,6 +123,13 @@ impl Builder {
     /// [`SubmissionMemory::Cached`]).
     pub fn submission_memory(mut self, memory: SubmissionMemory) -> Self {
         self.memory = memory;
+        self
+    }
+
+    /// Where the shared memory's pages come from (for measurements).
+    #[doc(hidden)]
+    pub fn pages(mut self, pages: Pages) -> Self {
+        self.pages = pages;
         self
     }
 
@@ -202,9 +211,12 @@ impl Builder {
         let align = SECTION_ALIGN / 8;
         let ctrl_at = (cap * SLOT_WORDS).next_multiple_of(align);
         let states_at = (cap * CQE_WORDS).next_multiple_of(align);
-        let write_combined = self.memory == SubmissionMemory::WriteCombined;
-        let h2d = MappedBuffer::new(&ctx, ctrl_at + CTRL_BYTES / 8, write_combined)?;
-        let d2h = MappedBuffer::new(&ctx, states_at + self.workers, false)?;
+        let h2d_pages = match self.memory {
+            SubmissionMemory::WriteCombined => Pages::DriverWriteCombined,
+            _ => self.pages,
+        };
+        let h2d = MappedBuffer::new(&ctx, ctrl_at + CTRL_BYTES / 8, h2d_pages)?;
+        let d2h = MappedBuffer::new(&ctx, states_at + self.workers, self.pages)?;
         let sq = h2d.words(0, cap * SLOT_WORDS);
         let ctrl = h2d.words(ctrl_at, CTRL_BYTES / 8);
         let cq = d2h.words(0, cap * CQE_WORDS);
