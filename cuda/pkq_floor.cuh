@@ -10,61 +10,13 @@
 namespace pkq {
 
 // ping: written only by the host (increasing values, then PKQ_FLOOR_STOP),
-// polled by this one thread. pong: written only by this thread, polled by
-// the host. Separate allocations, so never one cache line. Aligned 8-byte
-// words: no torn read. The stop value is the loop's exit.
-// K loads of ping stay in flight, 1/K of a read round trip apart, the
-// oldest checked first (as the workers poll slots), and are staggered anew
-// after each echo (the host writes only after it saw the echo, so the loads
-// still in flight then carry nothing new). Only a larger value counts.
-template <int K>
-__device__ __forceinline__ void floor_echo(const uint64_t* ping, uint64_t* pong) {
-    // As in serve(): the round trip in SM cycles, kept current per round.
-    int64_t rtt_cycles = K > 1 ? read_round_trip_cycles(ping) : 0;
-    uint64_t w[K];
-    uint64_t last = 0;
-    for (;;) {
-        // (Re)stagger the K loads, then poll until a new value arrives.
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-            if (k > 0) spin_cycles(rtt_cycles / K);
-            w[k] = load_sys(ping);
-        }
-        int64_t round_start = K > 1 ? clock64() : 0;
-        bool fresh = false;
-        while (!fresh) {
-            if (K > 1) {
-                const int64_t now = clock64();
-                rtt_cycles = (3 * rtt_cycles + (now - round_start)) / 4;
-                round_start = now;
-            }
-#pragma unroll
-            for (int k = 0; k < K; ++k) {
-                if (fresh) continue;
-                const uint64_t v = w[k];
-                if (v > last) {
-                    store_sys(pong, v);
-                    last = v;
-                    if (v == PKQ_FLOOR_STOP) return;
-                    fresh = true;
-                    continue;
-                }
-                w[k] = load_sys(ping);
-            }
-        }
-    }
-}
-
-// Separate pollers: poller j of K (its own warp or block) polls ping with
-// one load in flight and echoes into its own word pong[j] (one writer per
-// word); the host takes the largest. Pollers start 1/K of a round trip
-// apart and keep that phase, since each reissues as soon as its load lands.
-// With `lines`, poller j is one thread that polls K copies of ping, one per
-// 128-byte line (the host writes them all), one load in flight per copy.
-__device__ __forceinline__ void floor_echo_separate(const uint64_t* ping, uint64_t* pong, uint32_t j,
-                                                    uint32_t k) {
-    const int64_t rtt = read_round_trip_cycles(ping);
-    spin_cycles(rtt * j / k);
+// polled by poller j of k (a warp's first thread each), one load in flight
+// each, started 1/k of a read round trip apart (as pkq's pollers are).
+// pong[j]: written only by poller j, polled by the host, which takes the
+// largest. Separate allocations, so ping and pong never share a line.
+// Aligned 8-byte words: no torn read. The stop value is the loop's exit.
+__device__ __forceinline__ void floor_echo(const uint64_t* ping, uint64_t* pong, uint32_t j, uint32_t k) {
+    if (j > 0) spin_cycles(read_round_trip_cycles(ping) * j / k);
     uint64_t last = 0;
     for (;;) {
         const uint64_t v = load_sys(ping);
@@ -72,41 +24,6 @@ __device__ __forceinline__ void floor_echo_separate(const uint64_t* ping, uint64
             store_sys(pong + j, v);
             last = v;
             if (v == PKQ_FLOOR_STOP) return;
-        }
-    }
-}
-
-template <int K>
-__device__ __forceinline__ void floor_echo_lines(const uint64_t* ping, uint64_t* pong) {
-    constexpr int LINE = 16;  // words: 128 bytes
-    int64_t rtt_cycles = read_round_trip_cycles(ping);
-    uint64_t w[K];
-    uint64_t last = 0;
-    for (;;) {
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-            if (k > 0) spin_cycles(rtt_cycles / K);
-            w[k] = load_sys(ping + k * LINE);
-        }
-        int64_t round_start = clock64();
-        bool fresh = false;
-        while (!fresh) {
-            const int64_t now = clock64();
-            rtt_cycles = (3 * rtt_cycles + (now - round_start)) / 4;
-            round_start = now;
-#pragma unroll
-            for (int k = 0; k < K; ++k) {
-                if (fresh) continue;
-                const uint64_t v = w[k];
-                if (v > last) {
-                    store_sys(pong, v);
-                    last = v;
-                    if (v == PKQ_FLOOR_STOP) return;
-                    fresh = true;
-                    continue;
-                }
-                w[k] = load_sys(ping + k * LINE);
-            }
         }
     }
 }

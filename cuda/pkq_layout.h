@@ -14,7 +14,7 @@
  * so a host-written and a device-written word never share a cache line.
  *
  * host -> device allocation:  [ submission slots: capacity x 64 B ][ control line: 128 B ]
- * device -> host allocation:  [ completion entries: capacity x 32 B ][ pad to 128 B ][ worker states: workers x 8 B ]
+ * device -> host allocation:  [ completion entries: capacity x 32 B ][ pad to 128 B ][ poller states: workers x pollers x 8 B ]
  *
  * TAGGED WORDS (the LL protocol of NCCL, widened to 56 bits of payload)
  * Every 8-byte word of a submission slot and of a completion entry carries a
@@ -56,7 +56,9 @@
 /* ---------------------------------------------------------------------------
  * Submission slot: written by one producer thread (the one whose reservation
  * on the host-only tail counter won the slot's sequence number), read by the
- * one device worker that owns the slot (worker = seq % workers).
+ * poller warps of the one device worker that owns the slot
+ * (worker = seq % workers); the poller that claims the task (a shared-memory
+ * compare-and-swap among them) runs it and writes its completion.
  * 8 tagged words = 56 payload bytes; the payload is a little-endian bit
  * stream: chunk k of word k holds payload bits [56k, 56k + 56).
  * Payload bytes 0..8: header (bits 0..16 op code, bits 16..24 argument
@@ -100,10 +102,11 @@
 #define PKQ_FLOOR_STOP 0xffffffffffffffff /* u64 */
 
 /* ---------------------------------------------------------------------------
- * Worker state words (device -> host allocation, after the completion
- * entries, 128-byte aligned). Word w is written only by lane 0 of worker w
- * (relaxed sys-scope 8-byte stores), read by the host's liveness checks
- * (acquire loads). One writer per word, aligned 8 bytes: no torn read.
+ * Poller state words (device -> host allocation, after the completion
+ * entries, 128-byte aligned). Word w * pollers + j is written only by lane 0
+ * of poller warp j of worker w (relaxed sys-scope 8-byte stores), read by
+ * the host's liveness checks (acquire loads). One writer per word, aligned
+ * 8 bytes: no torn read.
  * ------------------------------------------------------------------------- */
 #define PKQ_WORKER_STARTING 0 /* u64 */
 #define PKQ_WORKER_RUNNING 1 /* u64 */
@@ -119,8 +122,8 @@
 #define PKQ_MAX_CAPACITY_LOG2 20 /* u32 */
 #define PKQ_MAX_WORKERS 1024
 #define PKQ_MAX_WARPS_PER_BLOCK 8
-/* Loads a worker keeps in flight on the slot it waits for (1, 2 or 4),
-   issued a fraction of a read round trip apart. */
+/* Poller warps per worker (1, 2 or 4), started a fraction of a read round
+   trip apart, all polling the worker's next slot. */
 #define PKQ_MAX_POLLERS 4
 
 /* ---------------------------------------------------------------------------
@@ -171,7 +174,7 @@ struct pkq_params {
     uint64_t start_seq;     /* sequence number of the first task */
     uint32_t capacity_log2; /* log2 of the slot count */
     uint32_t workers;       /* worker warps; worker w serves seq = start + w + k * workers */
-    uint32_t pollers;       /* loads in flight per waiting worker: 1, 2 or 4 */
+    uint32_t pollers;       /* poller warps per worker: 1, 2 or 4 */
     uint32_t idle_spin_ns;  /* idle time spent spinning before the worker sleeps between polls */
     uint32_t idle_sleep_max_ns; /* longest __nanosleep between idle polls; 0: always spin */
     uint32_t reserved;

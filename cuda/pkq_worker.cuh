@@ -35,79 +35,76 @@ __device__ __forceinline__ Wait judge(uint64_t w, uint32_t lane, uint32_t tag) {
     return Wait::Pending;
 }
 
+// Reads a claim counter that other warps of the block update.
+__device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) {
+    return *reinterpret_cast<const volatile unsigned long long*>(claim);
+}
+
 // Serves tasks until the host's stop word is set (or a slot holds a tag that
 // is neither the expected lap nor the one before: corruption). `Handlers`
 // is called by all 32 lanes with the decoded task and returns the Outcome.
 //
-// While it waits for a slot, the worker keeps K loads of it in flight,
-// issued 1/K of a read round trip apart (measured at start), and always
-// checks the oldest: a write is seen on average RTT/2K after it lands
-// instead of RTT/2, without a second warp or any atomic.
-template <int K, class Handlers>
-__device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, const Handlers& handlers) {
+// A worker is `p.pollers` warps of one block ("pollers"), started a
+// fraction of a read round trip apart, all polling the worker's next slot
+// with one load in flight each: a task is seen on average after RTT/2P
+// rather than RTT/2. (Several loads in flight from one warp gain nothing:
+// they are served one after another.) The first poller to see a whole slot
+// claims it with a compare-and-swap on the worker's counter in shared
+// memory (`claim`: tasks of this worker taken so far) and runs it; the
+// others see the counter move and go on to the next slot.
+template <class Handlers>
+__device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
+                                      unsigned long long* claim, const Handlers& handlers) {
     const uint32_t lane = threadIdx.x & 31;
     const uint64_t* sq = reinterpret_cast<const uint64_t*>(p.sq);
     uint64_t* cq = reinterpret_cast<uint64_t*>(p.cq);
     const uint64_t* stop_word = reinterpret_cast<const uint64_t*>(p.ctrl) + PKQ_CTRL_STOP;
-    uint64_t* state = reinterpret_cast<uint64_t*>(p.states) + worker;
+    uint64_t* state = reinterpret_cast<uint64_t*>(p.states) + worker * p.pollers + poller;
     const uint64_t mask = (1ull << p.capacity_log2) - 1;
-    // A read round trip in SM cycles: measured now, then kept current from
-    // the period of each polling round (the SM clock changes with boost).
-    int64_t rtt_cycles = K > 1 ? read_round_trip_cycles(stop_word) : 0;
+    const bool shared_claims = p.pollers > 1;
+    if (poller > 0) spin_cycles(read_round_trip_cycles(stop_word) * poller / p.pollers);
 
     if (lane == 0) store_sys(state, PKQ_WORKER_RUNNING);
-    uint64_t seq = (p.start_seq + worker) & SEQ_MASK;
     uint64_t final_state = PKQ_WORKER_STOPPED;
     uint32_t polls = 0;
+    uint64_t k = 0;  // this worker's tasks taken so far, as this warp knows it
     for (;;) {
+        if (shared_claims) k = max(k, read_claim(claim));
+        const uint64_t seq = (p.start_seq + worker + k * p.workers) & SEQ_MASK;
         const uint64_t slot = seq & mask;
         const uint32_t tag = static_cast<uint32_t>(seq >> p.capacity_log2) & 0xff;
         const uint64_t* addr = lane < PKQ_SLOT_WORDS ? sq + slot * PKQ_SLOT_WORDS + lane : stop_word;
 
-        uint64_t w[K];
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-            if (k > 0) spin_cycles(rtt_cycles / K);
-            w[k] = poll_load(addr, lane, ++polls % PKQ_STOP_POLL_INTERVAL == 0);
-        }
         Wait outcome = Wait::Pending;
-        uint64_t got = 0;
+        uint64_t w = 0;
         uint64_t idle_since = 0;
         uint32_t sleep_ns = 0;
-        int64_t round_start = K > 1 ? clock64() : 0;
+        bool taken = false;
         while (outcome == Wait::Pending) {
-            if (K > 1 && sleep_ns == 0) {
-                // Each round waits for K loads issued a round apart: one
-                // round is one read round trip.
-                const int64_t now = clock64();
-                rtt_cycles = (3 * rtt_cycles + (now - round_start)) / 4;
-                round_start = now;
+            w = poll_load(addr, lane, ++polls % PKQ_STOP_POLL_INTERVAL == 0);
+            // Another poller took this task while the load was out: the
+            // slot may since hold a later lap, so the load says nothing.
+            if (shared_claims && read_claim(claim) > k) {
+                taken = true;
+                break;
             }
-#pragma unroll
-            for (int k = 0; k < K; ++k) {
-                if (outcome != Wait::Pending) continue;
-                outcome = judge(w[k], lane, tag);
-                if (outcome == Wait::Task) {
-                    got = w[k];
-                    continue;
+            outcome = judge(w, lane, tag);
+            if (outcome != Wait::Pending) break;
+            // Idle policy: after idle_spin_ns of waiting, sleep between
+            // polls, doubling up to idle_sleep_max_ns.
+            if (sleep_ns != 0) {
+                __nanosleep(sleep_ns);
+                sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);
+            } else if (p.idle_sleep_max_ns != 0 && (polls & 7) == 0) {
+                const uint64_t now = globaltimer();
+                if (idle_since == 0) {
+                    idle_since = now;
+                } else if (now - idle_since >= p.idle_spin_ns) {
+                    sleep_ns = min(64u, p.idle_sleep_max_ns);
                 }
-                if (outcome != Wait::Pending) continue;
-                // Idle policy: after idle_spin_ns of waiting, sleep between
-                // polls, doubling up to idle_sleep_max_ns.
-                if (sleep_ns != 0) {
-                    __nanosleep(sleep_ns);
-                    sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);
-                } else if (p.idle_sleep_max_ns != 0 && (polls & 7) == 0) {
-                    const uint64_t now = globaltimer();
-                    if (idle_since == 0) {
-                        idle_since = now;
-                    } else if (now - idle_since >= p.idle_spin_ns) {
-                        sleep_ns = min(64u, p.idle_sleep_max_ns);
-                    }
-                }
-                w[k] = poll_load(addr, lane, ++polls % PKQ_STOP_POLL_INTERVAL == 0);
             }
         }
+        if (taken) continue;
         if (outcome == Wait::BadTag) {
             final_state = PKQ_WORKER_BAD_TAG;
             break;
@@ -115,8 +112,13 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, cons
         if (outcome == Wait::Stop) break;
 
         const uint64_t t_start = globaltimer();
+        if (shared_claims) {
+            unsigned long long old = 0;
+            if (lane == 0) old = atomicCAS(claim, k, k + 1);
+            if (__shfl_sync(FULL_MASK, old, 0) != k) continue;  // another poller won
+        }
         // The op sits in the low bits of chunk 0: a NOP needs nothing else.
-        const uint64_t c0 = __shfl_sync(FULL_MASK, got, 0);
+        const uint64_t c0 = __shfl_sync(FULL_MASK, w, 0);
         Task task;
         if ((c0 & 0xffff) == PKQ_OP_NOP) {
             task.op = PKQ_OP_NOP;
@@ -124,7 +126,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, cons
         } else {
             uint64_t c[PKQ_SLOT_WORDS];
 #pragma unroll
-            for (int k = 0; k < PKQ_SLOT_WORDS; ++k) c[k] = __shfl_sync(FULL_MASK, got, k);
+            for (int j = 0; j < PKQ_SLOT_WORDS; ++j) c[j] = __shfl_sync(FULL_MASK, w, j);
             task = decode_slot(c);
         }
         const Outcome out = handlers(task, lane);
@@ -140,7 +142,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, cons
             store_sys(cq + slot * PKQ_CQE_WORDS + lane,
                       completion_word(lane, tag, out.status, out.value, t_start, t_end));
         }
-        seq = (seq + p.workers) & SEQ_MASK;
+        ++k;
     }
     if (lane == 0) store_sys(state, final_state);
 }

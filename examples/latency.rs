@@ -3,7 +3,7 @@
 //!
 //! * raw floor: a bare one-word ping-pong with a resident kernel through
 //!   mapped memory (what any design over mapped memory pays), with one and
-//!   with two staggered loads in flight;
+//!   with two staggered poller warps;
 //! * cudarc launch + sync: launch an empty kernel, synchronize its stream;
 //! * CUDA graph + sync: launch a one-node graph of the empty kernel, sync;
 //! * pkq: submit a NOP, wait for its completion; and its one-way breakdown
@@ -25,9 +25,9 @@ use std::time::Duration;
 use clap::Parser;
 use pkq::cudarc::driver::{CudaContext, LaunchConfig, sys};
 use pkq::cudarc::nvrtc::Ptx;
-use pkq::floor::{Floor, Pollers};
+use pkq::floor::Floor;
 use pkq::timing::ClockMap;
-use pkq::{IdlePolicy, Op, Runtime, SubmissionMemory};
+use pkq::{IdlePolicy, Op, Runtime};
 use serde_json::{Map, Value, json};
 use support::{Clock, Latency, pin, pkq_round_trips, plot_percentiles, report, write_json};
 
@@ -55,7 +55,7 @@ struct Args {
     /// pkq worker warps.
     #[arg(long, default_value_t = 4)]
     workers: usize,
-    /// Loads in flight per waiting pkq worker (1, 2 or 4).
+    /// Poller warps per pkq worker (1, 2 or 4).
     #[arg(long, default_value_t = 2)]
     pollers: u32,
     /// Write the results as JSON here.
@@ -87,11 +87,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Raw floor, one and two pollers.
     let mut floors = Vec::new();
-    for (pollers, name) in [
-        (Pollers::InFlight(1), "raw floor (1 poller)"),
-        (Pollers::Blocks(2), "raw floor (2 pollers)"),
-    ] {
-        let mut floor = Floor::start(args.device, pollers, SubmissionMemory::Cached)?;
+    for (pollers, name) in [(1, "raw floor (1 poller)"), (2, "raw floor (2 pollers)")] {
+        let mut floor = Floor::start(args.device, pollers)?;
         floors.push(Latency::measure(name, &clock, w, n, || floor.round_trip()));
         floor.stop()?;
     }

@@ -3,10 +3,8 @@
 //! that could move it, in one process run, interleaved over rounds so that
 //! drift of the machine spreads over all variants alike.
 //!
-//! * floor: loads in flight (1, 2, 4) x ping memory (cached, cached with
-//!   streaming stores, write-combined);
-//! * pkq: loads in flight per worker (1, 2, 4) x submission memory (same
-//!   three) x workers (1, 4).
+//! * floor: poller warps (1, 2, 4);
+//! * pkq: workers (1, 4) x poller warps per worker (1, 2, 4).
 //!
 //! `cargo run --release --example latency_variants -- --json benches/results/latency_variants.json`
 
@@ -16,8 +14,8 @@ mod support;
 use std::path::PathBuf;
 
 use clap::Parser;
-use pkq::floor::{Floor, Pollers};
-use pkq::{Pages, Runtime, SubmissionMemory};
+use pkq::Runtime;
+use pkq::floor::Floor;
 use serde_json::json;
 use support::{Clock, Latency, pin, pkq_round_trips, report, write_json};
 
@@ -39,16 +37,13 @@ struct Args {
     core: Option<usize>,
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Sweep only the floor, only pkq, or both.
-    #[arg(long, default_value = "all", value_parser = ["floor", "pkq", "all"])]
-    what: String,
 }
 
-const MEMORIES: [(SubmissionMemory, &str); 3] = [
-    (SubmissionMemory::Cached, "cached"),
-    (SubmissionMemory::CachedStreaming, "cached+streaming"),
-    (SubmissionMemory::WriteCombined, "write-combined"),
-];
+/// A variant's pooled samples: round trips, and submit calls for pkq.
+struct Variant {
+    round_trip: Latency,
+    submit: Option<Latency>,
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
@@ -62,79 +57,60 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         pkq::build_info::GIT_COMMIT
     );
 
-    for (name, c) in pkq::floor::host_costs(args.device)? {
-        println!(
-            "host costs, {name:<40} dependent load {:>7.1} ns, 64-byte line store {:>7.1} ns, + sfence {:>7.1} ns",
-            c.dependent_load_ns, c.line_store_ns, c.line_store_sfence_ns
-        );
-    }
-    // (name, round trip, submit call) per variant, pooled over rounds.
-    let mut results: Vec<(String, Latency, Option<Latency>)> = Vec::new();
-    fn slot(results: &mut Vec<(String, Latency, Option<Latency>)>, name: String) -> usize {
-        match results.iter().position(|(n, _, _)| *n == name) {
-            Some(i) => i,
-            None => {
-                results.push((name.clone(), Latency::new(&name), None));
-                results.len() - 1
-            }
-        }
-    }
-    const PAGES: [(Pages, &str); 2] = [
-        (Pages::Driver, "driver pages"),
-        (Pages::Registered, "registered pages"),
-    ];
+    let mut variants: Vec<Variant> = Vec::new();
     for round in 0..args.rounds {
-        for pollers in [Pollers::InFlight(1), Pollers::Warps(2)]
-            .into_iter()
-            .filter(|_| args.what != "pkq")
-        {
-            for (pages, pname) in PAGES {
-                for (memory, mname) in MEMORIES {
-                    let name = format!("floor: {pollers:?}, {pname}, {mname}");
-                    let mut floor = Floor::start_on(args.device, pollers, memory, pages)?;
-                    let l = Latency::measure(&name, &clock, args.warmup, args.samples, || {
-                        floor.round_trip()
-                    });
-                    floor.stop()?;
-                    let i = slot(&mut results, name);
-                    results[i].1.hist.add(&l.hist)?;
+        let mut i = 0;
+        let mut pool = |round_trip: Latency,
+                        submit: Option<Latency>|
+         -> Result<(), Box<dyn std::error::Error>> {
+            if round == 0 {
+                variants.push(Variant { round_trip, submit });
+            } else {
+                let v = &mut variants[i];
+                v.round_trip.hist.add(&round_trip.hist)?;
+                if let (Some(a), Some(b)) = (&mut v.submit, &submit) {
+                    a.hist.add(&b.hist)?;
                 }
             }
+            i += 1;
+            Ok(())
+        };
+        for pollers in [1, 2, 4] {
+            let name = format!("floor: {pollers} poller(s)");
+            let mut floor = Floor::start(args.device, pollers)?;
+            let l = Latency::measure(&name, &clock, args.warmup, args.samples, || {
+                floor.round_trip()
+            });
+            floor.stop()?;
+            pool(l, None)?;
         }
-        for workers in [1usize, 4].into_iter().filter(|_| args.what != "floor") {
-            for (pages, pname) in PAGES {
-                for (memory, mname) in MEMORIES {
-                    let name = format!("pkq: {workers} worker(s), {pname}, {mname}");
-                    let rt = Runtime::builder()
-                        .device(args.device)
-                        .workers(workers)
-                        .pages(pages)
-                        .submission_memory(memory)
-                        .build()?;
-                    let run = pkq_round_trips(&rt, &clock, &name, args.warmup, args.samples)?;
-                    rt.shutdown()?;
-                    let i = slot(&mut results, name);
-                    results[i].1.hist.add(&run.round_trip.hist)?;
-                    match &mut results[i].2 {
-                        Some(s) => s.hist.add(&run.submit.hist)?,
-                        none => *none = Some(run.submit),
-                    }
-                }
+        for workers in [1usize, 4] {
+            for pollers in [1, 2, 4] {
+                let name = format!("pkq: {workers} worker(s), {pollers} poller(s) each");
+                let rt = Runtime::builder()
+                    .device(args.device)
+                    .workers(workers)
+                    .pollers(pollers)
+                    .build()?;
+                let run = pkq_round_trips(&rt, &clock, &name, args.warmup, args.samples)?;
+                rt.shutdown()?;
+                pool(run.round_trip, Some(run.submit))?;
             }
         }
         println!("round {} done", round + 1);
     }
 
     println!(
-        "\n{:<52} {:>7} {:>7} {:>7} {:>7} {:>8} {:>10}",
+        "\n{:<44} {:>7} {:>7} {:>7} {:>7} {:>8} {:>10}",
         "round trip (µs)", "p50", "p90", "p99", "p99.9", "max", "submit ns"
     );
     let mut rows = Vec::new();
-    for (name, lat, submit) in &results {
-        let sub = submit.as_ref().map(|s| s.hist.value_at_quantile(0.5));
+    for v in &variants {
+        let lat = &v.round_trip;
+        let sub = v.submit.as_ref().map(|s| s.hist.value_at_quantile(0.5));
         println!(
-            "{:<52} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>8.2} {:>10}",
-            name,
+            "{:<44} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>8.2} {:>10}",
+            lat.name,
             lat.quantile_us(0.5),
             lat.quantile_us(0.9),
             lat.quantile_us(0.99),
@@ -143,7 +119,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             sub.map_or("-".into(), |s| s.to_string()),
         );
         let mut row = lat.row("us");
-        if let Some(s) = submit {
+        if let Some(s) = &v.submit {
             row.insert("submit_p50_ns".into(), json!(s.hist.value_at_quantile(0.5)));
             row.insert(
                 "submit_p99_ns".into(),

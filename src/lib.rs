@@ -33,9 +33,6 @@ pub use cudarc;
 pub use driver::{DeviceInfo, device_count, device_info};
 pub use error::{Error, Result, TaskStatus};
 pub use kernel::image as kernel_image;
-#[doc(hidden)]
-pub use mapped::Pages;
-pub use mapped::SubmissionMemory;
 pub use ops::{AXPY_MAX_N, AxpyArgs, Op, echo_fold};
 pub use runtime::{Builder, IdlePolicy, Runtime};
 pub use ticket::{Completion, Ticket};

@@ -32,7 +32,6 @@ use std::sync::PoisonError;
 use crossbeam_utils::CachePadded;
 
 use crate::layout::{CQE_WORDS, SLOT_WORDS};
-use crate::mapped::SubmissionMemory;
 use crate::ring::{FLAG, Geometry, SEQ_MASK, distance, seq_add, seq_sub};
 use crate::slot::{Cqe, SlotImage, tagged};
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
@@ -79,42 +78,6 @@ impl Words {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
-
-    /// Stores `values` at words `base..`, written the way `memory` wants:
-    /// plain relaxed stores, or (x86-64) non-temporal ones, with an `sfence`
-    /// after for anything that bypasses the cache. Each store is an aligned
-    /// 8-byte store: single-copy atomic for the device's reads.
-    #[inline(always)]
-    pub(crate) fn store_all<const N: usize>(
-        &self,
-        base: usize,
-        values: [u64; N],
-        memory: SubmissionMemory,
-    ) {
-        #[cfg(all(target_arch = "x86_64", not(loom)))]
-        if memory != SubmissionMemory::Cached {
-            use std::arch::x86_64::{_mm_sfence, _mm_stream_si64};
-            for (k, v) in values.into_iter().enumerate() {
-                let word = self.at(base + k);
-                if memory == SubmissionMemory::CachedStreaming {
-                    // SAFETY: an aligned, valid word of this view; the host
-                    // touches it from no other thread meanwhile (the caller
-                    // owns it), and the device is outside Rust's model.
-                    unsafe { _mm_stream_si64(word.as_ptr().cast(), v as i64) };
-                } else {
-                    word.store(v, Ordering::Relaxed);
-                }
-            }
-            // SAFETY: sfence has no preconditions; it drains the write-
-            // combining buffers so the words leave the core now.
-            unsafe { _mm_sfence() };
-            return;
-        }
-        let _ = memory;
-        for (k, v) in values.into_iter().enumerate() {
-            self.at(base + k).store(v, Ordering::Relaxed);
-        }
-    }
 }
 
 /// Why no sequence number could be reserved.
@@ -138,21 +101,13 @@ pub(crate) struct Queue {
     cq: Words,
     /// Host-only: completions moved out of slots a producer needed.
     overflow: Mutex<HashMap<u64, Cqe>>,
-    /// How slots are written.
-    memory: SubmissionMemory,
 }
 
 impl Queue {
     /// A queue over `sq` and `cq` whose first sequence number is `start`.
     /// Writes every slot and entry with the tag of the lap before its first
     /// use, so nothing reads as published or completed.
-    pub(crate) fn new(
-        geo: Geometry,
-        sq: Words,
-        cq: Words,
-        start: u64,
-        memory: SubmissionMemory,
-    ) -> Self {
+    pub(crate) fn new(geo: Geometry, sq: Words, cq: Words, start: u64) -> Self {
         let cap = geo.capacity();
         assert_eq!(sq.len(), cap * SLOT_WORDS);
         assert_eq!(cq.len(), cap * CQE_WORDS);
@@ -178,7 +133,6 @@ impl Queue {
             sq,
             cq,
             overflow: Mutex::new(HashMap::new()),
-            memory,
         }
     }
 
@@ -253,15 +207,18 @@ impl Queue {
         self.overflow.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Publishes the reserved `seq`: eight 8-byte stores, in any order
-    /// (each word is tagged). Nothing here can fail or panic, so a
+    /// Publishes the reserved `seq`: eight relaxed 8-byte stores, in any
+    /// order (each word is tagged). Nothing here can fail or panic, so a
     /// reservation is always published.
     #[inline(always)]
     pub(crate) fn publish(&self, seq: u64, image: &SlotImage) {
         let tag = self.geo.tag(seq);
-        let words: [u64; SLOT_WORDS] = std::array::from_fn(|k| image.word(k, tag));
-        self.sq
-            .store_all(self.geo.slot(seq) * SLOT_WORDS, words, self.memory);
+        let base = self.geo.slot(seq) * SLOT_WORDS;
+        for k in 0..SLOT_WORDS {
+            self.sq
+                .at(base + k)
+                .store(image.word(k, tag), Ordering::Relaxed);
+        }
     }
 
     /// The completion of `seq`, once all its words have landed.
@@ -370,13 +327,7 @@ impl Memory {
     /// A queue over this memory; the caller keeps the memory alive at least
     /// as long as the queue.
     pub(crate) fn queue(&self, geo: Geometry, start: u64) -> Queue {
-        Queue::new(
-            geo,
-            Self::view(&self.sq),
-            Self::view(&self.cq),
-            start,
-            SubmissionMemory::Cached,
-        )
+        Queue::new(geo, Self::view(&self.sq), Self::view(&self.cq), start)
     }
 }
 

@@ -16,9 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pkq::cudarc::driver::CudaContext;
-use pkq::{
-    ARGS_BYTES, AxpyArgs, Error, IdlePolicy, Op, Runtime, SubmissionMemory, TaskStatus, echo_fold,
-};
+use pkq::{ARGS_BYTES, AxpyArgs, Error, IdlePolicy, Op, Runtime, TaskStatus, echo_fold};
 use support::Rng;
 
 /// A test fails if it runs longer than this (hangs are failures, not waits).
@@ -64,10 +62,7 @@ const TESTS: &[Test] = &[
         liveness_probes_from_many_threads,
     ),
     ("floor_ping_pong", floor_ping_pong),
-    (
-        "pollers_and_submission_memory_variants",
-        pollers_and_submission_memory_variants,
-    ),
+    ("pollers_race_for_every_task", pollers_race_for_every_task),
     (
         "idle_backoff_wakes_up_for_each_task",
         idle_backoff_wakes_up_for_each_task,
@@ -533,53 +528,37 @@ fn liveness_probes_from_many_threads() {
 }
 
 fn floor_ping_pong() {
-    use pkq::floor::Pollers::*;
-    for pollers in [
-        InFlight(1),
-        InFlight(2),
-        Warps(2),
-        Blocks(2),
-        Lines(2),
-        Warps(4),
-        Blocks(4),
-        Lines(4),
-    ] {
-        for memory in [SubmissionMemory::Cached, SubmissionMemory::WriteCombined] {
-            let mut floor = pkq::floor::Floor::start(0, pollers, memory).unwrap();
-            let t0 = Instant::now();
-            for _ in 0..10_000 {
-                floor.round_trip().unwrap();
-            }
-            println!(
-                "    floor, {pollers:?}, {memory:?}: {:.2} us per round trip (mean)",
-                t0.elapsed().as_secs_f64() * 1e6 / 10_000.0
-            );
-            floor.stop().unwrap();
+    for pollers in [1, 2, 4] {
+        let mut floor = pkq::floor::Floor::start(0, pollers).unwrap();
+        let t0 = Instant::now();
+        for _ in 0..10_000 {
+            floor.round_trip().unwrap();
         }
+        println!(
+            "    floor, {pollers} poller(s): {:.2} us per round trip (mean)",
+            t0.elapsed().as_secs_f64() * 1e6 / 10_000.0
+        );
+        floor.stop().unwrap();
     }
-    assert!(pkq::floor::Floor::start(0, InFlight(3), SubmissionMemory::Cached).is_err());
+    assert!(pkq::floor::Floor::start(0, 3).is_err());
 }
 
-fn pollers_and_submission_memory_variants() {
-    for pollers in [1, 2, 4] {
-        for memory in [
-            SubmissionMemory::Cached,
-            SubmissionMemory::CachedStreaming,
-            SubmissionMemory::WriteCombined,
-        ] {
-            let rt = Runtime::builder()
-                .capacity(256)
-                .workers(4)
-                .pollers(pollers)
-                .submission_memory(memory)
-                .build()
-                .unwrap();
-            let n = 30_000;
-            let seen = counters(n);
-            pump_echo(&rt, 0..n, 100, pollers as u64, &seen);
-            assert_each_once(&seen);
-            rt.shutdown().unwrap();
-        }
+fn pollers_race_for_every_task() {
+    // Every task is claimed by exactly one of a worker's pollers, also when
+    // several see it at once and when the ring laps quickly.
+    for (workers, pollers, capacity) in [(1, 2, 4), (1, 4, 8), (4, 2, 64), (4, 4, 1024), (8, 1, 64)]
+    {
+        let rt = Runtime::builder()
+            .capacity(capacity)
+            .workers(workers)
+            .pollers(pollers)
+            .build()
+            .unwrap();
+        let n = 40_000;
+        let seen = counters(n);
+        pump_echo(&rt, 0..n, capacity.min(100), pollers as u64, &seen);
+        assert_each_once(&seen);
+        rt.shutdown().unwrap();
     }
 }
 
