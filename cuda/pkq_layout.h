@@ -106,12 +106,15 @@
  * entries, 128-byte aligned). Word w * pollers + j is written only by lane 0
  * of poller warp j of worker w (relaxed sys-scope 8-byte stores), read by
  * the host's liveness checks (acquire loads). One writer per word, aligned
- * 8 bytes: no torn read.
+ * 8 bytes: no torn read. Bits 0..8: the state below; bits 8..64: how many of
+ * its worker's tasks the poller knows to be taken (its position; progress
+ * for diagnostics).
  * ------------------------------------------------------------------------- */
 #define PKQ_WORKER_STARTING 0 /* u64 */
 #define PKQ_WORKER_RUNNING 1 /* u64 */
 #define PKQ_WORKER_STOPPED 2 /* u64 */
 #define PKQ_WORKER_BAD_TAG 3 /* u64 */
+#define PKQ_STATE_BITS 8 /* u32 */
 
 /* Separation of the sections inside each allocation. */
 #define PKQ_SECTION_ALIGN 128

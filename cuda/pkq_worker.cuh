@@ -67,9 +67,10 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     if (lane == 0) store_sys(state, PKQ_WORKER_RUNNING);
     uint64_t final_state = PKQ_WORKER_STOPPED;
     uint32_t polls = 0;
-    uint64_t k = 0;  // this worker's tasks taken so far, as this warp knows it
+        uint64_t k = 0;  // this worker's tasks taken so far, as this warp knows it
     for (;;) {
         if (shared_claims) k = max(k, read_claim(claim));
+        if (lane == 0 && k != 0) store_sys(state, PKQ_WORKER_RUNNING | (k << PKQ_STATE_BITS));
         const uint64_t seq = (p.start_seq + worker + k * p.workers) & SEQ_MASK;
         const uint64_t slot = seq & mask;
         const uint32_t tag = static_cast<uint32_t>(seq >> p.capacity_log2) & 0xff;
@@ -144,7 +145,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         }
         ++k;
     }
-    if (lane == 0) store_sys(state, final_state);
+        if (lane == 0) store_sys(state, final_state | (k << PKQ_STATE_BITS));
 }
 
 }  // namespace pkq

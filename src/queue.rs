@@ -282,6 +282,29 @@ impl Queue {
         self.tail.fetch_or(CLOSED, Ordering::AcqRel) & SEQ_MASK
     }
 
+    /// The tail and every slot's owner, and whether its task completed.
+    pub(crate) fn debug_state(&self) -> String {
+        let tail = self.tail.load(Ordering::Relaxed);
+        let mut out = format!(
+            "tail {} (closed: {}), {} moved completions",
+            tail & SEQ_MASK,
+            tail & CLOSED != 0,
+            self.overflow().len()
+        );
+        for (slot, turn) in self.turns.iter().enumerate() {
+            let t = turn.load(Ordering::Acquire);
+            let seq = t & SEQ_MASK;
+            let d = distance(seq, tail & SEQ_MASK);
+            if (1..=self.geo.capacity() as u64).contains(&d) && self.poll(seq).is_none() {
+                out += &format!(
+                    "\n  slot {slot}: seq {seq} reserved, not complete{}",
+                    if t & DETACHED != 0 { " (detached)" } else { "" }
+                );
+            }
+        }
+        out
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.tail.load(Ordering::Relaxed) & CLOSED != 0
     }

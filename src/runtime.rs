@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelState};
 use crate::layout::{
     CQE_WORDS, CTRL_BYTES, CTRL_STOP, KernelParams, MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS,
-    SECTION_ALIGN, SLOT_WORDS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
+    SECTION_ALIGN, SLOT_WORDS, STATE_BITS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
 };
 use crate::mapped::MappedBuffer;
 use crate::ops::{AXPY_MAX_N, AxpyArgs, Op};
@@ -390,6 +390,25 @@ impl Runtime {
         self.shared.device
     }
 
+    /// A snapshot of the ring and of every poller, for diagnosing a stall.
+    #[doc(hidden)]
+    pub fn debug_state(&self) -> String {
+        let s = &self.shared;
+        let pollers_per_worker = s.states.len() / s.workers;
+        let mut out = s.queue.debug_state();
+        for w in 0..s.states.len() {
+            let word = s.states.at(w).load(Ordering::Acquire);
+            out += &format!(
+                "\n  worker {} poller {}: state {}, position {}",
+                w / pollers_per_worker,
+                w % pollers_per_worker,
+                word & ((1 << STATE_BITS) - 1),
+                word >> STATE_BITS
+            );
+        }
+        out
+    }
+
     /// Shuts down: refuses new tasks ([`Error::Closed`] from then on), waits
     /// for every submitted task to complete (up to the stop timeout), tells
     /// the kernel to exit and waits for it. Tickets stay valid and report
@@ -481,6 +500,11 @@ impl Shared {
         Ok(Ticket::new(shared, seq, op))
     }
 
+    /// Poller `w`'s state, without its position.
+    fn state(&self, w: usize) -> u64 {
+        self.states.at(w).load(Ordering::Acquire) & ((1 << STATE_BITS) - 1)
+    }
+
     /// The latched fault, if any.
     #[inline]
     pub(crate) fn check(&self) -> Result<()> {
@@ -521,7 +545,7 @@ impl Shared {
         match state {
             KernelState::Running => {
                 for w in 0..self.states.len() {
-                    if self.states.at(w).load(Ordering::Acquire) == WORKER_BAD_TAG {
+                    if self.state(w) == WORKER_BAD_TAG {
                         return Err(self.fail(Error::KernelStopped(format!(
                             "poller warp {w} found a slot with a corrupt tag and stopped"
                         ))));
@@ -590,8 +614,7 @@ impl Shared {
 
     fn await_workers(&self, deadline: Instant) -> Result<()> {
         loop {
-            let running = (0..self.states.len())
-                .all(|w| self.states.at(w).load(Ordering::Acquire) == WORKER_RUNNING);
+            let running = (0..self.states.len()).all(|w| self.state(w) == WORKER_RUNNING);
             if running {
                 return Ok(());
             }

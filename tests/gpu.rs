@@ -167,8 +167,14 @@ fn pump_echo(
 ) {
     let mut rng = Rng::new(seed);
     let mut inflight: VecDeque<(pkq::Ticket, u64, u64)> = VecDeque::with_capacity(window);
-    let check = |(t, id, want): (pkq::Ticket, u64, u64)| {
-        let c = t.wait().unwrap_or_else(|e| panic!("task {id}: {e}"));
+    let check = |(mut t, id, want): (pkq::Ticket, u64, u64)| {
+        let c = match t.wait_timeout(Duration::from_secs(20)) {
+            Ok(c) => c,
+            Err(Error::Timeout) => {
+                panic!("task {id} (seq {}) stalled:\n{}", t.seq(), rt.debug_state())
+            }
+            Err(e) => panic!("task {id}: {e}"),
+        };
         assert_eq!(c.value, want, "task {id}: wrong echo");
         assert!(c.device_end_ns >= c.device_start_ns);
         seen[id as usize].fetch_add(1, Ordering::Relaxed);
