@@ -297,8 +297,15 @@ impl Queue {
             let d = distance(seq, tail & SEQ_MASK);
             if (1..=self.geo.capacity() as u64).contains(&d) && self.poll(seq).is_none() {
                 out += &format!(
-                    "\n  slot {slot}: seq {seq} reserved, not complete{}",
-                    if t & DETACHED != 0 { " (detached)" } else { "" }
+                    "\n  slot {slot}: seq {seq} reserved, not complete{}; tag {}; slot words {:016x?}; completion words {:016x?}",
+                    if t & DETACHED != 0 { " (detached)" } else { "" },
+                    self.geo.tag(seq),
+                    (0..SLOT_WORDS)
+                        .map(|k| self.sq.at(slot * SLOT_WORDS + k).load(Ordering::Relaxed))
+                        .collect::<Vec<_>>(),
+                    (0..CQE_WORDS)
+                        .map(|k| self.cq.at(slot * CQE_WORDS + k).load(Ordering::Relaxed))
+                        .collect::<Vec<_>>(),
                 );
             }
         }

@@ -13,7 +13,8 @@ use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelState};
 use crate::layout::{
     CQE_WORDS, CTRL_BYTES, CTRL_STOP, KernelParams, MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS,
-    SECTION_ALIGN, SLOT_WORDS, STATE_BITS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
+    SECTION_ALIGN, SLOT_WORDS, STATE_BITS, STATE_EXECUTING, STOP_VALUE, WORKER_BAD_TAG,
+    WORKER_RUNNING,
 };
 use crate::mapped::MappedBuffer;
 use crate::ops::{AXPY_MAX_N, AxpyArgs, Op};
@@ -399,11 +400,16 @@ impl Runtime {
         for w in 0..s.states.len() {
             let word = s.states.at(w).load(Ordering::Acquire);
             out += &format!(
-                "\n  worker {} poller {}: state {}, position {}",
+                "\n  worker {} poller {}: state {}, position {}{}",
                 w / pollers_per_worker,
                 w % pollers_per_worker,
-                word & ((1 << STATE_BITS) - 1),
-                word >> STATE_BITS
+                word & ((1 << STATE_BITS) - 1) & !STATE_EXECUTING,
+                word >> STATE_BITS,
+                if word & STATE_EXECUTING != 0 {
+                    ", executing it"
+                } else {
+                    ", polling"
+                }
             );
         }
         out
@@ -500,9 +506,9 @@ impl Shared {
         Ok(Ticket::new(shared, seq, op))
     }
 
-    /// Poller `w`'s state, without its position.
+    /// Poller `w`'s state, without its position or phase.
     fn state(&self, w: usize) -> u64 {
-        self.states.at(w).load(Ordering::Acquire) & ((1 << STATE_BITS) - 1)
+        self.states.at(w).load(Ordering::Acquire) & ((1 << STATE_BITS) - 1) & !STATE_EXECUTING
     }
 
     /// The latched fault, if any.
