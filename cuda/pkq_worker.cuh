@@ -35,9 +35,13 @@ __device__ __forceinline__ Wait judge(uint64_t w, uint32_t lane, uint32_t tag) {
     return Wait::Pending;
 }
 
-// Reads a claim counter that other warps of the block update.
+// Reads a claim counter that other warps of the block update, as one value
+// for the whole warp: lanes reading it each for themselves could read it at
+// different moments (independent thread scheduling), part ways, and leave a
+// later __shfl_sync(FULL_MASK) waiting for lanes that never come.
 __device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) {
-    return *reinterpret_cast<const volatile unsigned long long*>(claim);
+    const uint64_t v = *reinterpret_cast<const volatile unsigned long long*>(claim);
+    return __shfl_sync(FULL_MASK, v, 0);
 }
 
 // Serves tasks until the host's stop word is set (or a slot holds a tag that
@@ -62,7 +66,11 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     uint64_t* state = reinterpret_cast<uint64_t*>(p.states) + worker * p.pollers + poller;
     const uint64_t mask = (1ull << p.capacity_log2) - 1;
     const bool shared_claims = p.pollers > 1;
-    if (poller > 0) spin_cycles(read_round_trip_cycles(stop_word) * poller / p.pollers);
+        if (poller > 0) {
+        const int64_t rtt = __shfl_sync(FULL_MASK, read_round_trip_cycles(stop_word), 0);
+        spin_cycles(rtt * poller / p.pollers);
+        __syncwarp();
+    }
 
     if (lane == 0) store_sys(state, PKQ_WORKER_RUNNING);
     uint64_t final_state = PKQ_WORKER_STOPPED;
@@ -81,23 +89,23 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         uint64_t idle_since = 0;
         uint32_t sleep_ns = 0;
         bool taken = false;
-        while (outcome == Wait::Pending) {
+                while (outcome == Wait::Pending) {
             w = poll_load(addr, lane, ++polls % PKQ_STOP_POLL_INTERVAL == 0);
-            // Another poller took this task while the load was out: the
-            // slot may since hold a later lap, so the load says nothing.
+            outcome = judge(w, lane, tag);  // waits for the load
+            // Read after the load returned: if another poller took this task
+            // meanwhile, the slot may since hold a later lap, so what the
+            // load read says nothing.
             if (shared_claims && read_claim(claim) > k) {
                 taken = true;
                 break;
             }
-            outcome = judge(w, lane, tag);
             if (outcome != Wait::Pending) break;
             // Idle policy: after idle_spin_ns of waiting, sleep between
             // polls, doubling up to idle_sleep_max_ns.
             if (sleep_ns != 0) {
                 __nanosleep(sleep_ns);
-                sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);
-            } else if (p.idle_sleep_max_ns != 0 && (polls & 7) == 0) {
-                const uint64_t now = globaltimer();
+                sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);            } else if (p.idle_sleep_max_ns != 0 && (polls & 7) == 0) {
+                const uint64_t now = __shfl_sync(FULL_MASK, globaltimer(), 0);
                 if (idle_since == 0) {
                     idle_since = now;
                 } else if (now - idle_since >= p.idle_spin_ns) {
@@ -112,7 +120,9 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         }
         if (outcome == Wait::Stop) break;
 
-                const uint64_t t_start = globaltimer();
+                        // Warp-uniform values only from here on: each of lanes 0..3 writes
+        // a chunk of the completion, so all must agree on what it holds.
+        const uint64_t t_start = __shfl_sync(FULL_MASK, globaltimer(), 0);
         if (shared_claims) {
             unsigned long long old = 0;
             if (lane == 0) old = atomicCAS(claim, k, k + 1);
@@ -133,9 +143,11 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             for (int j = 0; j < PKQ_SLOT_WORDS; ++j) c[j] = __shfl_sync(FULL_MASK, w, j);
             task = decode_slot(c);
         }
-        const Outcome out = handlers(task, lane);
-        const uint64_t t_end = globaltimer();
-        if (out.wrote_device_memory) {
+                const Outcome out = handlers(task, lane);
+        const uint64_t t_end = __shfl_sync(FULL_MASK, globaltimer(), 0);
+        const uint32_t status = __shfl_sync(FULL_MASK, out.status, 0);
+        const uint64_t value = __shfl_sync(FULL_MASK, out.value, 0);
+                if (__any_sync(FULL_MASK, out.wrote_device_memory)) {
             // Order every lane's device-memory writes before the completion
             // (cumulative through the warp barrier); GPU scope suffices for
             // work the host issues after it sees the completion.
@@ -144,7 +156,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         }
         if (lane < PKQ_CQE_WORDS) {
             store_sys(cq + slot * PKQ_CQE_WORDS + lane,
-                      completion_word(lane, tag, out.status, out.value, t_start, t_end));
+                                            completion_word(lane, tag, status, value, t_start, t_end));
         }
         ++k;
     }
