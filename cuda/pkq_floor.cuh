@@ -34,7 +34,8 @@ namespace pkq {
 
 // What the device side of mapped-memory traffic costs, by the GPU's own
 // clock, for `iters` repetitions of each (totals in ns, to out[0..5]), and
-// the smallest step of %globaltimer (out[6]).
+// the smallest step of %globaltimer (out[6]), and the SM clock in MHz
+// (out[7]).
 // ro: a host word the host never writes. wo: a host word only this thread
 // writes. out: results, read by the host after the kernel ended.
 __device__ __forceinline__ void measure_costs(const uint64_t* ro, uint64_t* wo, uint64_t* out,
@@ -82,7 +83,13 @@ __device__ __forceinline__ void measure_costs(const uint64_t* ro, uint64_t* wo, 
             last = now;
         }
     }
-    out[6] = step;
+        out[6] = step;
+    // 7: SM clock cycles over ~100 us of global time (the SM's clock rate).
+    const uint64_t g0 = globaltimer();
+    const int64_t c0 = clock64();
+    while (globaltimer() - g0 < 100000) {
+    }
+    out[7] = static_cast<uint64_t>(clock64() - c0) * 1000 / (globaltimer() - g0);
 }
 
 }  // namespace pkq

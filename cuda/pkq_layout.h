@@ -115,8 +115,6 @@
 #define PKQ_WORKER_STOPPED 2 /* u64 */
 #define PKQ_WORKER_BAD_TAG 3 /* u64 */
 #define PKQ_STATE_BITS 8 /* u32 */
-/* In a state word's low byte beside the state: the poller runs a task it claimed. */
-#define PKQ_STATE_EXECUTING 16 /* u64 */
 
 /* Separation of the sections inside each allocation. */
 #define PKQ_SECTION_ALIGN 128

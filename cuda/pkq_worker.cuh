@@ -126,10 +126,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         if (shared_claims) {
             unsigned long long old = 0;
             if (lane == 0) old = atomicCAS(claim, k, k + 1);
-            if (__shfl_sync(FULL_MASK, old, 0) != k) continue;  // another poller won
-            if (lane == 0) {
-                store_sys(state, PKQ_WORKER_RUNNING | PKQ_STATE_EXECUTING | (k << PKQ_STATE_BITS));
-            }
+                        if (__shfl_sync(FULL_MASK, old, 0) != k) continue;  // another poller won
         }
         // The op sits in the low bits of chunk 0: a NOP needs nothing else.
         const uint64_t c0 = __shfl_sync(FULL_MASK, w, 0);

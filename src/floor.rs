@@ -143,6 +143,8 @@ pub struct DeviceCosts {
     /// The smallest step `%globaltimer` took between two reads: the
     /// resolution of the device timestamps in completions.
     pub globaltimer_step_ns: u64,
+    /// The SM clock while the probe ran (MHz): cycles over global time.
+    pub sm_clock_mhz: u64,
 }
 
 /// Measures [`DeviceCosts`] on device `index` with one thread of a fresh
@@ -155,7 +157,7 @@ pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
     let ro = MappedBuffer::new(&ctx, 1)?;
     let d2h = MappedBuffer::new(&ctx, 16)?;
     let (ro_at, wo_at, out_at) = (ro.device_addr(0), d2h.device_addr(0), d2h.device_addr(8));
-    let out = d2h.words(8, 7);
+    let out = d2h.words(8, 8);
     let kernel = Kernel::new(&ctx, "pkq_costs_kernel", vec![ro, d2h])?;
     let one = LaunchConfig {
         grid_dim: (1, 1, 1),
@@ -178,5 +180,6 @@ pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
         release_store_sys_ns: mean(3),
         store_fence_gpu_ns: mean(4),
         globaltimer_step_ns: out.at(6).load(Ordering::Acquire),
+        sm_clock_mhz: out.at(7).load(Ordering::Acquire),
     })
 }

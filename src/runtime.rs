@@ -13,8 +13,7 @@ use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelState};
 use crate::layout::{
     CQE_WORDS, CTRL_BYTES, CTRL_STOP, KernelParams, MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS,
-    SECTION_ALIGN, SLOT_WORDS, STATE_BITS, STATE_EXECUTING, STOP_VALUE, WORKER_BAD_TAG,
-    WORKER_RUNNING,
+    SECTION_ALIGN, SLOT_WORDS, STATE_BITS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
 };
 use crate::mapped::MappedBuffer;
 use crate::ops::{AXPY_MAX_N, AxpyArgs, Op};
@@ -69,7 +68,7 @@ impl Default for Builder {
             device: 0,
             capacity: 1024,
             workers: 4,
-            pollers: 2,
+            pollers: 1,
             idle: IdlePolicy::Spin,
             start_timeout: Duration::from_secs(10),
             stop_timeout: Duration::from_secs(10),
@@ -102,11 +101,12 @@ impl Builder {
         self
     }
 
-    /// Poller warps per worker: 1, 2 or 4 (default 2). A worker's pollers
+    /// Poller warps per worker: 1, 2 or 4 (default 1). A worker's pollers
     /// all poll its next slot, started a fraction of a read round trip
-    /// apart, so a task is seen sooner after it lands (measured on an H100:
-    /// two pollers save about a quarter of a microsecond per round trip;
-    /// four gain nothing more and slow the host's writes to the slot).
+    /// apart, so a task lands in front of a poll sooner. Measured on an
+    /// H100: two pollers take the raw floor from 2.37 to 1.87 µs, but pkq's
+    /// round trip does not follow yet (its cost after detection dominates);
+    /// four slow the host's writes to the slot (benches/NOTES.md).
     pub fn pollers(mut self, n: u32) -> Self {
         self.pollers = n;
         self
@@ -400,16 +400,11 @@ impl Runtime {
         for w in 0..s.states.len() {
             let word = s.states.at(w).load(Ordering::Acquire);
             out += &format!(
-                "\n  worker {} poller {}: state {}, position {}{}",
+                "\n  worker {} poller {}: state {}, position {}",
                 w / pollers_per_worker,
                 w % pollers_per_worker,
-                word & ((1 << STATE_BITS) - 1) & !STATE_EXECUTING,
+                word & ((1 << STATE_BITS) - 1),
                 word >> STATE_BITS,
-                if word & STATE_EXECUTING != 0 {
-                    ", executing it"
-                } else {
-                    ", polling"
-                }
             );
         }
         out
@@ -508,7 +503,7 @@ impl Shared {
 
     /// Poller `w`'s state, without its position or phase.
     fn state(&self, w: usize) -> u64 {
-        self.states.at(w).load(Ordering::Acquire) & ((1 << STATE_BITS) - 1) & !STATE_EXECUTING
+        self.states.at(w).load(Ordering::Acquire) & ((1 << STATE_BITS) - 1)
     }
 
     /// The latched fault, if any.

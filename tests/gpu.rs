@@ -612,9 +612,13 @@ fn device_costs_and_clock_map() {
             }
         })
         .collect();
-    let map = pkq::timing::ClockMap::fit(&ex, 32).unwrap();
-    println!("    {map:?}");
-    assert!(map.drift_ppm.abs() < 1000.0);
+    let map = pkq::timing::ClockMap::fit(&ex, 256).unwrap();
+    println!(
+        "    clock map: bound {:.0} ns (median {:.0}), {:.1}% misfit",
+        map.error_bound_ns,
+        map.median_bound_ns,
+        map.misfit_fraction * 100.0
+    );
     // Mapped onto the host's clock, every device stamp falls within its own
     // round trip, give or take the stated bound.
     for e in &ex {
