@@ -48,6 +48,15 @@ fn render(results: Option<&str>) -> String {
             ns("p99_ns")
         );
     }
+    for row in rows
+        .iter()
+        .filter(|row| row.get("error_bound_ns").is_some())
+    {
+        out += &format!(
+            "\nOne-way figures map the GPU's clock onto the host's (NTP style: the tightest round trip of each stretch of 256): the offset is within ±{} ns at the typical anchor, ±{} ns at worst; the SM clock ran at {} MHz.\n",
+            row["median_bound_ns"], row["error_bound_ns"], row["sm_clock_mhz"]
+        );
+    }
     let costs: Vec<&Value> = rows
         .iter()
         .filter(|row| row.get("mean_ns").is_some() && row.get("p50_ns").is_none())
