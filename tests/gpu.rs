@@ -190,6 +190,28 @@ fn pump_echo(
     inflight.into_iter().for_each(check);
 }
 
+/// `producers` threads push ECHO tasks 0..n (interleaved ids) through `rt`,
+/// each keeping up to `window` tickets; every result is checked and every
+/// task must be seen exactly once.
+fn pump_from_threads(rt: &Runtime, n: u64, producers: u64, window: usize, seed: u64) {
+    let seen = counters(n);
+    std::thread::scope(|s| {
+        for p in 0..producers {
+            let seen = &seen;
+            s.spawn(move || {
+                pump_echo(
+                    rt,
+                    (p..n).step_by(producers as usize),
+                    window,
+                    seed + p,
+                    seen,
+                )
+            });
+        }
+    });
+    assert_each_once(&seen);
+}
+
 fn assert_each_once(seen: &[AtomicU64]) {
     let bad: Vec<(usize, u64)> = seen
         .iter()
@@ -225,21 +247,15 @@ fn echo_million_through_1024_slots() {
 }
 
 fn echo_from_four_producers() {
-    let rt = Runtime::builder()
-        .capacity(1024)
-        .workers(8)
-        .build()
-        .unwrap();
-    let n = 400_000u64;
-    let seen = counters(n);
-    std::thread::scope(|s| {
-        for p in 0..4u64 {
-            let (rt, seen) = (&rt, &seen);
-            s.spawn(move || pump_echo(rt, (p..n).step_by(4), 128, 10 + p, seen));
-        }
-    });
-    assert_each_once(&seen);
-    rt.shutdown().unwrap();
+    for round in 0..3 {
+        let rt = Runtime::builder()
+            .capacity(1024)
+            .workers(8)
+            .build()
+            .unwrap();
+        pump_from_threads(&rt, 400_000, 4, 128, 10 * round);
+        rt.shutdown().unwrap();
+    }
 }
 
 fn workers_1_8_32_64() {
@@ -497,17 +513,9 @@ fn holding_tickets_never_blocks_submit() {
 fn producers_holding_more_than_the_ring() {
     // 8 producers x 200 held tickets on 256 slots: a laggard's unread
     // completions must not stop the others (they move to the host).
-    for round in 0..3u64 {
+    for round in 0..3 {
         let rt = Runtime::builder().capacity(256).workers(8).build().unwrap();
-        let n = 200_000u64;
-        let seen = counters(n);
-        std::thread::scope(|s| {
-            for p in 0..8u64 {
-                let (rt, seen) = (&rt, &seen);
-                s.spawn(move || pump_echo(rt, (p..n).step_by(8), 200, 100 * round + p, seen));
-            }
-        });
-        assert_each_once(&seen);
+        pump_from_threads(&rt, 200_000, 8, 200, 100 * round);
         rt.shutdown().unwrap();
     }
 }
@@ -521,15 +529,7 @@ fn liveness_probes_from_many_threads() {
         .probe_interval(Duration::ZERO)
         .build()
         .unwrap();
-    let n = 80_000u64;
-    let seen = counters(n);
-    std::thread::scope(|s| {
-        for p in 0..8u64 {
-            let (rt, seen) = (&rt, &seen);
-            s.spawn(move || pump_echo(rt, (p..n).step_by(8), 16, 500 + p, seen));
-        }
-    });
-    assert_each_once(&seen);
+    pump_from_threads(&rt, 80_000, 8, 16, 500);
     rt.shutdown().unwrap();
 }
 
