@@ -75,10 +75,6 @@ impl Kernel {
         })
     }
 
-    pub(crate) fn context(&self) -> &Arc<CudaContext> {
-        &self.ctx
-    }
-
     /// Launches the kernel once.
     ///
     /// # Safety

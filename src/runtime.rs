@@ -477,10 +477,14 @@ impl Liveness {
 
 impl Shared {
     fn submit(self: &Arc<Self>, op: Op, image: &SlotImage, wait: bool) -> Result<Ticket> {
-        if self.queue.is_closed() {
-            return Err(Error::Closed);
+        if let Err(e) = self.check() {
+            // After shutdown the latched reason is "shut down": say Closed.
+            return Err(if self.queue.is_closed() {
+                Error::Closed
+            } else {
+                e
+            });
         }
-        self.check()?;
         // The ticket's reference is taken first: a locked instruction after
         // the slot stores would wait for them to leave the store buffer, and
         // their line is usually not in this core's cache (the device's
@@ -654,12 +658,6 @@ impl Shared {
         };
         *stopped = Some(outcome.clone());
         outcome
-    }
-
-    /// The CUDA context the kernel runs in.
-    #[allow(dead_code)]
-    pub(crate) fn context(&self) -> &Arc<cudarc::driver::CudaContext> {
-        self.kernel.context()
     }
 }
 
