@@ -50,13 +50,23 @@ pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {
     Ok(ctx)
 }
 
-/// Makes `ctx` current on the calling thread. Unlike cudarc's
-/// `bind_to_thread`, it neither reports errors that earlier drops recorded on
-/// the context (they are not the caller's) nor skips the call when the
-/// thread's current handle compares equal.
-pub(crate) fn bind(ctx: &CudaContext) -> Result<(), cudarc::driver::DriverError> {
-    // SAFETY: the context is alive (borrowed); binding has no other effect.
-    unsafe { sys::cuCtxSetCurrent(ctx.cu_ctx()) }.result()
+/// Runs `f` with `ctx` current on the calling thread, then restores whatever
+/// context the thread had (pkq's own driver calls, made from the caller's
+/// threads while they wait, must not move those threads to another
+/// context). Unlike cudarc's `bind_to_thread`, it neither reports errors that
+/// earlier drops recorded on the context (they are not the caller's) nor
+/// skips the call when the thread's current handle compares equal.
+pub(crate) fn with_current<T>(
+    ctx: &CudaContext,
+    f: impl FnOnce() -> T,
+) -> Result<T, cudarc::driver::DriverError> {
+    // SAFETY: the context is alive (borrowed); pushing it has no other effect.
+    unsafe { sys::cuCtxPushCurrent_v2(ctx.cu_ctx()) }.result()?;
+    let out = f();
+    let mut popped = std::ptr::null_mut();
+    // SAFETY: pops exactly the context pushed above.
+    let _ = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+    Ok(out)
 }
 
 /// CUDA's name of a driver error, such as `CUDA_ERROR_ILLEGAL_ADDRESS`.

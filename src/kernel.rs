@@ -103,11 +103,15 @@ impl Kernel {
     /// Asks the stream (non-blocking) whether the kernel still runs.
     pub(crate) fn state(&self) -> KernelState {
         use sys::CUresult::*;
-        if let Err(e) = crate::driver::bind(&self.ctx) {
-            return KernelState::Unknown("cuCtxSetCurrent", e);
-        }
-        // SAFETY: a valid stream of the bound context.
-        match unsafe { sys::cuStreamQuery(self.stream.cu_stream()) } {
+        // SAFETY: a valid stream of the context made current around the call.
+        let queried = crate::driver::with_current(&self.ctx, || unsafe {
+            sys::cuStreamQuery(self.stream.cu_stream())
+        });
+        let result = match queried {
+            Ok(r) => r,
+            Err(e) => return KernelState::Unknown("cuCtxPushCurrent", e),
+        };
+        match result {
             CUDA_ERROR_NOT_READY => KernelState::Running,
             CUDA_SUCCESS => KernelState::Finished,
             // Errors of the calling thread's API use, not of the device.
@@ -143,6 +147,18 @@ impl Kernel {
                 }
             }
         }
+    }
+}
+
+impl Kernel {
+    /// Whether the kernel may still run (launched, and not yet seen to end).
+    pub(crate) fn is_live(&self) -> bool {
+        self.live.load(Ordering::Acquire)
+    }
+
+    /// The driver handle of the kernel's context.
+    pub(crate) fn cu_ctx(&self) -> sys::CUcontext {
+        self.ctx.cu_ctx()
     }
 }
 

@@ -31,12 +31,14 @@ unsafe impl Sync for MappedBuffer {}
 impl MappedBuffer {
     /// `words` zeroed 8-byte words, mapped into the device's address space.
     pub(crate) fn new(ctx: &Arc<CudaContext>, words: usize) -> Result<Self, DriverError> {
-        crate::driver::bind(ctx)?;
         let bytes = words.max(1) * 8;
         let mut host = std::ptr::null_mut();
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
         // SAFETY: `host` is a valid out-pointer; the driver returns page-aligned memory.
-        unsafe { sys::cuMemHostAlloc(&mut host, bytes, flags) }.result()?;
+        crate::driver::with_current(ctx, || unsafe {
+            sys::cuMemHostAlloc(&mut host, bytes, flags)
+        })?
+        .result()?;
         let host = NonNull::new(host.cast::<u64>())
             .ok_or(DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY))?;
         let mut buffer = Self {
@@ -45,9 +47,12 @@ impl MappedBuffer {
             words,
             ctx: ctx.clone(),
         };
+        let device = &mut buffer.device;
         // SAFETY: `host` was allocated with DEVICEMAP; on failure `buffer` frees it.
-        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut buffer.device, host.as_ptr().cast(), 0) }
-            .result()?;
+        crate::driver::with_current(ctx, || unsafe {
+            sys::cuMemHostGetDevicePointer_v2(device, host.as_ptr().cast(), 0)
+        })?
+        .result()?;
         // SAFETY: `bytes` bytes live at `host`; nobody else has them yet.
         unsafe { std::ptr::write_bytes(host.as_ptr().cast::<u8>(), 0, bytes) };
         Ok(buffer)
@@ -72,10 +77,10 @@ impl MappedBuffer {
 impl Drop for MappedBuffer {
     fn drop(&mut self) {
         // Errors (a context already broken by a device fault) leave nothing to do.
-        if crate::driver::bind(&self.ctx).is_ok() {
-            // SAFETY: allocated by cuMemHostAlloc in `new`; the owner
-            // guarantees the device no longer uses it.
-            let _ = unsafe { sys::cuMemFreeHost(self.host.as_ptr().cast()) };
-        }
+        // SAFETY: allocated by cuMemHostAlloc in `new`; the owner guarantees
+        // the device no longer uses it.
+        let _ = crate::driver::with_current(&self.ctx, || unsafe {
+            sys::cuMemFreeHost(self.host.as_ptr().cast())
+        });
     }
 }

@@ -304,7 +304,14 @@ impl Runtime {
     pub fn try_submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
         Self::refuse_pointers(op)?;
         let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
-        self.shared.submit(op, &image, false)
+        match self.shared.submit(op, &image, false) {
+            // A caller looping on Full must learn if the kernel died.
+            Err(Error::Full) => {
+                self.shared.probe_if_due(Instant::now())?;
+                Err(Error::Full)
+            }
+            other => other,
+        }
     }
 
     /// Submits a task whose arguments are raw bytes (at most 48).
@@ -320,9 +327,11 @@ impl Runtime {
     /// # Safety
     /// Every device address in `args` must be valid for what the op does with
     /// it (for [`Op::AXPY`]: `n` `f32`s readable at `x`, writable at `y`, not
-    /// overlapping unless equal), with no other work touching that memory
-    /// until the task completed, and stay so until the returned ticket has
-    /// reported completion (or the runtime has shut down).
+    /// overlapping unless equal, in the runtime's context), with no other
+    /// work touching that memory until the task completed, and stay so until
+    /// the returned ticket has reported completion or the kernel is known to
+    /// have stopped ([`Runtime::shutdown`] returned `Ok`). An error from a
+    /// wait alone does not mean the kernel stopped.
     pub unsafe fn submit_unchecked<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
         let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
         self.shared.submit(op, &image, true)
@@ -349,9 +358,10 @@ impl Runtime {
                 y.len()
             )));
         }
-        if x.ordinal() != self.shared.device || y.ordinal() != self.shared.device {
+        let ours = self.shared.kernel.cu_ctx();
+        if x.context().cu_ctx() != ours || y.context().cu_ctx() != ours {
             return Err(Error::InvalidArgument(format!(
-                "axpy buffers must live on device {}",
+                "axpy buffers must live in the runtime's context (device {}'s primary context)",
                 self.shared.device
             )));
         }
@@ -368,12 +378,28 @@ impl Runtime {
             n: x.len() as u32,
             a,
         };
-        // SAFETY: x and y are live allocations of n f32s on this device, x
-        // borrowed and y borrowed exclusively until the task completed (we
-        // wait below; if the wait fails, the kernel is dead or shut down and
-        // no longer touches them); their streams are idle.
+        // SAFETY: x and y are live allocations of n f32s in this context, x
+        // borrowed and y borrowed exclusively until the task completed or the
+        // kernel is known to have stopped (below); their streams are idle.
         let ticket = unsafe { self.submit_unchecked(Op::AXPY, &args)? };
-        ticket.wait().map(drop)
+        match ticket.wait() {
+            Ok(_) => Ok(()),
+            Err(e @ Error::Task { .. }) => Err(e),
+            Err(e) => {
+                // A fault can be latched while the kernel still lives, and
+                // the task may yet run: the borrows end only once the kernel
+                // is known to have stopped.
+                let _ = self.shared.stop();
+                if self.shared.kernel.is_live() {
+                    eprintln!(
+                        "pkq: the resident kernel did not stop after {e}; aborting rather than \
+                         release device buffers it may still write"
+                    );
+                    std::process::abort();
+                }
+                Err(e)
+            }
+        }
     }
 
     /// The ring's slot count.
@@ -519,13 +545,17 @@ impl Shared {
         }
     }
 
+    /// Latches `e` as why the runtime no longer serves, and tells the kernel
+    /// to stop: after a fault is reported, no task starts (a waiter that
+    /// gave up must not find its task running later).
     fn fail(&self, e: Error) -> Error {
         let _ = self.fault.set(e);
+        self.ctrl.at(CTRL_STOP).store(STOP_VALUE, Ordering::Release);
         self.fault.get().cloned().unwrap()
     }
 
     /// Probes liveness if a probe is due and no other thread is probing.
-    fn probe_if_due(&self, now: Instant) -> Result<()> {
+    pub(crate) fn probe_if_due(&self, now: Instant) -> Result<()> {
         let t = self.liveness.ns(now);
         if t < self.liveness.next_ns.load(Ordering::Relaxed)
             || self.liveness.busy.swap(true, Ordering::Acquire)

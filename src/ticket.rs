@@ -80,7 +80,12 @@ impl Ticket {
         }
         match self.shared.queue.take(self.seq) {
             Some(cqe) => self.finish(cqe).map(Some),
-            None => self.shared.check().map(|()| None),
+            // A caller looping on None must learn if the kernel died.
+            None => self
+                .shared
+                .probe_if_due(Instant::now())
+                .and_then(|()| self.shared.check())
+                .map(|()| None),
         }
     }
 

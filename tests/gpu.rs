@@ -68,6 +68,10 @@ const TESTS: &[Test] = &[
         idle_backoff_wakes_up_for_each_task,
     ),
     ("device_costs_and_clock_map", device_costs_and_clock_map),
+    (
+        "callers_context_is_kept_and_foreign_buffers_refused",
+        callers_context_is_kept_and_foreign_buffers_refused,
+    ),
 ];
 
 fn main() {
@@ -627,4 +631,42 @@ fn device_costs_and_clock_map() {
         assert!(start < e.host_recv_ns as f64 + map.error_bound_ns + 1_000.0);
     }
     rt.shutdown().unwrap();
+}
+
+fn callers_context_is_kept_and_foreign_buffers_refused() {
+    use pkq::cudarc::driver::sys;
+    // Buffers of another context on the same device are not the runtime's.
+    let other = CudaContext::new_non_primary(0, 0).unwrap();
+    let stream = other.default_stream();
+    let x = stream.clone_htod(&[1.0f32; 4]).unwrap();
+    let mut y = stream.clone_htod(&[1.0f32; 4]).unwrap();
+    let rt = Runtime::builder()
+        .probe_interval(Duration::ZERO)
+        .build()
+        .unwrap();
+    assert!(matches!(
+        rt.axpy(1.0, &x, &mut y),
+        Err(Error::InvalidArgument(_))
+    ));
+    // pkq's own driver calls (here the liveness probe of try_result, due on
+    // every call) leave the calling thread's current context as they found it.
+    other.bind_to_thread().unwrap();
+    let current = || {
+        let mut c = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        unsafe { sys::cuCtxGetCurrent(&mut c) };
+        c
+    };
+    let before = current();
+    assert_eq!(before, other.cu_ctx());
+    let mut t = rt.submit(Op::ECHO, &[3u64]).unwrap();
+    let c = loop {
+        if let Some(c) = t.try_result().unwrap() {
+            break c;
+        }
+    };
+    assert_eq!(c.value, 3);
+    assert_eq!(current(), before, "the thread's current context changed");
+    rt.shutdown().unwrap();
+    drop((x, y));
 }
