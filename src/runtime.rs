@@ -86,16 +86,18 @@ impl Builder {
     }
 
     /// Slots in the submission ring: a power of two from 1 to 2^20 (default
-    /// 1024). At most this many tasks are in flight or awaiting their ticket.
+    /// 1024). At most this many tasks are submitted and not yet completed;
+    /// completions their tickets have not read yet move to the host when a
+    /// producer needs their slot.
     pub fn capacity(mut self, slots: usize) -> Self {
         self.capacity = slots;
         self
     }
 
-    /// Worker warps of the resident kernel: a power of two, at most the
-    /// capacity and 1024 (default 4, on one multiprocessor). Worker `w` runs
-    /// the tasks whose sequence number is `w` modulo the worker count, in
-    /// order; different workers run concurrently.
+    /// Workers of the resident kernel: a power of two, at most the capacity
+    /// and 1024 (default 4, on one multiprocessor), each `pollers` warps.
+    /// Worker `w` runs the tasks whose sequence number is `w` modulo the
+    /// worker count, in order; different workers run concurrently.
     pub fn workers(mut self, warps: usize) -> Self {
         self.workers = warps;
         self
