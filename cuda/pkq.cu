@@ -22,13 +22,17 @@ extern "C" __global__ void __launch_bounds__(PKQ_MAX_WARPS_PER_BLOCK * 32, 1)
 // Baselines for the latency comparison.
 extern "C" __global__ void pkq_empty_kernel() {}
 
-// `pollers` warps (one block), each polling ping with one load in flight
-// and echoing into its own pong word.
-extern "C" __global__ void pkq_floor_kernel(const uint64_t* ping, uint64_t* pong, uint32_t pollers) {
-    if (threadIdx.x % 32 == 0) pkq::floor_echo(ping, pong, threadIdx.x / 32, pollers);
+// `pollers` warps (one block), each polling `words` words of a ring of
+// `lines` ping lines with one load in flight and echoing into its own pong
+// word (see pkq_floor.cuh).
+extern "C" __global__ void pkq_floor_kernel(const uint64_t* ping, uint64_t* pong, uint32_t pollers,
+                                            uint32_t words, uint32_t lines) {
+    pkq::floor_echo(ping, pong, threadIdx.x / 32, pollers, words, lines);
 }
 
 extern "C" __global__ void pkq_costs_kernel(const uint64_t* ro, uint64_t* wo, uint64_t* out,
                                             uint32_t iters) {
     if (threadIdx.x == 0 && blockIdx.x == 0) pkq::measure_costs(ro, wo, out, iters);
+    __syncthreads();
+    if (threadIdx.x < 32 && blockIdx.x == 0) pkq::measure_wide_reads(ro, out + 8, iters);
 }

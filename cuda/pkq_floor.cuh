@@ -9,21 +9,40 @@
 
 namespace pkq {
 
-// ping: written only by the host (increasing values, then PKQ_FLOOR_STOP),
-// polled by poller j of k (a warp's first thread each), one load in flight
-// each, started 1/k of a read round trip apart (as pkq's pollers are).
-// pong[j]: written only by poller j, polled by the host, which takes the
-// largest. Separate allocations, so ping and pong never share a line.
-// Aligned 8-byte words: no torn read. The stop value is the loop's exit.
-__device__ __forceinline__ void floor_echo(const uint64_t* ping, uint64_t* pong, uint32_t j, uint32_t k) {
-    if (j > 0) spin_cycles(read_round_trip_cycles(ping) * j / k);
-    uint64_t last = 0;
-    for (;;) {
-        const uint64_t v = load_sys(ping);
-        if (v > last) {
-            store_sys(pong + j, v);
-            last = v;
-            if (v == PKQ_FLOOR_STOP) return;
+// ping: `lines` 64-byte lines written only by the host: round r (from 1)
+// writes the value r into words 0..words-1 of line (r - 1) % lines, or
+// PKQ_FLOOR_STOP into every word of the line the next round would use.
+// Poller j of k (a warp, its lanes 0..words-1 reading one word each in one
+// coalesced load) polls the line of the round it waits for, one load in
+// flight, started 1/k of a read round trip apart (as pkq's pollers are). A
+// poll counts only when every word it read holds the same value, as pkq's
+// slot poll needs all eight words of a slot. With lines > 1 the polled line
+// moves on each round, as pkq's slots do.
+// pong: written only by the pollers (lane 0 of poller j writes word j of
+// line (r - 1) % lines), polled by the host, which takes any. Separate
+// allocations, so ping and pong never share a line. Aligned 8-byte words:
+// no torn read. The stop value is the loop's exit, in the line the host's
+// next round would use (a poller that fell behind reads a later round in
+// its line, and so catches up to it).
+__device__ __forceinline__ void floor_echo(const uint64_t* ping, uint64_t* pong, uint32_t j, uint32_t k,
+                                           uint32_t words, uint32_t lines) {
+    const uint32_t lane = threadIdx.x & 31;
+    if (j > 0) {
+        const int64_t rtt = __shfl_sync(0xffffffffu, lane == 0 ? read_round_trip_cycles(ping) : 0, 0);
+        spin_cycles(rtt * j / k);
+        __syncwarp();
+    }
+    for (uint64_t r = 1;;) {
+        const uint64_t line = (r - 1) % lines;
+        const uint64_t w = lane < words ? load_sys(ping + line * 8 + lane) : 0;
+        const uint64_t v = __shfl_sync(0xffffffffu, w, 0);
+        const bool whole = __all_sync(0xffffffffu, lane >= words || w == v);
+        if (whole && v == PKQ_FLOOR_STOP) return;
+        // A later round than awaited: this poller fell `lines` rounds behind
+        // and the line was reused; catch up.
+        if (whole && v >= r) {
+            if (lane == 0) store_sys(pong + ((v - 1) % lines) * 8 + j, v);
+            r = v + 1;
         }
     }
 }
@@ -90,6 +109,28 @@ __device__ __forceinline__ void measure_costs(const uint64_t* ro, uint64_t* wo, 
     while (globaltimer() - g0 < 100000) {
     }
     out[7] = static_cast<uint64_t>(clock64() - c0) * 1000 / (globaltimer() - g0);
+}
+
+// Dependent reads of 32, 64 and 128 bytes of mapped host memory (4, 8 and 16
+// lanes of one warp, one coalesced load each), totals in ns to out[0..3).
+// Called by a whole warp; ro holds at least 16 words the host never writes.
+__device__ __forceinline__ void measure_wide_reads(const uint64_t* ro, uint64_t* out, uint32_t iters) {
+    const uint32_t lane = threadIdx.x & 31;
+    uint64_t keep = 0;
+    for (uint32_t n = 4, i_out = 0; n <= 16; n *= 2, ++i_out) {
+        const uint64_t* p = ro;
+        const uint64_t t0 = globaltimer();
+        for (uint32_t i = 0; i < iters; ++i) {
+            const uint64_t w = lane < n ? load_sys(p + lane) : 0;
+            // Every lane's word must arrive before the next address is known.
+            const uint64_t any = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(w >> 32));
+            p = ro + (any >> 31);
+        }
+        const uint64_t dt = globaltimer() - t0;
+        if (lane == 0) out[i_out] = dt;
+        keep += reinterpret_cast<uintptr_t>(p);
+    }
+    if (lane == 0 && keep == 1) out[3] = keep;  // keeps the chains alive
 }
 
 }  // namespace pkq

@@ -25,11 +25,11 @@ use std::time::Duration;
 use clap::Parser;
 use pkq::cudarc::driver::{CudaContext, LaunchConfig, sys};
 use pkq::cudarc::nvrtc::Ptx;
-use pkq::floor::Floor;
+use pkq::floor::{Floor, Shape};
 use pkq::timing::ClockMap;
 use pkq::{IdlePolicy, Op, Runtime};
 use serde_json::{Map, Value, json};
-use support::{Clock, Latency, pin, pkq_round_trips, plot_percentiles, report, write_json};
+use support::{Clock, Latency, Pacer, pin, pkq_round_trips, plot_percentiles, report, write_json};
 
 #[derive(Parser)]
 #[command(about = "Round-trip latency: pkq vs kernel launch vs CUDA graph vs the raw floor")]
@@ -58,6 +58,11 @@ struct Args {
     /// Poller warps per pkq worker (1, 2 or 4).
     #[arg(long, default_value_t = 1)]
     pollers: u32,
+    /// Rows "random arrival" pause below this many ns before each round
+    /// trip, so tasks meet the device's polling at a random phase (as in a
+    /// real loop) rather than the one back-to-back ping-pong locks into.
+    #[arg(long, default_value_t = 4_000)]
+    gap_ns: u64,
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -85,11 +90,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let (w, n) = (args.warmup, args.samples);
 
-    // Raw floor, one and two pollers.
+    // Raw floor, one and two pollers; back to back, then with tasks
+    // arriving at random moments (a pause below --gap-ns before each).
     let mut floors = Vec::new();
+    let mut arrivals = Vec::new();
+    let paced = format!("random arrival (gap < {} µs)", args.gap_ns / 1000);
     for (pollers, name) in [(1, "raw floor (1 poller)"), (2, "raw floor (2 pollers)")] {
-        let mut floor = Floor::start(args.device, pollers)?;
+        let mut floor = Floor::start(args.device, Shape::pollers(pollers))?;
         floors.push(Latency::measure(name, &clock, w, n, || floor.round_trip()));
+        arrivals.push(Latency::measure_paced(
+            &format!("{name}, {paced}"),
+            &clock,
+            w,
+            n,
+            &mut Pacer::new(args.gap_ns),
+            || floor.round_trip(),
+        ));
         floor.stop()?;
     }
 
@@ -127,7 +143,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .workers(args.workers)
         .pollers(args.pollers)
         .build()?;
-    let run = pkq_round_trips(&rt, &clock, "pkq round trip", w, n)?;
+    let run = pkq_round_trips(&rt, &clock, "pkq round trip", w, n, &mut Pacer::new(0))?;
+    let name = format!("pkq round trip, {paced}");
+    let paced_run = pkq_round_trips(&rt, &clock, &name, w, n, &mut Pacer::new(args.gap_ns))?;
+    arrivals.insert(0, paced_run.round_trip);
     rt.shutdown()?;
     drop(rt);
 
@@ -188,13 +207,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut variants: Vec<&Latency> = vec![pkq_lat];
     variants.extend(floors.iter());
     variants.extend([&launch_lat, &graph_lat]);
+    variants.extend(arrivals.iter());
     println!(
-        "\n{:<44} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}",
+        "\n{:<60} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}",
         "round trip (µs)", "p50", "p90", "p99", "p99.9", "max", "p50/pkq"
     );
     for l in variants.iter().copied().chain(wake.iter()) {
         println!(
-            "{:<44} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}x",
+            "{:<60} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}x",
             l.name,
             l.quantile_us(0.5),
             l.quantile_us(0.9),
@@ -223,6 +243,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         pkq_lat.p50_us() / graph_lat.p50_us(),
         pkq_lat.p50_us() / best_floor.p50_us(),
         best_floor.name,
+    );
+    let best_arrival_floor = arrivals[1..]
+        .iter()
+        .min_by_key(|f| f.hist.value_at_quantile(0.5))
+        .unwrap();
+    println!(
+        "random arrival: pkq p50 = {:.2}x the best raw floor ({})",
+        arrivals[0].p50_us() / best_arrival_floor.p50_us(),
+        best_arrival_floor.name,
     );
 
     println!(
@@ -318,6 +347,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (
             "device: store + __threadfence (gpu scope)",
             costs.store_fence_gpu_ns,
+        ),
+        (
+            "device: dependent 32-byte read (4 lanes)",
+            costs.dependent_wide_read_ns[0],
+        ),
+        (
+            "device: dependent 64-byte read (8 lanes)",
+            costs.dependent_wide_read_ns[1],
+        ),
+        (
+            "device: dependent 128-byte read (16 lanes)",
+            costs.dependent_wide_read_ns[2],
         ),
     ] {
         println!("  {name:<48} {ns:>8.1} ns");

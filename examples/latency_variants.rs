@@ -3,8 +3,13 @@
 //! that could move it, in one process run, interleaved over rounds so that
 //! drift of the machine spreads over all variants alike.
 //!
-//! * floor: poller warps (1, 2, 4);
-//! * pkq: workers (1, 4) x poller warps per worker (1, 2, 4).
+//! * floor: poller warps (1, 2) x 8 words per ping (64 bytes polled, as
+//!   pkq's slot) x ping lines (1, or a ring of 1024 that the
+//!   rounds go through, as pkq's slots do), with the host's stores timed
+//!   alone;
+//! * pkq: workers (1, 4) x poller warps per worker (1, 2) x slots (1,
+//!   1024);
+//! * each back to back, and with a random pause before each round trip.
 //!
 //! `cargo run --release --example latency_variants -- --json benches/results/latency_variants.json`
 
@@ -15,9 +20,9 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use pkq::Runtime;
-use pkq::floor::Floor;
+use pkq::floor::{Floor, Shape};
 use serde_json::json;
-use support::{Clock, Latency, pin, pkq_round_trips, report, write_json};
+use support::{Clock, Latency, Pacer, pin, pkq_round_trips, report, write_json};
 
 #[derive(Parser)]
 #[command(about = "pkq and raw-floor latency under each design variant")]
@@ -37,9 +42,15 @@ struct Args {
     core: Option<usize>,
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Each variant also runs with a random pause (uniform below this many
+    /// ns) before each round trip: tasks arriving at a random phase of the
+    /// device's polling instead of back to back.
+    #[arg(long, default_value_t = 4_000)]
+    gap_ns: u64,
 }
 
-/// A variant's pooled samples: round trips, and submit calls for pkq.
+/// A variant's pooled samples: round trips, and the host's part (the
+/// submit call for pkq, the stores for the floor).
 struct Variant {
     round_trip: Latency,
     submit: Option<Latency>,
@@ -57,6 +68,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         pkq::build_info::GIT_COMMIT
     );
 
+    // What a std clock read costs here (the VM's clocksource decides).
+    let mut instant = Latency::new("Instant::now() (host)");
+    for _ in 0..100_000 {
+        let t0 = clock.now();
+        std::hint::black_box(std::time::Instant::now());
+        instant.record_ns(clock.between(t0, clock.now()));
+    }
+    println!(
+        "Instant::now(): p50 {} ns, p99 {} ns (TSC read: {} ns)",
+        instant.hist.value_at_quantile(0.5),
+        instant.hist.value_at_quantile(0.99),
+        clock.overhead_ns()
+    );
     let mut variants: Vec<Variant> = Vec::new();
     for round in 0..args.rounds {
         let mut i = 0;
@@ -75,24 +99,59 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             i += 1;
             Ok(())
         };
-        for pollers in [1, 2, 4] {
-            let name = format!("floor: {pollers} poller(s)");
-            let mut floor = Floor::start(args.device, pollers)?;
-            let l = Latency::measure(&name, &clock, args.warmup, args.samples, || {
-                floor.round_trip()
-            });
-            floor.stop()?;
-            pool(l, None)?;
-        }
-        for workers in [1usize, 4] {
-            for pollers in [1, 2, 4] {
-                let name = format!("pkq: {workers} worker(s), {pollers} poller(s) each");
+        for gap in [0, args.gap_ns] {
+            let paced = if gap == 0 {
+                String::new()
+            } else {
+                format!(", random gap < {gap} ns")
+            };
+            for (pollers, words, lines) in [(1, 8, 1), (1, 8, 1024), (2, 8, 1), (2, 8, 1024)] {
+                let name =
+                    format!("floor: {pollers} poller(s), {words} word(s), {lines} line(s){paced}");
+                let shape = Shape {
+                    pollers,
+                    words,
+                    lines,
+                };
+                let mut floor = Floor::start(args.device, shape)?;
+                let mut round_trip = Latency::new(&name);
+                let mut send = Latency::new(&format!("{name}: host stores"));
+                let mut pacer = Pacer::new(gap);
+                for i in 0..args.warmup + args.samples {
+                    pacer.pause(&clock);
+                    let t0 = clock.now();
+                    floor.send();
+                    let t1 = clock.now();
+                    floor.await_echo()?;
+                    let t2 = clock.now();
+                    if i >= args.warmup {
+                        send.record_ns(clock.between(t0, t1));
+                        round_trip.record_ns(clock.between(t0, t2));
+                    }
+                }
+                floor.stop()?;
+                pool(round_trip, Some(send))?;
+            }
+            for (workers, pollers, capacity) in [
+                (1usize, 1u32, 1024usize),
+                (1, 1, 1),
+                (1, 2, 1024),
+                (1, 2, 1),
+                (4, 1, 1024),
+                (4, 2, 1024),
+            ] {
+                let name = format!(
+                    "pkq: {workers} worker(s), {pollers} poller(s), {capacity} slot(s){paced}"
+                );
                 let rt = Runtime::builder()
                     .device(args.device)
                     .workers(workers)
                     .pollers(pollers)
+                    .capacity(capacity)
                     .build()?;
-                let run = pkq_round_trips(&rt, &clock, &name, args.warmup, args.samples)?;
+                let mut pacer = Pacer::new(gap);
+                let run =
+                    pkq_round_trips(&rt, &clock, &name, args.warmup, args.samples, &mut pacer)?;
                 rt.shutdown()?;
                 pool(run.round_trip, Some(run.submit))?;
             }
@@ -101,15 +160,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     println!(
-        "\n{:<44} {:>7} {:>7} {:>7} {:>7} {:>8} {:>10}",
-        "round trip (µs)", "p50", "p90", "p99", "p99.9", "max", "submit ns"
+        "\n{:<72} {:>7} {:>7} {:>7} {:>7} {:>8} {:>10}",
+        "round trip (µs)", "p50", "p90", "p99", "p99.9", "max", "host ns"
     );
     let mut rows = Vec::new();
     for v in &variants {
         let lat = &v.round_trip;
         let sub = v.submit.as_ref().map(|s| s.hist.value_at_quantile(0.5));
         println!(
-            "{:<44} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>8.2} {:>10}",
+            "{:<72} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>8.2} {:>10}",
             lat.name,
             lat.quantile_us(0.5),
             lat.quantile_us(0.9),
@@ -120,11 +179,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         let mut row = lat.row("us");
         if let Some(s) = &v.submit {
-            row.insert("submit_p50_ns".into(), json!(s.hist.value_at_quantile(0.5)));
-            row.insert(
-                "submit_p99_ns".into(),
-                json!(s.hist.value_at_quantile(0.99)),
-            );
+            row.insert("host_p50_ns".into(), json!(s.hist.value_at_quantile(0.5)));
+            row.insert("host_p99_ns".into(), json!(s.hist.value_at_quantile(0.99)));
         }
         rows.push(row);
     }

@@ -16,53 +16,98 @@ use crate::layout::{FLOOR_STOP, MAX_POLLERS};
 use crate::mapped::MappedBuffer;
 use crate::queue::Words;
 
+/// What a [`Floor`] kernel polls, and with how many warps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Poller warps (1, 2 or 4), started a fraction of a read round trip
+    /// apart as pkq's pollers are; each echoes into its own pong word.
+    pub pollers: u32,
+    /// 8-byte words per ping (1, 4 or 8: 8 to 64 bytes, one coalesced load
+    /// by that many lanes; pkq's slot is 8), all written by the host and
+    /// all required to match.
+    pub words: u32,
+    /// 64-byte ping lines (and pong lines) that the rounds go through in
+    /// turn (1 to 1024; 1: always the same line; pkq's slots move on).
+    pub lines: u32,
+}
+
+impl Shape {
+    /// `pollers` warps polling one word of one line.
+    pub fn pollers(pollers: u32) -> Self {
+        Self {
+            pollers,
+            words: 1,
+            lines: 1,
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        let ok = matches!(self.pollers, 1 | 2 | 4)
+            && self.pollers as usize <= MAX_POLLERS
+            && matches!(self.words, 1 | 4 | 8)
+            && (1..=1024).contains(&self.lines);
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::InvalidConfig(format!(
+                "floor {self:?}: pollers must be 1, 2 or 4, words 1, 4 or 8, lines 1 to 1024"
+            )))
+        }
+    }
+}
+
 /// A resident ping-pong kernel. See the module docs.
 pub struct Floor {
-    /// Host-written, device-polled word (its own allocation).
+    /// Host-written, device-polled lines (their own allocation).
     ping: Words,
-    /// Device-written, host-polled words, one per poller (another allocation).
+    /// Device-written, host-polled lines, a word per poller in each (another
+    /// allocation).
     pong: Words,
-    next: u64,
+    shape: Shape,
+    /// Rounds sent so far.
+    rounds: u64,
     stopped: bool,
     kernel: Kernel,
 }
 
 impl Floor {
-    /// Launches the ping-pong kernel on device `index` with `pollers` warps
-    /// (1, 2 or 4) polling the ping word, started a fraction of a read round
-    /// trip apart as pkq's pollers are, and waits for its first echo.
-    pub fn start(index: usize, pollers: u32) -> Result<Self> {
-        if !matches!(pollers, 1 | 2 | 4) || pollers as usize > MAX_POLLERS {
-            return Err(Error::InvalidConfig(format!(
-                "pollers {pollers} must be 1, 2 or 4"
-            )));
-        }
+    /// Launches the ping-pong kernel on device `index` in the given shape
+    /// and waits for its first echo.
+    pub fn start(index: usize, shape: Shape) -> Result<Self> {
+        shape.check()?;
         crate::kernel::image()?;
         let ctx = driver::open(index)?;
         // SAFETY: pkq's own Arc, backing no CudaSlice (see Builder::build).
         unsafe { ctx.disable_event_tracking() };
-        let ping = MappedBuffer::new(&ctx, 1)?;
-        let pong = MappedBuffer::new(&ctx, pollers as usize)?;
+        let words = 8 * shape.lines as usize;
+        let ping = MappedBuffer::new(&ctx, words)?;
+        let pong = MappedBuffer::new(&ctx, words)?;
         let (ping_at, pong_at) = (ping.device_addr(0), pong.device_addr(0));
-        let (ping_words, pong_words) = (ping.words(0, 1), pong.words(0, pollers as usize));
+        let (ping_words, pong_words) = (ping.words(0, words), pong.words(0, words));
         let kernel = Kernel::new(&ctx, "pkq_floor_kernel", vec![ping, pong])?;
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
-            block_dim: (32 * pollers, 1, 1),
+            block_dim: (32 * shape.pollers, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: pkq_floor_kernel(const uint64_t*, uint64_t*, uint32_t) gets
-        // two device addresses into the kernel's own mapped memory (one ping
-        // word, a pong word per poller), which outlives it, and the count.
+        // SAFETY: pkq_floor_kernel(const uint64_t*, uint64_t*, uint32_t,
+        // uint32_t, uint32_t) gets two device addresses into the kernel's own
+        // mapped memory (`lines` ping lines, as many pong lines), which
+        // outlives it, and the shape, which fits them.
         unsafe {
             kernel.launch(cfg, |b| {
-                b.arg(&ping_at).arg(&pong_at).arg(&pollers);
+                b.arg(&ping_at)
+                    .arg(&pong_at)
+                    .arg(&shape.pollers)
+                    .arg(&shape.words)
+                    .arg(&shape.lines);
             })?
         };
         let mut floor = Self {
             ping: ping_words,
             pong: pong_words,
-            next: 1,
+            shape,
+            rounds: 0,
             stopped: false,
             kernel,
         };
@@ -78,12 +123,41 @@ impl Floor {
     }
 
     fn round_trip_within(&mut self, limit: Duration) -> Result<()> {
-        let v = self.next;
-        self.next += 1;
-        self.ping.at(0).store(v, Ordering::Relaxed);
+        self.send();
+        self.await_echo_within(limit)
+    }
+
+    /// The first half of [`Floor::round_trip`]: writes the next value into
+    /// every ping word (relaxed stores, nothing else), to time them alone.
+    #[inline]
+    pub fn send(&mut self) {
+        self.rounds += 1;
+        let base = self.line(self.rounds);
+        for k in 0..self.shape.words as usize {
+            self.ping.at(base + k).store(self.rounds, Ordering::Relaxed);
+        }
+    }
+
+    /// The first word of round `r`'s line.
+    fn line(&self, r: u64) -> usize {
+        8 * ((r - 1) % u64::from(self.shape.lines)) as usize
+    }
+
+    /// The second half of [`Floor::round_trip`]: spins until a poller echoes
+    /// the value [`Floor::send`] wrote.
+    #[inline]
+    pub fn await_echo(&mut self) -> Result<()> {
+        self.await_echo_within(Duration::from_secs(1))
+    }
+
+    fn await_echo_within(&mut self, limit: Duration) -> Result<()> {
+        let v = self.rounds;
+        let base = self.line(v);
         let mut polls = 0u32;
         let mut since: Option<Instant> = None;
-        while (0..self.pong.len()).all(|j| self.pong.at(j).load(Ordering::Relaxed) != v) {
+        while (0..self.shape.pollers as usize)
+            .all(|j| self.pong.at(base + j).load(Ordering::Relaxed) != v)
+        {
             std::hint::spin_loop();
             polls = polls.wrapping_add(1);
             if polls % 4096 == 0 {
@@ -111,7 +185,10 @@ impl Floor {
         if std::mem::replace(&mut self.stopped, true) {
             return Ok(());
         }
-        self.ping.at(0).store(FLOOR_STOP, Ordering::Relaxed);
+        let base = self.line(self.rounds + 1);
+        for k in 0..self.shape.words as usize {
+            self.ping.at(base + k).store(FLOOR_STOP, Ordering::Relaxed);
+        }
         self.kernel
             .wait_finished(Instant::now() + Duration::from_secs(10))
     }
@@ -145,6 +222,10 @@ pub struct DeviceCosts {
     pub globaltimer_step_ns: u64,
     /// The SM clock while the probe ran (MHz): cycles over global time.
     pub sm_clock_mhz: u64,
+    /// Dependent reads of 32, 64 and 128 bytes (4, 8 and 16 lanes of one
+    /// warp, one coalesced load each): what a wider poll costs over
+    /// [`DeviceCosts::dependent_read_ns`].
+    pub dependent_wide_read_ns: [f64; 3],
 }
 
 /// Measures [`DeviceCosts`] on device `index` with one thread of a fresh
@@ -154,10 +235,10 @@ pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
     let ctx = driver::open(index)?;
     // SAFETY: pkq's own Arc, backing no CudaSlice (see Builder::build).
     unsafe { ctx.disable_event_tracking() };
-    let ro = MappedBuffer::new(&ctx, 1)?;
-    let d2h = MappedBuffer::new(&ctx, 16)?;
+    let ro = MappedBuffer::new(&ctx, 16)?;
+    let d2h = MappedBuffer::new(&ctx, 24)?;
     let (ro_at, wo_at, out_at) = (ro.device_addr(0), d2h.device_addr(0), d2h.device_addr(8));
-    let out = d2h.words(8, 8);
+    let out = d2h.words(8, 16);
     let kernel = Kernel::new(&ctx, "pkq_costs_kernel", vec![ro, d2h])?;
     let one = LaunchConfig {
         grid_dim: (1, 1, 1),
@@ -181,5 +262,6 @@ pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
         store_fence_gpu_ns: mean(4),
         globaltimer_step_ns: out.at(6).load(Ordering::Acquire),
         sm_clock_mhz: out.at(7).load(Ordering::Acquire),
+        dependent_wide_read_ns: [mean(8), mean(9), mean(10)],
     })
 }

@@ -624,7 +624,9 @@ impl Shared {
         deadline: Option<Instant>,
         mut ready: impl FnMut() -> Option<T>,
     ) -> Result<T> {
-        let start = Instant::now();
+        // The clock is first read after a round of polls: a round trip that
+        // ends within it never pays for a clock read.
+        let mut start = None;
         let backoff = Backoff::new();
         loop {
             for _ in 0..POLLS_PER_CHECK {
@@ -635,6 +637,7 @@ impl Shared {
             }
             self.check()?;
             let now = Instant::now();
+            let start = *start.get_or_insert(now);
             // Probes begin after one interval of waiting: a healthy round
             // trip never pays for one.
             if now - start >= self.liveness.every {

@@ -51,7 +51,7 @@ fn no_gpu_is_an_error_not_a_panic() {
     } else {
         assert!(matches!(err, Error::KernelNotBuilt(_)), "got {err:?}");
     }
-    assert!(pkq::floor::Floor::start(0, 1).is_err());
+    assert!(pkq::floor::Floor::start(0, pkq::floor::Shape::pollers(1)).is_err());
     assert!(pkq::device_info(0).is_err());
 }
 

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pkq::cudarc::driver::CudaContext;
+use pkq::floor::{Floor, Shape};
 use pkq::{ARGS_BYTES, AxpyArgs, Error, IdlePolicy, Op, Runtime, TaskStatus, echo_fold};
 use support::Rng;
 
@@ -538,19 +539,35 @@ fn liveness_probes_from_many_threads() {
 }
 
 fn floor_ping_pong() {
-    for pollers in [1, 2, 4] {
-        let mut floor = pkq::floor::Floor::start(0, pollers).unwrap();
+    for (pollers, words, lines) in [(1, 1, 1), (2, 1, 1), (4, 1, 1), (1, 8, 64), (2, 4, 3)] {
+        let shape = Shape {
+            pollers,
+            words,
+            lines,
+        };
+        let mut floor = Floor::start(0, shape).unwrap();
         let t0 = Instant::now();
         for _ in 0..10_000 {
             floor.round_trip().unwrap();
         }
         println!(
-            "    floor, {pollers} poller(s): {:.2} us per round trip (mean)",
+            "    floor, {shape:?}: {:.2} us per round trip (mean)",
             t0.elapsed().as_secs_f64() * 1e6 / 10_000.0
         );
         floor.stop().unwrap();
     }
-    assert!(pkq::floor::Floor::start(0, 3).is_err());
+    for bad in [(3, 1, 1), (1, 2, 1), (1, 1, 0), (1, 1, 1025)] {
+        let (pollers, words, lines) = bad;
+        let shape = Shape {
+            pollers,
+            words,
+            lines,
+        };
+        assert!(matches!(
+            Floor::start(0, shape),
+            Err(pkq::Error::InvalidConfig(_))
+        ));
+    }
 }
 
 fn pollers_race_for_every_task() {
@@ -600,6 +617,9 @@ fn device_costs_and_clock_map() {
     let c = pkq::floor::device_costs(0, 2_000).unwrap();
     println!("    {c:?}");
     assert!(c.dependent_read_ns > 200.0 && c.dependent_read_ns < 20_000.0);
+    for wide in c.dependent_wide_read_ns {
+        assert!(wide > 200.0 && wide < 20_000.0, "{c:?}");
+    }
     assert!(c.globaltimer_step_ns > 0 && c.globaltimer_step_ns < 10_000);
     let rt = Runtime::builder().build().unwrap();
     let origin = Instant::now();

@@ -99,6 +99,18 @@ impl Latency {
         clock: &Clock,
         warmup: usize,
         samples: usize,
+        op: impl FnMut() -> Result<(), E>,
+    ) -> Self {
+        Self::measure_paced(name, clock, warmup, samples, &mut Pacer::new(0), op)
+    }
+
+    /// As [`Latency::measure`], with `pacer`'s pause before each timed run.
+    pub fn measure_paced<E: std::fmt::Debug>(
+        name: &str,
+        clock: &Clock,
+        warmup: usize,
+        samples: usize,
+        pacer: &mut Pacer,
         mut op: impl FnMut() -> Result<(), E>,
     ) -> Self {
         for _ in 0..warmup {
@@ -106,6 +118,7 @@ impl Latency {
         }
         let mut l = Self::new(name);
         for _ in 0..samples {
+            pacer.pause(clock);
             let t0 = clock.now();
             op().unwrap_or_else(|e| panic!("{name}: {e:?}"));
             l.record_ns(clock.between(t0, clock.now()));
@@ -285,12 +298,46 @@ pub struct PkqRun {
     pub exchanges: Vec<(pkq::timing::Exchange, u64)>,
 }
 
+/// Spaces round trips by a random pause (uniform in `0..max_ns`), so that
+/// each task arrives at a random phase of the device's polling, as in a real
+/// loop, rather than at the phase that back-to-back ping-pong locks into.
+pub struct Pacer {
+    max_ns: u64,
+    rng: u64,
+}
+
+impl Pacer {
+    /// No pause (`max_ns` 0): back-to-back round trips.
+    pub fn new(max_ns: u64) -> Self {
+        Self {
+            max_ns,
+            rng: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    /// Spins for the next random pause.
+    pub fn pause(&mut self, clock: &Clock) {
+        if self.max_ns == 0 {
+            return;
+        }
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let ns = self.rng % self.max_ns;
+        let t0 = clock.now();
+        while clock.between(t0, clock.now()) < ns {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 pub fn pkq_round_trips(
     rt: &pkq::Runtime,
     clock: &Clock,
     name: &str,
     warmup: usize,
     samples: usize,
+    pacer: &mut Pacer,
 ) -> pkq::Result<PkqRun> {
     let mut run = PkqRun {
         round_trip: Latency::new(name),
@@ -298,6 +345,7 @@ pub fn pkq_round_trips(
         exchanges: Vec::with_capacity(samples),
     };
     for i in 0..warmup + samples {
+        pacer.pause(clock);
         let t0 = clock.now();
         let ticket = rt.submit(pkq::Op::NOP, &())?;
         let t1 = clock.now();
