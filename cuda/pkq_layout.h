@@ -88,15 +88,18 @@
  * Control line (host -> device allocation, after the slots; 128 bytes so that
  * no device-polled slot shares its 128-byte prefetch pair).
  * Word PKQ_CTRL_STOP: written once by the host (a relaxed store of
- * PKQ_STOP_VALUE, after the drain), read by every worker every
- * PKQ_STOP_POLL_INTERVAL idle polls, in the same load instruction as its slot
- * poll (so it costs no extra round trip). One writer, one aligned 8-byte word:
- * no torn read. It is the exit of every device spin loop.
+ * PKQ_STOP_VALUE: after the drain on shutdown, at once on cancel or when a
+ * fault is latched), read by every worker every PKQ_STOP_POLL_INTERVAL polls,
+ * busy or idle, in the same load instruction as its slot poll (so it costs no
+ * extra round trip); it takes precedence over a task in the slot, so a busy
+ * worker (one poll per task) starts at most that many more tasks. One writer,
+ * one aligned 8-byte word: no torn read. It is the exit of every device spin
+ * loop but SPIN's (a test op that waits out its argument).
  * ------------------------------------------------------------------------- */
 #define PKQ_CTRL_BYTES 128
 #define PKQ_CTRL_STOP 0
 #define PKQ_STOP_VALUE 1 /* u64 */
-#define PKQ_STOP_POLL_INTERVAL 32 /* u32 */
+#define PKQ_STOP_POLL_INTERVAL 8 /* u32 */
 
 /* Raw-floor ping-pong (src/floor.rs): the value that ends the device loop. */
 #define PKQ_FLOOR_STOP 0xffffffffffffffff /* u64 */
@@ -115,6 +118,13 @@
 #define PKQ_WORKER_STOPPED 2 /* u64 */
 #define PKQ_WORKER_BAD_TAG 3 /* u64 */
 #define PKQ_STATE_BITS 8 /* u32 */
+/* Heartbeat words follow the state words (word pollers_total + w * pollers +
+   j), same writer and reader: %globaltimer (ns) as of the poller's latest
+   beat. A poller that waits for a task beats at least every
+   PKQ_HEARTBEAT_NS (checked every 8 polls); one that runs a task does not,
+   so a heartbeat older than the stall bound means the poller is stuck in a
+   task, or the kernel is gone. */
+#define PKQ_HEARTBEAT_NS 100000 /* u64 */
 
 /* Separation of the sections inside each allocation. */
 #define PKQ_SECTION_ALIGN 128
@@ -135,6 +145,13 @@
 #define PKQ_OP_NOP 0 /* u16 */
 #define PKQ_OP_ECHO 1 /* u16 */
 #define PKQ_OP_AXPY 2 /* u16 */
+/* SPIN: busy-waits the u64 argument's nanoseconds (at most PKQ_SPIN_MAX_NS)
+   by %globaltimer, then returns the nanoseconds it waited. */
+#define PKQ_OP_SPIN 3 /* u16 */
+/* TRAP: executes a trap instruction, which kills the resident kernel and
+   leaves a sticky error in its CUDA context (for testing fault handling). */
+#define PKQ_OP_TRAP 4 /* u16 */
+#define PKQ_SPIN_MAX_NS 10000000000 /* u64 */
 
 #define PKQ_STATUS_OK 0 /* u8 */
 #define PKQ_STATUS_UNKNOWN_OP 1 /* u8 */

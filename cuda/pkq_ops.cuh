@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "pkq_layout.h"
+#include "pkq_mem.cuh"
 #include "pkq_slot.cuh"
 
 namespace pkq {
@@ -66,6 +67,17 @@ __device__ __forceinline__ Outcome op_axpy(const uint64_t (&args)[PKQ_ARGS_BYTES
     return outcome(PKQ_STATUS_OK, 0, true);
 }
 
+// SPIN: busy-waits `ns` by the global timer (the warp's lane 0 reads it and
+// broadcasts, so all lanes leave together); returns the nanoseconds waited.
+__device__ __forceinline__ Outcome op_spin(const uint64_t (&args)[PKQ_ARGS_BYTES / 8]) {
+    const uint64_t ns = args[0];
+    if (ns > PKQ_SPIN_MAX_NS) return outcome(PKQ_STATUS_BAD_ARGS, 0, false);
+    const uint64_t t0 = __shfl_sync(0xffffffffu, globaltimer(), 0);
+    uint64_t t = t0;
+    while (t - t0 < ns) t = __shfl_sync(0xffffffffu, globaltimer(), 0);
+    return outcome(PKQ_STATUS_OK, t - t0, false);
+}
+
 // The built-in handler table.
 struct BuiltinOps {
     __device__ __forceinline__ Outcome operator()(const Task& t, uint32_t lane) const {
@@ -73,6 +85,8 @@ struct BuiltinOps {
             case PKQ_OP_NOP: return outcome(PKQ_STATUS_OK, 0, false);
             case PKQ_OP_ECHO: return outcome(PKQ_STATUS_OK, echo_fold(t.args), false);
             case PKQ_OP_AXPY: return op_axpy(t.args, lane);
+            case PKQ_OP_SPIN: return op_spin(t.args);
+            case PKQ_OP_TRAP: __trap(); return outcome(PKQ_STATUS_OK, 0, false);
             default: return outcome(PKQ_STATUS_UNKNOWN_OP, 0, false);
         }
     }

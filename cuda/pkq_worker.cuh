@@ -27,11 +27,13 @@ enum class Wait { Pending, Task, Stop, BadTag };
 // What one poll result says about the slot of lap `tag` (warp-uniform).
 __device__ __forceinline__ Wait judge(uint64_t w, uint32_t lane, uint32_t tag) {
     const uint32_t t = tag_of(w);
+    // The stop word first: a cancel or a fault stops a worker that still
+    // has tasks queued.
+    if (__shfl_sync(FULL_MASK, w, PKQ_SLOT_WORDS) == PKQ_STOP_VALUE) return Wait::Stop;
     // Every word carries this lap's tag: the slot is whole.
     if (__all_sync(FULL_MASK, lane >= PKQ_SLOT_WORDS || t == tag)) return Wait::Task;
     const uint32_t before = (tag + 0xff) & 0xff;
     if (__any_sync(FULL_MASK, lane < PKQ_SLOT_WORDS && t != tag && t != before)) return Wait::BadTag;
-    if (__shfl_sync(FULL_MASK, w, PKQ_SLOT_WORDS) == PKQ_STOP_VALUE) return Wait::Stop;
     return Wait::Pending;
 }
 
@@ -64,6 +66,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     uint64_t* cq = reinterpret_cast<uint64_t*>(p.cq);
     const uint64_t* stop_word = reinterpret_cast<const uint64_t*>(p.ctrl) + PKQ_CTRL_STOP;
     uint64_t* state = reinterpret_cast<uint64_t*>(p.states) + worker * p.pollers + poller;
+    uint64_t* heartbeat = state + p.workers * p.pollers;
     const uint64_t mask = (1ull << p.capacity_log2) - 1;
     const bool shared_claims = p.pollers > 1;
         if (poller > 0) {
@@ -72,7 +75,11 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         __syncwarp();
     }
 
-    if (lane == 0) store_sys(state, PKQ_WORKER_RUNNING);
+    uint64_t last_beat = __shfl_sync(FULL_MASK, globaltimer(), 0);
+    if (lane == 0) {
+        store_sys(heartbeat, last_beat);
+        store_sys(state, PKQ_WORKER_RUNNING);
+    }
     uint64_t final_state = PKQ_WORKER_STOPPED;
     uint32_t polls = 0;
         uint64_t k = 0;  // this worker's tasks taken so far, as this warp knows it
@@ -89,8 +96,30 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         uint64_t idle_since = 0;
         uint32_t sleep_ns = 0;
         bool taken = false;
-                while (outcome == Wait::Pending) {
-            w = poll_load(addr, lane, ++polls % PKQ_STOP_POLL_INTERVAL == 0);
+        while (outcome == Wait::Pending) {
+            if ((++polls & 7) == 0) {
+                const uint64_t now = __shfl_sync(FULL_MASK, globaltimer(), 0);
+                // Heartbeat: a posted store at most every PKQ_HEARTBEAT_NS,
+                // busy or idle (every task takes at least one poll).
+                if (now - last_beat >= PKQ_HEARTBEAT_NS) {
+                    if (lane == 0) store_sys(heartbeat, now);
+                    last_beat = now;
+                }
+                // Idle policy: after idle_spin_ns of waiting, sleep between
+                // polls, doubling up to idle_sleep_max_ns.
+                if (p.idle_sleep_max_ns != 0 && sleep_ns == 0) {
+                    if (idle_since == 0) {
+                        idle_since = now;
+                    } else if (now - idle_since >= p.idle_spin_ns) {
+                        sleep_ns = min(64u, p.idle_sleep_max_ns);
+                    }
+                }
+            }
+            if (sleep_ns != 0) {
+                __nanosleep(sleep_ns);
+                sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);
+            }
+            w = poll_load(addr, lane, polls % PKQ_STOP_POLL_INTERVAL == 0);
             outcome = judge(w, lane, tag);  // waits for the load
             // Read after the load returned: if another poller took this task
             // meanwhile, the slot may since hold a later lap, so what the
@@ -98,19 +127,6 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             if (shared_claims && read_claim(claim) > k) {
                 taken = true;
                 break;
-            }
-            if (outcome != Wait::Pending) break;
-            // Idle policy: after idle_spin_ns of waiting, sleep between
-            // polls, doubling up to idle_sleep_max_ns.
-            if (sleep_ns != 0) {
-                __nanosleep(sleep_ns);
-                sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);            } else if (p.idle_sleep_max_ns != 0 && (polls & 7) == 0) {
-                const uint64_t now = __shfl_sync(FULL_MASK, globaltimer(), 0);
-                if (idle_since == 0) {
-                    idle_since = now;
-                } else if (now - idle_since >= p.idle_spin_ns) {
-                    sleep_ns = min(64u, p.idle_sleep_max_ns);
-                }
             }
         }
         if (taken) continue;

@@ -2,22 +2,25 @@
 # Runner of a pkq GPU bundle (made by scripts/gpu-bundle.sh): every test
 # binary (CPU and GPU tests), then the benches, writing results to OUT.
 #
-# Usage: run.sh [--tests] [--benches] [--variants] [--out DIR] [--sanitize TOOL] [-- LATENCY_ARGS...]
+# Usage: run.sh [--tests] [--benches] [--variants] [--soak SECS] [--out DIR] [--sanitize TOOLS] [-- LATENCY_ARGS...]
 #   --tests / --benches   run only those (default: both)
 #   --variants            also the design sweep (examples/latency_variants)
 #   --out DIR             where bench results go (default: $OUT, else ./results)
-#   --sanitize TOOL       run the GPU tests under compute-sanitizer --tool TOOL
-#                         (memcheck, racecheck, synccheck, initcheck)
+#   --soak SECS           the soak example for SECS seconds (writes soak.json)
+#   --sanitize TOOLS      run the GPU tests under compute-sanitizer, once per
+#                         tool of the comma-separated list (memcheck,
+#                         racecheck, synccheck, initcheck)
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/results}"
-run_tests=0 run_benches=0 run_variants=0 sanitize=""
+run_tests=0 run_benches=0 run_variants=0 soak=0 sanitize=""
 bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) run_tests=1 ;;
     --benches) run_benches=1 ;;
     --variants) run_variants=1 ;;
+    --soak) soak="$2"; shift ;;
     --out) out="$2"; shift ;;
     --sanitize) sanitize="$2"; shift ;;
     --help|-h) sed -n '2,13p' "$0"; exit 0 ;;
@@ -26,7 +29,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-if [ $run_tests = 0 ] && [ $run_benches = 0 ] && [ $run_variants = 0 ]; then run_tests=1 run_benches=1; fi
+if [ $run_tests = 0 ] && [ $run_benches = 0 ] && [ $run_variants = 0 ] && [ "$soak" = 0 ] && [ -z "$sanitize" ]; then
+  run_tests=1 run_benches=1
+fi
 mkdir -p "$out"
 echo "pkq bundle $(head -c 12 "$here/COMMIT" 2>/dev/null) on $(hostname), $(date -u +%FT%TZ)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader 2>/dev/null || true
@@ -35,11 +40,15 @@ if [ $run_tests = 1 ]; then
   for t in "$here"/tests/*; do
     name="$(basename "$t")"
     echo "=== test binary: $name"
-    if [ -n "$sanitize" ] && [ "$name" = gpu ]; then
-      timeout 900 compute-sanitizer --tool "$sanitize" --error-exitcode 9 "$t" || failed+=("$name under $sanitize")
-    else
-      timeout 600 "$t" || failed+=("$name")
-    fi
+    timeout 600 "$t" || failed+=("$name")
+  done
+fi
+if [ -n "$sanitize" ]; then
+  sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  for tool in ${sanitize//,/ }; do
+    echo "=== GPU tests under compute-sanitizer --tool $tool"
+    PKQ_UNDER_SANITIZER=1 timeout 900 "$sanitizer" --tool "$tool" --error-exitcode 9 \
+      "$here/tests/gpu" || failed+=("gpu under $tool")
   done
 fi
 if [ $run_benches = 1 ]; then
@@ -49,6 +58,10 @@ if [ $run_benches = 1 ]; then
   echo "=== bench: latency"
   timeout 600 "$here/examples/latency" --json "$out/latency.json" --svg "$out/latency.svg" "${bench_args[@]}" \
     || failed+=(latency)
+fi
+if [ "$soak" != 0 ]; then
+  echo "=== soak: $soak s"
+  timeout $((soak + 60)) "$here/examples/soak" --seconds "$soak" --json "$out/soak.json" || failed+=(soak)
 fi
 if [ $run_variants = 1 ]; then
   echo "=== bench: latency_variants"

@@ -91,10 +91,14 @@ pub enum Error {
     /// An argument of a safe wrapper is out of range.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// The op dereferences device pointers from its arguments; the safe
-    /// `submit` refuses it (use its safe wrapper, or `submit_unchecked`).
-    #[error("{0} takes device pointers: use its safe wrapper or the unsafe submit_unchecked")]
-    PointerOp(Op),
+    /// The op dereferences device pointers from its arguments, or faults the
+    /// device on purpose; the safe `submit` refuses it (use its safe wrapper,
+    /// or `submit_unchecked`).
+    #[error(
+        "{0} dereferences device pointers or faults the device: use its safe wrapper or the \
+         unsafe submit_unchecked"
+    )]
+    UncheckedOp(Op),
     /// `try_submit` found no free slot.
     #[error("the submission ring is full")]
     Full,
@@ -117,6 +121,25 @@ pub enum Error {
     /// of the process.
     #[error("the device faulted: {0}")]
     DeviceFault(String),
+    /// The task's worker has not polled for longer than the stall bound
+    /// ([`Builder::stall_after`](crate::Builder::stall_after)): it is stuck
+    /// in a task (its own or one before it), or the kernel no longer runs.
+    /// Nothing is latched: the task stays submitted, and a later wait may
+    /// still see it complete (keep the ticket with
+    /// [`Ticket::wait_timeout`](crate::Ticket::wait_timeout)).
+    #[error(
+        "worker {worker} has not polled for {silent:?}: stuck in a task, or the kernel is gone"
+    )]
+    Stalled {
+        /// The silent worker.
+        worker: usize,
+        /// How long it has been silent (as of the last liveness probe).
+        silent: std::time::Duration,
+    },
+    /// [`Runtime::cancel`](crate::Runtime::cancel) stopped the kernel before
+    /// the task completed.
+    #[error("the task was cancelled: the runtime was stopped before it ran")]
+    Cancelled,
     /// The resident kernel is no longer serving tasks.
     #[error("the resident kernel stopped: {0}")]
     KernelStopped(String),

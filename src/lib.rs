@@ -33,7 +33,7 @@ pub use cudarc;
 pub use driver::{DeviceInfo, device_count, device_info};
 pub use error::{Error, Result, TaskStatus};
 pub use kernel::image as kernel_image;
-pub use ops::{AXPY_MAX_N, AxpyArgs, Op, echo_fold};
+pub use ops::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, echo_fold};
 pub use runtime::{Builder, IdlePolicy, Runtime};
 pub use ticket::{Completion, Ticket};
 

@@ -7,7 +7,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::layout::{
     ARGS_BYTES, AXPY_ARGS_BYTES, AXPY_OFF_A, AXPY_OFF_N, AXPY_OFF_X, AXPY_OFF_Y, OP_AXPY, OP_ECHO,
-    OP_NOP,
+    OP_NOP, OP_SPIN, OP_TRAP,
 };
 
 /// An op code: which device handler runs a task.
@@ -24,11 +24,22 @@ impl Op {
     /// `y[i] = a * x[i] + y[i]` on device buffers, run by one warp; see
     /// [`Runtime::axpy`](crate::Runtime::axpy) and [`AxpyArgs`].
     pub const AXPY: Op = Op(OP_AXPY);
+    /// Busy-waits on the device for its `u64` argument's nanoseconds (at most
+    /// [`SPIN_MAX_NS`]) and returns the nanoseconds it waited: a stand-in
+    /// for real work in tests and benches. Its worker serves nothing else
+    /// meanwhile.
+    pub const SPIN: Op = Op(OP_SPIN);
+    /// Executes a trap on the device: the resident kernel dies, every waiter
+    /// gets [`Error::DeviceFault`](crate::Error::DeviceFault), and the CUDA
+    /// context keeps a sticky error. For testing fault handling; only
+    /// through [`Runtime::submit_unchecked`](crate::Runtime::submit_unchecked).
+    pub const TRAP: Op = Op(OP_TRAP);
 
-    /// Whether the built-in handler of this op dereferences device pointers
-    /// taken from its arguments (the safe `submit` refuses those).
-    pub fn takes_pointers(self) -> bool {
-        self == Op::AXPY
+    /// Whether the safe `submit` refuses this op: its built-in handler
+    /// dereferences device pointers taken from its arguments ([`Op::AXPY`])
+    /// or faults the device on purpose ([`Op::TRAP`]).
+    pub fn needs_unchecked(self) -> bool {
+        self == Op::AXPY || self == Op::TRAP
     }
 
     fn name(self) -> Option<&'static str> {
@@ -36,6 +47,8 @@ impl Op {
             Op::NOP => Some("NOP"),
             Op::ECHO => Some("ECHO"),
             Op::AXPY => Some("AXPY"),
+            Op::SPIN => Some("SPIN"),
+            Op::TRAP => Some("TRAP"),
             _ => None,
         }
     }
@@ -66,6 +79,9 @@ pub fn echo_fold(args: &[u64; ARGS_BYTES / 8]) -> u64 {
         .enumerate()
         .fold(0, |acc, (i, &w)| acc ^ w.rotate_left(8 * i as u32))
 }
+
+/// The longest wait of an [`Op::SPIN`] task (10 s).
+pub const SPIN_MAX_NS: u64 = crate::layout::SPIN_MAX_NS;
 
 /// The largest `n` of an [`Op::AXPY`] task.
 pub const AXPY_MAX_N: usize = crate::layout::AXPY_MAX_N;
@@ -108,7 +124,7 @@ mod tests {
     fn op_names() {
         assert_eq!(format!("{}", Op::AXPY), "AXPY");
         assert_eq!(format!("{:?}", Op(77)), "Op(77)");
-        assert!(Op::AXPY.takes_pointers());
-        assert!(!Op::ECHO.takes_pointers());
+        assert!(Op::AXPY.needs_unchecked() && Op::TRAP.needs_unchecked());
+        assert!(!Op::ECHO.needs_unchecked() && !Op::SPIN.needs_unchecked());
     }
 }

@@ -60,6 +60,7 @@ pub struct Builder {
     stop_timeout: Duration,
     start_seq: u64,
     probe_every: Duration,
+    stall_after: Duration,
 }
 
 impl Default for Builder {
@@ -74,6 +75,7 @@ impl Default for Builder {
             stop_timeout: Duration::from_secs(10),
             start_seq: 0,
             probe_every: PROBE_EVERY,
+            stall_after: Duration::from_secs(1),
         }
     }
 }
@@ -120,6 +122,15 @@ impl Builder {
         self
     }
 
+    /// How long a worker may go without polling before waits on its tasks
+    /// return [`Error::Stalled`] (default 1 s; at least 10 ms). Workers beat
+    /// a heartbeat while they poll, not while a task runs: set this above
+    /// your longest task. Nothing is latched by a stall.
+    pub fn stall_after(mut self, bound: Duration) -> Self {
+        self.stall_after = bound;
+        self
+    }
+
     /// How long `build` waits for every worker to report in (default 10 s).
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = timeout;
@@ -163,6 +174,12 @@ impl Builder {
                 self.pollers
             )));
         }
+        if self.stall_after < Duration::from_millis(10) {
+            return Err(Error::InvalidConfig(format!(
+                "stall_after {:?} must be at least 10 ms (workers beat every 0.1 ms, every 8 polls)",
+                self.stall_after
+            )));
+        }
         if let IdlePolicy::Backoff { spin, max_sleep } = self.idle {
             if max_sleep.is_zero()
                 || max_sleep > Duration::from_millis(1)
@@ -200,11 +217,12 @@ impl Builder {
         let states_at = (cap * CQE_WORDS).next_multiple_of(align);
         let pollers = self.workers * self.pollers as usize;
         let h2d = MappedBuffer::new(&ctx, ctrl_at + CTRL_BYTES / 8)?;
-        let d2h = MappedBuffer::new(&ctx, states_at + pollers)?;
+        let d2h = MappedBuffer::new(&ctx, states_at + 2 * pollers)?;
         let sq = h2d.words(0, cap * SLOT_WORDS);
         let ctrl = h2d.words(ctrl_at, CTRL_BYTES / 8);
         let cq = d2h.words(0, cap * CQE_WORDS);
         let states = d2h.words(states_at, pollers);
+        let beats = d2h.words(states_at + pollers, pollers);
         let params = KernelParams {
             sq: h2d.device_addr(0),
             cq: d2h.device_addr(0),
@@ -230,8 +248,10 @@ impl Builder {
             queue,
             ctrl,
             states,
+            beats,
             fault: OnceLock::new(),
-            liveness: Liveness::new(self.probe_every),
+            liveness: Liveness::new(self.probe_every, self.stall_after, pollers),
+            start_seq: self.start_seq & crate::ring::SEQ_MASK,
             stopped: Mutex::new(None),
             stop_timeout: self.stop_timeout,
             device: self.device,
@@ -295,7 +315,8 @@ impl Runtime {
     /// Submits a task, waiting (spinning, then yielding) while the ring is
     /// full. `args` is copied inline into the slot: at most 48 bytes.
     ///
-    /// Refuses ops that dereference device pointers ([`Error::PointerOp`]);
+    /// Refuses ops that dereference device pointers or fault the device on
+    /// purpose ([`Error::UncheckedOp`]);
     /// after [`Runtime::shutdown`] began, returns [`Error::Closed`].
     pub fn submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
         self.submit_bytes(op, bytemuck::bytes_of(args))
@@ -340,8 +361,8 @@ impl Runtime {
     }
 
     fn refuse_pointers(op: Op) -> Result<()> {
-        if op.takes_pointers() {
-            Err(Error::PointerOp(op))
+        if op.needs_unchecked() {
+            Err(Error::UncheckedOp(op))
         } else {
             Ok(())
         }
@@ -383,15 +404,17 @@ impl Runtime {
         // SAFETY: x and y are live allocations of n f32s in this context, x
         // borrowed and y borrowed exclusively until the task completed or the
         // kernel is known to have stopped (below); their streams are idle.
-        let ticket = unsafe { self.submit_unchecked(Op::AXPY, &args)? };
-        match ticket.wait() {
+        let mut ticket = unsafe { self.submit_unchecked(Op::AXPY, &args)? };
+        // Not watched for stalls: the buffers stay borrowed until the task
+        // completed or the kernel is known to have stopped.
+        match ticket.wait_watching(None, Watch::Nothing) {
             Ok(_) => Ok(()),
             Err(e @ Error::Task { .. }) => Err(e),
             Err(e) => {
                 // A fault can be latched while the kernel still lives, and
                 // the task may yet run: the borrows end only once the kernel
                 // is known to have stopped.
-                let _ = self.shared.stop();
+                let _ = self.shared.stop(false);
                 if self.shared.kernel.is_live() {
                     eprintln!(
                         "pkq: the resident kernel did not stop after {e}; aborting rather than \
@@ -445,14 +468,40 @@ impl Runtime {
     /// kernel exited (and the last ticket is gone); if it never exits, it is
     /// leaked, not freed. Later calls (and `Drop`) return the first outcome.
     pub fn shutdown(&self) -> Result<()> {
-        self.shared.stop()
+        self.shared.stop(true)
+    }
+
+    /// Stops now: refuses new tasks ([`Error::Closed`]), tells the kernel to
+    /// exit without running what is still queued (tasks already running
+    /// finish), and waits for it (up to the stop timeout). Then every ticket
+    /// whose task did not complete reports [`Error::Cancelled`]; completed
+    /// ones still report their results. Later calls (and `shutdown`, and
+    /// `Drop`) return the first outcome.
+    pub fn cancel(&self) -> Result<()> {
+        self.shared.stop(false)
+    }
+
+    /// Probes the kernel now: `Ok` while it serves; else the latched fault
+    /// or stop ([`Error::DeviceFault`], [`Error::KernelStopped`],
+    /// [`Error::Cancelled`]), or [`Error::Stalled`] for a worker silent past
+    /// the stall bound. For supervisors; waits check this by themselves.
+    pub fn health(&self) -> Result<()> {
+        self.shared.health()
     }
 }
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        let _ = self.shared.stop();
+        let _ = self.shared.stop(true);
     }
+}
+
+/// What a wait watches for silence (see [`Error::Stalled`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Watch {
+    Nothing,
+    Worker(usize),
+    AnyWorker,
 }
 
 /// What the runtime and its tickets share.
@@ -462,6 +511,10 @@ pub(crate) struct Shared {
     ctrl: Words,
     /// Device-written worker state words (see pkq_layout.h).
     states: Words,
+    /// Device-written heartbeat words, one per poller (see pkq_layout.h).
+    beats: Words,
+    /// The first sequence number (worker `w` serves `start_seq + w + k * workers`).
+    start_seq: u64,
     /// Why the kernel no longer serves, once known (a fault, or the end
     /// of a shutdown); every later wait reports it.
     fault: OnceLock<Error>,
@@ -485,16 +538,28 @@ struct Liveness {
     busy: AtomicBool,
     /// Nanoseconds after `epoch` since the stream could not be queried (0: it could).
     unknown_since_ns: AtomicU64,
+    /// A worker whose every poller's heartbeat stayed the same this long is
+    /// stalled.
+    stall_after: Duration,
+    /// Per poller: the heartbeat word as the last probe read it, and when
+    /// (ns after `epoch`) a probe first saw that value. Written only by the
+    /// probing thread (`busy`), read by any waiter.
+    beat_seen: Box<[AtomicU64]>,
+    beat_since_ns: Box<[AtomicU64]>,
 }
 
 impl Liveness {
-    fn new(every: Duration) -> Self {
+    fn new(every: Duration, stall_after: Duration, pollers: usize) -> Self {
+        let zeros = || (0..pollers).map(|_| AtomicU64::new(0)).collect();
         Self {
             epoch: Instant::now(),
             every,
             next_ns: AtomicU64::new(0),
             busy: AtomicBool::new(false),
             unknown_since_ns: AtomicU64::new(0),
+            stall_after,
+            beat_seen: zeros(),
+            beat_since_ns: zeros(),
         }
     }
 
@@ -523,11 +588,13 @@ impl Shared {
             Ok(seq) => seq,
             Err(Refusal::Closed) => return Err(Error::Closed),
             Err(Refusal::Full) if !wait => return Err(Error::Full),
-            Err(Refusal::Full) => self.wait_for(None, || match self.queue.try_reserve() {
-                Ok(seq) => Some(Ok(seq)),
-                Err(Refusal::Closed) => Some(Err(Error::Closed)),
-                Err(Refusal::Full) => None,
-            })??,
+            Err(Refusal::Full) => {
+                self.wait_for(None, Watch::AnyWorker, || match self.queue.try_reserve() {
+                    Ok(seq) => Some(Ok(seq)),
+                    Err(Refusal::Closed) => Some(Err(Error::Closed)),
+                    Err(Refusal::Full) => None,
+                })??
+            }
         };
         self.queue.publish(seq, image);
         Ok(Ticket::new(shared, seq, op))
@@ -581,6 +648,7 @@ impl Shared {
         }
         match state {
             KernelState::Running => {
+                self.read_heartbeats(self.liveness.ns(now));
                 for w in 0..self.states.len() {
                     if self.state(w) == WORKER_BAD_TAG {
                         return Err(self.fail(Error::KernelStopped(format!(
@@ -617,11 +685,78 @@ impl Shared {
         }
     }
 
+    /// Reads every heartbeat word and notes when each was first seen with
+    /// its current value (only the probing thread calls this).
+    fn read_heartbeats(&self, t: u64) {
+        let l = &self.liveness;
+        for p in 0..self.beats.len() {
+            let v = self.beats.at(p).load(Ordering::Acquire);
+            if v != l.beat_seen[p].load(Ordering::Relaxed)
+                || l.beat_since_ns[p].load(Ordering::Relaxed) == 0
+            {
+                l.beat_seen[p].store(v, Ordering::Relaxed);
+                l.beat_since_ns[p].store(t, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// How long every poller of worker `w` has shown the same heartbeat, as
+    /// of the last probe (zero before the first).
+    fn silence(&self, w: usize, t: u64) -> Duration {
+        let per = self.beats.len() / self.workers;
+        (w * per..(w + 1) * per)
+            .map(
+                |p| match self.liveness.beat_since_ns[p].load(Ordering::Relaxed) {
+                    0 => Duration::ZERO,
+                    since => Duration::from_nanos(t.saturating_sub(since)),
+                },
+            )
+            .min()
+            .unwrap_or_default()
+    }
+
+    /// [`Error::Stalled`] if a watched worker has been silent past the bound.
+    fn check_stall(&self, watch: Watch, now: Instant) -> Result<()> {
+        let workers = match watch {
+            Watch::Nothing => return Ok(()),
+            Watch::Worker(w) => w..w + 1,
+            Watch::AnyWorker => 0..self.workers,
+        };
+        let t = self.liveness.ns(now);
+        for worker in workers {
+            let silent = self.silence(worker, t);
+            if silent > self.liveness.stall_after {
+                return Err(Error::Stalled { worker, silent });
+            }
+        }
+        Ok(())
+    }
+
+    /// The worker that serves sequence number `seq`.
+    pub(crate) fn worker_of(&self, seq: u64) -> usize {
+        (seq.wrapping_sub(self.start_seq) & (self.workers as u64 - 1)) as usize
+    }
+
+    /// Probes now (unless another thread is probing) and reports the first
+    /// problem: a latched fault or stop, or a stalled worker.
+    pub(crate) fn health(&self) -> Result<()> {
+        let now = Instant::now();
+        if !self.liveness.busy.swap(true, Ordering::Acquire) {
+            let outcome = self.probe(now);
+            self.liveness.busy.store(false, Ordering::Release);
+            outcome?;
+        }
+        self.check()?;
+        self.check_stall(Watch::AnyWorker, now)
+    }
+
     /// Polls `ready` until it yields, spinning first and then yielding the
-    /// CPU, with a liveness probe every millisecond; `Timeout` at `deadline`.
+    /// CPU, with a liveness probe every millisecond; `Timeout` at `deadline`,
+    /// [`Error::Stalled`] if what `watch` names goes silent.
     pub(crate) fn wait_for<T>(
         &self,
         deadline: Option<Instant>,
+        watch: Watch,
         mut ready: impl FnMut() -> Option<T>,
     ) -> Result<T> {
         // The clock is first read after a round of polls: a round trip that
@@ -642,6 +777,7 @@ impl Shared {
             // trip never pays for one.
             if now - start >= self.liveness.every {
                 self.probe_if_due(now)?;
+                self.check_stall(watch, now)?;
             }
             if deadline.is_some_and(|d| now >= d) {
                 return Err(Error::Timeout);
@@ -660,7 +796,7 @@ impl Shared {
             }
             self.probe(Instant::now())?;
             if Instant::now() >= deadline {
-                let _ = self.stop();
+                let _ = self.stop(false);
                 return Err(Error::KernelTimeout(
                     "start in time (not all workers reported in)",
                 ));
@@ -669,23 +805,32 @@ impl Shared {
         }
     }
 
-    /// Close, drain, stop the kernel, wait for it. Runs once; later calls
-    /// return the first outcome.
-    fn stop(&self) -> Result<()> {
+    /// Close, drain (if `drain`), stop the kernel, wait for it; without the
+    /// drain, latch [`Error::Cancelled`] for the tasks left. Runs once; later
+    /// calls return the first outcome.
+    pub(crate) fn stop(&self, drain: bool) -> Result<()> {
         let mut stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(outcome) = &*stopped {
             return outcome.clone();
         }
         let end = self.queue.close();
         let drain_deadline = Instant::now() + self.stop_timeout;
-        let drained = self.wait_for(Some(drain_deadline), || {
-            (self.queue.incomplete(end) == 0).then_some(())
-        });
+        let drained = if drain {
+            self.wait_for(Some(drain_deadline), Watch::Nothing, || {
+                (self.queue.incomplete(end) == 0).then_some(())
+            })
+        } else {
+            Ok(())
+        };
         // One relaxed store: the device reads it with its next slot poll.
         self.ctrl.at(CTRL_STOP).store(STOP_VALUE, Ordering::Release);
         let exited = self
             .kernel
             .wait_finished(Instant::now() + self.stop_timeout);
+        if !drain && exited.is_ok() {
+            // No completion can come any more: pending tickets resolve.
+            self.fail(Error::Cancelled);
+        }
         let outcome = match (drained, exited) {
             (Ok(()), Ok(())) => Ok(()),
             // The drain ended because the kernel already stopped: report why.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, TaskStatus};
 use crate::ops::Op;
-use crate::runtime::Shared;
+use crate::runtime::{Shared, Watch};
 use crate::slot::Cqe;
 
 /// A finished task's inline result and the device's timestamps.
@@ -92,22 +92,35 @@ impl Ticket {
     /// Waits for the task: spins first, then yields the CPU. Never hangs:
     /// a device fault or a kernel that stopped serving ends the wait with an
     /// error (checked every millisecond).
+    ///
+    /// Errors: [`Error::Task`](crate::Error::Task) if the handler failed; a
+    /// device fault or stop; [`Error::Cancelled`](crate::Error::Cancelled);
+    /// [`Error::Stalled`](crate::Error::Stalled) if the task's worker went
+    /// silent past the stall bound (the task is then left to finish
+    /// unobserved: keep the ticket with [`Ticket::wait_timeout`] instead).
     pub fn wait(mut self) -> Result<Completion> {
-        self.wait_until(None)
+        let watch = Watch::Worker(self.shared.worker_of(self.seq));
+        self.wait_watching(None, watch)
     }
 
     /// Waits at most `timeout`; [`Error::Timeout`] leaves the ticket pending,
     /// to be waited on again.
+    /// [`Error::Stalled`](crate::Error::Stalled) also leaves it pending.
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Completion> {
-        self.wait_until(Some(Instant::now() + timeout))
+        let watch = Watch::Worker(self.shared.worker_of(self.seq));
+        self.wait_watching(Some(Instant::now() + timeout), watch)
     }
 
-    fn wait_until(&mut self, deadline: Option<Instant>) -> Result<Completion> {
+    pub(crate) fn wait_watching(
+        &mut self,
+        deadline: Option<Instant>,
+        watch: Watch,
+    ) -> Result<Completion> {
         if let Some(o) = self.outcome {
             return self.report(o);
         }
         let (queue, seq) = (&self.shared.queue, self.seq);
-        let cqe = self.shared.wait_for(deadline, || queue.take(seq))?;
+        let cqe = self.shared.wait_for(deadline, watch, || queue.take(seq))?;
         self.finish(cqe)
     }
 

@@ -73,9 +73,49 @@ const TESTS: &[Test] = &[
         "callers_context_is_kept_and_foreign_buffers_refused",
         callers_context_is_kept_and_foreign_buffers_refused,
     ),
+    (
+        "spin_op_and_wait_timeout_keeps_the_task",
+        spin_op_and_wait_timeout_keeps_the_task,
+    ),
+    ("stalled_worker_is_reported", stalled_worker_is_reported),
+    ("cancel_resolves_every_ticket", cancel_resolves_every_ticket),
+    (
+        "panicking_producers_leave_the_runtime_usable",
+        panicking_producers_leave_the_runtime_usable,
+    ),
+    // Faults leave a sticky error in the process's CUDA context: each runs
+    // in a child process of this binary.
+    ("trap_faults_every_waiter", trap_faults_every_waiter),
+    (
+        "illegal_address_faults_every_waiter",
+        illegal_address_faults_every_waiter,
+    ),
 ];
 
+/// Faults, run in a child process (`PKQ_GPU_CHILD=<name>`).
+const CHILDREN: &[Test] = &[
+    ("trap", child_trap),
+    ("illegal_address", child_illegal_address),
+];
+
+/// Why the running test skipped itself, if it did.
+static SKIPPED: Mutex<Option<String>> = Mutex::new(None);
+
+/// Ends the calling test as skipped (with the reason), not passed.
+fn skip(why: &str) {
+    *SKIPPED.lock().unwrap() = Some(why.to_string());
+}
+
 fn main() {
+    if let Ok(child) = std::env::var("PKQ_GPU_CHILD") {
+        let (_, run) = CHILDREN
+            .iter()
+            .find(|(name, _)| *name == child)
+            .expect("known child scenario");
+        run();
+        println!("child {child}: all checks passed");
+        return;
+    }
     let filters: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -115,13 +155,18 @@ fn main() {
             }
         });
     }
-    let (mut passed, mut failed) = (0, Vec::new());
+    let (mut passed, mut failed, mut skipped) = (0, Vec::new(), 0);
     for (name, test) in selected {
         *current.lock().unwrap() = (name, Instant::now());
         let t0 = Instant::now();
         let outcome = catch_unwind(AssertUnwindSafe(test));
         let secs = t0.elapsed().as_secs_f64();
+        let skip = SKIPPED.lock().unwrap().take();
         match outcome {
+            Ok(()) if skip.is_some() => {
+                skipped += 1;
+                println!("test {name} ... SKIPPED: {}", skip.unwrap());
+            }
             Ok(()) => {
                 passed += 1;
                 println!("test {name} ... ok ({secs:.2} s)");
@@ -135,7 +180,7 @@ fn main() {
     *current.lock().unwrap() = ("", Instant::now());
     let verdict = if failed.is_empty() { "ok" } else { "FAILED" };
     println!(
-        "\ntest result: {verdict}. {passed} passed; {} failed; 0 skipped\n",
+        "\ntest result: {verdict}. {passed} passed; {} failed; {skipped} skipped\n",
         failed.len()
     );
     if !failed.is_empty() {
@@ -470,7 +515,7 @@ fn bad_input_is_a_typed_error() {
     ));
     assert!(matches!(
         rt.submit(Op::AXPY, &AxpyArgs::default()),
-        Err(Error::PointerOp(Op::AXPY))
+        Err(Error::UncheckedOp(Op::AXPY))
     ));
     assert!(matches!(
         rt.submit(Op(999), &()).unwrap().wait(),
@@ -689,4 +734,267 @@ fn callers_context_is_kept_and_foreign_buffers_refused() {
     assert_eq!(current(), before, "the thread's current context changed");
     rt.shutdown().unwrap();
     drop((x, y));
+}
+
+fn spin_op_and_wait_timeout_keeps_the_task() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let mut t = rt.submit(Op::SPIN, &50_000_000u64).unwrap();
+    let t0 = Instant::now();
+    assert!(matches!(
+        t.wait_timeout(Duration::from_millis(5)),
+        Err(Error::Timeout)
+    ));
+    // Still tracked: the same ticket completes.
+    let c = t.wait_timeout(Duration::from_secs(5)).unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(40));
+    assert!(c.value >= 50_000_000 && c.value < 60_000_000, "{c:?}");
+    assert!(c.device_time() >= Duration::from_millis(49));
+    assert!(matches!(
+        rt.submit(Op::SPIN, &(pkq::SPIN_MAX_NS + 1)).unwrap().wait(),
+        Err(Error::Task {
+            op: Op::SPIN,
+            status: TaskStatus::BadArgs
+        })
+    ));
+    rt.shutdown().unwrap();
+}
+
+fn stalled_worker_is_reported() {
+    let bound = Duration::from_millis(30);
+    let rt = Runtime::builder()
+        .workers(2)
+        .stall_after(bound)
+        .build()
+        .unwrap();
+    // Worker 0 runs a 400 ms task; worker 1 stays free.
+    let long = rt.submit(Op::SPIN, &400_000_000u64).unwrap();
+    assert_eq!(
+        rt.submit(Op::ECHO, &[5u64]).unwrap().wait().unwrap().value,
+        5
+    );
+    let mut behind = rt.submit(Op::ECHO, &[6u64]).unwrap(); // worker 0, queued
+    let t0 = Instant::now();
+    match behind.wait_timeout(Duration::from_secs(2)) {
+        Err(Error::Stalled { worker: 0, silent }) => assert!(silent > bound),
+        other => panic!("expected Stalled on worker 0, got {other:?}"),
+    }
+    let took = t0.elapsed();
+    println!("    stall of worker 0 reported after {took:?} (bound {bound:?})");
+    assert!(took < Duration::from_millis(200), "{took:?}");
+    assert!(matches!(rt.health(), Err(Error::Stalled { worker: 0, .. })));
+    // Worker 1 still serves meanwhile; nothing was latched.
+    assert_eq!(
+        rt.submit(Op::ECHO, &[7u64]).unwrap().wait().unwrap().value,
+        7
+    );
+    // The queued task completes once the long one is done; until then each
+    // wait reports the stall again, and the ticket stays valid.
+    let value = loop {
+        match behind.wait_timeout(Duration::from_secs(2)) {
+            Ok(c) => break c.value,
+            Err(Error::Stalled { worker: 0, .. }) => {
+                assert!(t0.elapsed() < Duration::from_secs(2))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(value, 6);
+    assert!(long.wait().unwrap().value >= 400_000_000);
+    let t1 = Instant::now();
+    while rt.health().is_err() {
+        assert!(t1.elapsed() < Duration::from_secs(1), "{:?}", rt.health());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    rt.shutdown().unwrap();
+}
+
+fn cancel_resolves_every_ticket() {
+    let rt = Arc::new(Runtime::builder().workers(2).build().unwrap());
+    let tickets: Vec<_> = (0..400)
+        .map(|_| rt.submit(Op::SPIN, &1_000_000u64).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(20));
+    let t0 = Instant::now();
+    rt.cancel().unwrap();
+    let cancel_took = t0.elapsed();
+    let (mut done, mut cancelled) = (0, 0);
+    for t in tickets {
+        let t1 = Instant::now();
+        match t.wait() {
+            Ok(c) => {
+                assert!(c.value >= 1_000_000);
+                done += 1;
+            }
+            Err(Error::Cancelled) => cancelled += 1,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(t1.elapsed() < Duration::from_millis(100));
+    }
+    println!("    cancel took {cancel_took:?}: {done} tasks had completed, {cancelled} cancelled");
+    assert!(cancel_took < Duration::from_millis(100), "{cancel_took:?}");
+    assert!(
+        done >= 2 && cancelled >= 100,
+        "{done} done, {cancelled} cancelled"
+    );
+    assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
+    assert!(matches!(rt.health(), Err(Error::Cancelled)));
+    rt.shutdown().unwrap(); // the first outcome
+}
+
+fn panicking_producers_leave_the_runtime_usable() {
+    let rt = Arc::new(Runtime::builder().capacity(64).workers(2).build().unwrap());
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {})); // the panics are expected
+    let handles: Vec<_> = (0..8u64)
+        .map(|p| {
+            let rt = rt.clone();
+            std::thread::spawn(move || {
+                let mut held = Vec::new();
+                for i in 0..1000u64 {
+                    held.push(rt.submit(Op::ECHO, &[p * 1_000_000 + i]).unwrap());
+                    if i == 100 + 50 * p {
+                        panic!("producer {p} panics holding {} tickets", held.len());
+                    }
+                }
+            })
+        })
+        .collect();
+    let panicked = handles
+        .into_iter()
+        .map(|h| h.join())
+        .filter(Result::is_err)
+        .count();
+    std::panic::set_hook(prev);
+    assert_eq!(panicked, 8);
+    // Every slot the dropped tickets held is reclaimed: a full run of ECHOs
+    // through the 64-slot ring, checked.
+    let seen: Vec<AtomicU64> = (0..20_000).map(|_| AtomicU64::new(0)).collect();
+    pump_echo(&rt, 0..20_000, 48, 11, &seen);
+    assert!(seen.iter().all(|s| s.load(Ordering::Relaxed) == 1));
+    rt.shutdown().unwrap();
+}
+
+/// Runs child scenario `name` in a child process of this binary, within a
+/// bound; fails if it fails, hangs or crashes.
+fn run_child(name: &str) {
+    if std::env::var_os("PKQ_UNDER_SANITIZER").is_some() {
+        return skip("faults on purpose, which a sanitizer reports as errors");
+    }
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .env("PKQ_GPU_CHILD", name)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("child {name} still running after 60 s (hang)");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let out = child.wait_with_output().unwrap();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        println!("    | {line}");
+    }
+    for line in String::from_utf8_lossy(&out.stderr).lines() {
+        println!("    ! {line}");
+    }
+    assert!(status.success(), "child {name}: {status}");
+}
+
+fn trap_faults_every_waiter() {
+    run_child("trap");
+}
+
+fn illegal_address_faults_every_waiter() {
+    run_child("illegal_address");
+}
+
+fn child_trap() {
+    // SAFETY: TRAP dereferences nothing; it kills the kernel on purpose.
+    fault_scenario("TRAP", |rt| unsafe { rt.submit_unchecked(Op::TRAP, &()) });
+}
+
+fn child_illegal_address() {
+    // An address no allocation has: AXPY's first load faults.
+    let args = AxpyArgs {
+        x: 0x7f00_dead_0000,
+        y: 0x7f00_dead_0000,
+        n: 64,
+        a: 1.0,
+    };
+    // SAFETY: deliberately not: the addresses are invalid, to fault the
+    // device; nothing on the host reads or writes through them.
+    fault_scenario("AXPY on an unmapped address", |rt| unsafe {
+        rt.submit_unchecked(Op::AXPY, &args)
+    });
+}
+
+/// Three 2-second tasks on workers 0..3 and a waiter on each, then `fault`
+/// on worker 3: every waiter and every later call must report the device
+/// fault, before the 2-second tasks could have ended, nothing may hang or
+/// panic; then a fresh runtime is tried after dropping the faulted one.
+/// (Issue 6 asks for 100 ms; the driver's stream query reports the fault
+/// 150-600 ms after it on the H100 of the GPU machine: see benches/NOTES.md.)
+fn fault_scenario(what: &str, fault: impl FnOnce(&Runtime) -> pkq::Result<pkq::Ticket>) {
+    const BOUND: Duration = Duration::from_millis(1500);
+    let rt = Arc::new(Runtime::builder().workers(4).build().unwrap());
+    let spins: Vec<_> = (0..3)
+        .map(|_| rt.submit(Op::SPIN, &2_000_000_000u64).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(5));
+    let t0 = Instant::now();
+    let waiters: Vec<_> = spins
+        .into_iter()
+        .map(|t| std::thread::spawn(move || (t.wait(), t0.elapsed())))
+        .collect();
+    let faulty = fault(&rt).unwrap();
+    let fault_result = faulty.wait();
+    let took = t0.elapsed();
+    let name = match &fault_result {
+        Err(Error::DeviceFault(name)) => name.clone(),
+        other => panic!("{what}: expected DeviceFault, got {other:?}"),
+    };
+    println!("{what}: DeviceFault({name}) after {took:?}");
+    assert!(name.starts_with("CUDA_ERROR_"), "{name}");
+    assert!(took < BOUND, "{took:?}");
+    for w in waiters {
+        let (r, took) = w.join().unwrap();
+        assert!(matches!(r, Err(Error::DeviceFault(_))), "{r:?}");
+        assert!(took < BOUND, "a waiter learned after {took:?}");
+    }
+    // Every later call reports it, at once.
+    let t1 = Instant::now();
+    assert!(matches!(
+        rt.submit(Op::NOP, &()),
+        Err(Error::DeviceFault(_))
+    ));
+    assert!(matches!(
+        rt.try_submit(Op::NOP, &()),
+        Err(Error::DeviceFault(_))
+    ));
+    assert!(matches!(rt.health(), Err(Error::DeviceFault(_))));
+    assert!(rt.shutdown().is_err());
+    let rt = Arc::try_unwrap(rt).ok().unwrap();
+    drop(rt);
+    println!("later calls, shutdown and drop took {:?}", t1.elapsed());
+    assert!(t1.elapsed() < Duration::from_secs(1));
+
+    // A fresh runtime in the same process, once the faulted one is gone.
+    let t2 = Instant::now();
+    match Runtime::builder().build() {
+        Ok(rt) => {
+            let v = rt.submit(Op::ECHO, &[42u64]).unwrap().wait();
+            println!("fresh runtime after the fault: built; ECHO gave {v:?}");
+            assert_eq!(v.unwrap().value, 42);
+            rt.shutdown().unwrap();
+        }
+        Err(e) => println!("fresh runtime after the fault: refused with {e}"),
+    }
+    assert!(t2.elapsed() < Duration::from_secs(15));
 }
