@@ -108,9 +108,11 @@ impl Builder {
     /// Poller warps per worker: 1, 2 or 4 (default 1). A worker's pollers
     /// all poll its next slot, started a fraction of a read round trip
     /// apart, so a task lands in front of a poll sooner. Measured on an
-    /// H100: two pollers take the raw floor from 2.37 to 1.87 µs, but pkq's
-    /// round trip does not follow yet (its cost after detection dominates);
-    /// four slow the host's writes to the slot (benches/NOTES.md).
+    /// H100: two pollers take the back-to-back raw floor from ~2.3-2.8 to
+    /// ~1.9 µs, mostly by phase locking of the ping-pong; for tasks arriving
+    /// at random moments they gain 0.05-0.2 µs, and pkq's round trip does
+    /// not follow (benches/NOTES.md); four slow the host's writes to the
+    /// slot.
     pub fn pollers(mut self, n: u32) -> Self {
         self.pollers = n;
         self
