@@ -82,23 +82,18 @@ fn submit_random(rt: &Runtime, rng: &mut Rng, id: u64, clock: &Clock) -> pkq::Re
     let t0 = clock.now();
     let (ticket, want, spin_ns) = match rng.next() % 100 {
         0..70 => {
-            // ECHO: id in the first word, then random bytes, random length.
+            // ECHO: id in the first word, then random bytes, random length;
+            // the device sees the bytes past `len` as zero, and so do we
+            // (the payload is a little-endian byte stream, as x86 memory).
             let len = 8 + (rng.next() % (ARGS_BYTES as u64 - 7)) as usize;
             let mut words = [0u64; ARGS_BYTES / 8];
             words[0] = id;
             for w in &mut words[1..] {
                 *w = rng.next();
             }
-            let mut bytes = [0u8; ARGS_BYTES];
-            for (k, w) in words.iter().enumerate() {
-                bytes[8 * k..8 * k + 8].copy_from_slice(&w.to_le_bytes());
-            }
-            bytes[len..].fill(0);
-            let sent: [u64; ARGS_BYTES / 8] = std::array::from_fn(|k| {
-                u64::from_le_bytes(bytes[8 * k..8 * k + 8].try_into().unwrap())
-            });
-            let t = rt.submit_bytes(Op::ECHO, &bytes[..len])?;
-            (t, Ok(echo_fold(&sent)), 0)
+            bytemuck::bytes_of_mut(&mut words)[len..].fill(0);
+            let t = rt.submit_bytes(Op::ECHO, &bytemuck::bytes_of(&words)[..len])?;
+            (t, Ok(echo_fold(&words)), 0)
         }
         70..90 => (rt.submit(Op::NOP, &())?, Ok(0), 0),
         90..99 => {

@@ -628,16 +628,25 @@ impl Shared {
     /// Probes liveness if a probe is due and no other thread is probing.
     pub(crate) fn probe_if_due(&self, now: Instant) -> Result<()> {
         let t = self.liveness.ns(now);
-        if t < self.liveness.next_ns.load(Ordering::Relaxed)
-            || self.liveness.busy.swap(true, Ordering::Acquire)
-        {
+        if t < self.liveness.next_ns.load(Ordering::Relaxed) {
             return Ok(());
+        }
+        self.probe_unless_busy(now).unwrap_or(Ok(()))
+    }
+
+    /// Probes now, and schedules the next probe one interval later, unless
+    /// another thread is probing (then `None`).
+    fn probe_unless_busy(&self, now: Instant) -> Option<Result<()>> {
+        if self.liveness.busy.swap(true, Ordering::Acquire) {
+            return None;
         }
         let outcome = self.probe(now);
         let every = self.liveness.every.as_nanos() as u64;
-        self.liveness.next_ns.store(t + every, Ordering::Relaxed);
+        self.liveness
+            .next_ns
+            .store(self.liveness.ns(now) + every, Ordering::Relaxed);
         self.liveness.busy.store(false, Ordering::Release);
-        outcome
+        Some(outcome)
     }
 
     /// Asks whether the kernel still serves (a stream query and a look at
@@ -743,11 +752,7 @@ impl Shared {
     /// problem: a latched fault or stop, or a stalled worker.
     pub(crate) fn health(&self) -> Result<()> {
         let now = Instant::now();
-        if !self.liveness.busy.swap(true, Ordering::Acquire) {
-            let outcome = self.probe(now);
-            self.liveness.busy.store(false, Ordering::Release);
-            outcome?;
-        }
+        self.probe_unless_busy(now).unwrap_or(Ok(()))?;
         self.check()?;
         self.check_stall(Watch::AnyWorker, now)
     }
