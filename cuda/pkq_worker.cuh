@@ -24,16 +24,22 @@ __device__ __forceinline__ uint64_t poll_load(const uint64_t* addr, uint32_t lan
 
 enum class Wait { Pending, Task, Stop, BadTag };
 
-// What one poll result says about the slot of lap `tag` (warp-uniform).
+// Whether the poll read the stop word set (lane PKQ_SLOT_WORDS's word).
+__device__ __forceinline__ bool stop_in(uint64_t w) {
+    return __shfl_sync(FULL_MASK, w, PKQ_SLOT_WORDS) == PKQ_STOP_VALUE;
+}
+
+// What one poll result says about the slot of lap `tag` (warp-uniform). A
+// whole slot is judged first: judging the stop word first cost ~0.4 us of
+// round trip on the H100, for reasons not understood (benches/NOTES.md); a
+// stop read with a whole slot is honoured by `serve` instead.
 __device__ __forceinline__ Wait judge(uint64_t w, uint32_t lane, uint32_t tag) {
     const uint32_t t = tag_of(w);
-    // The stop word first: a cancel or a fault stops a worker that still
-    // has tasks queued.
-    if (__shfl_sync(FULL_MASK, w, PKQ_SLOT_WORDS) == PKQ_STOP_VALUE) return Wait::Stop;
     // Every word carries this lap's tag: the slot is whole.
     if (__all_sync(FULL_MASK, lane >= PKQ_SLOT_WORDS || t == tag)) return Wait::Task;
     const uint32_t before = (tag + 0xff) & 0xff;
     if (__any_sync(FULL_MASK, lane < PKQ_SLOT_WORDS && t != tag && t != before)) return Wait::BadTag;
+    if (stop_in(w)) return Wait::Stop;
     return Wait::Pending;
 }
 
@@ -69,20 +75,20 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     uint64_t* heartbeat = state + p.workers * p.pollers;
     const uint64_t mask = (1ull << p.capacity_log2) - 1;
     const bool shared_claims = p.pollers > 1;
-        if (poller > 0) {
+    if (poller > 0) {
         const int64_t rtt = __shfl_sync(FULL_MASK, read_round_trip_cycles(stop_word), 0);
         spin_cycles(rtt * poller / p.pollers);
         __syncwarp();
     }
 
-    uint64_t last_beat = __shfl_sync(FULL_MASK, globaltimer(), 0);
+    uint64_t last_beat_clk = __shfl_sync(FULL_MASK, clock64(), 0);
     if (lane == 0) {
-        store_sys(heartbeat, last_beat);
+        store_sys(heartbeat, globaltimer());
         store_sys(state, PKQ_WORKER_RUNNING);
     }
     uint64_t final_state = PKQ_WORKER_STOPPED;
     uint32_t polls = 0;
-        uint64_t k = 0;  // this worker's tasks taken so far, as this warp knows it
+    uint64_t k = 0;  // this worker's tasks taken so far, as this warp knows it
     for (;;) {
         if (shared_claims) k = max(k, read_claim(claim));
         if (lane == 0 && k != 0) store_sys(state, PKQ_WORKER_RUNNING | (k << PKQ_STATE_BITS));
@@ -98,16 +104,17 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         bool taken = false;
         while (outcome == Wait::Pending) {
             if ((++polls & 7) == 0) {
-                const uint64_t now = __shfl_sync(FULL_MASK, globaltimer(), 0);
-                // Heartbeat: a posted store at most every PKQ_HEARTBEAT_NS,
-                // busy or idle (every task takes at least one poll).
-                if (now - last_beat >= PKQ_HEARTBEAT_NS) {
-                    if (lane == 0) store_sys(heartbeat, now);
-                    last_beat = now;
+                // Heartbeat: a posted store every PKQ_HEARTBEAT_CYCLES, busy
+                // or idle (every task takes at least one poll).
+                const uint64_t clk = __shfl_sync(FULL_MASK, clock64(), 0);
+                if (clk - last_beat_clk >= PKQ_HEARTBEAT_CYCLES) {
+                    if (lane == 0) store_sys(heartbeat, globaltimer());
+                    last_beat_clk = clk;
                 }
                 // Idle policy: after idle_spin_ns of waiting, sleep between
                 // polls, doubling up to idle_sleep_max_ns.
                 if (p.idle_sleep_max_ns != 0 && sleep_ns == 0) {
+                    const uint64_t now = __shfl_sync(FULL_MASK, globaltimer(), 0);
                     if (idle_since == 0) {
                         idle_since = now;
                     } else if (now - idle_since >= p.idle_spin_ns) {
@@ -135,14 +142,17 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             break;
         }
         if (outcome == Wait::Stop) break;
+        // The stop word outranks a task read with it: a cancel or a fault
+        // stops a worker that still has tasks queued.
+        if (stop_in(w)) break;
 
-                        // Warp-uniform values only from here on: each of lanes 0..3 writes
+        // Warp-uniform values only from here on: each of lanes 0..3 writes
         // a chunk of the completion, so all must agree on what it holds.
         const uint64_t t_start = __shfl_sync(FULL_MASK, globaltimer(), 0);
         if (shared_claims) {
             unsigned long long old = 0;
             if (lane == 0) old = atomicCAS(claim, k, k + 1);
-                        if (__shfl_sync(FULL_MASK, old, 0) != k) continue;  // another poller won
+            if (__shfl_sync(FULL_MASK, old, 0) != k) continue;  // another poller won
         }
         // The op sits in the low bits of chunk 0: a NOP needs nothing else.
         const uint64_t c0 = __shfl_sync(FULL_MASK, w, 0);
@@ -156,11 +166,11 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             for (int j = 0; j < PKQ_SLOT_WORDS; ++j) c[j] = __shfl_sync(FULL_MASK, w, j);
             task = decode_slot(c);
         }
-                const Outcome out = handlers(task, lane);
+        const Outcome out = handlers(task, lane);
         const uint64_t t_end = __shfl_sync(FULL_MASK, globaltimer(), 0);
         const uint32_t status = __shfl_sync(FULL_MASK, out.status, 0);
         const uint64_t value = __shfl_sync(FULL_MASK, out.value, 0);
-                if (__any_sync(FULL_MASK, out.wrote_device_memory)) {
+        if (__any_sync(FULL_MASK, out.wrote_device_memory)) {
             // Order every lane's device-memory writes before the completion
             // (cumulative through the warp barrier); GPU scope suffices for
             // work the host issues after it sees the completion.
@@ -169,11 +179,11 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         }
         if (lane < PKQ_CQE_WORDS) {
             store_sys(cq + slot * PKQ_CQE_WORDS + lane,
-                                            completion_word(lane, tag, status, value, t_start, t_end));
+                      completion_word(lane, tag, status, value, t_start, t_end));
         }
         ++k;
     }
-        if (lane == 0) store_sys(state, final_state | (k << PKQ_STATE_BITS));
+    if (lane == 0) store_sys(state, final_state | (k << PKQ_STATE_BITS));
 }
 
 }  // namespace pkq

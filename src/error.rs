@@ -77,6 +77,14 @@ pub enum Error {
          and rebuild pkq (`cargo clean -p pkq`)"
     )]
     KernelNotBuilt(&'static str),
+    /// The module given to [`Builder::module`](crate::Builder::module) could
+    /// not serve: the driver refused the image, or its kernel does not take
+    /// pkq's parameters.
+    #[error("invalid module: {0}")]
+    InvalidModule(String),
+    /// The module has no kernel of the name given.
+    #[error("the module has no kernel named {0:?}")]
+    KernelMissing(String),
     /// A builder setting is out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),

@@ -24,9 +24,78 @@ pub fn image() -> Result<&'static [u8]> {
     FATBIN.map_err(Error::KernelNotBuilt)
 }
 
-/// Loads the embedded module into `ctx`.
-pub(crate) fn load_module(ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {
-    Ok(ctx.load_module(Ptx::from_binary(image()?.to_vec()))?)
+/// A device module to load: pkq's embedded one, or one of the caller's.
+#[derive(Clone)]
+pub(crate) enum Image {
+    Embedded,
+    Caller(Arc<[u8]>),
+}
+
+impl std::fmt::Debug for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Embedded => f.write_str("embedded"),
+            Self::Caller(bytes) => write!(f, "caller's ({} bytes)", bytes.len()),
+        }
+    }
+}
+
+impl Image {
+    /// Loads the module into `ctx`; a refused image is
+    /// [`Error::InvalidModule`] (the embedded one's absence, [`Error::KernelNotBuilt`]).
+    fn load(&self, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {
+        let bytes = match self {
+            Self::Embedded => image()?.to_vec(),
+            Self::Caller(bytes) => bytes.to_vec(),
+        };
+        ctx.load_module(Ptx::from_binary(bytes))
+            .map_err(|e| match self {
+                Self::Embedded => Error::Cuda(e),
+                Self::Caller(_) => Error::InvalidModule(format!(
+                    "the driver refused the image ({})",
+                    error_name(e)
+                )),
+            })
+    }
+}
+
+/// Looks `name` up in `module`; [`Error::KernelMissing`] if it has none.
+fn function(module: &Arc<CudaModule>, name: &str) -> Result<CudaFunction> {
+    module.load_function(name).map_err(|e| match e.0 {
+        sys::CUresult::CUDA_ERROR_NOT_FOUND => Error::KernelMissing(name.to_string()),
+        _ => Error::Cuda(e),
+    })
+}
+
+/// Checks that `f` takes exactly one parameter of `bytes` bytes (the kernel
+/// ABI every pkq kernel has: one struct by value), so that a launch never
+/// hands a kernel arguments it reads differently.
+fn check_one_parameter(
+    ctx: &Arc<CudaContext>,
+    f: &CudaFunction,
+    name: &str,
+    bytes: usize,
+) -> Result<()> {
+    let info = |index: usize| {
+        let (mut offset, mut size) = (0usize, 0usize);
+        // SAFETY: a function of `ctx`, made current around the call, and two
+        // valid out-pointers.
+        let r = crate::driver::with_current(ctx, || unsafe {
+            sys::cuFuncGetParamInfo(f.cu_function(), index, &mut offset, &mut size)
+        })?;
+        Ok::<_, Error>((r, size))
+    };
+    let (first, size) = info(0)?;
+    let (second, _) = info(1)?;
+    if first == sys::CUresult::CUDA_SUCCESS
+        && size == bytes
+        && second != sys::CUresult::CUDA_SUCCESS
+    {
+        return Ok(());
+    }
+    Err(Error::InvalidModule(format!(
+        "kernel {name} does not take exactly one {bytes}-byte pkq_params argument"
+    )))
 }
 
 /// What the kernel's stream says.
@@ -63,8 +132,23 @@ impl Kernel {
         name: &str,
         memory: Vec<MappedBuffer>,
     ) -> Result<Self> {
-        let module = load_module(ctx)?;
-        let function = module.load_function(name)?;
+        Self::from_image(ctx, &Image::Embedded, name, None, memory)
+    }
+
+    /// As [`Kernel::new`], from `image`; with `param_bytes`, the kernel must
+    /// take exactly one argument of that size.
+    pub(crate) fn from_image(
+        ctx: &Arc<CudaContext>,
+        image: &Image,
+        name: &str,
+        param_bytes: Option<usize>,
+        memory: Vec<MappedBuffer>,
+    ) -> Result<Self> {
+        let module = image.load(ctx)?;
+        let function = function(&module, name)?;
+        if let Some(bytes) = param_bytes {
+            check_one_parameter(ctx, &function, name, bytes)?;
+        }
         let stream = ctx.new_stream()?;
         Ok(Self {
             ctx: ctx.clone(),

@@ -111,6 +111,8 @@ mod tests {
     fn walk(capacity: usize, start: u64, laps: u64) {
         let g = Geometry::new(capacity).unwrap();
         let cap = capacity as u64;
+        // Miri interprets each step: six laps still cross every boundary.
+        let laps = if cfg!(miri) { laps.min(6) } else { laps };
         let mut prev_tag = vec![None::<u8>; capacity];
         let mut seq = start;
         for _ in 0..laps * cap {
@@ -139,7 +141,12 @@ mod tests {
     fn across_the_wrap() {
         // Sequence numbers are 63 bits: the wrap is at 2^63, where the slot
         // and the tag must run on as if nothing happened.
-        for cap in [1, 2, 64, 1024, Geometry::MAX_CAPACITY] {
+        let largest = if cfg!(miri) {
+            1024
+        } else {
+            Geometry::MAX_CAPACITY
+        };
+        for cap in [1, 2, 64, 1024, largest] {
             let start = SEQ_MASK - 3 * cap as u64 + 1;
             walk(cap, start, 6);
         }

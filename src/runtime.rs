@@ -10,10 +10,11 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKerne
 
 use crate::driver;
 use crate::error::{Error, Result};
-use crate::kernel::{Kernel, KernelState};
+use crate::kernel::{Image, Kernel, KernelState};
 use crate::layout::{
     CQE_WORDS, CTRL_BYTES, CTRL_STOP, KernelParams, MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS,
-    SECTION_ALIGN, SLOT_WORDS, STATE_BITS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
+    PARAMS_BYTES, SECTION_ALIGN, SLOT_WORDS, STATE_BITS, STOP_VALUE, WORKER_BAD_TAG,
+    WORKER_RUNNING,
 };
 use crate::mapped::MappedBuffer;
 use crate::ops::{AXPY_MAX_N, AxpyArgs, Op};
@@ -28,6 +29,8 @@ const SPIN_FOR: Duration = Duration::from_micros(200);
 const PROBE_EVERY: Duration = Duration::from_millis(1);
 /// How long the kernel's stream may stay unqueryable before waiters give up.
 const UNKNOWN_FOR: Duration = Duration::from_millis(200);
+/// The resident kernel of pkq's embedded module.
+const WORKER_KERNEL: &str = "pkq_worker_kernel";
 /// Polls between two looks at the clock.
 const POLLS_PER_CHECK: u32 = 64;
 
@@ -58,6 +61,8 @@ pub struct Builder {
     idle: IdlePolicy,
     start_timeout: Duration,
     stop_timeout: Duration,
+    image: Image,
+    kernel: String,
     start_seq: u64,
     probe_every: Duration,
     stall_after: Duration,
@@ -73,6 +78,8 @@ impl Default for Builder {
             idle: IdlePolicy::Spin,
             start_timeout: Duration::from_secs(10),
             stop_timeout: Duration::from_secs(10),
+            image: Image::Embedded,
+            kernel: WORKER_KERNEL.to_string(),
             start_seq: 0,
             probe_every: PROBE_EVERY,
             stall_after: Duration::from_secs(1),
@@ -153,6 +160,27 @@ impl Builder {
         self
     }
 
+    /// Serves with kernel `kernel` of a device module of your own (fatbin,
+    /// cubin or PTX bytes) instead of pkq's embedded kernel. The kernel must
+    /// be built from pkq's device headers: it takes one `pkq_params` by value
+    /// and serves the ring as `pkq_worker_kernel` does.
+    ///
+    /// [`build`](Builder::build) refuses an image the driver cannot load or
+    /// a kernel of other parameters ([`Error::InvalidModule`]), and a name
+    /// the module lacks ([`Error::KernelMissing`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// let image = std::fs::read("my_kernels.fatbin").expect("built by build.rs");
+    /// let rt = pkq::Runtime::builder().module(image, "my_worker_kernel").build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn module(mut self, image: impl Into<Arc<[u8]>>, kernel: &str) -> Self {
+        self.image = Image::Caller(image.into());
+        self.kernel = kernel.to_string();
+        self
+    }
+
     /// How often waiters probe the kernel's liveness (for tests).
     #[doc(hidden)]
     pub fn probe_interval(mut self, every: Duration) -> Self {
@@ -205,7 +233,9 @@ impl Builder {
     /// error of a failed driver call.
     pub fn build(self) -> Result<Runtime> {
         let geo = self.validate()?;
-        crate::kernel::image()?;
+        if let Image::Embedded = self.image {
+            crate::kernel::image()?;
+        }
         let ctx = driver::open(self.device)?;
         // SAFETY: this Arc is pkq's own (callers keep theirs); it never backs
         // a CudaSlice, so nothing relies on its event tracking. Without it,
@@ -244,7 +274,16 @@ impl Builder {
             },
             reserved: 0,
         };
-        let kernel = Kernel::new(&ctx, "pkq_worker_kernel", vec![h2d, d2h])?;
+        let kernel = Kernel::from_image(
+            &ctx,
+            &self.image,
+            &self.kernel,
+            // The embedded kernel's parameters are checked at build time
+            // (layout.rs); asking the driver about them would show as an
+            // API error in every sanitizer run.
+            matches!(self.image, Image::Caller(_)).then_some(PARAMS_BYTES),
+            vec![h2d, d2h],
+        )?;
         let queue = Queue::new(geo, sq, cq, self.start_seq);
         let shared = Arc::new(Shared {
             queue,

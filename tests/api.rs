@@ -55,6 +55,27 @@ fn no_gpu_is_an_error_not_a_panic() {
     assert!(pkq::device_info(0).is_err());
 }
 
+/// A pkq built without nvcc refuses `build` with `KernelNotBuilt` before it
+/// touches the driver. `.ci/run` runs this file again from such a build.
+#[test]
+fn kernel_not_built_is_refused_first() {
+    if pkq::kernel_image().is_ok() {
+        println!("skipped: this build carries the kernel (CI also runs this file without nvcc)");
+        return;
+    }
+    for b in [Runtime::builder(), Runtime::builder().device(99)] {
+        assert!(
+            matches!(b.build(), Err(Error::KernelNotBuilt(_))),
+            "kernel-less build"
+        );
+    }
+    // An invalid setting is still reported as such.
+    assert!(matches!(
+        Runtime::builder().capacity(3).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+}
+
 #[test]
 fn kernel_not_built_says_how_to_fix_it() {
     let msg = Error::KernelNotBuilt("nvcc not found").to_string();

@@ -100,3 +100,44 @@ fn readme_table_matches_committed_results() {
         );
     }
 }
+
+/// Every test that the README's failure table names is a test function of
+/// this crate (so a row cannot point at a test that was renamed or removed).
+#[test]
+fn failure_table_names_existing_tests() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let table = readme
+        .split("| what happens | what you get | test |")
+        .nth(1)
+        .expect("the failure table")
+        .split("\n\n")
+        .next()
+        .unwrap();
+    let mut sources = String::new();
+    for dir in ["src", "tests"] {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                sources += &std::fs::read_to_string(path).unwrap();
+            }
+        }
+    }
+    let mut named = 0;
+    for row in table.lines().skip(2) {
+        let tests = row.trim_end_matches('|').rsplit('|').next().unwrap();
+        for name in tests.split('`').skip(1).step_by(2) {
+            assert!(
+                sources.contains(&format!("fn {name}(")),
+                "the README names test {name}, which does not exist"
+            );
+            named += 1;
+        }
+        assert!(
+            tests.contains('`'),
+            "a failure-table row without a test: {row}"
+        );
+    }
+    assert!(named >= 14, "{named}");
+}
