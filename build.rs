@@ -3,10 +3,13 @@
 //! the other files in `cuda/` are headers it includes) with nvcc into one
 //! fatbin that the crate embeds.
 //!
-//! nvcc is looked for in `NVCC`, then `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT`
-//! (+ `bin/nvcc`), then `/usr/local/cuda/bin`, then `PATH`. Without nvcc (or
-//! under `DOCS_RS`) the crate still builds; creating a runtime then returns
-//! `Error::KernelNotBuilt` with the reason and the fix.
+//! It also compiles the example's handlers (`examples/custom_handler/*.cu`)
+//! the way a downstream crate would, with `pkq-build`.
+//!
+//! nvcc is found by `pkq_build::find_nvcc` (`NVCC`, then `CUDA_HOME`,
+//! `CUDA_PATH`, `CUDA_ROOT`, then `/usr/local/cuda/bin`, then `PATH`). Without
+//! nvcc (or under `DOCS_RS`) the crate still builds; creating a runtime then
+//! returns `Error::KernelNotBuilt` with the reason and the fix.
 
 use std::env;
 use std::fmt::Write as _;
@@ -17,11 +20,10 @@ use std::process::Command;
 #[path = "src/ptxas.rs"]
 mod ptxas;
 
-/// Architectures compiled to SASS when `PKQ_CUDA_ARCHS` is not set. PTX of
-/// the newest is embedded too, for forward compatibility.
-const DEFAULT_ARCHS: &str = "80,86,89,90";
 const LAYOUT_HEADER: &str = "cuda/pkq_layout.h";
 const KERNEL_SOURCE: &str = "cuda/pkq.cu";
+/// The example's own translation unit, built as a downstream crate would.
+const EXAMPLE_SOURCE: &str = "examples/custom_handler/fk.cu";
 const WORKER_KERNEL: &str = "pkq_worker_kernel";
 
 fn main() {
@@ -30,17 +32,9 @@ fn main() {
 
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=cuda");
-    for var in [
-        "NVCC",
-        "CUDA_HOME",
-        "CUDA_PATH",
-        "CUDA_ROOT",
-        "PATH",
-        "PKQ_CUDA_ARCHS",
-        "DOCS_RS",
-    ] {
-        println!("cargo::rerun-if-env-changed={var}");
-    }
+    println!("cargo::rerun-if-changed=examples/custom_handler");
+    pkq_build::rerun_if_env_changed();
+    println!("cargo::rerun-if-env-changed=DOCS_RS");
     // The cuda/ headers are exported for downstream build scripts
     // (DEP_PKQ_INCLUDE).
     println!(
@@ -53,6 +47,7 @@ fn main() {
 
     let kernel = compile_kernel(&manifest, &out);
     fs::write(out.join("kernel_gen.rs"), kernel_module(&kernel)).unwrap();
+    compile_example(&manifest, &out, kernel.fatbin.is_ok());
     fs::write(
         out.join("build_info_gen.rs"),
         build_info(&manifest, &kernel),
@@ -97,7 +92,7 @@ struct Kernel {
 }
 
 fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
-    let archs = env::var("PKQ_CUDA_ARCHS").unwrap_or_else(|_| DEFAULT_ARCHS.to_string());
+    let archs = pkq_build::archs();
     let none = |why: String| {
         println!(
             "cargo::warning=pkq: {why}; the crate builds, but Runtime::build() will return Error::KernelNotBuilt"
@@ -111,47 +106,23 @@ fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
     if env::var_os("DOCS_RS").is_some() {
         return none("DOCS_RS is set, so the CUDA kernel was not compiled".into());
     }
-    let nvcc = match find_nvcc() {
+    let nvcc = match pkq_build::find_nvcc() {
         Ok(n) => n,
         Err(why) => return none(why),
     };
-    let version = Command::new(&nvcc)
-        .arg("--version")
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .last()
-                .unwrap_or("")
-                .trim()
-                .to_string()
-        })
-        .unwrap_or_default();
-
-    let gencode = match gencode_flags(&archs) {
-        Ok(g) => g,
-        Err(why) => panic!("PKQ_CUDA_ARCHS={archs:?}: {why}"),
-    };
-    let mut cmd = Command::new(&nvcc);
-    cmd.current_dir(manifest)
-        .args(["-fatbin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v"])
-        .arg("-I")
-        .arg(manifest.join("cuda"));
-    // The PyPI layout keeps libcu++ (<cuda/atomic>) under include/cccl.
-    if let Some(root) = nvcc.parent().and_then(Path::parent) {
-        let cccl = root.join("include").join("cccl");
-        if cccl.is_dir() {
-            cmd.arg("-I").arg(cccl);
-        }
-    }
+    let version = pkq_build::nvcc_version(&nvcc);
     let fatbin = out.join("pkq.fatbin");
-    cmd.args(&gencode).arg(KERNEL_SOURCE).arg("-o").arg(&fatbin);
+    let mut cmd = pkq_build::Fatbin::new(KERNEL_SOURCE)
+        .include(manifest.join("cuda"))
+        .command(&nvcc, &fatbin)
+        .unwrap_or_else(|e| panic!("pkq: {e}"));
+    cmd.current_dir(manifest);
 
     // The script also reruns when git's HEAD or index moves (for the commit
     // id); skip nvcc when its inputs are what they were last time.
     let stamp = out.join("pkq.fatbin.stamp");
     let report_path = out.join("ptxas_report.txt");
-    let key = input_key(manifest, &cmd, &version);
+    let key = input_key(manifest, &cmd, &version, &[]);
     if fatbin.is_file()
         && report_path.is_file()
         && fs::read_to_string(&stamp).is_ok_and(|s| s == key)
@@ -162,20 +133,11 @@ fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
             archs,
         };
     }
-    let output = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("pkq: running {}: {e}", nvcc.display()));
-    let report = String::from_utf8_lossy(&output.stderr).into_owned();
-    if !output.status.success() {
-        panic!(
-            "pkq: nvcc failed to compile {KERNEL_SOURCE} ({}):\n{}{report}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout)
-        );
-    }
-    fs::write(&report_path, &report).unwrap();
+    let built = pkq_build::run(cmd, &nvcc, &fatbin)
+        .unwrap_or_else(|e| panic!("pkq: compiling {KERNEL_SOURCE}: {e}"));
+    fs::write(&report_path, &built.ptxas_report).unwrap();
     fs::write(&stamp, &key).unwrap();
-    for s in ptxas::spills(&report) {
+    for s in ptxas::spills(&built.ptxas_report) {
         if s.function == WORKER_KERNEL && (s.stores > 0 || s.loads > 0) {
             println!(
                 "cargo::warning=pkq: ptxas spills in {}: {} bytes stored, {} bytes loaded",
@@ -190,70 +152,39 @@ fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
     }
 }
 
-fn find_nvcc() -> Result<PathBuf, String> {
-    if let Some(p) = env::var_os("NVCC") {
-        let p = PathBuf::from(p);
-        return if p.is_file() {
-            Ok(p.canonicalize().unwrap_or(p))
-        } else {
-            Err(format!("NVCC={} is not a file", p.display()))
-        };
+/// Compiles the custom-handler example's `.cu` into
+/// `$OUT_DIR/custom_handler.fatbin`, as a downstream build script would (an
+/// empty file when there is no nvcc: the example then says it cannot run).
+fn compile_example(manifest: &Path, out: &Path, nvcc_found: bool) {
+    let fatbin = out.join("custom_handler.fatbin");
+    if !nvcc_found {
+        fs::write(&fatbin, []).unwrap();
+        return;
     }
-    let exe = if cfg!(windows) { "nvcc.exe" } else { "nvcc" };
-    let mut candidates: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"]
-        .iter()
-        .filter_map(env::var_os)
-        .map(|root| PathBuf::from(root).join("bin").join(exe))
-        .collect();
-    candidates.push(PathBuf::from("/usr/local/cuda/bin").join(exe));
-    if let Some(path) = env::var_os("PATH") {
-        candidates.extend(env::split_paths(&path).map(|d| d.join(exe)));
+    let nvcc = pkq_build::find_nvcc().unwrap();
+    let mut cmd = pkq_build::Fatbin::new(EXAMPLE_SOURCE)
+        .include(manifest.join("cuda"))
+        .command(&nvcc, &fatbin)
+        .unwrap_or_else(|e| panic!("pkq: {e}"));
+    cmd.current_dir(manifest);
+    let stamp = out.join("custom_handler.fatbin.stamp");
+    let key = input_key(
+        manifest,
+        &cmd,
+        &pkq_build::nvcc_version(&nvcc),
+        &[manifest.join(EXAMPLE_SOURCE)],
+    );
+    if fatbin.is_file() && fs::read_to_string(&stamp).is_ok_and(|s| s == key) {
+        return;
     }
-    candidates
-        .into_iter()
-        .find(|c| c.is_file())
-        // Resolve links, so that a linked nvcc finds its own include/cccl.
-        .map(|c| c.canonicalize().unwrap_or(c))
-        .ok_or_else(|| {
-        "nvcc not found (looked at NVCC, CUDA_HOME, CUDA_PATH, CUDA_ROOT, /usr/local/cuda/bin and PATH)".to_string()
-    })
-}
-
-/// "80,86,90" -> SASS for each, plus PTX of the newest.
-fn gencode_flags(archs: &str) -> Result<Vec<String>, String> {
-    let mut nums: Vec<(u32, String)> = Vec::new();
-    for a in archs.split([',', ';', ' ']).filter(|a| !a.is_empty()) {
-        let a = a
-            .trim()
-            .trim_start_matches("sm_")
-            .trim_start_matches("compute_");
-        let digits: String = a.chars().take_while(char::is_ascii_digit).collect();
-        let n: u32 = digits
-            .parse()
-            .map_err(|_| format!("{a:?} is not an architecture like 90 or sm_90"))?;
-        if n < 80 {
-            return Err(format!("sm_{a} is older than sm_80, which pkq needs"));
-        }
-        nums.push((n, a.to_string()));
-    }
-    let newest = nums
-        .iter()
-        .max_by_key(|(n, _)| *n)
-        .ok_or("no architecture given")?;
-    let mut flags: Vec<String> = nums
-        .iter()
-        .map(|(_, a)| format!("-gencode=arch=compute_{a},code=sm_{a}"))
-        .collect();
-    flags.push(format!(
-        "-gencode=arch=compute_{0},code=compute_{0}",
-        newest.1
-    ));
-    Ok(flags)
+    pkq_build::run(cmd, &nvcc, &fatbin)
+        .unwrap_or_else(|e| panic!("pkq: compiling {EXAMPLE_SOURCE}: {e}"));
+    fs::write(&stamp, &key).unwrap();
 }
 
 /// A digest of everything nvcc's output depends on: the command line, the
-/// compiler's version and every file under cuda/.
-fn input_key(manifest: &Path, cmd: &Command, nvcc_version: &str) -> String {
+/// compiler's version, every file under cuda/ and `extra`.
+fn input_key(manifest: &Path, cmd: &Command, nvcc_version: &str, extra: &[PathBuf]) -> String {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let mut h = DefaultHasher::new();
     format!("{cmd:?}").hash(&mut h);
@@ -262,6 +193,7 @@ fn input_key(manifest: &Path, cmd: &Command, nvcc_version: &str) -> String {
         .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
     files.sort();
+    files.extend_from_slice(extra);
     for f in files {
         f.hash(&mut h);
         fs::read(&f).unwrap_or_default().hash(&mut h);

@@ -1,23 +1,12 @@
 // pkq.cu: the one translation unit build.rs compiles into the embedded
-// fatbin. The pieces live in the headers beside it.
+// fatbin: pkq's resident kernel, built with the public header like any
+// user's (pkq.cuh), and the baselines the benches compare it with.
+#include "pkq.cuh"
 #include "pkq_floor.cuh"
 #include "pkq_ops.cuh"
-#include "pkq_worker.cuh"
 
-// The resident kernel: `pollers` warps per worker, PKQ_MAX_WARPS_PER_BLOCK
-// warps at most per block, a worker's pollers always in one block (both
-// powers of two), sharing the worker's claim counter in shared memory.
-extern "C" __global__ void __launch_bounds__(PKQ_MAX_WARPS_PER_BLOCK * 32, 1)
-    pkq_worker_kernel(const pkq_params p) {
-    __shared__ unsigned long long claims[PKQ_MAX_WARPS_PER_BLOCK];
-    const uint32_t warp_in_block = threadIdx.x >> 5;
-    const uint32_t warp = blockIdx.x * (blockDim.x >> 5) + warp_in_block;
-    if (threadIdx.x < PKQ_MAX_WARPS_PER_BLOCK) claims[threadIdx.x] = 0;
-    __syncthreads();
-    const uint32_t worker = warp / p.pollers;
-    if (worker >= p.workers) return;
-    pkq::serve(p, worker, warp % p.pollers, &claims[warp_in_block / p.pollers], pkq::BuiltinOps{});
-}
+PKQ_KERNEL(pkq_worker_kernel, pkq::BuiltinOps)
+PKQ_BUILTIN_OP_TABLE(pkq_worker_kernel)
 
 // Baselines for the latency comparison.
 extern "C" __global__ void pkq_empty_kernel() {}
@@ -35,4 +24,18 @@ extern "C" __global__ void pkq_costs_kernel(const uint64_t* ro, uint64_t* wo, ui
     if (threadIdx.x == 0 && blockIdx.x == 0) pkq::measure_costs(ro, wo, out, iters);
     __syncthreads();
     if (threadIdx.x < 32 && blockIdx.x == 0) pkq::measure_wide_reads(ro, out + 8, iters);
+}
+
+// GEMV launched as an ordinary kernel (the crossover bench): one warp per
+// row, the same arithmetic as the GEMV op.
+extern "C" __global__ void pkq_gemv_kernel(const float* a, const float* x, float* y, uint32_t rows,
+                                           uint32_t cols) {
+    const uint32_t lane = threadIdx.x & 31;
+    const uint32_t r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    const float* row = a + static_cast<uint64_t>(r) * cols;
+    float s = 0.0f;
+    for (uint32_t c = lane; c < cols; c += 32) s = fmaf(__ldcg(row + c), __ldcg(x + c), s);
+    s = pkq::warp_sum(s);
+    if (lane == 0) y[r] = s;
 }

@@ -144,6 +144,8 @@
 /* ---------------------------------------------------------------------------
  * Built-in ops and task status codes
  * ------------------------------------------------------------------------- */
+/* Op codes below PKQ_OP_USER are pkq's; a module's own ops take the rest. */
+#define PKQ_OP_USER 256 /* u16 */
 #define PKQ_OP_NOP 0 /* u16 */
 #define PKQ_OP_ECHO 1 /* u16 */
 #define PKQ_OP_AXPY 2 /* u16 */
@@ -154,10 +156,47 @@
    leaves a sticky error in its CUDA context (for testing fault handling). */
 #define PKQ_OP_TRAP 4 /* u16 */
 #define PKQ_SPIN_MAX_NS 10000000000 /* u64 */
+/* MEMCPY: copies `bytes` (at most PKQ_MEMCPY_MAX_BYTES) from src to dst
+   (device addresses; the ranges must not overlap). */
+#define PKQ_OP_MEMCPY 5 /* u16 */
+/* MEMSET: sets `bytes` (at most PKQ_MEMCPY_MAX_BYTES) at dst to the byte
+   `value`. */
+#define PKQ_OP_MEMSET 6 /* u16 */
+/* DOT: sum of x[i] * y[i] over i < n (at most PKQ_DOT_MAX_N), or of x[i]
+   when y is 0, accumulated in double; the result's bits are the value. */
+#define PKQ_OP_DOT 7 /* u16 */
+/* GEMV: y = A x, A of rows x cols f32 in row-major order, both at most
+   PKQ_GEMV_MAX_DIM. */
+#define PKQ_OP_GEMV 8 /* u16 */
+/* FIR: y[i] = sum over k < taps of h[k] * x[i + k], i < n (at most
+   PKQ_FIR_MAX_N); x holds n + taps - 1 samples, taps at most PKQ_FIR_MAX_TAPS. */
+#define PKQ_OP_FIR 9 /* u16 */
+#define PKQ_MEMCPY_MAX_BYTES 65536
+#define PKQ_DOT_MAX_N 65536
+#define PKQ_GEMV_MAX_DIM 256
+#define PKQ_FIR_MAX_N 65536
+#define PKQ_FIR_MAX_TAPS 64
 
 #define PKQ_STATUS_OK 0 /* u8 */
 #define PKQ_STATUS_UNKNOWN_OP 1 /* u8 */
 #define PKQ_STATUS_BAD_ARGS 2 /* u8 */
+/* Status codes from PKQ_STATUS_USER to 255 are the handlers' own. */
+#define PKQ_STATUS_USER 16 /* u8 */
+
+/* ---------------------------------------------------------------------------
+ * Op table: what each op of a module takes, exported by the module as
+ * `<kernel>_ops` (an array of pkq_op_info) and `<kernel>_op_count` (u32)
+ * (PKQ_OP_TABLE in pkq.cuh). The host reads it once, when it loads the
+ * module, before the kernel starts; nothing writes it after.
+ * ------------------------------------------------------------------------- */
+#define PKQ_OP_INFO_BYTES 16
+#define PKQ_OP_INFO_OFF_OP 0
+#define PKQ_OP_INFO_OFF_ARG_BYTES 4
+#define PKQ_OP_INFO_OFF_ARG_ALIGN 8
+#define PKQ_OP_INFO_OFF_FLAGS 12
+/* Flag: the handler dereferences device addresses taken from its arguments
+   (the host's safe calls refuse such an op). */
+#define PKQ_OP_DEREFS 1 /* u32 */
 
 #define PKQ_AXPY_MAX_N 4096
 
@@ -184,9 +223,102 @@
 #define PKQ_AXPY_OFF_N 16
 #define PKQ_AXPY_OFF_A 20
 
+/* Arguments of the other built-in ops (device addresses as u64). */
+#define PKQ_MEMCPY_ARGS_BYTES 24
+#define PKQ_MEMCPY_OFF_DST 0
+#define PKQ_MEMCPY_OFF_SRC 8
+#define PKQ_MEMCPY_OFF_BYTES 16
+#define PKQ_MEMSET_ARGS_BYTES 24
+#define PKQ_MEMSET_OFF_DST 0
+#define PKQ_MEMSET_OFF_BYTES 8
+#define PKQ_MEMSET_OFF_VALUE 16
+#define PKQ_DOT_ARGS_BYTES 24
+#define PKQ_DOT_OFF_X 0
+#define PKQ_DOT_OFF_Y 8
+#define PKQ_DOT_OFF_N 16
+#define PKQ_GEMV_ARGS_BYTES 32
+#define PKQ_GEMV_OFF_A 0
+#define PKQ_GEMV_OFF_X 8
+#define PKQ_GEMV_OFF_Y 16
+#define PKQ_GEMV_OFF_ROWS 24
+#define PKQ_GEMV_OFF_COLS 28
+#define PKQ_FIR_ARGS_BYTES 32
+#define PKQ_FIR_OFF_X 0
+#define PKQ_FIR_OFF_H 8
+#define PKQ_FIR_OFF_Y 16
+#define PKQ_FIR_OFF_N 24
+#define PKQ_FIR_OFF_TAPS 28
+
 #ifdef __cplusplus
 #include <cstddef>
 #include <cstdint>
+
+struct pkq_op_info {
+    uint32_t op;        /* op code */
+    uint32_t arg_bytes; /* sizeof the argument struct */
+    uint32_t arg_align; /* alignof the argument struct */
+    uint32_t flags;     /* PKQ_OP_DEREFS, or 0 */
+};
+static_assert(sizeof(pkq_op_info) == PKQ_OP_INFO_BYTES, "pkq_op_info size");
+static_assert(offsetof(pkq_op_info, op) == PKQ_OP_INFO_OFF_OP, "pkq_op_info.op");
+static_assert(offsetof(pkq_op_info, arg_bytes) == PKQ_OP_INFO_OFF_ARG_BYTES, "pkq_op_info.arg_bytes");
+static_assert(offsetof(pkq_op_info, arg_align) == PKQ_OP_INFO_OFF_ARG_ALIGN, "pkq_op_info.arg_align");
+static_assert(offsetof(pkq_op_info, flags) == PKQ_OP_INFO_OFF_FLAGS, "pkq_op_info.flags");
+
+struct pkq_memcpy_args {
+    uint64_t dst;
+    uint64_t src;
+    uint64_t bytes;
+};
+static_assert(sizeof(pkq_memcpy_args) == PKQ_MEMCPY_ARGS_BYTES, "pkq_memcpy_args size");
+static_assert(offsetof(pkq_memcpy_args, src) == PKQ_MEMCPY_OFF_SRC, "pkq_memcpy_args.src");
+static_assert(offsetof(pkq_memcpy_args, bytes) == PKQ_MEMCPY_OFF_BYTES, "pkq_memcpy_args.bytes");
+
+struct pkq_memset_args {
+    uint64_t dst;
+    uint64_t bytes;
+    uint32_t value; /* the byte, in the low 8 bits */
+    uint32_t reserved;
+};
+static_assert(sizeof(pkq_memset_args) == PKQ_MEMSET_ARGS_BYTES, "pkq_memset_args size");
+static_assert(offsetof(pkq_memset_args, bytes) == PKQ_MEMSET_OFF_BYTES, "pkq_memset_args.bytes");
+static_assert(offsetof(pkq_memset_args, value) == PKQ_MEMSET_OFF_VALUE, "pkq_memset_args.value");
+
+struct pkq_dot_args {
+    uint64_t x; /* const float*, n */
+    uint64_t y; /* const float*, n; 0: sum of x */
+    uint32_t n;
+    uint32_t reserved;
+};
+static_assert(sizeof(pkq_dot_args) == PKQ_DOT_ARGS_BYTES, "pkq_dot_args size");
+static_assert(offsetof(pkq_dot_args, y) == PKQ_DOT_OFF_Y, "pkq_dot_args.y");
+static_assert(offsetof(pkq_dot_args, n) == PKQ_DOT_OFF_N, "pkq_dot_args.n");
+
+struct pkq_gemv_args {
+    uint64_t a; /* const float*, rows * cols, row-major */
+    uint64_t x; /* const float*, cols */
+    uint64_t y; /* float*, rows */
+    uint32_t rows;
+    uint32_t cols;
+};
+static_assert(sizeof(pkq_gemv_args) == PKQ_GEMV_ARGS_BYTES, "pkq_gemv_args size");
+static_assert(offsetof(pkq_gemv_args, x) == PKQ_GEMV_OFF_X, "pkq_gemv_args.x");
+static_assert(offsetof(pkq_gemv_args, y) == PKQ_GEMV_OFF_Y, "pkq_gemv_args.y");
+static_assert(offsetof(pkq_gemv_args, rows) == PKQ_GEMV_OFF_ROWS, "pkq_gemv_args.rows");
+static_assert(offsetof(pkq_gemv_args, cols) == PKQ_GEMV_OFF_COLS, "pkq_gemv_args.cols");
+
+struct pkq_fir_args {
+    uint64_t x; /* const float*, n + taps - 1 */
+    uint64_t h; /* const float*, taps */
+    uint64_t y; /* float*, n */
+    uint32_t n;
+    uint32_t taps;
+};
+static_assert(sizeof(pkq_fir_args) == PKQ_FIR_ARGS_BYTES, "pkq_fir_args size");
+static_assert(offsetof(pkq_fir_args, h) == PKQ_FIR_OFF_H, "pkq_fir_args.h");
+static_assert(offsetof(pkq_fir_args, y) == PKQ_FIR_OFF_Y, "pkq_fir_args.y");
+static_assert(offsetof(pkq_fir_args, n) == PKQ_FIR_OFF_N, "pkq_fir_args.n");
+static_assert(offsetof(pkq_fir_args, taps) == PKQ_FIR_OFF_TAPS, "pkq_fir_args.taps");
 
 struct pkq_params {
     uint64_t sq;            /* device address of the submission slots */

@@ -1,29 +1,13 @@
-// pkq_ops.cuh: the built-in ops, each run by one whole warp (mirrors src/ops.rs).
+// pkq_ops.cuh: the built-in ops, each run by one whole warp (mirrors src/ops.rs
+// and src/builtin.rs).
 #pragma once
 #include <cstdint>
 
+#include "pkq_handler.cuh"
 #include "pkq_layout.h"
 #include "pkq_mem.cuh"
-#include "pkq_slot.cuh"
 
 namespace pkq {
-
-// What a handler hands back: the task's status and inline result, and whether
-// it wrote device memory that later work must see (then the worker fences at
-// GPU scope before it publishes the completion).
-struct Outcome {
-    uint32_t status;
-    uint64_t value;
-    bool wrote_device_memory;
-};
-
-__device__ __forceinline__ Outcome outcome(uint32_t status, uint64_t value, bool wrote_device_memory) {
-    Outcome o;
-    o.status = status;
-    o.value = value;
-    o.wrote_device_memory = wrote_device_memory;
-    return o;
-}
 
 __device__ __forceinline__ uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
@@ -78,18 +62,160 @@ __device__ __forceinline__ Outcome op_spin(const uint64_t (&args)[PKQ_ARGS_BYTES
     return outcome(PKQ_STATUS_OK, t - t0, false);
 }
 
+// Reads device memory through L2 (see AXPY).
+__device__ __forceinline__ float ld(const float* p) { return __ldcg(p); }
+
+// Sum over the warp (every lane gets it).
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// MEMCPY: 16-byte moves when both ends allow, bytes otherwise.
+__device__ __forceinline__ Outcome op_memcpy(const Context& ctx) {
+    const pkq_memcpy_args a = ctx.args<pkq_memcpy_args>();
+    if (a.bytes > PKQ_MEMCPY_MAX_BYTES || (a.bytes > 0 && (a.dst == 0 || a.src == 0))) {
+        return fail(PKQ_STATUS_BAD_ARGS);
+    }
+    uint8_t* dst = reinterpret_cast<uint8_t*>(a.dst);
+    const uint8_t* src = reinterpret_cast<const uint8_t*>(a.src);
+    uint64_t done = 0;
+    if (((a.dst | a.src) & 15) == 0) {
+        const uint64_t n16 = a.bytes / 16;
+        for (uint64_t i = ctx.lane; i < n16; i += 32) {
+            __stcg(reinterpret_cast<int4*>(dst) + i, __ldcg(reinterpret_cast<const int4*>(src) + i));
+        }
+        done = n16 * 16;
+    }
+    for (uint64_t i = done + ctx.lane; i < a.bytes; i += 32) dst[i] = __ldcg(src + i);
+    return ok_after_writes();
+}
+
+// MEMSET: the byte `value` over `bytes`.
+__device__ __forceinline__ Outcome op_memset(const Context& ctx) {
+    const pkq_memset_args a = ctx.args<pkq_memset_args>();
+    if (a.bytes > PKQ_MEMCPY_MAX_BYTES || (a.bytes > 0 && a.dst == 0)) return fail(PKQ_STATUS_BAD_ARGS);
+    uint8_t* dst = reinterpret_cast<uint8_t*>(a.dst);
+    const uint32_t b = a.value & 0xff;
+    uint64_t done = 0;
+    if ((a.dst & 15) == 0) {
+        const uint32_t w = b * 0x01010101u;
+        const int4 v = make_int4(w, w, w, w);
+        const uint64_t n16 = a.bytes / 16;
+        for (uint64_t i = ctx.lane; i < n16; i += 32) __stcg(reinterpret_cast<int4*>(dst) + i, v);
+        done = n16 * 16;
+    }
+    for (uint64_t i = done + ctx.lane; i < a.bytes; i += 32) dst[i] = static_cast<uint8_t>(b);
+    return ok_after_writes();
+}
+
+// DOT: each lane sums its strided share in double, then the warp adds them.
+__device__ __forceinline__ Outcome op_dot(const Context& ctx) {
+    const pkq_dot_args a = ctx.args<pkq_dot_args>();
+    if (a.n > PKQ_DOT_MAX_N || (a.n > 0 && a.x == 0)) return fail(PKQ_STATUS_BAD_ARGS);
+    const float* x = reinterpret_cast<const float*>(a.x);
+    const float* y = reinterpret_cast<const float*>(a.y);
+    double s = 0.0;
+    if (y == nullptr) {
+        for (uint32_t i = ctx.lane; i < a.n; i += 32) s += ld(x + i);
+    } else {
+        for (uint32_t i = ctx.lane; i < a.n; i += 32) s += static_cast<double>(ld(x + i)) * ld(y + i);
+    }
+    return ok(bits(warp_sum(s)));
+}
+
+// GEMV: one row at a time, the warp's lanes striding over its columns
+// (coalesced), then a warp sum; lane 0 writes the row's result.
+__device__ __forceinline__ Outcome op_gemv(const Context& ctx) {
+    const pkq_gemv_args g = ctx.args<pkq_gemv_args>();
+    if (g.rows > PKQ_GEMV_MAX_DIM || g.cols > PKQ_GEMV_MAX_DIM ||
+        (g.rows > 0 && (g.y == 0 || (g.cols > 0 && (g.a == 0 || g.x == 0))))) {
+        return fail(PKQ_STATUS_BAD_ARGS);
+    }
+    if (g.rows == 0) return ok();
+    const float* A = reinterpret_cast<const float*>(g.a);
+    const float* x = reinterpret_cast<const float*>(g.x);
+    float* y = reinterpret_cast<float*>(g.y);
+    // This lane's columns of x, kept in registers across rows.
+    float xs[PKQ_GEMV_MAX_DIM / 32];
+#pragma unroll
+    for (int k = 0; k < PKQ_GEMV_MAX_DIM / 32; ++k) {
+        const uint32_t c = ctx.lane + 32 * k;
+        xs[k] = c < g.cols ? ld(x + c) : 0.0f;
+    }
+    for (uint32_t r = 0; r < g.rows; ++r) {
+        const float* row = A + static_cast<uint64_t>(r) * g.cols;
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < PKQ_GEMV_MAX_DIM / 32; ++k) {
+            const uint32_t c = ctx.lane + 32 * k;
+            if (c < g.cols) s = fmaf(ld(row + c), xs[k], s);
+        }
+        s = warp_sum(s);
+        if (ctx.lane == 0) __stcg(y + r, s);
+    }
+    return ok_after_writes();
+}
+
+// FIR: lane i computes outputs i, i + 32, ..., each as an in-order chain of
+// fused multiply-adds over the taps (the host's reference does the same).
+__device__ __forceinline__ Outcome op_fir(const Context& ctx) {
+    const pkq_fir_args f = ctx.args<pkq_fir_args>();
+    if (f.n > PKQ_FIR_MAX_N || f.taps == 0 || f.taps > PKQ_FIR_MAX_TAPS ||
+        (f.n > 0 && (f.x == 0 || f.h == 0 || f.y == 0))) {
+        return fail(PKQ_STATUS_BAD_ARGS);
+    }
+    if (f.n == 0) return ok();
+    const float* x = reinterpret_cast<const float*>(f.x);
+    const float* h = reinterpret_cast<const float*>(f.h);
+    float* y = reinterpret_cast<float*>(f.y);
+    // The taps, two per lane, broadcast by shuffles.
+    const float h0 = ctx.lane < f.taps ? ld(h + ctx.lane) : 0.0f;
+    const float h1 = ctx.lane + 32 < f.taps ? ld(h + ctx.lane + 32) : 0.0f;
+    for (uint32_t i0 = 0; i0 < f.n; i0 += 32) {
+        const uint32_t i = i0 + ctx.lane;
+        float s = 0.0f;
+        for (uint32_t k = 0; k < f.taps; ++k) {
+            const float hk = __shfl_sync(0xffffffffu, k < 32 ? h0 : h1, k & 31);
+            if (i < f.n) s = fmaf(hk, ld(x + i + k), s);
+        }
+        if (i < f.n) __stcg(y + i, s);
+    }
+    return ok_after_writes();
+}
+
 // The built-in handler table.
 struct BuiltinOps {
-    __device__ __forceinline__ Outcome operator()(const Task& t, uint32_t lane) const {
-        switch (t.op) {
-            case PKQ_OP_NOP: return outcome(PKQ_STATUS_OK, 0, false);
-            case PKQ_OP_ECHO: return outcome(PKQ_STATUS_OK, echo_fold(t.args), false);
-            case PKQ_OP_AXPY: return op_axpy(t.args, lane);
-            case PKQ_OP_SPIN: return op_spin(t.args);
-            case PKQ_OP_TRAP: __trap(); return outcome(PKQ_STATUS_OK, 0, false);
-            default: return outcome(PKQ_STATUS_UNKNOWN_OP, 0, false);
+    __device__ __forceinline__ Outcome operator()(const Context& ctx) const {
+        switch (ctx.op) {
+            case PKQ_OP_NOP: return ok();
+            case PKQ_OP_ECHO: return ok(echo_fold(ctx.words));
+            case PKQ_OP_AXPY: return op_axpy(ctx.words, ctx.lane);
+            case PKQ_OP_SPIN: return op_spin(ctx.words);
+            case PKQ_OP_TRAP: __trap(); return ok();
+            case PKQ_OP_MEMCPY: return op_memcpy(ctx);
+            case PKQ_OP_MEMSET: return op_memset(ctx);
+            case PKQ_OP_DOT: return op_dot(ctx);
+            case PKQ_OP_GEMV: return op_gemv(ctx);
+            case PKQ_OP_FIR: return op_fir(ctx);
+            default: return unknown_op();
         }
     }
 };
 
 }  // namespace pkq
+
+// What each built-in op takes (checked against src/builtin.rs at load).
+#define PKQ_BUILTIN_OP_TABLE(kernel)                                              \
+    PKQ_OP_TABLE(kernel, PKQ_OP_INFO_NO_ARGS(PKQ_OP_NOP),                         \
+                 pkq_op_info{PKQ_OP_ECHO, PKQ_ARGS_BYTES, 8, 0},                  \
+                 PKQ_OP_INFO_POINTERS(PKQ_OP_AXPY, pkq_axpy_args),                \
+                 PKQ_OP_INFO(PKQ_OP_SPIN, uint64_t),                              \
+                 pkq_op_info{PKQ_OP_TRAP, 0, 1, PKQ_OP_DEREFS},                   \
+                 PKQ_OP_INFO_POINTERS(PKQ_OP_MEMCPY, pkq_memcpy_args),            \
+                 PKQ_OP_INFO_POINTERS(PKQ_OP_MEMSET, pkq_memset_args),            \
+                 PKQ_OP_INFO_POINTERS(PKQ_OP_DOT, pkq_dot_args),                  \
+                 PKQ_OP_INFO_POINTERS(PKQ_OP_GEMV, pkq_gemv_args),                \
+                 PKQ_OP_INFO_POINTERS(PKQ_OP_FIR, pkq_fir_args))

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "pkq_handler.cuh"
 #include "pkq_layout.h"
 #include "pkq_mem.cuh"
 #include "pkq_slot.cuh"
@@ -54,7 +55,8 @@ __device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) 
 
 // Serves tasks until the host's stop word is set (or a slot holds a tag that
 // is neither the expected lap nor the one before: corruption). `Handlers`
-// is called by all 32 lanes with the decoded task and returns the Outcome.
+// is called by all 32 lanes with the task's Context and returns the
+// Outcome; NOP (op 0) is answered here, without it.
 //
 // A worker is `p.pollers` warps of one block ("pollers"), started a
 // fraction of a read round trip apart, all polling the worker's next slot
@@ -156,17 +158,22 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         }
         // The op sits in the low bits of chunk 0: a NOP needs nothing else.
         const uint64_t c0 = __shfl_sync(FULL_MASK, w, 0);
-        Task task;
+        Outcome out;
         if ((c0 & 0xffff) == PKQ_OP_NOP) {
-            task.op = PKQ_OP_NOP;
-            task.len = 0;
+            out = ok();
         } else {
             uint64_t c[PKQ_SLOT_WORDS];
 #pragma unroll
             for (int j = 0; j < PKQ_SLOT_WORDS; ++j) c[j] = __shfl_sync(FULL_MASK, w, j);
-            task = decode_slot(c);
+            const Task task = decode_slot(c);
+            Context ctx;
+            ctx.lane = lane;
+            ctx.op = task.op;
+            ctx.len = task.len;
+#pragma unroll
+            for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) ctx.words[j] = task.args[j];
+            out = handlers(ctx);
         }
-        const Outcome out = handlers(task, lane);
         const uint64_t t_end = __shfl_sync(FULL_MASK, globaltimer(), 0);
         const uint32_t status = __shfl_sync(FULL_MASK, out.status, 0);
         const uint64_t value = __shfl_sync(FULL_MASK, out.value, 0);
@@ -184,6 +191,22 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         ++k;
     }
     if (lane == 0) store_sys(state, final_state | (k << PKQ_STATE_BITS));
+}
+
+// The body of a resident kernel serving `Handlers` (see PKQ_KERNEL in
+// pkq.cuh): `pollers` warps per worker, PKQ_MAX_WARPS_PER_BLOCK warps at most
+// per block, a worker's pollers always in one block (both powers of two),
+// sharing the worker's claim counter in shared memory.
+template <class Handlers>
+__device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers& handlers) {
+    __shared__ unsigned long long claims[PKQ_MAX_WARPS_PER_BLOCK];
+    const uint32_t warp_in_block = threadIdx.x >> 5;
+    const uint32_t warp = blockIdx.x * (blockDim.x >> 5) + warp_in_block;
+    if (threadIdx.x < PKQ_MAX_WARPS_PER_BLOCK) claims[threadIdx.x] = 0;
+    __syncthreads();
+    const uint32_t worker = warp / p.pollers;
+    if (worker >= p.workers) return;
+    serve(p, worker, warp % p.pollers, &claims[warp_in_block / p.pollers], handlers);
 }
 
 }  // namespace pkq

@@ -58,6 +58,11 @@ if [ $run_benches = 1 ]; then
   echo "=== bench: latency"
   timeout 600 "$here/examples/latency" --json "$out/latency.json" --svg "$out/latency.svg" "${bench_args[@]}" \
     || failed+=(latency)
+  echo "=== bench: gemv_crossover"
+  timeout 300 "$here/examples/gemv_crossover" --json "$out/gemv_crossover.json" --svg "$out/gemv_crossover.svg" \
+    || failed+=(gemv_crossover)
+  echo "=== example: custom_handler"
+  timeout 300 "$here/examples/custom_handler" --json "$out/custom_handler.json" || failed+=(custom_handler)
 fi
 if [ "$soak" != 0 ]; then
   echo "=== soak: $soak s"

@@ -82,6 +82,18 @@ pub enum Error {
     /// pkq's parameters.
     #[error("invalid module: {0}")]
     InvalidModule(String),
+    /// The host's declaration of an op ([`TypedOp`](crate::TypedOp)) and the
+    /// module's op table disagree: argument size, alignment or pointer flag,
+    /// or the module has no such op.
+    #[error("op {op} ({code}): {why}")]
+    OpMismatch {
+        /// The op's name as declared on the host.
+        op: String,
+        /// Its code.
+        code: u16,
+        /// What differs.
+        why: String,
+    },
     /// The module has no kernel of the name given.
     #[error("the module has no kernel named {0:?}")]
     KernelMissing(String),

@@ -14,6 +14,7 @@ use cudarc::nvrtc::Ptx;
 use crate::driver::error_name;
 use crate::error::{Error, Result};
 use crate::mapped::MappedBuffer;
+use crate::typed_op::OpTable;
 
 include!(concat!(env!("OUT_DIR"), "/kernel_gen.rs"));
 
@@ -98,6 +99,37 @@ fn check_one_parameter(
     )))
 }
 
+/// Reads `<kernel>_op_count` and `<kernel>_ops` (PKQ_OP_TABLE) from the
+/// module, on `stream` (the kernel's own, before it runs: never the legacy
+/// stream, which would wait for a resident kernel of another runtime).
+fn read_op_table(
+    module: &Arc<CudaModule>,
+    stream: &Arc<CudaStream>,
+    kernel: &str,
+) -> Result<OpTable> {
+    let missing = |what: &str| {
+        Error::InvalidModule(format!(
+            "it exports no {what} for kernel {kernel}: declare its ops with \
+             PKQ_OP_TABLE({kernel}, ...) (cuda/pkq.cuh)"
+        ))
+    };
+    let read = |symbol: String| -> Result<Option<Vec<u8>>> {
+        match module.get_global(&symbol, stream) {
+            Ok(view) => Ok(Some(stream.clone_dtoh(&view)?)),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    };
+    let count = read(format!("{kernel}_op_count"))?.ok_or_else(|| missing("op count"))?;
+    let count: [u8; 4] = count
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| missing("4-byte op count"))?;
+    let rows = read(format!("{kernel}_ops"))?.ok_or_else(|| missing("op table"))?;
+    stream.synchronize()?;
+    OpTable::parse(&rows, u32::from_le_bytes(count))
+}
+
 /// What the kernel's stream says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum KernelState {
@@ -121,6 +153,9 @@ pub(crate) struct Kernel {
     memory: ManuallyDrop<Vec<MappedBuffer>>,
     /// Launched and not yet seen to end.
     live: AtomicBool,
+    /// The module's op table for this kernel (worker kernels; empty for the
+    /// others).
+    pub(crate) ops: OpTable,
 }
 
 impl Kernel {
@@ -135,8 +170,9 @@ impl Kernel {
         Self::from_image(ctx, &Image::Embedded, name, None, memory)
     }
 
-    /// As [`Kernel::new`], from `image`; with `param_bytes`, the kernel must
-    /// take exactly one argument of that size.
+    /// As [`Kernel::new`], from `image`; with `param_bytes`, a worker
+    /// kernel: it must take exactly one argument of that size (checked for a
+    /// caller's image), and the module must export its op table.
     pub(crate) fn from_image(
         ctx: &Arc<CudaContext>,
         image: &Image,
@@ -146,16 +182,23 @@ impl Kernel {
     ) -> Result<Self> {
         let module = image.load(ctx)?;
         let function = function(&module, name)?;
-        if let Some(bytes) = param_bytes {
+        let worker = param_bytes.is_some();
+        if let (Some(bytes), Image::Caller(_)) = (param_bytes, image) {
             check_one_parameter(ctx, &function, name, bytes)?;
         }
         let stream = ctx.new_stream()?;
+        let ops = if worker {
+            read_op_table(&module, &stream, name)?
+        } else {
+            OpTable::default()
+        };
         Ok(Self {
             ctx: ctx.clone(),
             stream: ManuallyDrop::new(stream),
             function: ManuallyDrop::new(function),
             memory: ManuallyDrop::new(memory),
             live: AtomicBool::new(false),
+            ops,
         })
     }
 

@@ -10,6 +10,7 @@ compile_error!(
 compile_error!("pkq: enable one CUDA version feature: cuda-13000 (default) or cuda-12080");
 
 pub mod build_info;
+pub mod builtin;
 mod driver;
 mod error;
 pub mod floor;
@@ -27,6 +28,7 @@ mod slot;
 mod sync;
 mod ticket;
 pub mod timing;
+mod typed_op;
 
 /// The cudarc pkq is built against (device buffers for ops like AXPY come from it).
 pub use cudarc;
@@ -36,12 +38,19 @@ pub use kernel::image as kernel_image;
 pub use ops::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, echo_fold};
 pub use runtime::{Builder, IdlePolicy, Runtime};
 pub use ticket::{Completion, Ticket};
+pub use typed_op::TypedOp;
 
 /// The most argument bytes a task carries inline in its slot.
 pub const ARGS_BYTES: usize = layout::ARGS_BYTES;
 
 #[cfg(test)]
 pub(crate) mod test_rng {
+    /// How many random cases a test runs: all of `n`, or a hundredth under
+    /// Miri, which interprets every step (the protocol's checks still run).
+    pub(crate) const fn cases(n: usize) -> usize {
+        if cfg!(miri) { n / 100 } else { n }
+    }
+
     /// SplitMix64: a small, seeded source of test inputs.
     pub(crate) struct Rng(u64);
 

@@ -6,8 +6,8 @@ use std::mem::{offset_of, size_of};
 use bytemuck::{Pod, Zeroable};
 
 use crate::layout::{
-    ARGS_BYTES, AXPY_ARGS_BYTES, AXPY_OFF_A, AXPY_OFF_N, AXPY_OFF_X, AXPY_OFF_Y, OP_AXPY, OP_ECHO,
-    OP_NOP, OP_SPIN, OP_TRAP,
+    ARGS_BYTES, AXPY_ARGS_BYTES, AXPY_OFF_A, AXPY_OFF_N, AXPY_OFF_X, AXPY_OFF_Y, OP_AXPY, OP_DOT,
+    OP_ECHO, OP_FIR, OP_GEMV, OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP, OP_USER,
 };
 
 /// An op code: which device handler runs a task.
@@ -34,13 +34,19 @@ impl Op {
     /// context keeps a sticky error. For testing fault handling; only
     /// through [`Runtime::submit_unchecked`](crate::Runtime::submit_unchecked).
     pub const TRAP: Op = Op(OP_TRAP);
-
-    /// Whether the safe `submit` refuses this op: its built-in handler
-    /// dereferences device pointers taken from its arguments ([`Op::AXPY`])
-    /// or faults the device on purpose ([`Op::TRAP`]).
-    pub fn needs_unchecked(self) -> bool {
-        self == Op::AXPY || self == Op::TRAP
-    }
+    /// Copies device memory ([`Runtime::memcpy`](crate::Runtime::memcpy)).
+    pub const MEMCPY: Op = Op(OP_MEMCPY);
+    /// Sets device memory ([`Runtime::memset`](crate::Runtime::memset)).
+    pub const MEMSET: Op = Op(OP_MEMSET);
+    /// Dot product or sum ([`Runtime::dot`](crate::Runtime::dot),
+    /// [`Runtime::sum`](crate::Runtime::sum)).
+    pub const DOT: Op = Op(OP_DOT);
+    /// Small matrix-vector product ([`Runtime::gemv`](crate::Runtime::gemv)).
+    pub const GEMV: Op = Op(OP_GEMV);
+    /// FIR filter ([`Runtime::fir`](crate::Runtime::fir)).
+    pub const FIR: Op = Op(OP_FIR);
+    /// The first code of a module's own ops (codes below are pkq's).
+    pub const FIRST_USER: Op = Op(OP_USER);
 
     fn name(self) -> Option<&'static str> {
         match self {
@@ -49,6 +55,11 @@ impl Op {
             Op::AXPY => Some("AXPY"),
             Op::SPIN => Some("SPIN"),
             Op::TRAP => Some("TRAP"),
+            Op::MEMCPY => Some("MEMCPY"),
+            Op::MEMSET => Some("MEMSET"),
+            Op::DOT => Some("DOT"),
+            Op::GEMV => Some("GEMV"),
+            Op::FIR => Some("FIR"),
             _ => None,
         }
     }
@@ -124,7 +135,8 @@ mod tests {
     fn op_names() {
         assert_eq!(format!("{}", Op::AXPY), "AXPY");
         assert_eq!(format!("{:?}", Op(77)), "Op(77)");
-        assert!(Op::AXPY.needs_unchecked() && Op::TRAP.needs_unchecked());
-        assert!(!Op::ECHO.needs_unchecked() && !Op::SPIN.needs_unchecked());
+        use crate::builtin::{AXPY, ECHO, SPIN, TRAP};
+        assert!(AXPY.takes_pointers() && TRAP.takes_pointers());
+        assert!(!ECHO.takes_pointers() && !SPIN.takes_pointers());
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
 use crossbeam_utils::Backoff;
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use crate::driver;
 use crate::error::{Error, Result};
@@ -17,11 +17,12 @@ use crate::layout::{
     WORKER_RUNNING,
 };
 use crate::mapped::MappedBuffer;
-use crate::ops::{AXPY_MAX_N, AxpyArgs, Op};
+use crate::ops::Op;
 use crate::queue::{Queue, Refusal, Words};
 use crate::ring::Geometry;
 use crate::slot::SlotImage;
 use crate::ticket::Ticket;
+use crate::typed_op::{OpTable, Signature, TypedOp};
 
 /// How long a waiter spins before it starts yielding the CPU.
 const SPIN_FOR: Duration = Duration::from_micros(200);
@@ -63,6 +64,7 @@ pub struct Builder {
     stop_timeout: Duration,
     image: Image,
     kernel: String,
+    ops: Vec<Signature>,
     start_seq: u64,
     probe_every: Duration,
     stall_after: Duration,
@@ -80,6 +82,7 @@ impl Default for Builder {
             stop_timeout: Duration::from_secs(10),
             image: Image::Embedded,
             kernel: WORKER_KERNEL.to_string(),
+            ops: Vec::new(),
             start_seq: 0,
             probe_every: PROBE_EVERY,
             stall_after: Duration::from_secs(1),
@@ -181,6 +184,16 @@ impl Builder {
         self
     }
 
+    /// Declares an op the kernel must serve with arguments like `A`:
+    /// [`build`](Builder::build) checks its code, argument size, alignment
+    /// and pointer flag against the module's op table (`PKQ_OP_TABLE`) and
+    /// refuses a mismatch with [`Error::OpMismatch`] naming the op. (pkq's
+    /// built-in ops are always checked against its own kernel.)
+    pub fn op<A: Pod>(mut self, op: &TypedOp<A>) -> Self {
+        self.ops.push(op.signature());
+        self
+    }
+
     /// How often waiters probe the kernel's liveness (for tests).
     #[doc(hidden)]
     pub fn probe_interval(mut self, every: Duration) -> Self {
@@ -274,7 +287,7 @@ impl Builder {
             },
             reserved: 0,
         };
-        let kernel = Kernel::from_image(
+        let mut kernel = Kernel::from_image(
             &ctx,
             &self.image,
             &self.kernel,
@@ -284,12 +297,22 @@ impl Builder {
             matches!(self.image, Image::Caller(_)).then_some(PARAMS_BYTES),
             vec![h2d, d2h],
         )?;
+        let ops = std::mem::take(&mut kernel.ops);
+        if let Image::Embedded = self.image {
+            for sig in crate::builtin::signatures() {
+                ops.check(&sig)?;
+            }
+        }
+        for sig in &self.ops {
+            ops.check(sig)?;
+        }
         let queue = Queue::new(geo, sq, cq, self.start_seq);
         let shared = Arc::new(Shared {
             queue,
             ctrl,
             states,
             beats,
+            ops,
             fault: OnceLock::new(),
             liveness: Liveness::new(self.probe_every, self.stall_after, pollers),
             start_seq: self.start_seq & crate::ring::SEQ_MASK,
@@ -334,7 +357,7 @@ impl Builder {
 /// before building a runtime, or on a context whose event tracking is off:
 /// cudarc's first `new_stream` on a tracking context synchronizes it.
 pub struct Runtime {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -366,7 +389,7 @@ impl Runtime {
     /// Like [`Runtime::submit`], but returns [`Error::Full`] instead of
     /// waiting for a free slot.
     pub fn try_submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
-        Self::refuse_pointers(op)?;
+        self.refuse_pointers(op)?;
         let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
         match self.shared.submit(op, &image, false) {
             // A caller looping on Full must learn if the kernel died.
@@ -380,7 +403,7 @@ impl Runtime {
 
     /// Submits a task whose arguments are raw bytes (at most 48).
     pub fn submit_bytes(&self, op: Op, args: &[u8]) -> Result<Ticket> {
-        Self::refuse_pointers(op)?;
+        self.refuse_pointers(op)?;
         let image = SlotImage::new(op.0, args)?;
         self.shared.submit(op, &image, true)
     }
@@ -401,71 +424,42 @@ impl Runtime {
         self.shared.submit(op, &image, true)
     }
 
-    fn refuse_pointers(op: Op) -> Result<()> {
-        if op.needs_unchecked() {
+    /// [`Error::UncheckedOp`] if the kernel's handler of `op` dereferences
+    /// device addresses from its arguments (the op table's flag).
+    #[inline]
+    fn refuse_pointers(&self, op: Op) -> Result<()> {
+        if self.shared.ops.derefs(op) {
             Err(Error::UncheckedOp(op))
         } else {
             Ok(())
         }
     }
 
-    /// `y = a * x + y` on device buffers of at most [`AXPY_MAX_N`] elements,
-    /// run by one warp of the resident kernel; returns once it is done.
+    /// Submits a task of a declared op with its typed arguments, waiting
+    /// while the ring is full. Refuses an op whose declaration disagrees with
+    /// the kernel's op table ([`Error::OpMismatch`]) and an op declared
+    /// [`with_pointers`](TypedOp::with_pointers) ([`Error::UncheckedOp`]: use
+    /// [`Runtime::call_unchecked`] or a safe wrapper).
+    pub fn call<A: Pod>(&self, op: &TypedOp<A>, args: &A) -> Result<Ticket> {
+        self.shared.ops.check(&op.signature())?;
+        if op.takes_pointers() {
+            return Err(Error::UncheckedOp(op.op()));
+        }
+        let image = SlotImage::new(op.op().0, bytemuck::bytes_of(args))?;
+        self.shared.submit(op.op(), &image, true)
+    }
+
+    /// [`Runtime::call`] for any declared op, including those whose handler
+    /// dereferences device addresses among its arguments.
     ///
-    /// Work queued on the buffers' own streams is waited for first (their
-    /// streams are synchronized), so the task sees what came before.
-    pub fn axpy(&self, a: f32, x: &CudaSlice<f32>, y: &mut CudaSlice<f32>) -> Result<()> {
-        if x.len() != y.len() || x.len() > AXPY_MAX_N {
-            return Err(Error::InvalidArgument(format!(
-                "axpy needs x and y of equal length up to {AXPY_MAX_N} (got {} and {})",
-                x.len(),
-                y.len()
-            )));
-        }
-        let ours = self.shared.kernel.cu_ctx();
-        if x.context().cu_ctx() != ours || y.context().cu_ctx() != ours {
-            return Err(Error::InvalidArgument(format!(
-                "axpy buffers must live in the runtime's context (device {}'s primary context)",
-                self.shared.device
-            )));
-        }
-        let (xs, ys) = (x.stream().clone(), y.stream().clone());
-        let (xp, _x_read) = x.device_ptr(&xs);
-        let (yp, _y_write) = y.device_ptr_mut(&ys);
-        xs.synchronize()?;
-        if ys != xs {
-            ys.synchronize()?;
-        }
-        let args = AxpyArgs {
-            x: xp,
-            y: yp,
-            n: x.len() as u32,
-            a,
-        };
-        // SAFETY: x and y are live allocations of n f32s in this context, x
-        // borrowed and y borrowed exclusively until the task completed or the
-        // kernel is known to have stopped (below); their streams are idle.
-        let mut ticket = unsafe { self.submit_unchecked(Op::AXPY, &args)? };
-        // Not watched for stalls: the buffers stay borrowed until the task
-        // completed or the kernel is known to have stopped.
-        match ticket.wait_watching(None, Watch::Nothing) {
-            Ok(_) => Ok(()),
-            Err(e @ Error::Task { .. }) => Err(e),
-            Err(e) => {
-                // A fault can be latched while the kernel still lives, and
-                // the task may yet run: the borrows end only once the kernel
-                // is known to have stopped.
-                let _ = self.shared.stop(false);
-                if self.shared.kernel.is_live() {
-                    eprintln!(
-                        "pkq: the resident kernel did not stop after {e}; aborting rather than \
-                         release device buffers it may still write"
-                    );
-                    std::process::abort();
-                }
-                Err(e)
-            }
-        }
+    /// # Safety
+    /// As [`Runtime::submit_unchecked`]: every device address in `args` must
+    /// be valid for what the op does with it until the ticket reported
+    /// completion or the kernel is known to have stopped.
+    pub unsafe fn call_unchecked<A: Pod>(&self, op: &TypedOp<A>, args: &A) -> Result<Ticket> {
+        self.shared.ops.check(&op.signature())?;
+        let image = SlotImage::new(op.op().0, bytemuck::bytes_of(args))?;
+        self.shared.submit(op.op(), &image, true)
     }
 
     /// The ring's slot count.
@@ -554,6 +548,8 @@ pub(crate) struct Shared {
     states: Words,
     /// Device-written heartbeat words, one per poller (see pkq_layout.h).
     beats: Words,
+    /// The kernel's op table (which ops it serves, with what arguments).
+    ops: OpTable,
     /// The first sequence number (worker `w` serves `start_seq + w + k * workers`).
     start_seq: u64,
     /// Why the kernel no longer serves, once known (a fault, or the end
@@ -563,10 +559,10 @@ pub(crate) struct Shared {
     /// The outcome of shutdown, once it ran.
     stopped: Mutex<Option<Result<()>>>,
     stop_timeout: Duration,
-    device: usize,
+    pub(crate) device: usize,
     workers: usize,
     /// Last: owns the memory behind `queue`, `ctrl` and `states`.
-    kernel: Kernel,
+    pub(crate) kernel: Kernel,
 }
 
 /// The shared schedule of liveness probes: at most one waiter asks the

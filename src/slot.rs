@@ -160,12 +160,12 @@ impl Cqe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_rng::Rng;
+    use crate::test_rng::{Rng, cases};
 
     #[test]
     fn chunks_and_payload_are_inverse() {
         let mut rng = Rng::new(1);
-        for _ in 0..100_000 {
+        for _ in 0..cases(100_000) {
             let words: [u64; 7] = std::array::from_fn(|_| rng.next());
             let c: [u64; 8] = chunks(&words);
             assert!(c.iter().all(|&c| c & !CHUNK_MASK == 0));
@@ -176,7 +176,7 @@ mod tests {
     #[test]
     fn slot_round_trips_arbitrary_payloads() {
         let mut rng = Rng::new(2);
-        for i in 0..200_000 {
+        for i in 0..cases(200_000) {
             let len = (rng.next() % (ARGS_BYTES as u64 + 1)) as usize;
             let args: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
             let op = rng.next() as u16;
@@ -217,7 +217,7 @@ mod tests {
     #[test]
     fn completion_round_trips() {
         let mut rng = Rng::new(3);
-        for _ in 0..100_000 {
+        for _ in 0..cases(100_000) {
             let c = Cqe {
                 status: rng.next() as u8,
                 value: rng.next(),

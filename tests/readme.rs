@@ -141,3 +141,34 @@ fn failure_table_names_existing_tests() {
     }
     assert!(named >= 14, "{named}");
 }
+
+/// The README's "Write your own handler" code is the example's code: every
+/// code block between its markers appears verbatim in the example's files.
+#[test]
+fn handler_section_is_the_examples_code() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let section = readme
+        .split("<!-- handler:begin -->")
+        .nth(1)
+        .and_then(|s| s.split("<!-- handler:end -->").next())
+        .expect("the handler section's markers");
+    let files = [
+        "examples/custom_handler/fk.cu",
+        "examples/custom_handler/fk.rs",
+    ]
+    .map(|f| std::fs::read_to_string(format!("{root}/{f}")).unwrap())
+    .concat();
+    let mut blocks = 0;
+    for (i, part) in section.split("```").enumerate() {
+        if i % 2 == 1 {
+            let code = part.split_once('\n').map_or("", |(_, c)| c);
+            assert!(
+                files.contains(code),
+                "README block not found verbatim in the example:\n{code}"
+            );
+            blocks += 1;
+        }
+    }
+    assert!(blocks >= 5, "{blocks}");
+}

@@ -188,6 +188,35 @@ pub fn pin(core: Option<usize>) -> Option<usize> {
     core_affinity::set_for_current(id).then_some(id.id)
 }
 
+/// The start of a bench: the thread pinned (to `core`, else the last core),
+/// the clock calibrated, device 0 named with the driver and pkq's commit.
+pub fn start(core: Option<usize>) -> pkq::Result<(Clock, pkq::DeviceInfo)> {
+    pin(core);
+    let clock = Clock::calibrate();
+    let info = pkq::device_info(0)?;
+    println!(
+        "{} ({}), pkq {}",
+        info.name,
+        info.driver,
+        pkq::build_info::GIT_COMMIT
+    );
+    Ok((clock, info))
+}
+
+/// Device 0's primary context for a bench's own buffers and launches, all
+/// on one stream, without cudarc's cross-stream events (which would add to
+/// each launch).
+pub fn one_stream_context() -> Result<
+    std::sync::Arc<pkq::cudarc::driver::CudaContext>,
+    pkq::cudarc::driver::DriverError,
+> {
+    let ctx = pkq::cudarc::driver::CudaContext::new(0)?;
+    // SAFETY: the caller uses every buffer on one stream, in order, so the
+    // events that order uses across streams are not needed.
+    unsafe { ctx.disable_event_tracking() };
+    Ok(ctx)
+}
+
 /// The report every bench writes.
 pub fn report(device: &pkq::DeviceInfo, rows: Vec<Map<String, Value>>) -> Value {
     json!({

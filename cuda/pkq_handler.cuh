@@ -1,0 +1,91 @@
+// pkq_handler.cuh: what a handler gets and gives back (mirrors src/ticket.rs's
+// Completion and src/typed_op.rs's op table check).
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "pkq_layout.h"
+
+namespace pkq {
+
+// One task, as its handler sees it. The handler is called by all 32 lanes of
+// the warp that took the task, each with its own `lane`; every lane must
+// return the same Outcome (lane 0's is the one published).
+struct Context {
+    uint32_t lane;  // 0..31
+    uint32_t op;    // the op code
+    uint32_t len;   // argument bytes the host sent (at most PKQ_ARGS_BYTES)
+    uint64_t words[PKQ_ARGS_BYTES / 8];
+
+    // The arguments as the struct `A` the host sent (a copy: registers, no
+    // aliasing). `A` must match the host's `bytemuck::Pod` struct, which the
+    // op table (PKQ_OP_TABLE) lets the host check when it loads the module.
+    template <class A>
+    __device__ __forceinline__ A args() const {
+        static_assert(sizeof(A) <= PKQ_ARGS_BYTES, "arguments must fit a slot (48 bytes)");
+        static_assert(alignof(A) <= 8, "arguments are 8-byte aligned at most");
+        A a;
+        memcpy(&a, words, sizeof(A));
+        return a;
+    }
+};
+
+// What a handler hands back: the task's status and inline result, and whether
+// it wrote device memory that later work must see (then the worker fences at
+// GPU scope before it publishes the completion).
+struct Outcome {
+    uint32_t status;
+    uint64_t value;
+    bool wrote_device_memory;
+};
+
+__device__ __forceinline__ Outcome outcome(uint32_t status, uint64_t value, bool wrote_device_memory) {
+    Outcome o;
+    o.status = status;
+    o.value = value;
+    o.wrote_device_memory = wrote_device_memory;
+    return o;
+}
+
+// Success with an inline result (`Completion::value` on the host).
+__device__ __forceinline__ Outcome ok(uint64_t value = 0) { return outcome(PKQ_STATUS_OK, value, false); }
+
+// Success after writing device memory: the host (and work it issues after it
+// sees the completion) sees every lane's writes.
+__device__ __forceinline__ Outcome ok_after_writes(uint64_t value = 0) {
+    return outcome(PKQ_STATUS_OK, value, true);
+}
+
+// Failure: PKQ_STATUS_BAD_ARGS, or a code of your own from PKQ_STATUS_USER
+// to 255 (`TaskStatus::Other(code)` on the host). Refuse arguments out of
+// range with it rather than touch memory out of bounds.
+__device__ __forceinline__ Outcome fail(uint32_t status) { return outcome(status, 0, false); }
+
+// The answer for an op the table does not know.
+__device__ __forceinline__ Outcome unknown_op() { return outcome(PKQ_STATUS_UNKNOWN_OP, 0, false); }
+
+// A float or double result as the inline value's bits.
+__device__ __forceinline__ uint64_t bits(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ uint64_t bits(double v) {
+    return static_cast<uint64_t>(__double_as_longlong(v));
+}
+
+}  // namespace pkq
+
+// Entries of an op table: an op whose handler reads only its arguments, one
+// that dereferences device addresses among them (the host's safe calls
+// refuse it: `TypedOp::with_pointers`), and one without arguments.
+#define PKQ_OP_INFO(code, Args) \
+    pkq_op_info { (code), sizeof(Args), alignof(Args), 0 }
+#define PKQ_OP_INFO_POINTERS(code, Args) \
+    pkq_op_info { (code), sizeof(Args), alignof(Args), PKQ_OP_DEREFS }
+#define PKQ_OP_INFO_NO_ARGS(code) \
+    pkq_op_info { (code), 0, 1, 0 }
+
+// Exports the op table of `kernel` (one entry per op its handlers serve) for
+// the host to check each op's argument struct against its own when it loads
+// the module. Use once per kernel, at namespace scope.
+#define PKQ_OP_TABLE(kernel, ...)                                            \
+    extern "C" __device__ const pkq_op_info kernel##_ops[] = {__VA_ARGS__}; \
+    extern "C" __device__ const uint32_t kernel##_op_count =               \
+        sizeof(kernel##_ops) / sizeof(pkq_op_info);

@@ -1,0 +1,135 @@
+//! The host half of `fk.cu`: the op declared once, its argument struct, a
+//! safe call, and a reference to check the device against. Shared by the
+//! example and the GPU tests.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use bytemuck::{Pod, Zeroable};
+use pkq::cudarc::driver::{DevicePtr, DevicePtrMut};
+use pkq::{Runtime, TypedOp};
+
+/// fk.cu compiled by pkq's build.rs with `pkq-build`, as a downstream crate's
+/// build.rs would (empty when the crate was built without nvcc).
+pub static IMAGE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/custom_handler.fatbin"));
+/// The resident kernel of the module (`PKQ_KERNEL(fk_worker_kernel, ...)`).
+pub const KERNEL: &str = "fk_worker_kernel";
+
+/// `struct fk_args` of fk.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct FkArgs {
+    /// Device address of `n x 6` joint angles (rad).
+    pub q: u64,
+    /// Device address of `n x 12` floats: each configuration's 3x4 transform.
+    pub pose: u64,
+    /// Configurations, at most [`MAX_N`].
+    pub n: u32,
+    pub reserved: u32,
+}
+
+/// Forward kinematics of a batch (fk.cu's `FK_OP`); its handler dereferences
+/// the addresses in its arguments.
+pub const FK: TypedOp<FkArgs> = TypedOp::with_pointers(256, "FK");
+/// The largest batch of one task.
+pub const MAX_N: usize = 4096;
+/// The handler's status for a batch holding a non-finite angle.
+pub const STATUS_NOT_FINITE: u8 = 16;
+
+/// A runtime serving fk.cu's kernel, its op checked at load.
+pub fn runtime() -> pkq::Result<Runtime> {
+    Runtime::builder()
+        .module(IMAGE, KERNEL)
+        .op(&FK)
+        .workers(4)
+        .build()
+}
+
+/// The end-effector transforms (`n x 12`) of `q`'s `n` configurations
+/// (`n x 6`), computed by one warp of the resident kernel.
+pub fn forward_kinematics(
+    rt: &Runtime,
+    q: &impl DevicePtr<f32>,
+    pose: &mut impl DevicePtrMut<f32>,
+) -> pkq::Result<u64> {
+    let n = q.len() / 6;
+    if q.len() != 6 * n || pose.len() != 12 * n || n > MAX_N {
+        return Err(pkq::Error::InvalidArgument(format!(
+            "forward_kinematics needs 6 angles and 12 outputs per configuration, at most {MAX_N} \
+             (got {} and {})",
+            q.len(),
+            pose.len()
+        )));
+    }
+    let (qs, ps) = (Arc::clone(q.stream()), Arc::clone(pose.stream()));
+    let (qp, _read) = q.device_ptr(&qs);
+    let (pp, _write) = pose.device_ptr_mut(&ps);
+    let args = FkArgs {
+        q: qp,
+        pose: pp,
+        n: n as u32,
+        reserved: 0,
+    };
+    // SAFETY: q and pose are live buffers of the checked lengths, borrowed
+    // (pose exclusively) for the call; their streams are passed along.
+    let c = unsafe { rt.call_on_buffers(&FK, &args, &[&qs, &ps])? };
+    Ok(c.value)
+}
+
+/// UR5 Denavit-Hartenberg parameters (as fk.cu's).
+const D: [f64; 6] = [0.089159, 0.0, 0.0, 0.10915, 0.09465, 0.0823];
+const A: [f64; 6] = [0.0, -0.425, -0.39225, 0.0, 0.0, 0.0];
+const ALPHA: [f64; 6] = [
+    std::f64::consts::FRAC_PI_2,
+    0.0,
+    0.0,
+    std::f64::consts::FRAC_PI_2,
+    -std::f64::consts::FRAC_PI_2,
+    0.0,
+];
+
+/// The reference, in `f64`: the 3x4 transform of one configuration.
+pub fn reference(q: &[f32]) -> [f64; 12] {
+    let mut t = [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0];
+    for j in 0..6 {
+        let (st, ct) = (q[j] as f64).sin_cos();
+        let (sa, ca) = ALPHA[j].sin_cos();
+        let m = [
+            ct,
+            -st * ca,
+            st * sa,
+            A[j] * ct,
+            st,
+            ct * ca,
+            -ct * sa,
+            A[j] * st,
+            0.0,
+            sa,
+            ca,
+            D[j],
+        ];
+        let mut r = [0.0; 12];
+        for i in 0..3 {
+            for k in 0..4 {
+                let mut v = t[4 * i] * m[k] + t[4 * i + 1] * m[4 + k] + t[4 * i + 2] * m[8 + k];
+                if k == 3 {
+                    v += t[4 * i + 3];
+                }
+                r[4 * i + k] = v;
+            }
+        }
+        t = r;
+    }
+    t
+}
+
+/// The largest difference between the device's transforms and the reference.
+pub fn max_error(q: &[f32], pose: &[f32]) -> f64 {
+    q.chunks_exact(6)
+        .zip(pose.chunks_exact(12))
+        .flat_map(|(q, p)| {
+            let want = reference(q);
+            (0..12).map(move |i| (p[i] as f64 - want[i]).abs())
+        })
+        .fold(0.0, f64::max)
+}

@@ -1,0 +1,301 @@
+//! Ops declared once on the host with their argument type, and the op table
+//! a device module exports (`PKQ_OP_TABLE` in `cuda/pkq_handler.cuh`): each
+//! declared op is checked against it, so a host struct and a device struct
+//! that disagree are refused instead of misread.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::{align_of, offset_of, size_of};
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::{Error, Result};
+use crate::layout::{
+    OP_DEREFS, OP_INFO_BYTES, OP_INFO_OFF_ARG_ALIGN, OP_INFO_OFF_ARG_BYTES, OP_INFO_OFF_FLAGS,
+    OP_INFO_OFF_OP,
+};
+use crate::ops::Op;
+
+/// An op and the type of its arguments, declared once:
+///
+/// ```
+/// use pkq::TypedOp;
+///
+/// #[repr(C)]
+/// #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+/// struct Gain {
+///     gain: f32,
+///     offset: f32,
+/// }
+/// // Device side: PKQ_OP_INFO(256, gain_args) in the module's PKQ_OP_TABLE.
+/// const GAIN: TypedOp<Gain> = TypedOp::new(256, "GAIN");
+/// assert_eq!(GAIN.op().0, 256);
+/// ```
+///
+/// [`Runtime::call`](crate::Runtime::call) submits it;
+/// [`Builder::op`](crate::Builder::op) checks it when the module loads.
+pub struct TypedOp<A> {
+    op: Op,
+    name: &'static str,
+    derefs: bool,
+    _args: PhantomData<fn(&A)>,
+}
+
+impl<A> Clone for TypedOp<A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A> Copy for TypedOp<A> {}
+
+impl<A> fmt::Debug for TypedOp<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name, self.op.0)
+    }
+}
+
+impl<A: Pod> TypedOp<A> {
+    /// An op whose handler reads only its arguments: safe to call.
+    pub const fn new(code: u16, name: &'static str) -> Self {
+        Self {
+            op: Op(code),
+            name,
+            derefs: false,
+            _args: PhantomData,
+        }
+    }
+
+    /// An op whose handler dereferences device addresses among its arguments
+    /// (`PKQ_OP_INFO_POINTERS` on the device): only through the unsafe
+    /// [`Runtime::call_unchecked`](crate::Runtime::call_unchecked), or a safe
+    /// wrapper that checks the buffers.
+    pub const fn with_pointers(code: u16, name: &'static str) -> Self {
+        Self {
+            op: Op(code),
+            name,
+            derefs: true,
+            _args: PhantomData,
+        }
+    }
+
+    /// The op code.
+    pub const fn op(&self) -> Op {
+        self.op
+    }
+
+    /// The name given at declaration.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether its handler dereferences device addresses.
+    pub const fn takes_pointers(&self) -> bool {
+        self.derefs
+    }
+
+    pub(crate) fn signature(&self) -> Signature {
+        Signature {
+            op: self.op.0,
+            name: self.name,
+            bytes: size_of::<A>() as u32,
+            align: align_of::<A>() as u32,
+            derefs: self.derefs,
+        }
+    }
+}
+
+/// What the host declared of one op (a [`TypedOp`] without its type).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Signature {
+    pub(crate) op: u16,
+    pub(crate) name: &'static str,
+    pub(crate) bytes: u32,
+    pub(crate) align: u32,
+    pub(crate) derefs: bool,
+}
+
+/// One entry of a module's op table (`struct pkq_op_info`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub(crate) struct OpInfo {
+    pub(crate) op: u32,
+    pub(crate) arg_bytes: u32,
+    pub(crate) arg_align: u32,
+    pub(crate) flags: u32,
+}
+
+const _: () = {
+    assert!(size_of::<OpInfo>() == OP_INFO_BYTES);
+    assert!(offset_of!(OpInfo, op) == OP_INFO_OFF_OP);
+    assert!(offset_of!(OpInfo, arg_bytes) == OP_INFO_OFF_ARG_BYTES);
+    assert!(offset_of!(OpInfo, arg_align) == OP_INFO_OFF_ARG_ALIGN);
+    assert!(offset_of!(OpInfo, flags) == OP_INFO_OFF_FLAGS);
+};
+
+/// A module's op table, sorted by op code.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OpTable {
+    ops: Box<[OpInfo]>,
+}
+
+impl OpTable {
+    /// The table from the bytes of `<kernel>_ops` and its entry count.
+    pub(crate) fn parse(bytes: &[u8], count: u32) -> Result<Self> {
+        let need = count as usize * OP_INFO_BYTES;
+        if bytes.len() < need {
+            return Err(Error::InvalidModule(format!(
+                "its op table holds {} bytes, not the {need} its count of {count} needs",
+                bytes.len()
+            )));
+        }
+        let mut ops: Vec<OpInfo> = bytes[..need]
+            .chunks_exact(OP_INFO_BYTES)
+            .map(bytemuck::pod_read_unaligned)
+            .collect();
+        ops.sort_by_key(|o| o.op);
+        if let Some(w) = ops.windows(2).find(|w| w[0].op == w[1].op) {
+            return Err(Error::InvalidModule(format!(
+                "its op table lists op {} twice",
+                w[0].op
+            )));
+        }
+        if let Some(o) = ops.iter().find(|o| o.op > u16::MAX as u32) {
+            return Err(Error::InvalidModule(format!(
+                "its op table lists op {}, over the largest code {}",
+                o.op,
+                u16::MAX
+            )));
+        }
+        Ok(Self { ops: ops.into() })
+    }
+
+    fn get(&self, op: u16) -> Option<&OpInfo> {
+        self.ops
+            .binary_search_by_key(&(op as u32), |o| o.op)
+            .ok()
+            .map(|i| &self.ops[i])
+    }
+
+    /// Whether the module's handler of `op` dereferences device addresses
+    /// (ops it does not list: no, it answers them `UnknownOp`).
+    #[inline]
+    pub(crate) fn derefs(&self, op: Op) -> bool {
+        self.get(op.0).is_some_and(|o| o.flags & OP_DEREFS != 0)
+    }
+
+    /// [`Error::OpMismatch`] unless the module serves `sig.op` with arguments
+    /// of the same size and alignment, and the same pointer flag.
+    pub(crate) fn check(&self, sig: &Signature) -> Result<()> {
+        let mismatch = |why: String| {
+            Err(Error::OpMismatch {
+                op: sig.name.to_string(),
+                code: sig.op,
+                why,
+            })
+        };
+        let Some(dev) = self.get(sig.op) else {
+            return mismatch("the kernel's op table has no such op".into());
+        };
+        if (dev.arg_bytes, dev.arg_align) != (sig.bytes, sig.align) {
+            return mismatch(format!(
+                "the host's arguments take {} bytes aligned to {}, the device's {} bytes aligned \
+                 to {}",
+                sig.bytes, sig.align, dev.arg_bytes, dev.arg_align
+            ));
+        }
+        let dev_derefs = dev.flags & OP_DEREFS != 0;
+        if dev_derefs != sig.derefs {
+            return mismatch(if dev_derefs {
+                "the device's handler dereferences pointers, the host declared it without \
+                 (TypedOp::with_pointers)"
+                    .into()
+            } else {
+                "the host declared pointers, the device's handler takes none (TypedOp::new)".into()
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(rows: &[OpInfo]) -> OpTable {
+        OpTable::parse(bytemuck::cast_slice(rows), rows.len() as u32).unwrap()
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Pod, Zeroable)]
+    struct Args {
+        a: u64,
+        b: f32,
+        c: u32,
+    }
+
+    #[test]
+    fn declared_ops_are_checked_against_the_table() {
+        let t = table(&[
+            OpInfo {
+                op: 300,
+                arg_bytes: 16,
+                arg_align: 8,
+                flags: 0,
+            },
+            OpInfo {
+                op: 256,
+                arg_bytes: 16,
+                arg_align: 8,
+                flags: OP_DEREFS,
+            },
+        ]);
+        assert!(t.check(&TypedOp::<Args>::new(300, "A").signature()).is_ok());
+        assert!(
+            t.check(&TypedOp::<Args>::with_pointers(256, "B").signature())
+                .is_ok()
+        );
+        assert!(t.derefs(Op(256)) && !t.derefs(Op(300)) && !t.derefs(Op(1)));
+        for (sig, what) in [
+            (TypedOp::<[u64; 3]>::new(300, "size").signature(), "bytes"),
+            (
+                TypedOp::<[u32; 4]>::new(300, "align").signature(),
+                "aligned",
+            ),
+            (
+                TypedOp::<Args>::new(256, "flag").signature(),
+                "dereferences",
+            ),
+            (
+                TypedOp::<Args>::with_pointers(300, "flag2").signature(),
+                "declared pointers",
+            ),
+            (TypedOp::<Args>::new(9, "absent").signature(), "no such op"),
+        ] {
+            match t.check(&sig) {
+                Err(Error::OpMismatch { op, code, why }) => {
+                    assert_eq!((op.as_str(), code), (sig.name, sig.op));
+                    assert!(why.contains(what), "{why}");
+                    let shown = Error::OpMismatch { op, code, why }.to_string();
+                    assert!(shown.contains(sig.name), "{shown}");
+                }
+                other => panic!("{}: {other:?}", sig.name),
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_tables_are_refused() {
+        let row = OpInfo {
+            op: 5,
+            arg_bytes: 0,
+            arg_align: 1,
+            flags: 0,
+        };
+        let two = [row, row];
+        assert!(OpTable::parse(bytemuck::cast_slice(&two), 2).is_err());
+        assert!(OpTable::parse(bytemuck::cast_slice(&two[..1]), 2).is_err());
+        let big = OpInfo { op: 70_000, ..row };
+        assert!(OpTable::parse(bytemuck::bytes_of(&big), 1).is_err());
+        assert!(OpTable::parse(&[], 0).is_ok());
+    }
+}
