@@ -583,6 +583,13 @@ struct Liveness {
     /// probing thread (`busy`), read by any waiter.
     beat_seen: Box<[AtomicU64]>,
     beat_since_ns: Box<[AtomicU64]>,
+    /// When (ns after `epoch`) the last probe finished reading the
+    /// heartbeats: silences are measured up to it, never up to "now", so a
+    /// waiter that finds another thread probing (or no probe for a long
+    /// while) cannot mistake the time since the last probe for silence.
+    /// Stored with release after the per-poller words, loaded with acquire
+    /// before them.
+    probed_ns: AtomicU64,
 }
 
 impl Liveness {
@@ -597,11 +604,41 @@ impl Liveness {
             stall_after,
             beat_seen: zeros(),
             beat_since_ns: zeros(),
+            probed_ns: AtomicU64::new(0),
         }
     }
 
     fn ns(&self, t: Instant) -> u64 {
         (t - self.epoch).as_nanos() as u64 + 1
+    }
+
+    /// Notes the heartbeat words `beat(p)` read at `t` (ns after `epoch`):
+    /// when each was first seen with its value. Only the probing thread
+    /// (`busy`) calls this.
+    fn record_beats(&self, t: u64, beat: impl Fn(usize) -> u64) {
+        for p in 0..self.beat_seen.len() {
+            let v = beat(p);
+            if v != self.beat_seen[p].load(Ordering::Relaxed)
+                || self.beat_since_ns[p].load(Ordering::Relaxed) == 0
+            {
+                self.beat_seen[p].store(v, Ordering::Relaxed);
+                self.beat_since_ns[p].store(t, Ordering::Relaxed);
+            }
+        }
+        self.probed_ns.store(t, Ordering::Release);
+    }
+
+    /// How long every poller in `pollers` had shown the same heartbeat as of
+    /// the last probe (zero before the first).
+    fn silence(&self, pollers: std::ops::Range<usize>) -> Duration {
+        let probed = self.probed_ns.load(Ordering::Acquire);
+        pollers
+            .map(|p| match self.beat_since_ns[p].load(Ordering::Relaxed) {
+                0 => Duration::ZERO,
+                since => Duration::from_nanos(probed.saturating_sub(since)),
+            })
+            .min()
+            .unwrap_or_default()
     }
 }
 
@@ -734,43 +771,26 @@ impl Shared {
     /// Reads every heartbeat word and notes when each was first seen with
     /// its current value (only the probing thread calls this).
     fn read_heartbeats(&self, t: u64) {
-        let l = &self.liveness;
-        for p in 0..self.beats.len() {
-            let v = self.beats.at(p).load(Ordering::Acquire);
-            if v != l.beat_seen[p].load(Ordering::Relaxed)
-                || l.beat_since_ns[p].load(Ordering::Relaxed) == 0
-            {
-                l.beat_seen[p].store(v, Ordering::Relaxed);
-                l.beat_since_ns[p].store(t, Ordering::Relaxed);
-            }
-        }
+        self.liveness
+            .record_beats(t, |p| self.beats.at(p).load(Ordering::Acquire));
     }
 
-    /// How long every poller of worker `w` has shown the same heartbeat, as
-    /// of the last probe (zero before the first).
-    fn silence(&self, w: usize, t: u64) -> Duration {
+    /// How long every poller of worker `w` had shown the same heartbeat, as
+    /// of the last probe.
+    fn silence(&self, w: usize) -> Duration {
         let per = self.beats.len() / self.workers;
-        (w * per..(w + 1) * per)
-            .map(
-                |p| match self.liveness.beat_since_ns[p].load(Ordering::Relaxed) {
-                    0 => Duration::ZERO,
-                    since => Duration::from_nanos(t.saturating_sub(since)),
-                },
-            )
-            .min()
-            .unwrap_or_default()
+        self.liveness.silence(w * per..(w + 1) * per)
     }
 
     /// [`Error::Stalled`] if a watched worker has been silent past the bound.
-    fn check_stall(&self, watch: Watch, now: Instant) -> Result<()> {
+    fn check_stall(&self, watch: Watch) -> Result<()> {
         let workers = match watch {
             Watch::Nothing => return Ok(()),
             Watch::Worker(w) => w..w + 1,
             Watch::AnyWorker => 0..self.workers,
         };
-        let t = self.liveness.ns(now);
         for worker in workers {
-            let silent = self.silence(worker, t);
+            let silent = self.silence(worker);
             if silent > self.liveness.stall_after {
                 return Err(Error::Stalled { worker, silent });
             }
@@ -789,7 +809,7 @@ impl Shared {
         let now = Instant::now();
         self.probe_unless_busy(now).unwrap_or(Ok(()))?;
         self.check()?;
-        self.check_stall(Watch::AnyWorker, now)
+        self.check_stall(Watch::AnyWorker)
     }
 
     /// Polls `ready` until it yields, spinning first and then yielding the
@@ -819,7 +839,7 @@ impl Shared {
             // trip never pays for one.
             if now - start >= self.liveness.every {
                 self.probe_if_due(now)?;
-                self.check_stall(watch, now)?;
+                self.check_stall(watch)?;
             }
             if deadline.is_some_and(|d| now >= d) {
                 return Err(Error::Timeout);
@@ -886,6 +906,28 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The soak's false stalls (examples/soak, 61f463d): a waiter that found
+    /// another thread probing measured silence up to "now" from heartbeats
+    /// a probe had read minutes before. Silence ends at the last probe.
+    #[test]
+    fn silence_is_measured_up_to_the_last_probe() {
+        let l = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 2);
+        assert_eq!(l.silence(0..2), Duration::ZERO);
+        let ms = 1_000_000;
+        l.record_beats(5 * ms, |p| [100, 200][p]);
+        // No probe for a long while: nothing looks silent.
+        assert_eq!(l.silence(0..2), Duration::ZERO);
+        // Both beat by the next probe; by the one after, only poller 0.
+        l.record_beats(200_000 * ms, |p| [101, 201][p]);
+        l.record_beats(200_500 * ms, |p| [102, 201][p]);
+        assert_eq!(l.silence(0..2), Duration::ZERO);
+        assert_eq!(l.silence(1..2), Duration::from_millis(500));
+        // Silence runs from the probe that first saw a value to the latest.
+        l.record_beats(202_000 * ms, |p| [102, 201][p]);
+        assert_eq!(l.silence(0..1), Duration::from_millis(1500));
+        assert_eq!(l.silence(0..2), Duration::from_millis(1500));
+    }
 
     #[test]
     fn builder_validation_needs_no_driver() {
