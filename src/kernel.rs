@@ -115,7 +115,12 @@ fn read_op_table(
     };
     let read = |symbol: String| -> Result<Option<Vec<u8>>> {
         match module.get_global(&symbol, stream) {
-            Ok(view) => Ok(Some(stream.clone_dtoh(&view)?)),
+            Ok(view) => {
+                let bytes = stream.clone_dtoh(&view)?;
+                // The copy is asynchronous: the bytes are there after this.
+                stream.synchronize()?;
+                Ok(Some(bytes))
+            }
             Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
             Err(e) => Err(e.into()),
         }
@@ -126,7 +131,6 @@ fn read_op_table(
         .and_then(|b| b.try_into().ok())
         .ok_or_else(|| missing("4-byte op count"))?;
     let rows = read(format!("{kernel}_ops"))?.ok_or_else(|| missing("op table"))?;
-    stream.synchronize()?;
     OpTable::parse(&rows, u32::from_le_bytes(count))
 }
 

@@ -141,6 +141,11 @@ pub(crate) struct OpTable {
 impl OpTable {
     /// The table from the bytes of `<kernel>_ops` and its entry count.
     pub(crate) fn parse(bytes: &[u8], count: u32) -> Result<Self> {
+        if count == 0 {
+            return Err(Error::InvalidModule(
+                "its op table is empty (or could not be read)".into(),
+            ));
+        }
         let need = count as usize * OP_INFO_BYTES;
         if bytes.len() < need {
             return Err(Error::InvalidModule(format!(
@@ -296,6 +301,6 @@ mod tests {
         assert!(OpTable::parse(bytemuck::cast_slice(&two[..1]), 2).is_err());
         let big = OpInfo { op: 70_000, ..row };
         assert!(OpTable::parse(bytemuck::bytes_of(&big), 1).is_err());
-        assert!(OpTable::parse(&[], 0).is_ok());
+        assert!(OpTable::parse(&[], 0).is_err());
     }
 }
