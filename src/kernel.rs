@@ -13,6 +13,7 @@ use cudarc::nvrtc::Ptx;
 
 use crate::driver::error_name;
 use crate::error::{Error, Result};
+use crate::layout::PARAMS_BYTES;
 use crate::mapped::MappedBuffer;
 use crate::typed_op::OpTable;
 
@@ -171,24 +172,25 @@ impl Kernel {
         name: &str,
         memory: Vec<MappedBuffer>,
     ) -> Result<Self> {
-        Self::from_image(ctx, &Image::Embedded, name, None, memory)
+        Self::from_image(ctx, &Image::Embedded, name, false, memory)
     }
 
-    /// As [`Kernel::new`], from `image`; with `param_bytes`, a worker
-    /// kernel: it must take exactly one argument of that size (checked for a
-    /// caller's image), and the module must export its op table.
+    /// As [`Kernel::new`], from `image`. A `worker` kernel's module must
+    /// export its op table, and a caller's worker kernel must take exactly
+    /// one `pkq_params` (the embedded one's is checked at build time, in
+    /// layout.rs: asking the driver would show as an API error in every
+    /// sanitizer run).
     pub(crate) fn from_image(
         ctx: &Arc<CudaContext>,
         image: &Image,
         name: &str,
-        param_bytes: Option<usize>,
+        worker: bool,
         memory: Vec<MappedBuffer>,
     ) -> Result<Self> {
         let module = image.load(ctx)?;
         let function = function(&module, name)?;
-        let worker = param_bytes.is_some();
-        if let (Some(bytes), Image::Caller(_)) = (param_bytes, image) {
-            check_one_parameter(ctx, &function, name, bytes)?;
+        if let (true, Image::Caller(_)) = (worker, image) {
+            check_one_parameter(ctx, &function, name, PARAMS_BYTES)?;
         }
         let stream = ctx.new_stream()?;
         let ops = if worker {

@@ -13,8 +13,7 @@ use crate::error::{Error, Result};
 use crate::kernel::{Image, Kernel, KernelState};
 use crate::layout::{
     CQE_WORDS, CTRL_BYTES, CTRL_STOP, KernelParams, MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS,
-    PARAMS_BYTES, SECTION_ALIGN, SLOT_WORDS, STATE_BITS, STOP_VALUE, WORKER_BAD_TAG,
-    WORKER_RUNNING,
+    SECTION_ALIGN, SLOT_WORDS, STATE_BITS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
 };
 use crate::mapped::MappedBuffer;
 use crate::ops::Op;
@@ -287,16 +286,7 @@ impl Builder {
             },
             reserved: 0,
         };
-        let mut kernel = Kernel::from_image(
-            &ctx,
-            &self.image,
-            &self.kernel,
-            // The embedded kernel's parameters are checked at build time
-            // (layout.rs); asking the driver about them would show as an
-            // API error in every sanitizer run.
-            matches!(self.image, Image::Caller(_)).then_some(PARAMS_BYTES),
-            vec![h2d, d2h],
-        )?;
+        let mut kernel = Kernel::from_image(&ctx, &self.image, &self.kernel, true, vec![h2d, d2h])?;
         let ops = std::mem::take(&mut kernel.ops);
         if let Image::Embedded = self.image {
             for sig in crate::builtin::signatures() {
