@@ -126,8 +126,12 @@ __device__ __forceinline__ Outcome op_dot(const Context& ctx) {
     return ok(bits(warp_sum(s)));
 }
 
-// GEMV: one row at a time, the warp's lanes striding over its columns
-// (coalesced), then a warp sum; lane 0 writes the row's result.
+// GEMV: blocks of GEMV_ROWS rows; for each, every lane first issues its
+// loads of all the block's rows (its columns lane, lane + 32, ...; coalesced
+// across the warp), so one memory latency serves the block; then each row is
+// a chain of fused multiply-adds per lane and a warp sum, which lane 0
+// writes. (A row at a time paid one memory latency per row.)
+constexpr int GEMV_ROWS = 8;
 __device__ __forceinline__ Outcome op_gemv(const Context& ctx) {
     const pkq_gemv_args g = ctx.args<pkq_gemv_args>();
     if (g.rows > PKQ_GEMV_MAX_DIM || g.cols > PKQ_GEMV_MAX_DIM ||
@@ -135,26 +139,38 @@ __device__ __forceinline__ Outcome op_gemv(const Context& ctx) {
         return fail(PKQ_STATUS_BAD_ARGS);
     }
     if (g.rows == 0) return ok();
-    const float* A = reinterpret_cast<const float*>(g.a);
-    const float* x = reinterpret_cast<const float*>(g.x);
-    float* y = reinterpret_cast<float*>(g.y);
+    const float* __restrict__ A = reinterpret_cast<const float*>(g.a);
+    const float* __restrict__ x = reinterpret_cast<const float*>(g.x);
+    float* __restrict__ y = reinterpret_cast<float*>(g.y);
+    constexpr int K = PKQ_GEMV_MAX_DIM / 32;
     // This lane's columns of x, kept in registers across rows.
-    float xs[PKQ_GEMV_MAX_DIM / 32];
+    float xs[K];
 #pragma unroll
-    for (int k = 0; k < PKQ_GEMV_MAX_DIM / 32; ++k) {
+    for (int k = 0; k < K; ++k) {
         const uint32_t c = ctx.lane + 32 * k;
         xs[k] = c < g.cols ? ld(x + c) : 0.0f;
     }
-    for (uint32_t r = 0; r < g.rows; ++r) {
-        const float* row = A + static_cast<uint64_t>(r) * g.cols;
-        float s = 0.0f;
+    for (uint32_t r0 = 0; r0 < g.rows; r0 += GEMV_ROWS) {
+        float a[GEMV_ROWS][K];
 #pragma unroll
-        for (int k = 0; k < PKQ_GEMV_MAX_DIM / 32; ++k) {
-            const uint32_t c = ctx.lane + 32 * k;
-            if (c < g.cols) s = fmaf(ld(row + c), xs[k], s);
+        for (int i = 0; i < GEMV_ROWS; ++i) {
+            const float* row = A + static_cast<uint64_t>(r0 + i) * g.cols;
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const uint32_t c = ctx.lane + 32 * k;
+                a[i][k] = (r0 + i < g.rows && c < g.cols) ? ld(row + c) : 0.0f;
+            }
         }
-        s = warp_sum(s);
-        if (ctx.lane == 0) __stcg(y + r, s);
+#pragma unroll
+        for (int i = 0; i < GEMV_ROWS; ++i) {
+            float s = 0.0f;
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                if (ctx.lane + 32 * k < g.cols) s = fmaf(a[i][k], xs[k], s);
+            }
+            s = warp_sum(s);
+            if (ctx.lane == 0 && r0 + i < g.rows) __stcg(y + r0 + i, s);
+        }
     }
     return ok_after_writes();
 }
