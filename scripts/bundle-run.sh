@@ -65,6 +65,9 @@ if [ $run_benches = 1 ]; then
   echo "=== bench: gemv_crossover"
   timeout 300 "$here/examples/gemv_crossover" --json "$out/gemv_crossover.json" --svg "$out/gemv_crossover.svg" \
     || failed+=(gemv_crossover)
+  echo "=== bench: throughput"
+  timeout 300 "$here/examples/throughput" --json "$out/throughput.json" --svg "$out/throughput.svg" \
+    || failed+=(throughput)
   echo "=== example: custom_handler"
   timeout 300 "$here/examples/custom_handler" --json "$out/custom_handler.json" || failed+=(custom_handler)
 fi

@@ -9,6 +9,7 @@ compile_error!(
 #[cfg(not(any(feature = "cuda-13000", feature = "cuda-12080")))]
 compile_error!("pkq: enable one CUDA version feature: cuda-13000 (default) or cuda-12080");
 
+mod batch;
 pub mod build_info;
 pub mod builtin;
 mod driver;
@@ -30,6 +31,7 @@ mod ticket;
 pub mod timing;
 mod typed_op;
 
+pub use batch::{Batch, TaskResult};
 /// The cudarc pkq is built against (device buffers for ops like AXPY come from it).
 pub use cudarc;
 pub use driver::{DeviceInfo, device_count, device_info};

@@ -178,6 +178,56 @@ impl Queue {
         }
     }
 
+    /// Reserves up to `max` consecutive sequence numbers with one
+    /// compare-and-swap of the tail: as many as are free from the tail on
+    /// (at least one; at most the capacity). Returns the first and the
+    /// count, or why none could be reserved (as [`Self::try_reserve`]).
+    pub(crate) fn try_reserve_many(&self, max: usize) -> Result<(u64, usize), Refusal> {
+        let max = max.clamp(1, self.geo.capacity());
+        let cap = self.geo.capacity() as u64;
+        let mut tail = self.tail.load(Ordering::Relaxed);
+        loop {
+            if tail & CLOSED != 0 {
+                return Err(Refusal::Closed);
+            }
+            // Count the free slots from the tail on. A slot whose task of
+            // the lap before completed is freed on the way, as
+            // `try_reserve` frees the one slot it needs (the turn then says
+            // "free for this sequence number", whoever reserves it).
+            let mut n = 0;
+            while n < max {
+                let seq = seq_add(tail, n as u64);
+                let owner = self.turns[self.geo.slot(seq)].load(Ordering::Acquire);
+                if owner == seq {
+                    n += 1;
+                    continue;
+                }
+                let prev = seq_sub(seq, cap);
+                if owner & SEQ_MASK == prev && self.free_completed(prev, owner, seq) {
+                    continue;
+                }
+                break;
+            }
+            if n == 0 {
+                let now = self.tail.load(Ordering::Relaxed);
+                if now == tail {
+                    return Err(Refusal::Full);
+                }
+                tail = now;
+                continue;
+            }
+            match self.tail.compare_exchange_weak(
+                tail,
+                seq_add(tail, n as u64),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok((tail, n)),
+                Err(now) => tail = now,
+            }
+        }
+    }
+
     /// The slot of `prev` is owned (`owner` is `prev`, or `prev | DETACHED`)
     /// and `next` needs it: if `prev` completed, frees the slot for `next`,
     /// keeping the completion in `overflow` when a ticket still wants it.
@@ -500,6 +550,30 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn batches_reserve_the_free_run_from_the_tail() {
+        let geo = Geometry::new(8).unwrap();
+        let mem = Memory::new(geo);
+        let q = mem.queue(geo, 0);
+        assert_eq!(q.try_reserve_many(3), Ok((0, 3)));
+        assert_eq!(q.try_reserve(), Ok(3));
+        assert_eq!(q.try_reserve_many(100), Ok((4, 4)), "at most what is free");
+        assert_eq!(q.try_reserve_many(2), Err(Refusal::Full));
+        // Tasks 1 and 2 complete (their tickets have not read them): a batch
+        // moves both completions out and takes their slots; 0 is in flight.
+        complete(&q, 1, 11);
+        complete(&q, 2, 12);
+        assert_eq!(q.try_reserve_many(4), Err(Refusal::Full), "slot of 0 first");
+        complete(&q, 0, 10);
+        assert_eq!(q.try_reserve_many(4), Ok((8, 3)));
+        for (seq, v) in [(0, 10), (1, 11), (2, 12)] {
+            assert_eq!(q.take(seq).map(|c| c.value), Some(v));
+        }
+        assert!(q.overflow().is_empty());
+        q.close();
+        assert_eq!(q.try_reserve_many(1), Err(Refusal::Closed));
+    }
+
+    #[test]
     fn close_refuses_and_counts_incomplete() {
         let geo = Geometry::new(8).unwrap();
         let mem = Memory::new(geo);
@@ -678,6 +752,27 @@ mod loom_tests {
             q.detach(0);
             assert_eq!(producer.join().unwrap(), Ok(1));
             assert!(q.overflow().is_empty(), "a dropped ticket leaves no entry");
+        });
+    }
+
+    #[test]
+    fn loom_batch_and_single_producers_never_overlap() {
+        loom::model(|| {
+            let geo = Geometry::new(4).unwrap();
+            let mem = Memory::new(geo);
+            let q = Arc::new(mem.queue(geo, 0));
+            let (qa, qb) = (q.clone(), q.clone());
+            let a = thread::spawn(move || qa.try_reserve_many(3));
+            let b = thread::spawn(move || qb.try_reserve());
+            let (start, n) = a.join().unwrap().unwrap();
+            let single = b.join().unwrap().unwrap();
+            assert_eq!(n, 3, "three of the four slots were free for the batch");
+            let batch: Vec<u64> = (start..start + n as u64).collect();
+            assert!(!batch.contains(&single), "{batch:?} and {single}");
+            let mut all = batch;
+            all.push(single);
+            all.sort();
+            assert_eq!(all, [0, 1, 2, 3]);
         });
     }
 

@@ -125,14 +125,7 @@ impl Ticket {
     }
 
     fn finish(&mut self, cqe: Cqe) -> Result<Completion> {
-        let outcome = match TaskStatus::from_code(cqe.status) {
-            None => Ok(Completion {
-                value: cqe.value,
-                device_start_ns: cqe.t_start,
-                device_end_ns: cqe.t_end,
-            }),
-            Some(status) => Err(status),
-        };
+        let outcome = outcome_of(&cqe);
         self.outcome = Some(outcome);
         self.report(outcome)
     }
@@ -150,5 +143,17 @@ impl Drop for Ticket {
         if self.outcome.is_none() {
             self.shared.queue.detach(self.seq);
         }
+    }
+}
+
+/// A completion entry as the task's result.
+pub(crate) fn outcome_of(cqe: &Cqe) -> std::result::Result<Completion, TaskStatus> {
+    match TaskStatus::from_code(cqe.status) {
+        None => Ok(Completion {
+            value: cqe.value,
+            device_start_ns: cqe.t_start,
+            device_end_ns: cqe.t_end,
+        }),
+        Some(status) => Err(status),
     }
 }

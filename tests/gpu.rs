@@ -63,6 +63,11 @@ const TESTS: &[Test] = &[
         typed_ops_are_checked_against_the_op_table,
     ),
     ("custom_handler_vs_reference", custom_handler_vs_reference),
+    ("batches_submit_and_reap", batches_submit_and_reap),
+    (
+        "eight_producers_ten_million_each",
+        eight_producers_ten_million_each,
+    ),
     (
         "holding_tickets_never_blocks_submit",
         holding_tickets_never_blocks_submit,
@@ -1447,5 +1452,156 @@ fn custom_handler_vs_reference() {
             ..
         })
     ));
+    rt.shutdown().unwrap();
+}
+
+/// Batches: results in submission order; a batch larger than the ring
+/// (several runs, waiting for room); reaping as they come; a dropped
+/// unread batch leaves the ring usable; an empty batch; refusals.
+fn batches_submit_and_reap() {
+    let rt = Runtime::builder().capacity(64).workers(4).build().unwrap();
+    let mut rng = Rng::new(21);
+    for len in [1usize, 7, 64, 65, 1000] {
+        let args: Vec<_> = (0..len as u64).map(|i| echo_args(&mut rng, i)).collect();
+        let batch = rt.submit_batch(Op::ECHO, &args).unwrap();
+        assert_eq!(batch.len(), len);
+        let seqs: Vec<u64> = batch.seqs().collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order");
+        let results = batch.wait().unwrap();
+        for (r, a) in results.iter().zip(&args) {
+            assert_eq!(r.as_ref().unwrap().value, echo_fold(a));
+        }
+    }
+    // Reaped as they come.
+    let mut batch = rt.submit_batch(Op::SPIN, &[20_000u64; 16]).unwrap();
+    let mut seen = 0;
+    while seen < 16 {
+        let done = batch.poll().unwrap();
+        assert!(done >= seen);
+        seen = done;
+    }
+    assert!(
+        batch
+            .results()
+            .iter()
+            .all(|r| r.unwrap().unwrap().value >= 20_000)
+    );
+    // Unread batches dropped: their slots come back.
+    for _ in 0..20 {
+        drop(rt.submit_batch(Op::NOP, &[(); 50]).unwrap());
+    }
+    let results = rt
+        .submit_batch(Op::ECHO, &[[9u64]; 64])
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(results.iter().all(|r| r.unwrap().value == 9));
+    // Failures per task; refusals for the whole batch.
+    let r = rt.submit_batch(Op(999), &[(); 3]).unwrap().wait().unwrap();
+    assert!(r.iter().all(|r| *r == Err(TaskStatus::UnknownOp)));
+    assert!(
+        rt.submit_batch(Op::NOP, &[(); 0])
+            .unwrap()
+            .wait()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(matches!(
+        rt.submit_batch(Op::GEMV, &[0u64; 4]),
+        Err(Error::UncheckedOp(Op::GEMV))
+    ));
+    assert!(matches!(
+        rt.submit_batch(Op::ECHO, &[[0u64; 7]]),
+        Err(Error::PayloadTooLarge { .. })
+    ));
+    rt.shutdown().unwrap();
+    assert!(matches!(
+        rt.submit_batch(Op::NOP, &[()]),
+        Err(Error::Closed)
+    ));
+}
+
+/// Issue 4's load: 8 producer threads x 10 M tasks each, in batches of
+/// random sizes (1 to 256) and single submits, of random ops (ECHO with
+/// random payloads, NOP, short SPIN, an unknown op), every result checked
+/// and every task counted once.
+fn eight_producers_ten_million_each() {
+    const PER_PRODUCER: u64 = 10_000_000;
+    let rt = Runtime::builder()
+        .capacity(16_384)
+        .workers(64)
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let counted: Vec<u64> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..8u64)
+            .map(|p| {
+                let rt = &rt;
+                s.spawn(move || {
+                    let mut rng = Rng::new(1000 + p);
+                    let mut done = 0u64;
+                    let mut inflight: VecDeque<(pkq::Batch, Op, Vec<[u64; 6]>)> = VecDeque::new();
+                    let check = |batch: pkq::Batch, op: Op, args: Vec<[u64; 6]>| -> u64 {
+                        let results = batch.wait().unwrap();
+                        assert_eq!(results.len(), args.len());
+                        for (r, a) in results.iter().zip(&args) {
+                            match op {
+                                Op::ECHO => assert_eq!(r.unwrap().value, echo_fold(a)),
+                                Op::NOP => assert_eq!(r.unwrap().value, 0),
+                                Op::SPIN => assert!(r.unwrap().value >= a[0]),
+                                _ => assert_eq!(*r, Err(TaskStatus::UnknownOp)),
+                            }
+                        }
+                        results.len() as u64
+                    };
+                    let mut submitted = 0u64;
+                    while submitted < PER_PRODUCER {
+                        let n = (1 + rng.below(256)).min(PER_PRODUCER - submitted) as usize;
+                        let op = match rng.below(100) {
+                            0..=59 => Op::ECHO,
+                            60..=89 => Op::NOP,
+                            90..=97 => Op(4000),
+                            _ => Op::SPIN,
+                        };
+                        let args: Vec<[u64; 6]> = (0..n)
+                            .map(|_| match op {
+                                Op::SPIN => [rng.below(500), 0, 0, 0, 0, 0],
+                                _ => std::array::from_fn(|_| rng.next()),
+                            })
+                            .collect();
+                        if n == 1 {
+                            // Single submits too.
+                            let c = rt.submit(op, &args[0]).unwrap().wait();
+                            match op {
+                                Op::ECHO => assert_eq!(c.unwrap().value, echo_fold(&args[0])),
+                                Op::NOP | Op::SPIN => assert!(c.is_ok()),
+                                _ => assert!(matches!(c, Err(Error::Task { .. }))),
+                            }
+                            done += 1;
+                        } else {
+                            if inflight.len() == 8 {
+                                let (b, o, a) = inflight.pop_front().unwrap();
+                                done += check(b, o, a);
+                            }
+                            inflight.push_back((rt.submit_batch(op, &args).unwrap(), op, args));
+                        }
+                        submitted += n as u64;
+                    }
+                    for (b, o, a) in inflight {
+                        done += check(b, o, a);
+                    }
+                    done
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let took = t0.elapsed();
+    assert!(counted.iter().all(|&c| c == PER_PRODUCER), "{counted:?}");
+    let total: u64 = counted.iter().sum();
+    println!(
+        "    {total} tasks checked in {took:.1?} ({:.1} M/s)",
+        total as f64 / took.as_secs_f64() / 1e6
+    );
     rt.shutdown().unwrap();
 }

@@ -1,0 +1,401 @@
+//! Throughput in one process run: pkq no-op tasks per second from 1, 2, 4
+//! and 8 producer threads, one task per submit and in batches of 32 and 256;
+//! a small real op (ECHO, every result checked); back-to-back kernel launches
+//! per second and CUDA graph kernel nodes per second; and what a running
+//! pkq costs an ordinary kernel the application launches on its own stream.
+//!
+//! `cargo run --release --example throughput -- --json benches/results/throughput.json --svg benches/results/throughput.svg`
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use pkq::cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, sys};
+use pkq::cudarc::nvrtc::Ptx;
+use pkq::{Op, Runtime, echo_fold};
+use plotters::prelude::*;
+use serde_json::{Map, Value, json};
+use support::{one_stream_context, report, start, write_json};
+
+#[derive(Parser)]
+#[command(about = "pkq tasks/s vs kernel launches/s vs CUDA graph nodes/s")]
+struct Args {
+    /// Seconds per pkq configuration.
+    #[arg(long, default_value_t = 0.5)]
+    seconds: f64,
+    /// Worker warps of the runtime.
+    #[arg(long, default_value_t = 64)]
+    workers: usize,
+    /// Slots of the ring.
+    #[arg(long, default_value_t = 16384)]
+    capacity: usize,
+    /// Tasks each producer keeps in flight.
+    #[arg(long, default_value_t = 1024)]
+    window: usize,
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[arg(long)]
+    svg: Option<PathBuf>,
+}
+
+/// How a producer submits.
+#[derive(Clone, Copy)]
+enum Mode {
+    Single,
+    Batch(usize),
+}
+
+/// No-op tasks per second from `producers` threads for `secs`, each keeping
+/// `window` tasks in flight; every result must be Ok.
+fn pump(rt: &Runtime, producers: usize, mode: Mode, window: usize, secs: f64) -> f64 {
+    let start = Barrier::new(producers);
+    let dur = Duration::from_secs_f64(secs);
+    let (done, took): (Vec<u64>, Vec<f64>) = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..producers)
+            .map(|_| {
+                let start = &start;
+                s.spawn(move || {
+                    start.wait();
+                    let t0 = Instant::now();
+                    let mut done = 0u64;
+                    match mode {
+                        Mode::Single => {
+                            let mut q = VecDeque::with_capacity(window);
+                            let mut i = 0u64;
+                            while i & 255 != 0 || t0.elapsed() < dur {
+                                if q.len() == window {
+                                    let t: pkq::Ticket = q.pop_front().unwrap();
+                                    t.wait().unwrap();
+                                    done += 1;
+                                }
+                                q.push_back(rt.submit(Op::NOP, &()).unwrap());
+                                i += 1;
+                            }
+                            for t in q {
+                                t.wait().unwrap();
+                                done += 1;
+                            }
+                        }
+                        Mode::Batch(b) => {
+                            let args = vec![(); b];
+                            let mut q = VecDeque::with_capacity(window / b + 1);
+                            while t0.elapsed() < dur {
+                                if q.len() * b >= window {
+                                    let batch: pkq::Batch = q.pop_front().unwrap();
+                                    let r = batch.wait().unwrap();
+                                    assert!(r.iter().all(Result::is_ok));
+                                    done += r.len() as u64;
+                                }
+                                q.push_back(rt.submit_batch(Op::NOP, &args).unwrap());
+                            }
+                            for batch in q {
+                                done += batch.wait().unwrap().len() as u64;
+                            }
+                        }
+                    }
+                    (done, t0.elapsed().as_secs_f64())
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).unzip()
+    });
+    done.iter().sum::<u64>() as f64 / took.iter().cloned().fold(0.0, f64::max)
+}
+
+/// ECHO tasks with 48-byte payloads in batches of 256 from 4 threads, every
+/// result checked against the host's fold: tasks per second.
+fn echo_checked(rt: &Runtime, secs: f64) -> f64 {
+    let dur = Duration::from_secs_f64(secs);
+    let (done, took): (Vec<u64>, Vec<f64>) = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..4u64)
+            .map(|p| {
+                s.spawn(move || {
+                    let t0 = Instant::now();
+                    let mut done = 0u64;
+                    let mut id = p << 48;
+                    let mut q: VecDeque<(pkq::Batch, Vec<[u64; 6]>)> = VecDeque::new();
+                    let check = |batch: pkq::Batch, args: Vec<[u64; 6]>| {
+                        let r = batch.wait().unwrap();
+                        for (r, a) in r.iter().zip(&args) {
+                            assert_eq!(r.as_ref().unwrap().value, echo_fold(a));
+                        }
+                        r.len() as u64
+                    };
+                    while t0.elapsed() < dur {
+                        if q.len() == 4 {
+                            let (b, a) = q.pop_front().unwrap();
+                            done += check(b, a);
+                        }
+                        let args: Vec<[u64; 6]> = (0..256)
+                            .map(|_| {
+                                id += 1;
+                                [id, !id, id.rotate_left(17), id ^ 0x5555, id * 3, id >> 3]
+                            })
+                            .collect();
+                        q.push_back((rt.submit_batch(Op::ECHO, &args).unwrap(), args));
+                    }
+                    for (b, a) in q {
+                        done += check(b, a);
+                    }
+                    (done, t0.elapsed().as_secs_f64())
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).unzip()
+    });
+    done.iter().sum::<u64>() as f64 / took.iter().cloned().fold(0.0, f64::max)
+}
+
+fn row(name: &str, key: &str, v: f64) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("name".into(), json!(name));
+    m.insert(key.into(), json!(v.round()));
+    m
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let (_clock, info) = start(None)?;
+
+    // Everything that may wait for the context comes before the runtime.
+    let ctx = one_stream_context()?;
+    let stream = ctx.new_stream()?;
+    let module = ctx.load_module(Ptx::from_binary(pkq::kernel_image()?.to_vec()))?;
+    let empty = module.load_function("pkq_empty_kernel")?;
+    let gemv = module.load_function("pkq_gemv_kernel")?;
+    const DIM: u32 = 4096;
+    let a = stream.alloc_zeros::<f32>((DIM * DIM) as usize)?;
+    let x = stream.alloc_zeros::<f32>(DIM as usize)?;
+    let mut y = stream.alloc_zeros::<f32>(DIM as usize)?;
+    let one = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (1, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (ap, _ga) = a.device_ptr(&stream);
+    let (xp, _gx) = x.device_ptr(&stream);
+    let (yp, _gy) = y.device_ptr_mut(&stream);
+    // The application's own kernel: y = A x over 4096 x 4096 (64 MiB read),
+    // one warp per row.
+    let work = || -> Result<(), pkq::cudarc::driver::DriverError> {
+        let cfg = LaunchConfig {
+            grid_dim: (DIM / 8, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: pkq_gemv_kernel(const float*, const float*, float*, u32,
+        // u32) over the buffers above, of DIM x DIM, DIM and DIM floats.
+        unsafe {
+            stream
+                .launch_builder(&gemv)
+                .arg(&ap)
+                .arg(&xp)
+                .arg(&yp)
+                .arg(&DIM)
+                .arg(&DIM)
+                .launch(cfg)?;
+        }
+        stream.synchronize()
+    };
+    let time_work = |n: usize| -> Result<f64, pkq::cudarc::driver::DriverError> {
+        let t0 = Instant::now();
+        for _ in 0..n {
+            work()?;
+        }
+        Ok(t0.elapsed().as_secs_f64() / n as f64 * 1e6)
+    };
+    time_work(20)?;
+    let work_alone = time_work(200)?;
+
+    // Launches per second: back to back on one stream, one sync at the end.
+    let n = 50_000;
+    // SAFETY: pkq_empty_kernel takes no parameters.
+    unsafe { stream.launch_builder(&empty).launch(one) }?;
+    stream.synchronize()?;
+    let t0 = Instant::now();
+    for _ in 0..n {
+        // SAFETY: as above.
+        unsafe { stream.launch_builder(&empty).launch(one) }?;
+    }
+    stream.synchronize()?;
+    let launches = n as f64 / t0.elapsed().as_secs_f64();
+
+    // CUDA graph kernel nodes per second: a graph of 1000 empty kernels.
+    let nodes = 1000;
+    stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    for _ in 0..nodes {
+        // SAFETY: as above; captured, not run.
+        unsafe { stream.launch_builder(&empty).launch(one) }?;
+    }
+    let graph = stream
+        .end_capture(sys::CUgraphInstantiate_flags(0))?
+        .ok_or("stream capture produced no graph")?;
+    graph.upload()?;
+    graph.launch()?;
+    stream.synchronize()?;
+    let reps = 50;
+    let t0 = Instant::now();
+    for _ in 0..reps {
+        graph.launch()?;
+    }
+    stream.synchronize()?;
+    let graph_nodes = (reps * nodes) as f64 / t0.elapsed().as_secs_f64();
+    drop(graph);
+
+    let rt = Runtime::builder()
+        .workers(args.workers)
+        .capacity(args.capacity)
+        .build()?;
+    let mut rows = Vec::new();
+    let mut bars: Vec<(String, f64)> = Vec::new();
+    println!("\n{:<50}{:>16}", "", "tasks/s");
+    let mut best_batched_1 = 0.0f64;
+    let mut single_4 = 0.0f64;
+    for producers in [1usize, 2, 4, 8] {
+        for mode in [Mode::Single, Mode::Batch(32), Mode::Batch(256)] {
+            let rate = pump(&rt, producers, mode, args.window, args.seconds);
+            let name = match mode {
+                Mode::Single => format!("pkq NOP, {producers} producer(s), one task per submit"),
+                Mode::Batch(b) => format!("pkq NOP, {producers} producer(s), batches of {b}"),
+            };
+            println!("{name:<50}{rate:>16.0}");
+            match mode {
+                Mode::Batch(_) if producers == 1 => best_batched_1 = best_batched_1.max(rate),
+                Mode::Single if producers == 4 => single_4 = rate,
+                _ => {}
+            }
+            rows.push(row(&name, "tasks_per_s", rate));
+            bars.push((name, rate));
+        }
+    }
+    let echo = echo_checked(&rt, args.seconds);
+    println!(
+        "{:<50}{echo:>16.0}",
+        "pkq ECHO, 4 producers, batches of 256, checked"
+    );
+    rows.push(row(
+        "pkq ECHO (48-byte payload, every result checked), 4 producers, batches of 256",
+        "tasks_per_s",
+        echo,
+    ));
+    bars.push(("pkq ECHO, checked, 4 x 256".into(), echo));
+
+    // The application's kernel with pkq idle, then busy.
+    let work_idle = time_work(200)?;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let work_busy = std::thread::scope(|s| {
+        let pumping = s.spawn(|| {
+            let args = vec![(); 256];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                rt.submit_batch(Op::NOP, &args).unwrap().wait().unwrap();
+            }
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let t = time_work(200);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        pumping.join().unwrap();
+        t
+    })?;
+    rt.shutdown()?;
+
+    println!("{:<50}{launches:>16.0}", "kernel launches (back to back)");
+    println!(
+        "{:<50}{graph_nodes:>16.0}",
+        "CUDA graph kernel nodes (1000-node graph)"
+    );
+    rows.push(row(
+        "kernel launches, back to back, one sync",
+        "per_s",
+        launches,
+    ));
+    rows.push(row(
+        "CUDA graph kernel nodes (graphs of 1000)",
+        "per_s",
+        graph_nodes,
+    ));
+    bars.push(("kernel launches".into(), launches));
+    bars.push(("CUDA graph kernel nodes".into(), graph_nodes));
+    println!(
+        "\napplication kernel (y = A x, 4096 x 4096) launch + sync: alone {work_alone:.1} µs, \
+         pkq idle {work_idle:.1} µs ({:.3}x), pkq busy {work_busy:.1} µs ({:.3}x)",
+        work_idle / work_alone,
+        work_busy / work_alone
+    );
+    for (name, v) in [
+        ("application kernel alone", work_alone),
+        ("application kernel, pkq idle (spinning)", work_idle),
+        ("application kernel, pkq busy (NOP batches)", work_busy),
+    ] {
+        let mut m = row(name, "mean_us", 0.0);
+        m.insert("mean_us".into(), json!((v * 100.0).round() / 100.0));
+        m.insert(
+            "vs_alone_x".into(),
+            json!((v / work_alone * 1000.0).round() / 1000.0),
+        );
+        rows.push(m);
+    }
+    let mut summary = Map::new();
+    summary.insert("name".into(), json!("targets"));
+    summary.insert(
+        "batched_1_producer_tasks_per_s".into(),
+        json!(best_batched_1.round()),
+    );
+    summary.insert(
+        "single_4_producers_tasks_per_s".into(),
+        json!(single_4.round()),
+    );
+    summary.insert(
+        "best_vs_graph_nodes_x".into(),
+        json!(
+            ((bars.iter().map(|b| b.1).fold(0.0, f64::max) / graph_nodes) * 100.0).round() / 100.0
+        ),
+    );
+    summary.insert("workers".into(), json!(args.workers));
+    rows.push(summary);
+    println!(
+        "\nbatched, 1 producer: {:.1} M/s; one at a time, 4 producers: {:.1} M/s; best pkq rate / graph nodes: {:.1}x",
+        best_batched_1 / 1e6,
+        single_4 / 1e6,
+        bars.iter().map(|b| b.1).fold(0.0, f64::max) / graph_nodes
+    );
+    if let Some(path) = &args.json {
+        write_json(path, &report(&info, rows));
+    }
+    if let Some(path) = &args.svg {
+        plot(path, &bars)?;
+    }
+    Ok(())
+}
+
+/// One bar per row, tasks (or launches, nodes) per second on a log scale.
+fn plot(path: &PathBuf, bars: &[(String, f64)]) -> Result<(), Box<dyn std::error::Error>> {
+    let hi = bars.iter().map(|b| b.1).fold(1.0, f64::max);
+    let lo = bars.iter().map(|b| b.1).fold(f64::MAX, f64::min).max(1.0);
+    let root = SVGBackend::new(path, (1100, 220 + 26 * bars.len() as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("per second (log scale)", ("sans-serif", 20))
+        .margin(20)
+        .x_label_area_size(40)
+        .y_label_area_size(430)
+        .build_cartesian_2d((lo / 2.0..hi * 2.0).log_scale(), 0..bars.len())?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(bars.len())
+        .y_label_formatter(&|i| bars.get(*i).map(|b| b.0.clone()).unwrap_or_default())
+        .x_desc("per second")
+        .draw()?;
+    chart.draw_series(bars.iter().enumerate().map(|(i, (name, v))| {
+        let color = if name.starts_with("pkq") { BLUE } else { RED };
+        Rectangle::new([(lo / 2.0, i), (*v, i + 1)], color.mix(0.7).filled())
+    }))?;
+    root.present()?;
+    println!("wrote {}", path.display());
+    Ok(())
+}

@@ -1,0 +1,217 @@
+//! Many tasks submitted with one reservation and reaped together
+//! ([`Runtime::submit_batch`]): one reference to the runtime, one
+//! compare-and-swap of the tail per run of free slots, no ticket per task.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytemuck::Pod;
+
+use crate::error::{Error, Result, TaskStatus};
+use crate::ops::Op;
+use crate::queue::Refusal;
+use crate::ring::seq_add;
+use crate::runtime::{Runtime, Shared, Watch};
+use crate::slot::SlotImage;
+use crate::ticket::{Completion, outcome_of};
+
+/// What one task of a batch came to: its completion, or the status its
+/// handler reported.
+pub type TaskResult = std::result::Result<Completion, TaskStatus>;
+
+/// The handle of a batch of tasks of one op, in submission order.
+///
+/// Reap them together ([`Batch::wait`]) or as they come ([`Batch::poll`],
+/// then [`Batch::results`]). Like a [`Ticket`](crate::Ticket), a batch may
+/// be dropped unread (its slots are reclaimed) and may outlive its runtime.
+pub struct Batch {
+    shared: Arc<Shared>,
+    op: Op,
+    /// Runs of consecutive sequence numbers: (first, count).
+    runs: Vec<(u64, usize)>,
+    /// Per task: its result once taken.
+    results: Vec<Option<TaskResult>>,
+    /// Tasks before this index are all taken.
+    reaped: usize,
+    /// Tasks taken in all.
+    taken: usize,
+}
+
+impl fmt::Debug for Batch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Batch")
+            .field("op", &self.op)
+            .field("len", &self.results.len())
+            .field("runs", &self.runs)
+            .field("reaped", &self.reaped)
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// Submits one task of `op` per element of `args` (each at most 48
+    /// bytes), reserving runs of consecutive slots with one compare-and-swap
+    /// each (one run when the ring has room), and waiting while it is full.
+    /// The tasks are spread over the workers as single submits are.
+    ///
+    /// Refuses ops whose handler dereferences device addresses
+    /// ([`Error::UncheckedOp`]), arguments over 48 bytes
+    /// ([`Error::PayloadTooLarge`], before anything is submitted); after
+    /// shutdown, [`Error::Closed`] (tasks of the batch submitted before
+    /// then stay submitted, and are reaped or reclaimed as the batch goes).
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Op, Runtime};
+    /// let rt = Runtime::builder().build()?;
+    /// let args: Vec<[u64; 1]> = (0..256).map(|i| [i]).collect();
+    /// let results = rt.submit_batch(Op::ECHO, &args)?.wait()?;
+    /// for (i, r) in results.iter().enumerate() {
+    ///     assert_eq!(r.as_ref().unwrap().value, i as u64);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn submit_batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
+        self.refuse_pointers(op)?;
+        let images = args
+            .iter()
+            .map(|a| SlotImage::new(op.0, bytemuck::bytes_of(a)))
+            .collect::<Result<Vec<_>>>()?;
+        self.shared.check().map_err(|e| {
+            if self.shared.queue.is_closed() {
+                Error::Closed
+            } else {
+                e
+            }
+        })?;
+        let mut batch = Batch {
+            shared: self.shared.clone(),
+            op,
+            runs: Vec::with_capacity(1),
+            results: vec![None; images.len()],
+            reaped: 0,
+            taken: 0,
+        };
+        let queue = &self.shared.queue;
+        let mut next = 0;
+        while next < images.len() {
+            let want = images.len() - next;
+            let (first, n) = match queue.try_reserve_many(want) {
+                Ok(run) => run,
+                Err(Refusal::Closed) => return Err(Error::Closed),
+                Err(Refusal::Full) => {
+                    self.shared.wait_for(None, Watch::AnyWorker, || {
+                        match queue.try_reserve_many(want) {
+                            Ok(run) => Some(Ok(run)),
+                            Err(Refusal::Closed) => Some(Err(Error::Closed)),
+                            Err(Refusal::Full) => None,
+                        }
+                    })??
+                }
+            };
+            // Nothing between the reservation and the stores can fail.
+            for (k, image) in images[next..next + n].iter().enumerate() {
+                queue.publish(seq_add(first, k as u64), image);
+            }
+            batch.runs.push((first, n));
+            next += n;
+        }
+        Ok(batch)
+    }
+}
+
+impl Batch {
+    /// The number of tasks.
+    pub fn len(&self) -> usize {
+        self.results.len()
+    }
+
+    /// Whether the batch has no tasks.
+    pub fn is_empty(&self) -> bool {
+        self.results.is_empty()
+    }
+
+    /// The op of its tasks.
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
+    /// The sequence number of each task, in order.
+    pub fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
+        self.runs
+            .iter()
+            .flat_map(|&(first, n)| (0..n as u64).map(move |k| seq_add(first, k)))
+    }
+
+    /// Takes every completion that has arrived; returns how many of the
+    /// batch's tasks are done. Never blocks. Errors: a device fault, a
+    /// stop, a cancel.
+    pub fn poll(&mut self) -> Result<usize> {
+        let done = self.take_arrived();
+        if done < self.len() {
+            self.shared.probe_if_due(Instant::now())?;
+            self.shared.check()?;
+        }
+        Ok(done)
+    }
+
+    /// The results taken so far, in submission order (`None`: not yet).
+    pub fn results(&self) -> &[Option<TaskResult>] {
+        &self.results
+    }
+
+    /// Waits for every task (spinning, then yielding, as
+    /// [`Ticket::wait`](crate::Ticket::wait)) and returns their results in
+    /// submission order. Errors: a device fault, a stop, a cancel, or
+    /// [`Error::Stalled`] if a worker went silent past the stall bound.
+    pub fn wait(mut self) -> Result<Vec<TaskResult>> {
+        let shared = self.shared.clone();
+        shared.wait_for(None, Watch::AnyWorker, || {
+            (self.take_arrived() == self.len()).then_some(())
+        })?;
+        Ok(std::mem::take(&mut self.results)
+            .into_iter()
+            .map(|r| r.expect("every task taken"))
+            .collect())
+    }
+
+    /// Takes what arrived, from the first task not yet taken on; returns the
+    /// count of tasks taken in all.
+    fn take_arrived(&mut self) -> usize {
+        let queue = &self.shared.queue;
+        let mut i = 0;
+        for &(first, n) in &self.runs {
+            if i + n > self.reaped {
+                for k in 0..n {
+                    let idx = i + k;
+                    if idx >= self.reaped && self.results[idx].is_none() {
+                        if let Some(cqe) = queue.take(seq_add(first, k as u64)) {
+                            self.results[idx] = Some(outcome_of(&cqe));
+                            self.taken += 1;
+                        }
+                    }
+                }
+            }
+            i += n;
+        }
+        while self.reaped < self.len() && self.results[self.reaped].is_some() {
+            self.reaped += 1;
+        }
+        self.taken
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        let mut i = 0;
+        for &(first, n) in &self.runs {
+            for k in 0..n {
+                if self.results.get(i).is_some_and(Option::is_none) {
+                    self.shared.queue.detach(seq_add(first, k as u64));
+                }
+                i += 1;
+            }
+        }
+    }
+}
