@@ -115,9 +115,12 @@ impl Builder {
     /// behind it on its own worker (every `workers`-th task after it), by
     /// its run time; the others go on.
     ///
-    /// Each idle worker keeps one PCIe read in flight: more workers serve
-    /// more tasks per second (a worker takes about one task per read round
-    /// trip, ~1.2 µs on the H100), at the price of that polling traffic.
+    /// Each idle worker keeps one PCIe read of host memory in flight: more
+    /// workers serve more tasks per second, up to what the GPU's reads of
+    /// host memory allow, and every one of them slows the rest of the GPU.
+    /// On the H100 of `benches/results/throughput*.json`, 16 workers reached
+    /// that ceiling, and at 64 an application kernel's launch + sync took
+    /// many times as long as alone (see benches/NOTES.md, issue 4).
     pub fn workers(mut self, warps: usize) -> Self {
         self.workers = warps;
         self
