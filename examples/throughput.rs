@@ -2,7 +2,8 @@
 //! and 8 producer threads, one task per submit and in batches of 32 and 256;
 //! a small real op (ECHO, every result checked); back-to-back kernel launches
 //! per second and CUDA graph kernel nodes per second; and what a running
-//! pkq costs an ordinary kernel the application launches on its own stream.
+//! pkq costs an ordinary kernel the application launches on its own stream;
+//! and one task's round trip on the same runtime once it is idle.
 //!
 //! `cargo run --release --example throughput -- --json benches/results/throughput.json --svg benches/results/throughput.svg`
 
@@ -20,7 +21,7 @@ use pkq::cudarc::nvrtc::Ptx;
 use pkq::{Op, Runtime, echo_fold};
 use plotters::prelude::*;
 use serde_json::{Map, Value, json};
-use support::{one_stream_context, report, start, write_json};
+use support::{Latency, one_stream_context, report, start, write_json};
 
 #[derive(Parser)]
 #[command(about = "pkq tasks/s vs kernel launches/s vs CUDA graph nodes/s")]
@@ -160,7 +161,7 @@ fn row(name: &str, key: &str, v: f64) -> Map<String, Value> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let (_clock, info) = start(None)?;
+    let (clock, info) = start(None)?;
 
     // Everything that may wait for the context comes before the runtime.
     let ctx = one_stream_context()?;
@@ -273,6 +274,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             bars.push((name, rate));
         }
     }
+    // One task at a time on the same runtime, now idle: the round trip the
+    // latency bench measures, with this many workers polling.
+    std::thread::sleep(Duration::from_millis(20));
+    let idle_rt = Latency::measure("pkq round trip, idle runtime", &clock, 2_000, 20_000, || {
+        rt.submit(Op::NOP, &())?.wait().map(drop)
+    });
+    println!(
+        "{:<50}{:>13.2} µs",
+        "pkq round trip p50, idle runtime",
+        idle_rt.p50_us()
+    );
+    rows.push(idle_rt.row("us"));
     let echo = echo_checked(&rt, args.seconds);
     println!(
         "{:<50}{echo:>16.0}",
