@@ -26,6 +26,13 @@ extern "C" __global__ void pkq_costs_kernel(const uint64_t* ro, uint64_t* wo, ui
     if (threadIdx.x < 32 && blockIdx.x == 0) pkq::measure_wide_reads(ro, out + 8, iters);
 }
 
+// Reads of host memory per second, for `warps` warps in blocks of 8 (see
+// pkq_floor.cuh): the ceiling of tasks per second, one read per task.
+extern "C" __global__ void pkq_read_rate_kernel(const uint64_t* ro, uint64_t* out, uint32_t words,
+                                                uint32_t iters) {
+    pkq::read_rate(ro, out, words, iters);
+}
+
 // GEMV launched as an ordinary kernel (the crossover bench): one warp per
 // row, the same arithmetic as the GEMV op.
 extern "C" __global__ void pkq_gemv_kernel(const float* a, const float* x, float* y, uint32_t rows,

@@ -133,4 +133,24 @@ __device__ __forceinline__ void measure_wide_reads(const uint64_t* ro, uint64_t*
     if (lane == 0 && keep == 1) out[3] = keep;  // keeps the chains alive
 }
 
+// How many reads of host memory the GPU has answered per second: every warp
+// of the grid reads `words` 8-byte words (one coalesced load of its lanes
+// < words) of its own 256-byte line, `iters` times, each address depending on
+// the last read; lane 0 writes the warp's elapsed ns to out[warp].
+__device__ __forceinline__ void read_rate(const uint64_t* ro, uint64_t* out, uint32_t words,
+                                          uint32_t iters) {
+    const uint32_t lane = threadIdx.x & 31;
+    const uint32_t warp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const uint64_t* base = ro + static_cast<uint64_t>(warp) * 32;
+    const uint64_t* p = base;
+    const uint64_t t0 = __shfl_sync(0xffffffffu, globaltimer(), 0);
+    for (uint32_t i = 0; i < iters; ++i) {
+        const uint64_t w = lane < words ? load_sys(p + lane) : 0;
+        const uint64_t any = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(w >> 32));
+        p = base + (any >> 31);
+    }
+    const uint64_t dt = globaltimer() - t0;
+    if (lane == 0) out[warp] = dt + (reinterpret_cast<uintptr_t>(p) == 1);
+}
+
 }  // namespace pkq

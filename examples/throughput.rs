@@ -277,9 +277,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // One task at a time on the same runtime, now idle: the round trip the
     // latency bench measures, with this many workers polling.
     std::thread::sleep(Duration::from_millis(20));
-    let idle_rt = Latency::measure("pkq round trip, idle runtime", &clock, 2_000, 20_000, || {
-        rt.submit(Op::NOP, &())?.wait().map(drop)
-    });
+    let idle_rt = Latency::measure(
+        "pkq round trip, idle runtime",
+        &clock,
+        2_000,
+        20_000,
+        || rt.submit(Op::NOP, &())?.wait().map(drop),
+    );
     println!(
         "{:<50}{:>13.2} µs",
         "pkq round trip p50, idle runtime",

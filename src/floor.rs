@@ -265,3 +265,48 @@ pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
         dependent_wide_read_ns: [mean(8), mean(9), mean(10)],
     })
 }
+
+/// How many reads of mapped host memory device `index` answers per second
+/// with `warps` warps (a power of two, at most 1024) each keeping one read
+/// of `bytes` (8 to 256, a multiple of 8) in flight, `iters` reads each, by
+/// the GPU's clock: the ceiling of pkq's tasks per second, which cost one
+/// 64-byte read each.
+pub fn host_read_rate(index: usize, warps: u32, bytes: u32, iters: u32) -> Result<f64> {
+    if !warps.is_power_of_two() || warps > 1024 || bytes == 0 || bytes % 8 != 0 || bytes > 256 {
+        return Err(Error::InvalidArgument(format!(
+            "host_read_rate needs warps a power of two up to 1024 and bytes a multiple of 8 up \
+             to 256 (got {warps} and {bytes})"
+        )));
+    }
+    crate::kernel::image()?;
+    let ctx = driver::open(index)?;
+    // SAFETY: pkq's own Arc, backing no CudaSlice (see Builder::build).
+    unsafe { ctx.disable_event_tracking() };
+    let ro = MappedBuffer::new(&ctx, warps as usize * 32)?;
+    let d2h = MappedBuffer::new(&ctx, warps as usize)?;
+    let (ro_at, out_at) = (ro.device_addr(0), d2h.device_addr(0));
+    let out = d2h.words(0, warps as usize);
+    let kernel = Kernel::new(&ctx, "pkq_read_rate_kernel", vec![ro, d2h])?;
+    let per_block = warps.min(8);
+    let cfg = LaunchConfig {
+        grid_dim: (warps / per_block, 1, 1),
+        block_dim: (32 * per_block, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let words = bytes / 8;
+    // SAFETY: pkq_read_rate_kernel(const uint64_t*, uint64_t*, uint32_t,
+    // uint32_t) gets addresses into the kernel's own mapped memory: 32 words
+    // to read per warp, one to write per warp; `words` is at most 32.
+    unsafe {
+        kernel.launch(cfg, |b| {
+            b.arg(&ro_at).arg(&out_at).arg(&words).arg(&iters);
+        })?
+    };
+    kernel.wait_finished(Instant::now() + Duration::from_secs(60))?;
+    let slowest = (0..warps as usize)
+        .map(|w| out.at(w).load(Ordering::Acquire))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    Ok(f64::from(warps) * f64::from(iters) / (slowest as f64 * 1e-9))
+}

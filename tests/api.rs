@@ -115,3 +115,16 @@ fn kernels_compile_without_register_spills() {
         );
     }
 }
+
+#[test]
+fn read_rate_arguments_are_checked_before_the_driver() {
+    for (warps, bytes) in [(0, 64), (3, 64), (2048, 64), (8, 0), (8, 12), (8, 512)] {
+        assert!(
+            matches!(
+                pkq::floor::host_read_rate(0, warps, bytes, 1),
+                Err(Error::InvalidArgument(_))
+            ),
+            "{warps} warps, {bytes} bytes"
+        );
+    }
+}

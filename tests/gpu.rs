@@ -64,6 +64,7 @@ const TESTS: &[Test] = &[
     ),
     ("custom_handler_vs_reference", custom_handler_vs_reference),
     ("batches_submit_and_reap", batches_submit_and_reap),
+    ("host_read_rate_is_measured", host_read_rate_is_measured),
     (
         "eight_producers_ten_million_each",
         eight_producers_ten_million_each,
@@ -1604,4 +1605,16 @@ fn eight_producers_ten_million_each() {
         total as f64 / took.as_secs_f64() / 1e6
     );
     rt.shutdown().unwrap();
+}
+
+/// One warp's reads of host memory take a PCIe round trip each (0.3 to
+/// 10 µs, a wide bound), and more warps answer more reads per second.
+fn host_read_rate_is_measured() {
+    let one = pkq::floor::host_read_rate(0, 1, 64, 500).unwrap();
+    let per_read_us = 1e6 / one;
+    println!("    1 warp: {one:.0} reads/s ({per_read_us:.2} µs each)");
+    assert!((0.3..10.0).contains(&per_read_us), "{per_read_us}");
+    let eight = pkq::floor::host_read_rate(0, 8, 64, 500).unwrap();
+    println!("    8 warps: {eight:.0} reads/s");
+    assert!(eight > 2.0 * one, "{eight} vs {one}");
 }
