@@ -120,10 +120,10 @@
 #define PKQ_STATE_BITS 8 /* u32 */
 /* Heartbeat words follow the state words (word pollers_total + w * pollers +
    j), same writer and reader: %globaltimer (ns) as of the poller's latest
-   beat. A poller that waits for a task beats every PKQ_HEARTBEAT_CYCLES SM
-   cycles (judged every 8 polls by clock64, a register read; %globaltimer is
-   read only to beat): 2^17 cycles, 66 us at 1.98 GHz, under 1 ms at any
-   clock over 131 MHz. One that runs a task does not beat, so a heartbeat older
+   beat. A poller beats every PKQ_HEARTBEAT_CYCLES SM cycles, judged by
+   clock64 (a register read; %globaltimer is read only to beat) every 8
+   polls, every poll while it sleeps between polls, and after every task:
+   2^17 cycles, 66 us at 1.98 GHz, under 1 ms at any clock over 131 MHz. One that runs a task does not beat, so a heartbeat older
    than the stall bound (10 ms at least) means the poller is stuck in a task,
    or the kernel is gone. */
 #define PKQ_HEARTBEAT_CYCLES 131072 /* u64 */

@@ -27,7 +27,8 @@ __device__ __forceinline__ Outcome op_axpy(const uint64_t (&args)[PKQ_ARGS_BYTES
     const uint64_t na = args[PKQ_AXPY_OFF_N / 8];
     const uint32_t n = static_cast<uint32_t>(na);
     const float a = __uint_as_float(static_cast<uint32_t>(na >> 32));
-    if (n > PKQ_AXPY_MAX_N || (n > 0 && (x == nullptr || y == nullptr))) {
+    if (n > PKQ_AXPY_MAX_N || (n > 0 && (x == nullptr || y == nullptr)) ||
+        ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 3) != 0) {
         return outcome(PKQ_STATUS_BAD_ARGS, 0, false);
     }
     uint32_t done = 0;
@@ -114,7 +115,9 @@ __device__ __forceinline__ Outcome op_memset(const Context& ctx) {
 // DOT: each lane sums its strided share in double, then the warp adds them.
 __device__ __forceinline__ Outcome op_dot(const Context& ctx) {
     const pkq_dot_args a = ctx.args<pkq_dot_args>();
-    if (a.n > PKQ_DOT_MAX_N || (a.n > 0 && a.x == 0)) return fail(PKQ_STATUS_BAD_ARGS);
+    if (a.n > PKQ_DOT_MAX_N || (a.n > 0 && a.x == 0) || ((a.x | a.y) & 3) != 0) {
+        return fail(PKQ_STATUS_BAD_ARGS);
+    }
     const float* x = reinterpret_cast<const float*>(a.x);
     const float* y = reinterpret_cast<const float*>(a.y);
     double s = 0.0;
@@ -135,7 +138,8 @@ constexpr int GEMV_ROWS = 8;
 __device__ __forceinline__ Outcome op_gemv(const Context& ctx) {
     const pkq_gemv_args g = ctx.args<pkq_gemv_args>();
     if (g.rows > PKQ_GEMV_MAX_DIM || g.cols > PKQ_GEMV_MAX_DIM ||
-        (g.rows > 0 && (g.y == 0 || (g.cols > 0 && (g.a == 0 || g.x == 0))))) {
+        (g.rows > 0 && (g.y == 0 || (g.cols > 0 && (g.a == 0 || g.x == 0)))) ||
+        ((g.a | g.x | g.y) & 3) != 0) {
         return fail(PKQ_STATUS_BAD_ARGS);
     }
     if (g.rows == 0) return ok();
@@ -180,7 +184,7 @@ __device__ __forceinline__ Outcome op_gemv(const Context& ctx) {
 __device__ __forceinline__ Outcome op_fir(const Context& ctx) {
     const pkq_fir_args f = ctx.args<pkq_fir_args>();
     if (f.n > PKQ_FIR_MAX_N || f.taps == 0 || f.taps > PKQ_FIR_MAX_TAPS ||
-        (f.n > 0 && (f.x == 0 || f.h == 0 || f.y == 0))) {
+        (f.n > 0 && (f.x == 0 || f.h == 0 || f.y == 0)) || ((f.x | f.h | f.y) & 3) != 0) {
         return fail(PKQ_STATUS_BAD_ARGS);
     }
     if (f.n == 0) return ok();

@@ -88,6 +88,16 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         store_sys(heartbeat, globaltimer());
         store_sys(state, PKQ_WORKER_RUNNING);
     }
+    // Heartbeat: a posted store every PKQ_HEARTBEAT_CYCLES, judged every 8
+    // polls, every sleeping poll and after every task (a worker running
+    // back-to-back long tasks polls once per task).
+    auto beat_if_due = [&]() {
+        const uint64_t clk = __shfl_sync(FULL_MASK, clock64(), 0);
+        if (clk - last_beat_clk >= PKQ_HEARTBEAT_CYCLES) {
+            if (lane == 0) store_sys(heartbeat, globaltimer());
+            last_beat_clk = clk;
+        }
+    };
     uint64_t final_state = PKQ_WORKER_STOPPED;
     uint32_t polls = 0;
     uint64_t k = 0;  // this worker's tasks taken so far, as this warp knows it
@@ -105,14 +115,9 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         uint32_t sleep_ns = 0;
         bool taken = false;
         while (outcome == Wait::Pending) {
-            if ((++polls & 7) == 0) {
-                // Heartbeat: a posted store every PKQ_HEARTBEAT_CYCLES, busy
-                // or idle (every task takes at least one poll).
-                const uint64_t clk = __shfl_sync(FULL_MASK, clock64(), 0);
-                if (clk - last_beat_clk >= PKQ_HEARTBEAT_CYCLES) {
-                    if (lane == 0) store_sys(heartbeat, globaltimer());
-                    last_beat_clk = clk;
-                }
+            // Every 8th poll, and every poll while sleeping between polls.
+            if ((++polls & 7) == 0 || sleep_ns != 0) {
+                beat_if_due();
                 // Idle policy: after idle_spin_ns of waiting, sleep between
                 // polls, doubling up to idle_sleep_max_ns.
                 if (p.idle_sleep_max_ns != 0 && sleep_ns == 0) {
@@ -153,7 +158,12 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         const uint64_t t_start = __shfl_sync(FULL_MASK, globaltimer(), 0);
         if (shared_claims) {
             unsigned long long old = 0;
-            if (lane == 0) old = atomicCAS(claim, k, k + 1);
+            if (lane == 0) {
+                old = atomicCAS(claim, k, k + 1);
+                // The claim is seen by the block before the completion can
+                // be (a poller that then reads the next lap sees it taken).
+                __threadfence_block();
+            }
             if (__shfl_sync(FULL_MASK, old, 0) != k) continue;  // another poller won
         }
         // The op sits in the low bits of chunk 0: a NOP needs nothing else.
@@ -189,6 +199,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                       completion_word(lane, tag, status, value, t_start, t_end));
         }
         ++k;
+        beat_if_due();
     }
     if (lane == 0) store_sys(state, final_state | (k << PKQ_STATE_BITS));
 }

@@ -1,6 +1,6 @@
 //! Many tasks submitted with one reservation and reaped together
 //! ([`Runtime::submit_batch`]): one reference to the runtime, one
-//! compare-and-swap of the tail per run of free slots, no ticket per task.
+//! compare-and-swap of the tail for all of them, no ticket per task.
 
 use std::fmt;
 use std::sync::Arc;
@@ -28,8 +28,8 @@ pub type TaskResult = std::result::Result<Completion, TaskStatus>;
 pub struct Batch {
     shared: Arc<Shared>,
     op: Op,
-    /// Runs of consecutive sequence numbers: (first, count).
-    runs: Vec<(u64, usize)>,
+    /// The first task's sequence number; the others follow it.
+    first: u64,
     /// Per task: its result once taken.
     results: Vec<Option<TaskResult>>,
     /// Tasks before this index are all taken.
@@ -43,7 +43,7 @@ impl fmt::Debug for Batch {
         f.debug_struct("Batch")
             .field("op", &self.op)
             .field("len", &self.results.len())
-            .field("runs", &self.runs)
+            .field("first", &self.first)
             .field("reaped", &self.reaped)
             .finish()
     }
@@ -51,15 +51,17 @@ impl fmt::Debug for Batch {
 
 impl Runtime {
     /// Submits one task of `op` per element of `args` (each at most 48
-    /// bytes), reserving runs of consecutive slots with one compare-and-swap
-    /// each (one run when the ring has room), and waiting while it is full.
-    /// The tasks are spread over the workers as single submits are.
+    /// bytes, at most the ring's capacity of them): all or none, with one
+    /// compare-and-swap for the consecutive slots they take, waiting while
+    /// the ring has not that many free. The tasks are spread over the
+    /// workers as single submits are.
     ///
-    /// Refuses ops whose handler dereferences device addresses
-    /// ([`Error::UncheckedOp`]), arguments over 48 bytes
-    /// ([`Error::PayloadTooLarge`], before anything is submitted); after
-    /// shutdown, [`Error::Closed`] (tasks of the batch submitted before
-    /// then stay submitted, and are reaped or reclaimed as the batch goes).
+    /// Refuses, with nothing submitted: more tasks than the capacity
+    /// ([`Error::InvalidArgument`]: split the batch); ops whose handler
+    /// dereferences device addresses ([`Error::UncheckedOp`]); arguments over
+    /// 48 bytes ([`Error::PayloadTooLarge`]); after shutdown,
+    /// [`Error::Closed`]; a device fault, a stop, or [`Error::Stalled`]
+    /// while it waited for room.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
@@ -85,39 +87,43 @@ impl Runtime {
                 e
             }
         })?;
-        let mut batch = Batch {
-            shared: self.shared.clone(),
-            op,
-            runs: Vec::with_capacity(1),
-            results: vec![None; images.len()],
-            reaped: 0,
-            taken: 0,
-        };
+        let n = images.len();
         let queue = &self.shared.queue;
-        let mut next = 0;
-        while next < images.len() {
-            let want = images.len() - next;
-            let (first, n) = match queue.try_reserve_many(want) {
-                Ok(run) => run,
+        if n > queue.geometry().capacity() {
+            return Err(Error::InvalidArgument(format!(
+                "a batch of {n} tasks is larger than the ring's {} slots: split it",
+                queue.geometry().capacity()
+            )));
+        }
+        let first = if n == 0 {
+            0
+        } else {
+            match queue.try_reserve_many(n) {
+                Ok(first) => first,
                 Err(Refusal::Closed) => return Err(Error::Closed),
                 Err(Refusal::Full) => {
                     self.shared.wait_for(None, Watch::AnyWorker, || {
-                        match queue.try_reserve_many(want) {
-                            Ok(run) => Some(Ok(run)),
+                        match queue.try_reserve_many(n) {
+                            Ok(first) => Some(Ok(first)),
                             Err(Refusal::Closed) => Some(Err(Error::Closed)),
                             Err(Refusal::Full) => None,
                         }
                     })??
                 }
-            };
-            // Nothing between the reservation and the stores can fail.
-            for (k, image) in images[next..next + n].iter().enumerate() {
-                queue.publish(seq_add(first, k as u64), image);
             }
-            batch.runs.push((first, n));
-            next += n;
+        };
+        // Nothing between the reservation and the stores can fail.
+        for (k, image) in images.iter().enumerate() {
+            queue.publish(seq_add(first, k as u64), image);
         }
-        Ok(batch)
+        Ok(Batch {
+            shared: self.shared.clone(),
+            op,
+            first,
+            results: vec![None; n],
+            reaped: 0,
+            taken: 0,
+        })
     }
 }
 
@@ -137,11 +143,9 @@ impl Batch {
         self.op
     }
 
-    /// The sequence number of each task, in order.
+    /// The sequence number of each task, in order (consecutive).
     pub fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
-        self.runs
-            .iter()
-            .flat_map(|&(first, n)| (0..n as u64).map(move |k| seq_add(first, k)))
+        (0..self.len() as u64).map(|k| seq_add(self.first, k))
     }
 
     /// Takes every completion that has arrived; returns how many of the
@@ -180,20 +184,13 @@ impl Batch {
     /// count of tasks taken in all.
     fn take_arrived(&mut self) -> usize {
         let queue = &self.shared.queue;
-        let mut i = 0;
-        for &(first, n) in &self.runs {
-            if i + n > self.reaped {
-                for k in 0..n {
-                    let idx = i + k;
-                    if idx >= self.reaped && self.results[idx].is_none() {
-                        if let Some(cqe) = queue.take(seq_add(first, k as u64)) {
-                            self.results[idx] = Some(outcome_of(&cqe));
-                            self.taken += 1;
-                        }
-                    }
+        for i in self.reaped..self.results.len() {
+            if self.results[i].is_none() {
+                if let Some(cqe) = queue.take(seq_add(self.first, i as u64)) {
+                    self.results[i] = Some(outcome_of(&cqe));
+                    self.taken += 1;
                 }
             }
-            i += n;
         }
         while self.reaped < self.len() && self.results[self.reaped].is_some() {
             self.reaped += 1;
@@ -204,13 +201,9 @@ impl Batch {
 
 impl Drop for Batch {
     fn drop(&mut self) {
-        let mut i = 0;
-        for &(first, n) in &self.runs {
-            for k in 0..n {
-                if self.results.get(i).is_some_and(Option::is_none) {
-                    self.shared.queue.detach(seq_add(first, k as u64));
-                }
-                i += 1;
+        for (i, r) in self.results.iter().enumerate() {
+            if r.is_none() {
+                self.shared.queue.detach(seq_add(self.first, i as u64));
             }
         }
     }

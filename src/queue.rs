@@ -178,12 +178,12 @@ impl Queue {
         }
     }
 
-    /// Reserves up to `max` consecutive sequence numbers with one
-    /// compare-and-swap of the tail: as many as are free from the tail on
-    /// (at least one; at most the capacity). Returns the first and the
-    /// count, or why none could be reserved (as [`Self::try_reserve`]).
-    pub(crate) fn try_reserve_many(&self, max: usize) -> Result<(u64, usize), Refusal> {
-        let max = max.clamp(1, self.geo.capacity());
+    /// Reserves `n` consecutive sequence numbers (1 to the capacity) with
+    /// one compare-and-swap of the tail, all or none: `Full` while fewer
+    /// than `n` slots from the tail on are free (as [`Self::try_reserve`]
+    /// for one). Returns the first.
+    pub(crate) fn try_reserve_many(&self, n: usize) -> Result<u64, Refusal> {
+        debug_assert!((1..=self.geo.capacity()).contains(&n));
         let cap = self.geo.capacity() as u64;
         let mut tail = self.tail.load(Ordering::Relaxed);
         loop {
@@ -194,12 +194,12 @@ impl Queue {
             // the lap before completed is freed on the way, as
             // `try_reserve` frees the one slot it needs (the turn then says
             // "free for this sequence number", whoever reserves it).
-            let mut n = 0;
-            while n < max {
-                let seq = seq_add(tail, n as u64);
+            let mut free = 0;
+            while free < n {
+                let seq = seq_add(tail, free as u64);
                 let owner = self.turns[self.geo.slot(seq)].load(Ordering::Acquire);
                 if owner == seq {
-                    n += 1;
+                    free += 1;
                     continue;
                 }
                 let prev = seq_sub(seq, cap);
@@ -208,7 +208,7 @@ impl Queue {
                 }
                 break;
             }
-            if n == 0 {
+            if free < n {
                 let now = self.tail.load(Ordering::Relaxed);
                 if now == tail {
                     return Err(Refusal::Full);
@@ -222,7 +222,7 @@ impl Queue {
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Ok((tail, n)),
+                Ok(_) => return Ok(tail),
                 Err(now) => tail = now,
             }
         }
@@ -550,21 +550,22 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn batches_reserve_the_free_run_from_the_tail() {
+    fn batches_reserve_all_or_nothing() {
         let geo = Geometry::new(8).unwrap();
         let mem = Memory::new(geo);
         let q = mem.queue(geo, 0);
-        assert_eq!(q.try_reserve_many(3), Ok((0, 3)));
+        assert_eq!(q.try_reserve_many(3), Ok(0));
         assert_eq!(q.try_reserve(), Ok(3));
-        assert_eq!(q.try_reserve_many(100), Ok((4, 4)), "at most what is free");
-        assert_eq!(q.try_reserve_many(2), Err(Refusal::Full));
+        assert_eq!(q.try_reserve_many(5), Err(Refusal::Full), "only 4 free");
+        assert_eq!(q.try_reserve_many(4), Ok(4));
+        assert_eq!(q.try_reserve_many(1), Err(Refusal::Full));
         // Tasks 1 and 2 complete (their tickets have not read them): a batch
-        // moves both completions out and takes their slots; 0 is in flight.
+        // moves both completions out and takes their slots once 0 is done.
         complete(&q, 1, 11);
         complete(&q, 2, 12);
-        assert_eq!(q.try_reserve_many(4), Err(Refusal::Full), "slot of 0 first");
+        assert_eq!(q.try_reserve_many(3), Err(Refusal::Full), "slot of 0 first");
         complete(&q, 0, 10);
-        assert_eq!(q.try_reserve_many(4), Ok((8, 3)));
+        assert_eq!(q.try_reserve_many(3), Ok(8));
         for (seq, v) in [(0, 10), (1, 11), (2, 12)] {
             assert_eq!(q.take(seq).map(|c| c.value), Some(v));
         }
@@ -764,10 +765,9 @@ mod loom_tests {
             let (qa, qb) = (q.clone(), q.clone());
             let a = thread::spawn(move || qa.try_reserve_many(3));
             let b = thread::spawn(move || qb.try_reserve());
-            let (start, n) = a.join().unwrap().unwrap();
+            let start = a.join().unwrap().unwrap();
             let single = b.join().unwrap().unwrap();
-            assert_eq!(n, 3, "three of the four slots were free for the batch");
-            let batch: Vec<u64> = (start..start + n as u64).collect();
+            let batch: Vec<u64> = (start..start + 3).collect();
             assert!(!batch.contains(&single), "{batch:?} and {single}");
             let mut all = batch;
             all.push(single);

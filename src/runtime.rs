@@ -183,6 +183,11 @@ impl Builder {
     /// a kernel of other parameters ([`Error::InvalidModule`]), and a name
     /// the module lacks ([`Error::KernelMissing`]).
     ///
+    /// The module's code is trusted as any device code you load is: pkq
+    /// checks the argument layouts its op table declares and refuses, on the
+    /// safe calls, ops the table flags as dereferencing pointers and ops it
+    /// does not list; what the handlers do with their arguments is theirs.
+    ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
     /// let image = std::fs::read("my_kernels.fatbin").expect("built by build.rs");
@@ -299,7 +304,10 @@ impl Builder {
             reserved: 0,
         };
         let mut kernel = Kernel::from_image(&ctx, &self.image, &self.kernel, true, vec![h2d, d2h])?;
-        let ops = std::mem::take(&mut kernel.ops);
+        let mut ops = std::mem::take(&mut kernel.ops);
+        if let Image::Caller(_) = self.image {
+            ops = ops.refusing_unlisted();
+        }
         if let Image::Embedded = self.image {
             for sig in crate::builtin::signatures() {
                 ops.check(&sig)?;
@@ -426,15 +434,12 @@ impl Runtime {
         self.shared.submit(op, &image, true)
     }
 
-    /// [`Error::UncheckedOp`] if the kernel's handler of `op` dereferences
-    /// device addresses from its arguments (the op table's flag).
+    /// What the safe submits refuse (see `OpTable::refuse`): ops whose
+    /// handler dereferences device addresses, and in a caller's module ops
+    /// its table does not list.
     #[inline]
     pub(crate) fn refuse_pointers(&self, op: Op) -> Result<()> {
-        if self.shared.ops.derefs(op) {
-            Err(Error::UncheckedOp(op))
-        } else {
-            Ok(())
-        }
+        self.shared.ops.refuse(op)
     }
 
     /// Submits a task of a declared op with its typed arguments, waiting
@@ -733,7 +738,8 @@ impl Shared {
         }
         match state {
             KernelState::Running => {
-                self.read_heartbeats(self.liveness.ns(now));
+                // Stamped after the stream query, which may have waited.
+                self.read_heartbeats(self.liveness.ns(Instant::now()));
                 for w in 0..self.states.len() {
                     if self.state(w) == WORKER_BAD_TAG {
                         return Err(self.fail(Error::KernelStopped(format!(

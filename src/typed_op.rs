@@ -136,6 +136,10 @@ const _: () = {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct OpTable {
     ops: Box<[OpInfo]>,
+    /// Ops the table does not list may still reach a handler (a caller's
+    /// module may fall back on pkq's built-ins, or on anything): the safe
+    /// calls refuse them. pkq's own kernel answers them `UnknownOp`.
+    refuse_unlisted: bool,
 }
 
 impl OpTable {
@@ -171,7 +175,17 @@ impl OpTable {
                 u16::MAX
             )));
         }
-        Ok(Self { ops: ops.into() })
+        Ok(Self {
+            ops: ops.into(),
+            refuse_unlisted: false,
+        })
+    }
+
+    /// The table of a caller's module: ops it does not list are refused by
+    /// the safe calls.
+    pub(crate) fn refusing_unlisted(mut self) -> Self {
+        self.refuse_unlisted = true;
+        self
     }
 
     fn get(&self, op: u16) -> Option<&OpInfo> {
@@ -181,11 +195,22 @@ impl OpTable {
             .map(|i| &self.ops[i])
     }
 
-    /// Whether the module's handler of `op` dereferences device addresses
-    /// (ops it does not list: no, it answers them `UnknownOp`).
+    /// What the safe submits refuse: an op whose handler dereferences
+    /// device addresses ([`Error::UncheckedOp`]), and in a caller's module
+    /// an op its table does not list ([`Error::OpMismatch`]).
     #[inline]
-    pub(crate) fn derefs(&self, op: Op) -> bool {
-        self.get(op.0).is_some_and(|o| o.flags & OP_DEREFS != 0)
+    pub(crate) fn refuse(&self, op: Op) -> Result<()> {
+        match self.get(op.0) {
+            Some(o) if o.flags & OP_DEREFS != 0 => Err(Error::UncheckedOp(op)),
+            None if self.refuse_unlisted => Err(Error::OpMismatch {
+                op: op.to_string(),
+                code: op.0,
+                why: "the module's op table does not list it, and its handlers might serve it \
+                      anyway (a fallback): only submit_unchecked sends it"
+                    .into(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// [`Error::OpMismatch`] unless the module serves `sig.op` with arguments
@@ -259,7 +284,14 @@ mod tests {
             t.check(&TypedOp::<Args>::with_pointers(256, "B").signature())
                 .is_ok()
         );
-        assert!(t.derefs(Op(256)) && !t.derefs(Op(300)) && !t.derefs(Op(1)));
+        assert!(matches!(t.refuse(Op(256)), Err(Error::UncheckedOp(_))));
+        assert!(t.refuse(Op(300)).is_ok() && t.refuse(Op(1)).is_ok());
+        let strict = t.clone().refusing_unlisted();
+        assert!(strict.refuse(Op(300)).is_ok());
+        assert!(matches!(
+            strict.refuse(Op(1)),
+            Err(Error::OpMismatch { code: 1, .. })
+        ));
         for (sig, what) in [
             (TypedOp::<[u64; 3]>::new(300, "size").signature(), "bytes"),
             (
