@@ -10,7 +10,6 @@ use bytemuck::Pod;
 
 use crate::error::{Error, Result, TaskStatus};
 use crate::ops::Op;
-use crate::queue::Refusal;
 use crate::ring::seq_add;
 use crate::runtime::{Runtime, Shared, Watch};
 use crate::slot::SlotImage;
@@ -75,18 +74,12 @@ impl Runtime {
     /// # Ok(()) }
     /// ```
     pub fn submit_batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
-        self.refuse_pointers(op)?;
+        self.shared.ops.refuse(op)?;
         let images = args
             .iter()
             .map(|a| SlotImage::new(op.0, bytemuck::bytes_of(a)))
             .collect::<Result<Vec<_>>>()?;
-        self.shared.check().map_err(|e| {
-            if self.shared.queue.is_closed() {
-                Error::Closed
-            } else {
-                e
-            }
-        })?;
+        self.shared.check_open()?;
         let n = images.len();
         let queue = &self.shared.queue;
         if n > queue.geometry().capacity() {
@@ -98,19 +91,7 @@ impl Runtime {
         let first = if n == 0 {
             0
         } else {
-            match queue.try_reserve_many(n) {
-                Ok(first) => first,
-                Err(Refusal::Closed) => return Err(Error::Closed),
-                Err(Refusal::Full) => {
-                    self.shared.wait_for(None, Watch::AnyWorker, || {
-                        match queue.try_reserve_many(n) {
-                            Ok(first) => Some(Ok(first)),
-                            Err(Refusal::Closed) => Some(Err(Error::Closed)),
-                            Err(Refusal::Full) => None,
-                        }
-                    })??
-                }
-            }
+            self.shared.reserve(true, || queue.try_reserve_many(n))?
         };
         // Nothing between the reservation and the stores can fail.
         for (k, image) in images.iter().enumerate() {

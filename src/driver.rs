@@ -25,8 +25,8 @@ pub fn device_count() -> Result<usize> {
     Ok(result::device::get_count()? as usize)
 }
 
-/// A context on device `index` (its primary context), once the device is
-/// known to exist and to support pkq.
+/// pkq's own handle on device `index`'s primary context, once the device is
+/// known to exist and to support pkq, with cudarc's event tracking off.
 pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {
     let count = device_count()?;
     if index >= count {
@@ -47,6 +47,11 @@ pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {
     if ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)? == 0 {
         return Err(unsupported("it cannot map host memory".into()));
     }
+    // SAFETY: this Arc is pkq's own (callers keep theirs); it never backs a
+    // CudaSlice, so nothing relies on its event tracking. Without it,
+    // creating a stream does not synchronize the context, which would wait
+    // behind any kernel already running (a resident one never ends).
+    unsafe { ctx.disable_event_tracking() };
     Ok(ctx)
 }
 

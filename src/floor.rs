@@ -77,8 +77,6 @@ impl Floor {
         shape.check()?;
         crate::kernel::image()?;
         let ctx = driver::open(index)?;
-        // SAFETY: pkq's own Arc, backing no CudaSlice (see Builder::build).
-        unsafe { ctx.disable_event_tracking() };
         let words = 8 * shape.lines as usize;
         let ping = MappedBuffer::new(&ctx, words)?;
         let pong = MappedBuffer::new(&ctx, words)?;
@@ -233,8 +231,6 @@ pub struct DeviceCosts {
 pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
     crate::kernel::image()?;
     let ctx = driver::open(index)?;
-    // SAFETY: pkq's own Arc, backing no CudaSlice (see Builder::build).
-    unsafe { ctx.disable_event_tracking() };
     let ro = MappedBuffer::new(&ctx, 16)?;
     let d2h = MappedBuffer::new(&ctx, 24)?;
     let (ro_at, wo_at, out_at) = (ro.device_addr(0), d2h.device_addr(0), d2h.device_addr(8));
@@ -280,8 +276,6 @@ pub fn host_read_rate(index: usize, warps: u32, bytes: u32, iters: u32) -> Resul
     }
     crate::kernel::image()?;
     let ctx = driver::open(index)?;
-    // SAFETY: pkq's own Arc, backing no CudaSlice (see Builder::build).
-    unsafe { ctx.disable_event_tracking() };
     let ro = MappedBuffer::new(&ctx, warps as usize * 32)?;
     let d2h = MappedBuffer::new(&ctx, warps as usize)?;
     let (ro_at, out_at) = (ro.device_addr(0), d2h.device_addr(0));

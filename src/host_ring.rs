@@ -3,9 +3,9 @@
 
 use bytemuck::Pod;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::Op;
-use crate::queue::{Memory, Queue, Refusal};
+use crate::queue::{Memory, Queue};
 use crate::ring::Geometry;
 use crate::slot::SlotImage;
 
@@ -31,10 +31,7 @@ impl HostRing {
     #[inline]
     pub fn submit<A: Pod>(&self, op: Op, args: &A) -> Result<u64> {
         let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
-        let seq = self.queue.try_reserve().map_err(|r| match r {
-            Refusal::Full => Error::Full,
-            Refusal::Closed => Error::Closed,
-        })?;
+        let seq = self.queue.try_reserve()?;
         self.queue.publish(seq, &image);
         Ok(seq)
     }

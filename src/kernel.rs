@@ -165,7 +165,7 @@ pub(crate) struct Kernel {
 
 impl Kernel {
     /// Loads `name` from the embedded module and creates its stream. `ctx`
-    /// must not track events (see `Builder::build`), so that creating the
+    /// must not track events (`driver::open` turns it off), so that creating the
     /// stream never synchronizes the context.
     pub(crate) fn new(
         ctx: &Arc<CudaContext>,

@@ -89,6 +89,15 @@ pub(crate) enum Refusal {
     Closed,
 }
 
+impl From<Refusal> for crate::error::Error {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::Full => Self::Full,
+            Refusal::Closed => Self::Closed,
+        }
+    }
+}
+
 pub(crate) struct Queue {
     geo: Geometry,
     /// Host-only: next sequence number, `CLOSED` in bit 63.

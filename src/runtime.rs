@@ -266,11 +266,6 @@ impl Builder {
             crate::kernel::image()?;
         }
         let ctx = driver::open(self.device)?;
-        // SAFETY: this Arc is pkq's own (callers keep theirs); it never backs
-        // a CudaSlice, so nothing relies on its event tracking. Without it,
-        // creating our stream does not synchronize the context, which would
-        // wait behind any kernel already running.
-        unsafe { ctx.disable_event_tracking() };
 
         let cap = geo.capacity();
         let align = SECTION_ALIGN / 8;
@@ -399,7 +394,7 @@ impl Runtime {
     /// Like [`Runtime::submit`], but returns [`Error::Full`] instead of
     /// waiting for a free slot.
     pub fn try_submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
-        self.refuse_pointers(op)?;
+        self.shared.ops.refuse(op)?;
         let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
         match self.shared.submit(op, &image, false) {
             // A caller looping on Full must learn if the kernel died.
@@ -413,7 +408,7 @@ impl Runtime {
 
     /// Submits a task whose arguments are raw bytes (at most 48).
     pub fn submit_bytes(&self, op: Op, args: &[u8]) -> Result<Ticket> {
-        self.refuse_pointers(op)?;
+        self.shared.ops.refuse(op)?;
         let image = SlotImage::new(op.0, args)?;
         self.shared.submit(op, &image, true)
     }
@@ -432,14 +427,6 @@ impl Runtime {
     pub unsafe fn submit_unchecked<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
         let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
         self.shared.submit(op, &image, true)
-    }
-
-    /// What the safe submits refuse (see `OpTable::refuse`): ops whose
-    /// handler dereferences device addresses, and in a caller's module ops
-    /// its table does not list.
-    #[inline]
-    pub(crate) fn refuse_pointers(&self, op: Op) -> Result<()> {
-        self.shared.ops.refuse(op)
     }
 
     /// Submits a task of a declared op with its typed arguments, waiting
@@ -556,7 +543,7 @@ pub(crate) struct Shared {
     /// Device-written heartbeat words, one per poller (see pkq_layout.h).
     beats: Words,
     /// The kernel's op table (which ops it serves, with what arguments).
-    ops: OpTable,
+    pub(crate) ops: OpTable,
     /// The first sequence number (worker `w` serves `start_seq + w + k * workers`).
     start_seq: u64,
     /// Why the kernel no longer serves, once known (a fault, or the end
@@ -651,34 +638,50 @@ impl Liveness {
 
 impl Shared {
     fn submit(self: &Arc<Self>, op: Op, image: &SlotImage, wait: bool) -> Result<Ticket> {
-        if let Err(e) = self.check() {
-            // After shutdown the latched reason is "shut down": say Closed.
-            return Err(if self.queue.is_closed() {
-                Error::Closed
-            } else {
-                e
-            });
-        }
+        self.check_open()?;
         // The ticket's reference is taken first: a locked instruction after
         // the slot stores would wait for them to leave the store buffer, and
         // their line is usually not in this core's cache (the device's
         // polling read took it), so the call would pay a read for ownership
         // (~100 ns) instead of leaving it to the store buffer.
         let shared = self.clone();
-        let seq = match self.queue.try_reserve() {
-            Ok(seq) => seq,
-            Err(Refusal::Closed) => return Err(Error::Closed),
-            Err(Refusal::Full) if !wait => return Err(Error::Full),
-            Err(Refusal::Full) => {
-                self.wait_for(None, Watch::AnyWorker, || match self.queue.try_reserve() {
+        let seq = self.reserve(wait, || self.queue.try_reserve())?;
+        self.queue.publish(seq, image);
+        Ok(Ticket::new(shared, seq, op))
+    }
+
+    /// [`Shared::check`] as a submit reports it: after shutdown the latched
+    /// reason is "shut down", so say [`Error::Closed`].
+    #[inline]
+    pub(crate) fn check_open(&self) -> Result<()> {
+        self.check().map_err(|e| {
+            if self.queue.is_closed() {
+                Error::Closed
+            } else {
+                e
+            }
+        })
+    }
+
+    /// Reserves with `try_once` (one slot, or a batch's run); while the ring
+    /// is full, waits for room if `wait`, else returns [`Error::Full`].
+    #[inline]
+    pub(crate) fn reserve(
+        &self,
+        wait: bool,
+        try_once: impl Fn() -> std::result::Result<u64, Refusal>,
+    ) -> Result<u64> {
+        match try_once() {
+            Ok(seq) => Ok(seq),
+            Err(Refusal::Full) if wait => {
+                self.wait_for(None, Watch::AnyWorker, || match try_once() {
                     Ok(seq) => Some(Ok(seq)),
                     Err(Refusal::Closed) => Some(Err(Error::Closed)),
                     Err(Refusal::Full) => None,
-                })??
+                })?
             }
-        };
-        self.queue.publish(seq, image);
-        Ok(Ticket::new(shared, seq, op))
+            Err(r) => Err(r.into()),
+        }
     }
 
     /// Poller `w`'s state, without its position or phase.
