@@ -26,11 +26,14 @@ extern "C" __global__ void pkq_costs_kernel(const uint64_t* ro, uint64_t* wo, ui
     if (threadIdx.x < 32 && blockIdx.x == 0) pkq::measure_wide_reads(ro, out + 8, iters);
 }
 
-// Reads of host memory per second, for `warps` warps in blocks of 8 (see
-// pkq_floor.cuh): the ceiling of tasks per second, one read per task.
-extern "C" __global__ void pkq_read_rate_kernel(const uint64_t* ro, uint64_t* out, uint32_t words,
-                                                uint32_t iters) {
-    pkq::read_rate(ro, out, words, iters);
+// Reads and writes of host memory per second, for a grid of warps in
+// blocks of 8 (see pkq_floor.cuh): the ceilings of tasks per second.
+extern "C" __global__ void pkq_access_rate_kernel(const uint64_t* ro, uint64_t* wo, uint64_t* out,
+                                                  uint32_t read_words, uint32_t read_stride_words,
+                                                  uint32_t write_words, uint32_t write_stride_words,
+                                                  uint32_t iters) {
+    pkq::access_rate(ro, wo, out, read_words, read_stride_words, write_words, write_stride_words,
+                     iters);
 }
 
 // GEMV launched as an ordinary kernel (the crossover bench): one warp per

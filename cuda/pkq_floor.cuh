@@ -133,24 +133,38 @@ __device__ __forceinline__ void measure_wide_reads(const uint64_t* ro, uint64_t*
     if (lane == 0 && keep == 1) out[3] = keep;  // keeps the chains alive
 }
 
-// How many reads of host memory the GPU has answered per second: every warp
-// of the grid reads `words` 8-byte words (one coalesced load of its lanes
-// < words) of its own 256-byte line, `iters` times, each address depending on
-// the last read; lane 0 writes the warp's elapsed ns to out[warp].
-__device__ __forceinline__ void read_rate(const uint64_t* ro, uint64_t* out, uint32_t words,
-                                          uint32_t iters) {
+// How many accesses of host memory the GPU has answered per second, in
+// pkq's pattern: `iters` times, every warp of the grid writes
+// `write_words` 8-byte words (one coalesced posted write) and then reads
+// `read_words` words (one coalesced load whose address depends on the last
+// read); either count may be 0. Like pkq's workers, the warps take turns
+// through a ring of PKQ_ACCESS_ROUNDS rounds of one entry per warp each:
+// access i of warp w is at entry (i % rounds) * warps + w, entries
+// `write_stride_words` (writes) and `read_stride_words` (reads) apart, so
+// every access goes to a place no access touched for a round. After the
+// loop a system fence waits for the writes to land; lane 0 then writes the
+// warp's elapsed ns to out[warp].
+__device__ __forceinline__ void access_rate(const uint64_t* ro, uint64_t* wo, uint64_t* out,
+                                            uint32_t read_words, uint32_t read_stride_words,
+                                            uint32_t write_words, uint32_t write_stride_words,
+                                            uint32_t iters) {
     const uint32_t lane = threadIdx.x & 31;
+    const uint32_t warps = gridDim.x * (blockDim.x >> 5);
     const uint32_t warp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    const uint64_t* base = ro + static_cast<uint64_t>(warp) * 32;
-    const uint64_t* p = base;
+    uint64_t dep = 0;  // 0, but only known once the last read arrived
     const uint64_t t0 = __shfl_sync(0xffffffffu, globaltimer(), 0);
     for (uint32_t i = 0; i < iters; ++i) {
-        const uint64_t w = lane < words ? load_sys(p + lane) : 0;
-        const uint64_t any = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(w >> 32));
-        p = base + (any >> 31);
+        const uint64_t entry = static_cast<uint64_t>(i % PKQ_ACCESS_ROUNDS) * warps + warp;
+        if (lane < write_words) store_sys(wo + entry * write_stride_words + lane, i);
+        if (read_words != 0) {
+            const uint64_t* p = ro + entry * read_stride_words + dep;
+            const uint64_t w = lane < read_words ? load_sys(p + lane) : 0;
+            dep = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(w >> 32)) >> 31;
+        }
     }
+    __threadfence_system();
     const uint64_t dt = globaltimer() - t0;
-    if (lane == 0) out[warp] = dt + (reinterpret_cast<uintptr_t>(p) == 1);
+    if (lane == 0) out[warp] = dt + dep;
 }
 
 }  // namespace pkq

@@ -85,16 +85,21 @@
 #define PKQ_CQE_WORDS 4
 
 /* ---------------------------------------------------------------------------
- * Control line (host -> device allocation, after the slots; 128 bytes so that
- * no device-polled slot shares its 128-byte prefetch pair).
- * Word PKQ_CTRL_STOP: written once by the host (a relaxed store of
- * PKQ_STOP_VALUE: after the drain on shutdown, at once on cancel or when a
- * fault is latched), read by every worker every PKQ_STOP_POLL_INTERVAL polls,
- * busy or idle, in the same load instruction as its slot poll (so it costs no
- * extra round trip); it takes precedence over a task in the slot, so a busy
- * worker (one poll per task) starts at most that many more tasks. One writer,
- * one aligned 8-byte word: no torn read. It is the exit of every device spin
- * loop but SPIN's (a test op that waits out its argument).
+ * Control lines (host -> device allocation, after the slots): one 128-byte
+ * line per worker, so that no device-polled slot shares its 128-byte
+ * prefetch pair, and no two workers poll the same line (reads of one line
+ * of host memory are answered one after another: when every worker read one
+ * shared stop word, 64 workers made 6 M reads/s of it, and each took tens of
+ * microseconds; benches/NOTES.md).
+ * Word PKQ_CTRL_STOP of worker w's line: written once by the host (a relaxed
+ * store of PKQ_STOP_VALUE to every worker's line: after the drain on
+ * shutdown, at once on cancel or when a fault is latched), read by worker w's
+ * pollers every PKQ_STOP_POLL_INTERVAL polls, busy or idle, in the same load
+ * instruction as the slot poll (so it costs no extra round trip); it takes
+ * precedence over a task in the slot, so a busy worker (one poll per task)
+ * starts at most that many more tasks. One writer, one aligned 8-byte word:
+ * no torn read. It is the exit of every device spin loop but SPIN's (a test
+ * op that waits out its argument).
  * ------------------------------------------------------------------------- */
 #define PKQ_CTRL_BYTES 128
 #define PKQ_CTRL_STOP 0
@@ -103,6 +108,8 @@
 
 /* Raw-floor ping-pong (src/floor.rs): the value that ends the device loop. */
 #define PKQ_FLOOR_STOP 0xffffffffffffffff /* u64 */
+/* Rounds of the access-rate ring (src/floor.rs: host_access_rate). */
+#define PKQ_ACCESS_ROUNDS 64 /* u32 */
 
 /* ---------------------------------------------------------------------------
  * Poller state words (device -> host allocation, after the completion
@@ -111,7 +118,7 @@
  * the host's liveness checks (acquire loads). One writer per word, aligned
  * 8 bytes: no torn read. Bits 0..8: the state below; bits 8..64: how many of
  * its worker's tasks the poller knows to be taken (its position; progress
- * for diagnostics).
+ * for diagnostics), as of its latest heartbeat or its stop.
  * ------------------------------------------------------------------------- */
 #define PKQ_WORKER_STARTING 0 /* u64 */
 #define PKQ_WORKER_RUNNING 1 /* u64 */
@@ -323,7 +330,7 @@ static_assert(offsetof(pkq_fir_args, taps) == PKQ_FIR_OFF_TAPS, "pkq_fir_args.ta
 struct pkq_params {
     uint64_t sq;            /* device address of the submission slots */
     uint64_t cq;            /* device address of the completion entries */
-    uint64_t ctrl;          /* device address of the control line */
+    uint64_t ctrl;          /* device address of the control lines */
     uint64_t states;        /* device address of the worker state words */
     uint64_t start_seq;     /* sequence number of the first task */
     uint32_t capacity_log2; /* log2 of the slot count */

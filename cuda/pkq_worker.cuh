@@ -72,7 +72,8 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     const uint32_t lane = threadIdx.x & 31;
     const uint64_t* sq = reinterpret_cast<const uint64_t*>(p.sq);
     uint64_t* cq = reinterpret_cast<uint64_t*>(p.cq);
-    const uint64_t* stop_word = reinterpret_cast<const uint64_t*>(p.ctrl) + PKQ_CTRL_STOP;
+    const uint64_t* stop_word =
+        reinterpret_cast<const uint64_t*>(p.ctrl) + worker * (PKQ_CTRL_BYTES / 8) + PKQ_CTRL_STOP;
     uint64_t* state = reinterpret_cast<uint64_t*>(p.states) + worker * p.pollers + poller;
     uint64_t* heartbeat = state + p.workers * p.pollers;
     const uint64_t mask = (1ull << p.capacity_log2) - 1;
@@ -91,19 +92,24 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     // Heartbeat: a posted store every PKQ_HEARTBEAT_CYCLES, judged every 8
     // polls, every sleeping poll and after every task (a worker running
     // back-to-back long tasks polls once per task).
+    // The beat carries the poller's position in its state word: a store
+    // per task would be a partial-line write per task, which the host's
+    // root complex merges one at a time (benches/NOTES.md).
+    uint64_t k = 0;  // this worker's tasks taken so far, as this warp knows it
     auto beat_if_due = [&]() {
         const uint64_t clk = __shfl_sync(FULL_MASK, clock64(), 0);
         if (clk - last_beat_clk >= PKQ_HEARTBEAT_CYCLES) {
-            if (lane == 0) store_sys(heartbeat, globaltimer());
+            if (lane == 0) {
+                store_sys(heartbeat, globaltimer());
+                store_sys(state, PKQ_WORKER_RUNNING | (k << PKQ_STATE_BITS));
+            }
             last_beat_clk = clk;
         }
     };
     uint64_t final_state = PKQ_WORKER_STOPPED;
     uint32_t polls = 0;
-    uint64_t k = 0;  // this worker's tasks taken so far, as this warp knows it
     for (;;) {
         if (shared_claims) k = max(k, read_claim(claim));
-        if (lane == 0 && k != 0) store_sys(state, PKQ_WORKER_RUNNING | (k << PKQ_STATE_BITS));
         const uint64_t seq = (p.start_seq + worker + k * p.workers) & SEQ_MASK;
         const uint64_t slot = seq & mask;
         const uint32_t tag = static_cast<uint32_t>(seq >> p.capacity_log2) & 0xff;

@@ -68,8 +68,8 @@ if [ $run_benches = 1 ]; then
   echo "=== bench: throughput"
   timeout 300 "$here/examples/throughput" --json "$out/throughput.json" --svg "$out/throughput.svg" \
     || failed+=(throughput)
-  echo "=== bench: read_rate"
-  timeout 120 "$here/examples/read_rate" --json "$out/read_rate.json" || failed+=(read_rate)
+  echo "=== bench: access_rate"
+  timeout 300 "$here/examples/access_rate" --json "$out/access_rate.json" || failed+=(access_rate)
   echo "=== example: custom_handler"
   timeout 300 "$here/examples/custom_handler" --json "$out/custom_handler.json" || failed+=(custom_handler)
 fi

@@ -12,7 +12,7 @@ use cudarc::driver::{LaunchConfig, PushKernelArg};
 use crate::driver;
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelState};
-use crate::layout::{FLOOR_STOP, MAX_POLLERS};
+use crate::layout::{ACCESS_ROUNDS, FLOOR_STOP, MAX_POLLERS};
 use crate::mapped::MappedBuffer;
 use crate::queue::Words;
 
@@ -262,45 +262,138 @@ pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
     })
 }
 
-/// How many reads of mapped host memory device `index` answers per second
-/// with `warps` warps (a power of two, at most 1024) each keeping one read
-/// of `bytes` (8 to 256, a multiple of 8) in flight, `iters` reads each, by
-/// the GPU's clock: the ceiling of pkq's tasks per second, which cost one
-/// 64-byte read each.
-pub fn host_read_rate(index: usize, warps: u32, bytes: u32, iters: u32) -> Result<f64> {
-    if !warps.is_power_of_two() || warps > 1024 || bytes == 0 || bytes % 8 != 0 || bytes > 256 {
-        return Err(Error::InvalidArgument(format!(
-            "host_read_rate needs warps a power of two up to 1024 and bytes a multiple of 8 up \
-             to 256 (got {warps} and {bytes})"
-        )));
+/// A pattern of GPU accesses to mapped host memory, measured by
+/// [`host_access_rate`]: `warps` warps, each `iters` times writing
+/// `write_bytes` (one coalesced posted write) and then reading `read_bytes`
+/// (one coalesced read whose address depends on the last read), so one
+/// access of each kind in flight per warp, as pkq's workers have. As pkq's
+/// workers take turns through the ring's slots, the warps take turns
+/// through a ring of 64 rounds of one entry each: reads `read_bytes` apart,
+/// writes `write_stride` apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    /// Warps (a power of two, at most 1024).
+    pub warps: u32,
+    /// Bytes each read takes (0, or a multiple of 8 up to 256).
+    pub read_bytes: u32,
+    /// Bytes each write stores (0, or a multiple of 8 up to 256).
+    pub write_bytes: u32,
+    /// How far apart consecutive entries are written (at least
+    /// `write_bytes`, a multiple of 8 up to 256): under 64, two or more
+    /// warps' writes share one 64-byte line, as pkq's 32-byte completions
+    /// do.
+    pub write_stride: u32,
+    /// Accesses per warp.
+    pub iters: u32,
+    /// Whether every warp reads the same bytes (one line, as pkq's workers
+    /// once all read one stop word), rather than each its own.
+    pub same_line: bool,
+    /// Whether a host thread keeps storing to every line the warps read
+    /// while they run, as pkq's producers store to its slots (the values
+    /// stay the same).
+    pub host_writing: bool,
+}
+
+impl Access {
+    /// `warps` warps reading `bytes` each, writing nothing.
+    pub fn reads(warps: u32, bytes: u32, iters: u32) -> Self {
+        Self {
+            warps,
+            read_bytes: bytes,
+            write_bytes: 0,
+            write_stride: 0,
+            iters,
+            same_line: false,
+            host_writing: false,
+        }
     }
+
+    fn check(&self) -> Result<()> {
+        let bytes_ok = |b: u32| b % 8 == 0 && b <= 256;
+        let ok = self.warps.is_power_of_two()
+            && self.warps <= 1024
+            && bytes_ok(self.read_bytes)
+            && bytes_ok(self.write_bytes)
+            && bytes_ok(self.write_stride)
+            && self.write_stride >= self.write_bytes
+            && self.read_bytes + self.write_bytes > 0;
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "host_access_rate {self:?}: warps must be a power of two up to 1024, byte \
+                 counts multiples of 8 up to 256 (not both 0), the stride at least the write"
+            )))
+        }
+    }
+}
+
+/// How many accesses of the pattern `access` device `index` answers per
+/// second, by the GPU's clock (the writes counted as landed once a system
+/// fence after the last one returns): the ceilings of pkq's tasks per
+/// second, which cost one 64-byte read and one 32-byte write each.
+pub fn host_access_rate(index: usize, access: &Access) -> Result<f64> {
+    access.check()?;
     crate::kernel::image()?;
     let ctx = driver::open(index)?;
-    let ro = MappedBuffer::new(&ctx, warps as usize * 32)?;
-    let d2h = MappedBuffer::new(&ctx, warps as usize)?;
-    let (ro_at, out_at) = (ro.device_addr(0), d2h.device_addr(0));
-    let out = d2h.words(0, warps as usize);
-    let kernel = Kernel::new(&ctx, "pkq_read_rate_kernel", vec![ro, d2h])?;
-    let per_block = warps.min(8);
+    let warps = access.warps as usize;
+    let entries = ACCESS_ROUNDS as usize * warps;
+    let (read_words, write_words) = (access.read_bytes / 8, access.write_bytes / 8);
+    let stride_words = access.write_stride / 8;
+    let read_stride_words = if access.same_line { 0 } else { read_words };
+    let ro = MappedBuffer::new(&ctx, (entries * read_words as usize).max(1))?;
+    let d2h = MappedBuffer::new(&ctx, warps + (entries * stride_words as usize).max(1))?;
+    let (ro_at, out_at, wo_at) = (
+        ro.device_addr(0),
+        d2h.device_addr(0),
+        d2h.device_addr(warps),
+    );
+    let out = d2h.words(0, warps);
+    let read_lines = ro.words(0, entries * read_words as usize);
+    let kernel = Kernel::new(&ctx, "pkq_access_rate_kernel", vec![ro, d2h])?;
+    let per_block = access.warps.min(8);
     let cfg = LaunchConfig {
-        grid_dim: (warps / per_block, 1, 1),
+        grid_dim: (access.warps / per_block, 1, 1),
         block_dim: (32 * per_block, 1, 1),
         shared_mem_bytes: 0,
     };
-    let words = bytes / 8;
-    // SAFETY: pkq_read_rate_kernel(const uint64_t*, uint64_t*, uint32_t,
-    // uint32_t) gets addresses into the kernel's own mapped memory: 32 words
-    // to read per warp, one to write per warp; `words` is at most 32.
+    // SAFETY: pkq_access_rate_kernel(const uint64_t*, uint64_t*, uint64_t*,
+    // uint32_t x 5) gets addresses into the kernel's own mapped memory:
+    // `entries` reads of `read_words` words each `read_words` apart (or 0),
+    // `entries` writes `stride_words` apart (the last one ends in the
+    // buffer, as the stride is at least the write), and `warps` result
+    // words; the word counts are at most 32.
     unsafe {
         kernel.launch(cfg, |b| {
-            b.arg(&ro_at).arg(&out_at).arg(&words).arg(&iters);
+            b.arg(&ro_at)
+                .arg(&wo_at)
+                .arg(&out_at)
+                .arg(&read_words)
+                .arg(&read_stride_words)
+                .arg(&write_words)
+                .arg(&stride_words)
+                .arg(&access.iters);
         })?
     };
-    kernel.wait_finished(Instant::now() + Duration::from_secs(60))?;
-    let slowest = (0..warps as usize)
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        if access.host_writing {
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    for i in (0..read_lines.len()).step_by(8) {
+                        read_lines.at(i).store(0, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        let finished = kernel.wait_finished(Instant::now() + Duration::from_secs(60));
+        done.store(true, Ordering::Relaxed);
+        finished
+    })?;
+    let slowest = (0..warps)
         .map(|w| out.at(w).load(Ordering::Acquire))
         .max()
         .unwrap_or(1)
         .max(1);
-    Ok(f64::from(warps) * f64::from(iters) / (slowest as f64 * 1e-9))
+    Ok(f64::from(access.warps) * f64::from(access.iters) / (slowest as f64 * 1e-9))
 }

@@ -272,10 +272,11 @@ impl Builder {
         let ctrl_at = (cap * SLOT_WORDS).next_multiple_of(align);
         let states_at = (cap * CQE_WORDS).next_multiple_of(align);
         let pollers = self.workers * self.pollers as usize;
-        let h2d = MappedBuffer::new(&ctx, ctrl_at + CTRL_BYTES / 8)?;
+        let ctrl_words = self.workers * CTRL_BYTES / 8;
+        let h2d = MappedBuffer::new(&ctx, ctrl_at + ctrl_words)?;
         let d2h = MappedBuffer::new(&ctx, states_at + 2 * pollers)?;
         let sq = h2d.words(0, cap * SLOT_WORDS);
-        let ctrl = h2d.words(ctrl_at, CTRL_BYTES / 8);
+        let ctrl = h2d.words(ctrl_at, ctrl_words);
         let cq = d2h.words(0, cap * CQE_WORDS);
         let states = d2h.words(states_at, pollers);
         let beats = d2h.words(states_at + pollers, pollers);
@@ -698,12 +699,23 @@ impl Shared {
         }
     }
 
+    /// Sets every worker's stop word: a relaxed store each (the release
+    /// orders nothing the device relies on), which the worker reads with
+    /// one of its next slot polls.
+    fn tell_stop(&self) {
+        for w in 0..self.workers {
+            self.ctrl
+                .at(w * CTRL_BYTES / 8 + CTRL_STOP)
+                .store(STOP_VALUE, Ordering::Release);
+        }
+    }
+
     /// Latches `e` as why the runtime no longer serves, and tells the kernel
     /// to stop: after a fault is reported, no task starts (a waiter that
     /// gave up must not find its task running later).
     fn fail(&self, e: Error) -> Error {
         let _ = self.fault.set(e);
-        self.ctrl.at(CTRL_STOP).store(STOP_VALUE, Ordering::Release);
+        self.tell_stop();
         self.fault.get().cloned().unwrap()
     }
 
@@ -895,8 +907,7 @@ impl Shared {
         } else {
             Ok(())
         };
-        // One relaxed store: the device reads it with its next slot poll.
-        self.ctrl.at(CTRL_STOP).store(STOP_VALUE, Ordering::Release);
+        self.tell_stop();
         let exited = self
             .kernel
             .wait_finished(Instant::now() + self.stop_timeout);

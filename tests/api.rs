@@ -117,14 +117,33 @@ fn kernels_compile_without_register_spills() {
 }
 
 #[test]
-fn read_rate_arguments_are_checked_before_the_driver() {
-    for (warps, bytes) in [(0, 64), (3, 64), (2048, 64), (8, 0), (8, 12), (8, 512)] {
+fn access_rate_arguments_are_checked_before_the_driver() {
+    use pkq::floor::Access;
+    let bad = [
+        Access::reads(0, 64, 1),
+        Access::reads(3, 64, 1),
+        Access::reads(2048, 64, 1),
+        Access::reads(8, 0, 1),
+        Access::reads(8, 12, 1),
+        Access::reads(8, 512, 1),
+        Access {
+            write_bytes: 32,
+            write_stride: 16,
+            ..Access::reads(8, 64, 1)
+        },
+        Access {
+            write_bytes: 264,
+            write_stride: 264,
+            ..Access::reads(8, 0, 1)
+        },
+    ];
+    for a in bad {
         assert!(
             matches!(
-                pkq::floor::host_read_rate(0, warps, bytes, 1),
+                pkq::floor::host_access_rate(0, &a),
                 Err(Error::InvalidArgument(_))
             ),
-            "{warps} warps, {bytes} bytes"
+            "{a:?}"
         );
     }
 }

@@ -64,7 +64,7 @@ const TESTS: &[Test] = &[
     ),
     ("custom_handler_vs_reference", custom_handler_vs_reference),
     ("batches_submit_and_reap", batches_submit_and_reap),
-    ("host_read_rate_is_measured", host_read_rate_is_measured),
+    ("host_access_rate_is_measured", host_access_rate_is_measured),
     (
         "back_to_back_long_tasks_are_not_stalls",
         back_to_back_long_tasks_are_not_stalls,
@@ -1625,15 +1625,25 @@ fn eight_producers_ten_million_each() {
 }
 
 /// One warp's reads of host memory take a PCIe round trip each (0.3 to
-/// 10 µs, a wide bound), and more warps answer more reads per second.
-fn host_read_rate_is_measured() {
-    let one = pkq::floor::host_read_rate(0, 1, 64, 500).unwrap();
+/// 10 µs, a wide bound), more warps answer more reads per second, and
+/// writes are measured too.
+fn host_access_rate_is_measured() {
+    use pkq::floor::{Access, host_access_rate};
+    let one = host_access_rate(0, &Access::reads(1, 64, 500)).unwrap();
     let per_read_us = 1e6 / one;
     println!("    1 warp: {one:.0} reads/s ({per_read_us:.2} µs each)");
     assert!((0.3..10.0).contains(&per_read_us), "{per_read_us}");
-    let eight = pkq::floor::host_read_rate(0, 8, 64, 500).unwrap();
+    let eight = host_access_rate(0, &Access::reads(8, 64, 500)).unwrap();
     println!("    8 warps: {eight:.0} reads/s");
     assert!(eight > 2.0 * one, "{eight} vs {one}");
+    let writes = Access {
+        write_bytes: 32,
+        write_stride: 32,
+        ..Access::reads(8, 0, 500)
+    };
+    let w = host_access_rate(0, &writes).unwrap();
+    println!("    8 warps: {w:.0} 32-byte writes/s");
+    assert!(w > one, "{w} vs {one}");
 }
 
 /// A worker running long tasks back to back polls once per task; it must
