@@ -99,10 +99,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             a.read_bytes,
             a.write_bytes,
             a.write_stride,
-            if a.host_writing {
-                "  host storing to the lines read"
-            } else {
-                ""
+            match (a.same_line, a.host_writing) {
+                (true, _) => "  all warps the same line",
+                (_, true) => "  host storing to the lines read",
+                _ => "",
             }
         );
         let mut name = match (a.read_bytes, a.write_bytes) {
