@@ -39,7 +39,42 @@ fn timed<A: bytemuck::Pod>(ring: &mut HostRing, iters: u64, op: Op, args: &A) ->
     total
 }
 
-const CASES: [&str; 2] = ["nop_no_args", "echo_48_byte_args"];
+/// `iters` tasks of `op` submitted in batches of `batch`, each completed
+/// as a device would and reaped as `Batch::wait` does: per task, what the
+/// host pays around the device.
+fn timed_batches<A: bytemuck::Pod>(
+    ring: &mut HostRing,
+    iters: u64,
+    op: Op,
+    args: &[A],
+) -> Duration {
+    let batch = args.len() as u64;
+    let mut total = Duration::ZERO;
+    let mut done = 0;
+    while done < iters {
+        ring.reset();
+        let t0 = Instant::now();
+        for _ in 0..CAPACITY / batch {
+            let first = ring.submit_batch(op, black_box(args)).unwrap();
+            for k in 0..batch {
+                ring.complete(first + k, k);
+            }
+            for k in 0..batch {
+                black_box(ring.take(first + k).unwrap());
+            }
+        }
+        total += t0.elapsed();
+        done += CAPACITY;
+    }
+    // Per task: criterion divides by `iters`, which counted tasks.
+    total.mul_f64(iters as f64 / done as f64)
+}
+
+const CASES: [&str; 3] = [
+    "nop_no_args",
+    "echo_48_byte_args",
+    "batch_256_nop_submit_complete_reap",
+];
 
 fn benches(c: &mut Criterion) {
     let mut ring = HostRing::new(CAPACITY as usize).unwrap();
@@ -49,6 +84,10 @@ fn benches(c: &mut Criterion) {
     });
     g.bench_function(CASES[1], |b| {
         b.iter_custom(|iters| timed(&mut ring, iters, Op::ECHO, &[7u64; 6]))
+    });
+    let nops = [(); 256];
+    g.bench_function(CASES[2], |b| {
+        b.iter_custom(|iters| timed_batches(&mut ring, iters, Op::NOP, &nops))
     });
     g.finish();
 }

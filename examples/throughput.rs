@@ -32,11 +32,11 @@ struct Args {
     /// Worker warps of the runtime.
     #[arg(long, default_value_t = 64)]
     workers: usize,
-    /// Slots of the ring.
-    #[arg(long, default_value_t = 16384)]
+    /// Slots of the ring (8 producers' windows fit).
+    #[arg(long, default_value_t = 65536)]
     capacity: usize,
     /// Tasks each producer keeps in flight.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 4096)]
     window: usize,
     #[arg(long)]
     json: Option<PathBuf>,

@@ -68,6 +68,11 @@ if [ $run_benches = 1 ]; then
   echo "=== bench: throughput"
   timeout 300 "$here/examples/throughput" --json "$out/throughput.json" --svg "$out/throughput.svg" \
     || failed+=(throughput)
+  for w in 4 16 256; do
+    echo "=== bench: throughput, $w workers"
+    timeout 300 "$here/examples/throughput" --workers $w --json "$out/throughput_workers$w.json" \
+      --svg "$out/throughput_workers$w.svg" || failed+=("throughput $w workers")
+  done
   echo "=== bench: access_rate"
   timeout 300 "$here/examples/access_rate" --json "$out/access_rate.json" || failed+=(access_rate)
   echo "=== example: custom_handler"

@@ -75,12 +75,10 @@ impl Runtime {
     /// ```
     pub fn submit_batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
         self.shared.ops.refuse(op)?;
-        let images = args
-            .iter()
-            .map(|a| SlotImage::new(op.0, bytemuck::bytes_of(a)))
-            .collect::<Result<Vec<_>>>()?;
+        // Every element has the same size: one check for all.
+        SlotImage::check_len(std::mem::size_of::<A>())?;
         self.shared.check_open()?;
-        let n = images.len();
+        let n = args.len();
         let queue = &self.shared.queue;
         if n > queue.geometry().capacity() {
             return Err(Error::InvalidArgument(format!(
@@ -94,9 +92,7 @@ impl Runtime {
             self.shared.reserve(true, || queue.try_reserve_many(n))?
         };
         // Nothing between the reservation and the stores can fail.
-        for (k, image) in images.iter().enumerate() {
-            queue.publish(seq_add(first, k as u64), image);
-        }
+        queue.publish_run(first, op.0, args);
         Ok(Batch {
             shared: self.shared.clone(),
             op,
@@ -153,12 +149,32 @@ impl Batch {
     pub fn wait(mut self) -> Result<Vec<TaskResult>> {
         let shared = self.shared.clone();
         shared.wait_for(None, Watch::AnyWorker, || {
-            (self.take_arrived() == self.len()).then_some(())
+            (self.take_in_order() == self.len()).then_some(())
         })?;
         Ok(std::mem::take(&mut self.results)
             .into_iter()
             .map(|r| r.expect("every task taken"))
             .collect())
+    }
+
+    /// Takes tasks in order from the first not yet taken, up to the first
+    /// that has not arrived (so a waiter reads one completion entry the
+    /// device may still be writing, not all of them); returns the count of
+    /// tasks taken in all.
+    fn take_in_order(&mut self) -> usize {
+        let queue = &self.shared.queue;
+        while self.reaped < self.len() {
+            let i = self.reaped;
+            if self.results[i].is_none() {
+                let Some(cqe) = queue.take(seq_add(self.first, i as u64)) else {
+                    break;
+                };
+                self.results[i] = Some(outcome_of(&cqe));
+                self.taken += 1;
+            }
+            self.reaped += 1;
+        }
+        self.taken
     }
 
     /// Takes what arrived, from the first task not yet taken on; returns the

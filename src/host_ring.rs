@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::ops::Op;
 use crate::queue::{Memory, Queue};
 use crate::ring::Geometry;
-use crate::slot::SlotImage;
+use crate::slot::{Cqe, SlotImage};
 
 /// A ring over heap words, with no kernel behind it.
 pub struct HostRing {
@@ -34,6 +34,36 @@ impl HostRing {
         let seq = self.queue.try_reserve()?;
         self.queue.publish(seq, &image);
         Ok(seq)
+    }
+
+    /// What `Runtime::submit_batch` does on the host before it builds the
+    /// batch: one reservation for all of `args`, then a slot for each.
+    /// Returns the first sequence number.
+    #[inline]
+    pub fn submit_batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<u64> {
+        SlotImage::check_len(std::mem::size_of::<A>())?;
+        let first = self.queue.try_reserve_many(args.len())?;
+        self.queue.publish_run(first, op.0, args);
+        Ok(first)
+    }
+
+    /// Writes the completion of `seq` as a device would (value `value`,
+    /// status OK), standing in for the kernel.
+    pub fn complete(&self, seq: u64, value: u64) {
+        let cqe = Cqe {
+            status: 0,
+            value,
+            t_start: 0,
+            t_end: 0,
+        };
+        self.queue.complete(seq, &cqe);
+    }
+
+    /// What a ticket or a batch does to reap `seq`: its value, once
+    /// completed, freeing the slot.
+    #[inline]
+    pub fn take(&self, seq: u64) -> Option<u64> {
+        self.queue.take(seq).map(|c| c.value)
     }
 
     /// Frees every slot again (nothing consumes them here).

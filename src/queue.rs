@@ -75,6 +75,15 @@ impl Words {
         unsafe { &*self.ptr.as_ptr().add(i) }
     }
 
+    /// Words `from..from + N`, with one bounds check for all of them.
+    #[inline(always)]
+    pub(crate) fn run<const N: usize>(&self, from: usize) -> &[AtomicU64; N] {
+        assert!(from <= self.len && N <= self.len - from);
+        // SAFETY: in bounds (checked above); atomics of the same layout as
+        // the words, kept valid by the constructor's contract.
+        unsafe { &*self.ptr.as_ptr().add(from).cast::<[AtomicU64; N]>() }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -272,11 +281,19 @@ impl Queue {
     #[inline(always)]
     pub(crate) fn publish(&self, seq: u64, image: &SlotImage) {
         let tag = self.geo.tag(seq);
-        let base = self.geo.slot(seq) * SLOT_WORDS;
-        for k in 0..SLOT_WORDS {
-            self.sq
-                .at(base + k)
-                .store(image.word(k, tag), Ordering::Relaxed);
+        let words = self.sq.run::<SLOT_WORDS>(self.geo.slot(seq) * SLOT_WORDS);
+        for (k, w) in words.iter().enumerate() {
+            w.store(image.word(k, tag), Ordering::Relaxed);
+        }
+    }
+
+    /// Publishes a task of `op` for each of `args` (each at most
+    /// `ARGS_BYTES`, checked by the caller), from the reserved `first` on.
+    #[inline]
+    pub(crate) fn publish_run<A: bytemuck::Pod>(&self, first: u64, op: u16, args: &[A]) {
+        for (k, a) in args.iter().enumerate() {
+            let image = SlotImage::encode(op, bytemuck::bytes_of(a));
+            self.publish(seq_add(first, k as u64), &image);
         }
     }
 
@@ -286,15 +303,26 @@ impl Queue {
         let tag = self.geo.tag(seq);
         let base = self.geo.slot(seq) * CQE_WORDS;
         // The first word alone answers "not yet" in the common case.
-        let w0 = self.cq.at(base).load(Ordering::Acquire);
+        let entry = self.cq.run::<CQE_WORDS>(base);
+        let w0 = entry[0].load(Ordering::Acquire);
         if crate::slot::tag_of(w0) != tag {
             return None;
         }
         let words: [u64; CQE_WORDS] = std::array::from_fn(|k| match k {
             0 => w0,
-            _ => self.cq.at(base + k).load(Ordering::Acquire),
+            _ => entry[k].load(Ordering::Acquire),
         });
         Cqe::decode(&words, tag)
+    }
+
+    /// Writes the completion of `seq` as the device does (the software
+    /// devices of the tests and of `HostRing`).
+    pub(crate) fn complete(&self, seq: u64, cqe: &Cqe) {
+        let tag = self.geo.tag(seq);
+        let entry = self.cq.run::<CQE_WORDS>(self.geo.slot(seq) * CQE_WORDS);
+        for (w, v) in entry.iter().zip(cqe.encode(tag)) {
+            w.store(v, Ordering::Release);
+        }
     }
 
     /// For the ticket of `seq`: its completion, once the device wrote it,
@@ -423,16 +451,13 @@ impl Memory {
 /// What the device does when a task completes (tests).
 #[cfg(test)]
 fn complete(q: &Queue, seq: u64, value: u64) {
-    let slot = q.geo.slot(seq);
     let cqe = Cqe {
         status: 0,
         value,
         t_start: 0,
         t_end: 0,
     };
-    for (k, w) in cqe.encode(q.geo.tag(seq)).iter().enumerate() {
-        q.cq.at(slot * CQE_WORDS + k).store(*w, Ordering::Release);
-    }
+    q.complete(seq, &cqe);
 }
 
 #[cfg(all(test, not(loom)))]

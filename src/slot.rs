@@ -67,12 +67,27 @@ impl SlotImage {
     /// Encodes op and argument bytes (at most [`ARGS_BYTES`]).
     #[inline]
     pub(crate) fn new(op: u16, args: &[u8]) -> Result<Self> {
-        if args.len() > ARGS_BYTES {
+        Self::check_len(args.len())?;
+        Ok(Self::encode(op, args))
+    }
+
+    /// Whether arguments of `len` bytes fit a slot.
+    #[inline(always)]
+    pub(crate) fn check_len(len: usize) -> Result<()> {
+        if len > ARGS_BYTES {
             return Err(Error::PayloadTooLarge {
-                len: args.len(),
+                len,
                 max: ARGS_BYTES,
             });
         }
+        Ok(())
+    }
+
+    /// Encodes op and argument bytes, which the caller checked to be at
+    /// most [`ARGS_BYTES`] (bytes past them would be left out).
+    #[inline(always)]
+    pub(crate) fn encode(op: u16, args: &[u8]) -> Self {
+        let args = &args[..args.len().min(ARGS_BYTES)];
         let mut bytes = [0u8; ARGS_BYTES];
         bytes[..args.len()].copy_from_slice(args);
         let mut words = [0u64; SLOT_PAYLOAD_WORDS];
@@ -80,7 +95,7 @@ impl SlotImage {
         for (w, b) in words[1..].iter_mut().zip(bytes.chunks_exact(8)) {
             *w = u64::from_le_bytes(b.try_into().unwrap());
         }
-        Ok(Self(chunks(&words)))
+        Self(chunks(&words))
     }
 
     /// Word `k` of the slot under `tag`.
@@ -133,8 +148,8 @@ pub(crate) struct Cqe {
 }
 
 impl Cqe {
-    /// The entry's tagged words (what `completion_word` writes on the device).
-    #[cfg(test)]
+    /// The entry's tagged words (what `completion_word` writes on the
+    /// device; the host writes them only standing in for a device).
     pub(crate) fn encode(&self, tag: u8) -> [u64; CQE_WORDS] {
         let c: [u64; CQE_WORDS] =
             chunks(&[self.value, self.t_start, self.t_end, u64::from(self.status)]);
