@@ -157,8 +157,12 @@ fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
 /// empty file when there is no nvcc: the example then says it cannot run).
 fn compile_example(manifest: &Path, out: &Path, nvcc_found: bool) {
     let fatbin = out.join("custom_handler.fatbin");
+    let stamp = out.join("custom_handler.fatbin.stamp");
     if !nvcc_found {
         fs::write(&fatbin, []).unwrap();
+        // The empty file must not pass for a build of the same inputs once
+        // nvcc is back.
+        let _ = fs::remove_file(&stamp);
         return;
     }
     let nvcc = pkq_build::find_nvcc().unwrap();
@@ -167,14 +171,14 @@ fn compile_example(manifest: &Path, out: &Path, nvcc_found: bool) {
         .command(&nvcc, &fatbin)
         .unwrap_or_else(|e| panic!("pkq: {e}"));
     cmd.current_dir(manifest);
-    let stamp = out.join("custom_handler.fatbin.stamp");
     let key = input_key(
         manifest,
         &cmd,
         &pkq_build::nvcc_version(&nvcc),
         &[manifest.join(EXAMPLE_SOURCE)],
     );
-    if fatbin.is_file() && fs::read_to_string(&stamp).is_ok_and(|s| s == key) {
+    let built = fs::metadata(&fatbin).is_ok_and(|m| m.len() > 0);
+    if built && fs::read_to_string(&stamp).is_ok_and(|s| s == key) {
         return;
     }
     pkq_build::run(cmd, &nvcc, &fatbin)

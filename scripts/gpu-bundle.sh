@@ -23,6 +23,10 @@ import json, os, shutil, sys
 out, log = sys.argv[1], sys.argv[2]
 for line in open(log):
     m = json.loads(line)
+    if m.get("reason") == "build-script-executed" and "#pkq@" in m.get("package_id", ""):
+        fk = os.path.join(m["out_dir"], "custom_handler.fatbin")
+        if os.path.getsize(fk) == 0:
+            sys.exit(f"error: {fk} is empty (built without nvcc); see DEVELOPERS.md")
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
         continue
     kind, name = m["target"]["kind"][0], m["target"]["name"]
