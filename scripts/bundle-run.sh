@@ -51,7 +51,7 @@ if [ -n "$sanitize" ]; then
     # of refused modules, and the check that a caller's kernel takes no
     # second parameter), and turns every other into a typed error the
     # tests check. Device memory and synchronization errors all count.
-    PKQ_UNDER_SANITIZER=1 timeout 900 "$sanitizer" --tool "$tool" --report-api-errors no \
+    PKQ_UNDER_SANITIZER=1 timeout -k 10 400 "$sanitizer" --tool "$tool" --report-api-errors no \
       --error-exitcode 9 "$here/tests/gpu" || failed+=("gpu under $tool")
   done
 fi
