@@ -32,14 +32,15 @@ struct Args {
     /// Worker warps of the runtime.
     #[arg(long, default_value_t = 64)]
     workers: usize,
-    /// Slots of the ring (8 producers' batch windows fit).
-    #[arg(long, default_value_t = 65536)]
+    /// Slots of the ring (a larger ring is slower: its lines leave the
+    /// host's caches; 8 producers' batch windows fit).
+    #[arg(long, default_value_t = 16384)]
     capacity: usize,
     /// Tasks each producer submitting one at a time keeps in flight.
     #[arg(long, default_value_t = 1024)]
     window: usize,
     /// Tasks each producer submitting batches keeps in flight.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 2048)]
     batch_window: usize,
     #[arg(long)]
     json: Option<PathBuf>,
