@@ -115,12 +115,15 @@ impl Builder {
     /// behind it on its own worker (every `workers`-th task after it), by
     /// its run time; the others go on.
     ///
-    /// Each idle worker keeps one PCIe read of host memory in flight: more
-    /// workers serve more tasks per second, up to what the GPU's reads of
-    /// host memory allow, and every one of them slows the rest of the GPU.
-    /// On the H100 of `benches/results/throughput*.json`, 16 workers reached
-    /// that ceiling, and at 64 an application kernel's launch + sync took
-    /// many times as long as alone (see benches/NOTES.md, issue 4).
+    /// Each idle worker keeps one PCIe read of host memory in flight, and
+    /// serves at most one task per read round trip (~1.8 µs with its
+    /// completion): more workers serve more tasks per second, until the
+    /// producing threads are the limit. On the H100 of
+    /// `benches/results/throughput*.json`, 4 workers serve ~2.4 M tasks/s,
+    /// 16 ~9 M/s, 64 reach the host's rate (~30 M/s batched from one
+    /// thread) with an application kernel's launch + sync ~1.03x as long as
+    /// alone while pkq idles; 256 add polling and nothing else (see
+    /// benches/NOTES.md, issue 4).
     pub fn workers(mut self, warps: usize) -> Self {
         self.workers = warps;
         self
