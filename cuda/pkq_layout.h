@@ -89,7 +89,7 @@
  * line per worker, so that no device-polled slot shares its 128-byte
  * prefetch pair, and no two workers poll the same line (reads of one line
  * of host memory are answered one after another: when every worker read one
- * shared stop word, 64 workers made 6 M reads/s of it, and each took tens of
+ * shared stop word, 64 workers made ~5 M reads/s of it, and each took tens of
  * microseconds; benches/NOTES.md).
  * Word PKQ_CTRL_STOP of worker w's line: written once by the host (a relaxed
  * store of PKQ_STOP_VALUE to every worker's line: after the drain on

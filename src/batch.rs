@@ -162,16 +162,7 @@ impl Batch {
     /// device may still be writing, not all of them); returns the count of
     /// tasks taken in all.
     fn take_in_order(&mut self) -> usize {
-        let queue = &self.shared.queue;
-        while self.reaped < self.len() {
-            let i = self.reaped;
-            if self.results[i].is_none() {
-                let Some(cqe) = queue.take(seq_add(self.first, i as u64)) else {
-                    break;
-                };
-                self.results[i] = Some(outcome_of(&cqe));
-                self.taken += 1;
-            }
+        while self.reaped < self.len() && self.take_at(self.reaped) {
             self.reaped += 1;
         }
         self.taken
@@ -180,19 +171,26 @@ impl Batch {
     /// Takes what arrived, from the first task not yet taken on; returns the
     /// count of tasks taken in all.
     fn take_arrived(&mut self) -> usize {
-        let queue = &self.shared.queue;
-        for i in self.reaped..self.results.len() {
-            if self.results[i].is_none() {
-                if let Some(cqe) = queue.take(seq_add(self.first, i as u64)) {
-                    self.results[i] = Some(outcome_of(&cqe));
-                    self.taken += 1;
-                }
-            }
+        for i in self.reaped..self.len() {
+            self.take_at(i);
         }
         while self.reaped < self.len() && self.results[self.reaped].is_some() {
             self.reaped += 1;
         }
         self.taken
+    }
+
+    /// Takes task `i` if it arrived and was not taken yet; returns whether
+    /// it is taken now.
+    fn take_at(&mut self, i: usize) -> bool {
+        if self.results[i].is_none() {
+            let Some(cqe) = self.shared.queue.take(seq_add(self.first, i as u64)) else {
+                return false;
+            };
+            self.results[i] = Some(outcome_of(&cqe));
+            self.taken += 1;
+        }
+        true
     }
 }
 
