@@ -120,9 +120,9 @@ impl Builder {
     /// completion): more workers serve more tasks per second, until the
     /// producing threads are the limit. On the H100 of
     /// `benches/results/throughput*.json`, 4 workers serve ~2.4 M tasks/s,
-    /// 16 ~9 M/s, 64 reach the host's rate (~30 M/s batched from one
-    /// thread) with an application kernel's launch + sync ~1.03x as long as
-    /// alone while pkq idles; 256 add polling and nothing else (see
+    /// 16 ~9 M/s, 64 ~30-36 M/s batched from one thread (with an
+    /// application kernel's launch + sync ~1.05x as long as alone while
+    /// pkq idles), 256 up to ~57 M/s when the host keeps up (see
     /// benches/NOTES.md, issue 4).
     pub fn workers(mut self, warps: usize) -> Self {
         self.workers = warps;
