@@ -13,7 +13,6 @@ use cudarc::nvrtc::Ptx;
 
 use crate::driver::error_name;
 use crate::error::{Error, Result};
-use crate::layout::PARAMS_BYTES;
 use crate::mapped::MappedBuffer;
 use crate::typed_op::OpTable;
 
@@ -43,9 +42,18 @@ impl std::fmt::Debug for Image {
 }
 
 impl Image {
+    /// Whether the two are the same module (the same bytes).
+    pub(crate) fn same(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Embedded, Self::Embedded) => true,
+            (Self::Caller(a), Self::Caller(b)) => a == b,
+            _ => false,
+        }
+    }
+
     /// Loads the module into `ctx`; a refused image is
     /// [`Error::InvalidModule`] (the embedded one's absence, [`Error::KernelNotBuilt`]).
-    fn load(&self, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {
+    pub(crate) fn load(&self, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {
         let bytes = match self {
             Self::Embedded => image()?.to_vec(),
             Self::Caller(bytes) => bytes.to_vec(),
@@ -62,7 +70,7 @@ impl Image {
 }
 
 /// Looks `name` up in `module`; [`Error::KernelMissing`] if it has none.
-fn function(module: &Arc<CudaModule>, name: &str) -> Result<CudaFunction> {
+pub(crate) fn function(module: &Arc<CudaModule>, name: &str) -> Result<CudaFunction> {
     module.load_function(name).map_err(|e| match e.0 {
         sys::CUresult::CUDA_ERROR_NOT_FOUND => Error::KernelMissing(name.to_string()),
         _ => Error::Cuda(e),
@@ -72,7 +80,7 @@ fn function(module: &Arc<CudaModule>, name: &str) -> Result<CudaFunction> {
 /// Checks that `f` takes exactly one parameter of `bytes` bytes (the kernel
 /// ABI every pkq kernel has: one struct by value), so that a launch never
 /// hands a kernel arguments it reads differently.
-fn check_one_parameter(
+pub(crate) fn check_one_parameter(
     ctx: &Arc<CudaContext>,
     f: &CudaFunction,
     name: &str,
@@ -103,7 +111,7 @@ fn check_one_parameter(
 /// Reads `<kernel>_op_count` and `<kernel>_ops` (PKQ_OP_TABLE) from the
 /// module, on `stream` (the kernel's own, before it runs: never the legacy
 /// stream, which would wait for a resident kernel of another runtime).
-fn read_op_table(
+pub(crate) fn read_op_table(
     module: &Arc<CudaModule>,
     stream: &Arc<CudaStream>,
     kernel: &str,
@@ -164,9 +172,9 @@ pub(crate) struct Kernel {
 }
 
 impl Kernel {
-    /// Loads `name` from the embedded module and creates its stream. `ctx`
-    /// must not track events (`driver::open` turns it off), so that creating the
-    /// stream never synchronizes the context.
+    /// Kernel `name` of the embedded module (see [`crate::modules`]) with
+    /// its own stream. `ctx` must not track events (`driver::open` turns it
+    /// off), so that creating the stream never synchronizes the context.
     pub(crate) fn new(
         ctx: &Arc<CudaContext>,
         name: &str,
@@ -187,24 +195,15 @@ impl Kernel {
         worker: bool,
         memory: Vec<MappedBuffer>,
     ) -> Result<Self> {
-        let module = image.load(ctx)?;
-        let function = function(&module, name)?;
-        if let (true, Image::Caller(_)) = (worker, image) {
-            check_one_parameter(ctx, &function, name, PARAMS_BYTES)?;
-        }
+        let loaded = crate::modules::kernel(ctx, image, name, worker)?;
         let stream = ctx.new_stream()?;
-        let ops = if worker {
-            read_op_table(&module, &stream, name)?
-        } else {
-            OpTable::default()
-        };
         Ok(Self {
             ctx: ctx.clone(),
             stream: ManuallyDrop::new(stream),
-            function: ManuallyDrop::new(function),
+            function: ManuallyDrop::new(loaded.function),
             memory: ManuallyDrop::new(memory),
             live: AtomicBool::new(false),
-            ops,
+            ops: loaded.ops,
         })
     }
 
@@ -230,6 +229,7 @@ impl Kernel {
             self.live.store(false, Ordering::Release);
             return Err(e.into());
         }
+        crate::modules::started(&self.ctx);
         Ok(())
     }
 
@@ -270,12 +270,12 @@ impl Kernel {
                     return Err(Error::KernelTimeout("exit in time"));
                 }
                 KernelState::Finished => {
-                    self.live.store(false, Ordering::Release);
+                    self.ended();
                     return Ok(());
                 }
                 KernelState::Faulted(e) => {
                     // A faulted kernel is dead too (the error is sticky).
-                    self.live.store(false, Ordering::Release);
+                    self.ended();
                     return Err(Error::DeviceFault(error_name(e)));
                 }
             }
@@ -284,6 +284,12 @@ impl Kernel {
 }
 
 impl Kernel {
+    fn ended(&self) {
+        if self.live.swap(false, Ordering::AcqRel) {
+            crate::modules::ended(&self.ctx);
+        }
+    }
+
     /// Whether the kernel may still run (launched, and not yet seen to end).
     pub(crate) fn is_live(&self) -> bool {
         self.live.load(Ordering::Acquire)

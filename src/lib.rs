@@ -20,6 +20,7 @@ pub mod host_ring;
 mod kernel;
 mod layout;
 mod mapped;
+mod modules;
 mod ops;
 mod ptxas;
 mod queue;

@@ -74,13 +74,27 @@ impl MappedBuffer {
     }
 }
 
+/// Frees pinned memory that `cuMemHostAlloc` gave in `ctx`.
+///
+/// # Safety
+/// `host` came from `cuMemHostAlloc` in `ctx`, is freed once, and nothing
+/// uses it any more.
+pub(crate) unsafe fn free(ctx: &Arc<CudaContext>, host: *mut u64) {
+    // Errors (a context already broken by a device fault) leave nothing to do.
+    // SAFETY: the caller's contract.
+    let _ = crate::driver::with_current(ctx, || unsafe { sys::cuMemFreeHost(host.cast()) });
+}
+
 impl Drop for MappedBuffer {
     fn drop(&mut self) {
-        // Errors (a context already broken by a device fault) leave nothing to do.
-        // SAFETY: allocated by cuMemHostAlloc in `new`; the owner guarantees
-        // the device no longer uses it.
-        let _ = crate::driver::with_current(&self.ctx, || unsafe {
-            sys::cuMemFreeHost(self.host.as_ptr().cast())
-        });
+        // While another pkq kernel runs in the context, the free waits until
+        // none does (`modules::defer_free`): the driver may wait for running
+        // kernels to free pinned memory.
+        if crate::modules::defer_free(&self.ctx, self.host.as_ptr()) {
+            return;
+        }
+        // SAFETY: allocated by cuMemHostAlloc in `new`, freed only here; the
+        // owner guarantees the device no longer uses it.
+        unsafe { free(&self.ctx, self.host.as_ptr()) };
     }
 }

@@ -365,6 +365,12 @@ impl Builder {
 /// Synchronize streams instead. For the same reason, create your own streams
 /// before building a runtime, or on a context whose event tracking is off:
 /// cudarc's first `new_stream` on a tracking context synchronizes it.
+///
+/// Several runtimes may run on one device at once. The driver waits for
+/// running kernels before it loads a module, so pkq loads each module once
+/// per device and keeps it: a runtime with a module (or kernel) not loaded
+/// yet is refused with [`Error::InvalidConfig`] while another pkq kernel
+/// runs on the device. Build one runtime with each module first.
 pub struct Runtime {
     pub(crate) shared: Arc<Shared>,
 }

@@ -51,6 +51,7 @@ const TESTS: &[Test] = &[
         dropped_tickets_free_their_slots,
     ),
     ("two_runtimes_in_sequence", two_runtimes_in_sequence),
+    ("runtimes_side_by_side", runtimes_side_by_side),
     ("bad_input_is_a_typed_error", bad_input_is_a_typed_error),
     (
         "modules_without_a_fitting_kernel_are_refused",
@@ -527,6 +528,45 @@ fn two_runtimes_in_sequence() {
         }
         drop(rt);
     }
+}
+
+fn runtimes_side_by_side() {
+    // The driver waits for running kernels before it loads a module (a
+    // resident kernel never ends): a second runtime, a floor, and a runtime
+    // started and stopped beside the others all use what the first runtime
+    // loaded, and anything new is refused rather than waited for.
+    let a = Runtime::builder().workers(2).capacity(256).build().unwrap();
+    let b = Runtime::builder().workers(2).capacity(256).build().unwrap();
+    let echo_on = |rt: &Runtime, salt: u64| {
+        for i in 0..20_000u64 {
+            let v = (i << 1) | salt;
+            assert_eq!(rt.submit(Op::ECHO, &[v]).unwrap().wait().unwrap().value, v);
+        }
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| echo_on(&a, 0));
+        s.spawn(|| echo_on(&b, 1));
+    });
+    let mut floor = Floor::start(0, Shape::pollers(1)).unwrap();
+    floor.round_trip().unwrap();
+    floor.stop().unwrap();
+    let image = pkq::kernel_image().unwrap();
+    match Runtime::builder()
+        .module(image, "no_kernel_loaded_yet")
+        .build()
+    {
+        Err(Error::InvalidConfig(why)) => {
+            assert!(why.contains("while a pkq kernel runs"), "{why}");
+            println!("    refused: {why}");
+        }
+        other => panic!("a new module while runtimes run: {other:?}"),
+    }
+    b.shutdown().unwrap();
+    let c = Runtime::builder().workers(1).capacity(64).build().unwrap();
+    echo_on(&c, 1);
+    echo_on(&a, 0);
+    a.shutdown().unwrap();
+    c.shutdown().unwrap();
 }
 
 fn bad_input_is_a_typed_error() {

@@ -1,0 +1,194 @@
+//! Device modules: each loaded into a context once, with its functions and
+//! op tables, and kept for the life of the process.
+//!
+//! The driver waits for the kernels running in a context before it loads a
+//! module there, or reads a module's globals (H100, driver 580: a second
+//! runtime's `cuModuleLoadData` waited behind the first's resident kernel
+//! for as long as it ran, which is forever, and so did the copy of the op
+//! table out of a module loaded earlier; `benches/NOTES.md`). So:
+//!
+//! * a module is loaded at most once per context, and everything pkq will
+//!   want from it (functions, loaded at once rather than at first launch,
+//!   and op tables) is taken while nothing of pkq's runs there;
+//! * what is not in hand yet is refused, never waited for, while a pkq
+//!   kernel runs in the context ([`Error::InvalidConfig`], saying why);
+//! * modules are never unloaded: unloading waits the same way;
+//! * pinned memory freed while a pkq kernel runs in its context is freed
+//!   once none does (freeing may wait the same way).
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys};
+
+use crate::error::{Error, Result};
+use crate::kernel::{Image, check_one_parameter, function, read_op_table};
+use crate::layout::PARAMS_BYTES;
+use crate::typed_op::OpTable;
+
+/// The embedded module's kernels that the library launches, loaded with it;
+/// `true`: a worker kernel, whose op table is read too.
+const EMBEDDED_KERNELS: [(&str, bool); 4] = [
+    ("pkq_worker_kernel", true),
+    ("pkq_floor_kernel", false),
+    ("pkq_costs_kernel", false),
+    ("pkq_access_rate_kernel", false),
+];
+
+/// A kernel ready to launch.
+#[derive(Clone)]
+pub(crate) struct Loaded {
+    pub(crate) function: CudaFunction,
+    /// Its op table (worker kernels; empty for the others).
+    pub(crate) ops: OpTable,
+}
+
+struct Module {
+    ctx: usize,
+    image: Image,
+    module: Arc<CudaModule>,
+    kernels: HashMap<String, Loaded>,
+}
+
+#[derive(Default)]
+struct State {
+    modules: Vec<Module>,
+    /// pkq kernels launched and not yet seen to end, per context.
+    running: HashMap<usize, usize>,
+    /// Pinned memory to free once no pkq kernel runs in its context.
+    to_free: Vec<(Arc<CudaContext>, usize)>,
+}
+
+static STATE: LazyLock<Mutex<State>> = LazyLock::new(Mutex::default);
+
+fn state() -> std::sync::MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn key(ctx: &Arc<CudaContext>) -> usize {
+    ctx.cu_ctx() as usize
+}
+
+/// Kernel `name` of `image` in `ctx`, loading what it needs unless a pkq
+/// kernel runs in `ctx`. A `worker` kernel comes with its op table, and a
+/// caller's worker kernel must take exactly one `pkq_params`.
+pub(crate) fn kernel(
+    ctx: &Arc<CudaContext>,
+    image: &Image,
+    name: &str,
+    worker: bool,
+) -> Result<Loaded> {
+    let mut st = state();
+    let ctx_key = key(ctx);
+    let busy = st.running.get(&ctx_key).copied().unwrap_or(0) > 0;
+    let refuse = |what: String| {
+        Error::InvalidConfig(format!(
+            "cannot load {what} while a pkq kernel runs on this device: the driver would wait \
+             for that kernel, which does not end. Build a runtime with this module (or kernel) \
+             first, and shut it down, before starting the others"
+        ))
+    };
+    let at = match st
+        .modules
+        .iter()
+        .position(|m| m.ctx == ctx_key && m.image.same(image))
+    {
+        Some(at) => at,
+        None => {
+            if busy {
+                return Err(refuse(format!("the module {image:?}")));
+            }
+            let module = image.load(ctx)?;
+            let mut m = Module {
+                ctx: ctx_key,
+                image: image.clone(),
+                module,
+                kernels: HashMap::new(),
+            };
+            if let Image::Embedded = image {
+                for (k, is_worker) in EMBEDDED_KERNELS {
+                    let loaded = load_kernel(ctx, &m.module, image, k, is_worker)?;
+                    m.kernels.insert(k.to_string(), loaded);
+                }
+            }
+            st.modules.push(m);
+            st.modules.len() - 1
+        }
+    };
+    let m = &mut st.modules[at];
+    if let Some(k) = m.kernels.get(name) {
+        return Ok(k.clone());
+    }
+    if busy {
+        return Err(refuse(format!("kernel {name}")));
+    }
+    let loaded = load_kernel(ctx, &m.module, image, name, worker)?;
+    m.kernels.insert(name.to_string(), loaded.clone());
+    Ok(loaded)
+}
+
+/// Looks `name` up, has the driver load its code now (not at its first
+/// launch, when a resident kernel may be running), and reads its op table.
+fn load_kernel(
+    ctx: &Arc<CudaContext>,
+    module: &Arc<CudaModule>,
+    image: &Image,
+    name: &str,
+    worker: bool,
+) -> Result<Loaded> {
+    let f = function(module, name)?;
+    if let (true, Image::Caller(_)) = (worker, image) {
+        check_one_parameter(ctx, &f, name, PARAMS_BYTES)?;
+    }
+    // SAFETY: a function of `ctx`, made current around the call.
+    crate::driver::with_current(ctx, || unsafe { sys::cuFuncLoad(f.cu_function()) })?.result()?;
+    let ops = if worker {
+        let stream = ctx.new_stream()?;
+        read_op_table(module, &stream, name)?
+    } else {
+        OpTable::default()
+    };
+    Ok(Loaded { function: f, ops })
+}
+
+/// A pkq kernel was launched in `ctx`.
+pub(crate) fn started(ctx: &Arc<CudaContext>) {
+    *state().running.entry(key(ctx)).or_default() += 1;
+}
+
+/// A pkq kernel of `ctx` was seen to end (once per [`started`]). The last
+/// to end frees the memory [`defer_free`] kept.
+pub(crate) fn ended(ctx: &Arc<CudaContext>) {
+    let ctx_key = key(ctx);
+    let freeable = {
+        let mut st = state();
+        let Some(n) = st.running.get_mut(&ctx_key) else {
+            return;
+        };
+        *n = n.saturating_sub(1);
+        if *n > 0 {
+            return;
+        }
+        let (now, later) = std::mem::take(&mut st.to_free)
+            .into_iter()
+            .partition(|(c, _)| key(c) == ctx_key);
+        st.to_free = later;
+        now
+    };
+    for (c, host) in freeable {
+        // SAFETY: handed over by `defer_free` (from a MappedBuffer's drop,
+        // which freed nothing itself), freed once, here.
+        unsafe { crate::mapped::free(&c, host as *mut u64) };
+    }
+}
+
+/// Keeps pinned memory of `ctx` to free later if a pkq kernel runs there
+/// now; returns whether it did (else the caller frees it now).
+pub(crate) fn defer_free(ctx: &Arc<CudaContext>, host: *mut u64) -> bool {
+    let mut st = state();
+    if st.running.get(&key(ctx)).copied().unwrap_or(0) == 0 {
+        return false;
+    }
+    st.to_free.push((ctx.clone(), host as usize));
+    true
+}
