@@ -12,11 +12,13 @@ PKQ_BUILTIN_OP_TABLE(pkq_worker_kernel)
 extern "C" __global__ void pkq_empty_kernel() {}
 
 // `pollers` warps (one block), each polling `words` words of a ring of
-// `lines` ping lines with one load in flight and echoing into its own pong
-// word (see pkq_floor.cuh).
+// `lines` ping lines (its own copy of them `copy_stride` words after the
+// last poller's, or all the same with 0) with one load in flight and
+// echoing into its own pong word (see pkq_floor.cuh).
 extern "C" __global__ void pkq_floor_kernel(const uint64_t* ping, uint64_t* pong, uint32_t pollers,
-                                            uint32_t words, uint32_t lines) {
-    pkq::floor_echo(ping, pong, threadIdx.x / 32, pollers, words, lines);
+                                            uint32_t words, uint32_t lines, uint32_t copy_stride) {
+    const uint32_t j = threadIdx.x / 32;
+    pkq::floor_echo(ping + static_cast<uint64_t>(j) * copy_stride, pong, j, pollers, words, lines);
 }
 
 extern "C" __global__ void pkq_costs_kernel(const uint64_t* ro, uint64_t* wo, uint64_t* out,

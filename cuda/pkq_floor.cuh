@@ -24,6 +24,9 @@ namespace pkq {
 // no torn read. The stop value is the loop's exit, in the line the host's
 // next round would use (a poller that fell behind reads a later round in
 // its line, and so catches up to it).
+// Copies: each poller may be given its own copy of the ping lines (the
+// host then writes every copy), to tell whether reads of one line by
+// several warps are served one after another.
 __device__ __forceinline__ void floor_echo(const uint64_t* ping, uint64_t* pong, uint32_t j, uint32_t k,
                                            uint32_t words, uint32_t lines) {
     const uint32_t lane = threadIdx.x & 31;

@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (_clock, info) = start(None)?;
     let mut patterns = Vec::new();
     for bytes in [64u32, 256] {
-        for warps in [1u32, 4, 16, 64, 256] {
+        for warps in [1u32, 2, 4, 16, 64, 256] {
             patterns.push(Access::reads(warps, bytes, args.iters));
         }
     }
@@ -52,11 +52,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }
     }
-    for warps in [16u32, 64, 256] {
+    // One line for all: do a few warps (a worker's pollers) already queue
+    // behind each other, or only many?
+    for warps in [1u32, 2, 4, 16, 64, 256] {
         patterns.push(Access {
             same_line: true,
             ..Access::reads(warps, 64, args.iters)
         });
+    }
+    for warps in [16u32, 64, 256] {
         patterns.push(Access {
             host_writing: true,
             ..Access::reads(warps, 64, args.iters)

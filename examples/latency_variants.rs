@@ -105,13 +105,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             } else {
                 format!(", random gap < {gap} ns")
             };
-            for (pollers, words, lines) in [(1, 8, 1), (1, 8, 1024), (2, 8, 1), (2, 8, 1024)] {
-                let name =
-                    format!("floor: {pollers} poller(s), {words} word(s), {lines} line(s){paced}");
+            for (pollers, words, lines, copies) in [
+                (1, 8, 1, false),
+                (1, 8, 1024, false),
+                (2, 8, 1, false),
+                (2, 8, 1024, false),
+                (2, 8, 1, true),
+                (2, 8, 1024, true),
+            ] {
+                let copied = if copies { ", a copy each" } else { "" };
+                let name = format!(
+                    "floor: {pollers} poller(s), {words} word(s), {lines} line(s){copied}{paced}"
+                );
                 let shape = Shape {
                     pollers,
                     words,
                     lines,
+                    copies,
                 };
                 let mut floor = Floor::start(args.device, shape)?;
                 let mut round_trip = Latency::new(&name);

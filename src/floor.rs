@@ -29,6 +29,10 @@ pub struct Shape {
     /// 64-byte ping lines (and pong lines) that the rounds go through in
     /// turn (1 to 1024; 1: always the same line; pkq's slots move on).
     pub lines: u32,
+    /// Whether each poller reads its own copy of the ping lines (128-byte
+    /// lines, the host storing every round into every copy) rather than
+    /// all reading the same ones.
+    pub copies: bool,
 }
 
 impl Shape {
@@ -38,6 +42,25 @@ impl Shape {
             pollers,
             words: 1,
             lines: 1,
+            copies: false,
+        }
+    }
+
+    /// Words between one poller's copy of the ping lines and the next's (0:
+    /// one copy for all).
+    fn copy_stride(&self) -> usize {
+        if self.copies {
+            16 * self.lines as usize
+        } else {
+            0
+        }
+    }
+
+    fn copies(&self) -> usize {
+        if self.copies {
+            self.pollers as usize
+        } else {
+            1
         }
     }
 
@@ -78,27 +101,31 @@ impl Floor {
         crate::kernel::image()?;
         let ctx = driver::open(index)?;
         let words = 8 * shape.lines as usize;
-        let ping = MappedBuffer::new(&ctx, words)?;
+        let ping_len = words.max(shape.copy_stride() * shape.copies());
+        let ping = MappedBuffer::new(&ctx, ping_len)?;
         let pong = MappedBuffer::new(&ctx, words)?;
         let (ping_at, pong_at) = (ping.device_addr(0), pong.device_addr(0));
-        let (ping_words, pong_words) = (ping.words(0, words), pong.words(0, words));
+        let (ping_words, pong_words) = (ping.words(0, ping_len), pong.words(0, words));
+        let copy_stride = shape.copy_stride() as u32;
         let kernel = Kernel::new(&ctx, "pkq_floor_kernel", vec![ping, pong])?;
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (32 * shape.pollers, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: pkq_floor_kernel(const uint64_t*, uint64_t*, uint32_t,
-        // uint32_t, uint32_t) gets two device addresses into the kernel's own
-        // mapped memory (`lines` ping lines, as many pong lines), which
-        // outlives it, and the shape, which fits them.
+        // SAFETY: pkq_floor_kernel(const uint64_t*, uint64_t*, uint32_t x 4)
+        // gets two device addresses into the kernel's own mapped memory
+        // (`lines` ping lines in each of `copies` copies `copy_stride` words
+        // apart, `lines` pong lines), which outlives it, and the shape,
+        // which fits them.
         unsafe {
             kernel.launch(cfg, |b| {
                 b.arg(&ping_at)
                     .arg(&pong_at)
                     .arg(&shape.pollers)
                     .arg(&shape.words)
-                    .arg(&shape.lines);
+                    .arg(&shape.lines)
+                    .arg(&copy_stride);
             })?
         };
         let mut floor = Self {
@@ -130,9 +157,17 @@ impl Floor {
     #[inline]
     pub fn send(&mut self) {
         self.rounds += 1;
-        let base = self.line(self.rounds);
-        for k in 0..self.shape.words as usize {
-            self.ping.at(base + k).store(self.rounds, Ordering::Relaxed);
+        self.write_round(self.rounds, self.rounds);
+    }
+
+    /// Writes `value` into every word of round `r`'s line, in every copy.
+    fn write_round(&self, r: u64, value: u64) {
+        let base = self.line(r);
+        for c in 0..self.shape.copies() {
+            let at = base + c * self.shape.copy_stride();
+            for k in 0..self.shape.words as usize {
+                self.ping.at(at + k).store(value, Ordering::Relaxed);
+            }
         }
     }
 
@@ -183,10 +218,7 @@ impl Floor {
         if std::mem::replace(&mut self.stopped, true) {
             return Ok(());
         }
-        let base = self.line(self.rounds + 1);
-        for k in 0..self.shape.words as usize {
-            self.ping.at(base + k).store(FLOOR_STOP, Ordering::Relaxed);
-        }
+        self.write_round(self.rounds + 1, FLOOR_STOP);
         self.kernel
             .wait_finished(Instant::now() + Duration::from_secs(10))
     }

@@ -688,11 +688,20 @@ fn liveness_probes_from_many_threads() {
 }
 
 fn floor_ping_pong() {
-    for (pollers, words, lines) in [(1, 1, 1), (2, 1, 1), (4, 1, 1), (1, 8, 64), (2, 4, 3)] {
+    for (pollers, words, lines, copies) in [
+        (1, 1, 1, false),
+        (2, 1, 1, false),
+        (4, 1, 1, false),
+        (1, 8, 64, false),
+        (2, 4, 3, false),
+        (2, 8, 1, true),
+        (4, 8, 5, true),
+    ] {
         let shape = Shape {
             pollers,
             words,
             lines,
+            copies,
         };
         let mut floor = Floor::start(0, shape).unwrap();
         let t0 = Instant::now();
@@ -711,6 +720,7 @@ fn floor_ping_pong() {
             pollers,
             words,
             lines,
+            copies: false,
         };
         assert!(matches!(
             Floor::start(0, shape),
