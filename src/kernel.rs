@@ -109,7 +109,8 @@ pub(crate) fn check_one_parameter(
 }
 
 /// Reads `<kernel>_op_count` and `<kernel>_ops` (PKQ_OP_TABLE) from the
-/// module, on `stream` (the kernel's own, before it runs: never the legacy
+/// module, on `stream` (a stream of pkq's own, while none of pkq's kernels
+/// runs: see `modules`; never the legacy
 /// stream, which would wait for a resident kernel of another runtime).
 pub(crate) fn read_op_table(
     module: &Arc<CudaModule>,
@@ -156,9 +157,9 @@ pub(crate) enum KernelState {
 }
 
 /// A kernel that stays resident on its own stream, with the mapped memory it
-/// works on. The memory, the stream and the module are released only once the
-/// kernel is known to have ended; if it never ends they are leaked, never
-/// freed under it.
+/// works on. The memory and the stream are released only once the kernel is
+/// known to have ended; if it never ends they are leaked, never freed under
+/// it. (Its module stays loaded for the process: see [`crate::modules`].)
 pub(crate) struct Kernel {
     ctx: Arc<CudaContext>,
     stream: ManuallyDrop<Arc<CudaStream>>,
@@ -166,6 +167,10 @@ pub(crate) struct Kernel {
     memory: ManuallyDrop<Vec<MappedBuffer>>,
     /// Launched and not yet seen to end.
     live: AtomicBool,
+    /// Counted among the context's running pkq kernels
+    /// ([`crate::modules::started`]): from just before the launch until the
+    /// stream is first seen to have ended, or the launch failed.
+    counted: AtomicBool,
     /// The module's op table for this kernel (worker kernels; empty for the
     /// others).
     pub(crate) ops: OpTable,
@@ -203,6 +208,7 @@ impl Kernel {
             function: ManuallyDrop::new(loaded.function),
             memory: ManuallyDrop::new(memory),
             live: AtomicBool::new(false),
+            counted: AtomicBool::new(false),
             ops: loaded.ops,
         })
     }
@@ -224,16 +230,21 @@ impl Kernel {
         );
         let mut builder = self.stream.launch_builder(&self.function);
         push_args(&mut builder);
+        // Counted before it can run: a module load that starts after this
+        // is refused rather than left waiting for this kernel.
+        self.counted.store(true, Ordering::Release);
+        crate::modules::started(&self.ctx);
         // SAFETY: the caller vouches for the arguments.
         if let Err(e) = unsafe { builder.launch(cfg) } {
+            self.uncount();
             self.live.store(false, Ordering::Release);
             return Err(e.into());
         }
-        crate::modules::started(&self.ctx);
         Ok(())
     }
 
-    /// Asks the stream (non-blocking) whether the kernel still runs.
+    /// Asks the stream (non-blocking) whether the kernel still runs. Once it
+    /// is seen not to, it leaves the context's running count.
     pub(crate) fn state(&self) -> KernelState {
         use sys::CUresult::*;
         // SAFETY: a valid stream of the context made current around the call.
@@ -244,7 +255,7 @@ impl Kernel {
             Ok(r) => r,
             Err(e) => return KernelState::Unknown("cuCtxPushCurrent", e),
         };
-        match result {
+        let state = match result {
             CUDA_ERROR_NOT_READY => KernelState::Running,
             CUDA_SUCCESS => KernelState::Finished,
             // Errors of the calling thread's API use, not of the device.
@@ -253,7 +264,11 @@ impl Kernel {
             | CUDA_ERROR_NOT_INITIALIZED
             | CUDA_ERROR_DEINITIALIZED) => KernelState::Unknown("cuStreamQuery", DriverError(e)),
             e => KernelState::Faulted(DriverError(e)),
+        };
+        if let KernelState::Finished | KernelState::Faulted(_) = state {
+            self.uncount();
         }
+        state
     }
 
     /// Polls until the kernel has ended (normally or by a fault) or `deadline`.
@@ -270,12 +285,12 @@ impl Kernel {
                     return Err(Error::KernelTimeout("exit in time"));
                 }
                 KernelState::Finished => {
-                    self.ended();
+                    self.live.store(false, Ordering::Release);
                     return Ok(());
                 }
                 KernelState::Faulted(e) => {
                     // A faulted kernel is dead too (the error is sticky).
-                    self.ended();
+                    self.live.store(false, Ordering::Release);
                     return Err(Error::DeviceFault(error_name(e)));
                 }
             }
@@ -284,8 +299,9 @@ impl Kernel {
 }
 
 impl Kernel {
-    fn ended(&self) {
-        if self.live.swap(false, Ordering::AcqRel) {
+    /// Takes the kernel out of the running count, once.
+    fn uncount(&self) {
+        if self.counted.swap(false, Ordering::AcqRel) {
             crate::modules::ended(&self.ctx);
         }
     }
@@ -303,7 +319,13 @@ impl Kernel {
 
 impl Drop for Kernel {
     fn drop(&mut self) {
-        if self.live.load(Ordering::Acquire) {
+        // Not yet seen to end (a stop that timed out): ask once more.
+        if self.live.load(Ordering::Acquire)
+            && !matches!(
+                self.state(),
+                KernelState::Finished | KernelState::Faulted(_)
+            )
+        {
             // The kernel may still read or write this memory (and run this
             // module's code): leak them rather than free them under it.
             return;

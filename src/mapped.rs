@@ -14,7 +14,9 @@ use cudarc::driver::{CudaContext, DriverError, sys};
 use crate::queue::Words;
 
 /// An allocation of 8-byte words that the host and the device both address.
-/// Freed on drop; the owner must make sure the device no longer touches it.
+/// Freed on drop (later, while a pkq kernel runs in its context:
+/// `modules::free_pinned`); the owner must make sure the device no longer
+/// touches it.
 pub(crate) struct MappedBuffer {
     host: NonNull<u64>,
     device: u64,
@@ -81,20 +83,15 @@ impl MappedBuffer {
 /// uses it any more.
 pub(crate) unsafe fn free(ctx: &Arc<CudaContext>, host: *mut u64) {
     // Errors (a context already broken by a device fault) leave nothing to do.
-    // SAFETY: the caller's contract.
+    // SAFETY: the caller's contract: a cuMemHostAlloc pointer of `ctx`,
+    // freed once.
     let _ = crate::driver::with_current(ctx, || unsafe { sys::cuMemFreeHost(host.cast()) });
 }
 
 impl Drop for MappedBuffer {
     fn drop(&mut self) {
-        // While another pkq kernel runs in the context, the free waits until
-        // none does (`modules::defer_free`): the driver may wait for running
-        // kernels to free pinned memory.
-        if crate::modules::defer_free(&self.ctx, self.host.as_ptr()) {
-            return;
-        }
-        // SAFETY: allocated by cuMemHostAlloc in `new`, freed only here; the
-        // owner guarantees the device no longer uses it.
-        unsafe { free(&self.ctx, self.host.as_ptr()) };
+        // SAFETY: allocated by cuMemHostAlloc in `new`, handed over only
+        // here; the owner guarantees the device no longer uses it.
+        unsafe { crate::modules::free_pinned(&self.ctx, self.host.as_ptr()) };
     }
 }

@@ -14,7 +14,11 @@
 //!   kernel runs in the context ([`Error::InvalidConfig`], saying why);
 //! * modules are never unloaded: unloading waits the same way;
 //! * pinned memory freed while a pkq kernel runs in its context is freed
-//!   once none does (freeing may wait the same way).
+//!   once none does (freeing may wait the same way): a runtime dropped
+//!   beside a long-lived one keeps its rings until that one stops;
+//! * the primary context stays retained for the process (the cache holds
+//!   it), and a device reset behind pkq's back (`cuDevicePrimaryCtxReset`,
+//!   `cudaDeviceReset`) after pkq has loaded a module is not supported.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
@@ -83,9 +87,9 @@ pub(crate) fn kernel(
     let busy = st.running.get(&ctx_key).copied().unwrap_or(0) > 0;
     let refuse = |what: String| {
         Error::InvalidConfig(format!(
-            "cannot load {what} while a pkq kernel runs on this device: the driver would wait \
-             for that kernel, which does not end. Build a runtime with this module (or kernel) \
-             first, and shut it down, before starting the others"
+            "cannot load {what} while a pkq kernel (a runtime, a floor or a probe) runs on this \
+             device: the driver would wait for that kernel, which does not end. Build the first \
+             runtime with each module and kernel while none runs; later ones reuse them"
         ))
     };
     let at = match st
@@ -96,7 +100,7 @@ pub(crate) fn kernel(
         Some(at) => at,
         None => {
             if busy {
-                return Err(refuse(format!("the module {image:?}")));
+                return Err(refuse(format!("a module ({image:?})")));
             }
             let module = image.load(ctx)?;
             let mut m = Module {
@@ -105,11 +109,15 @@ pub(crate) fn kernel(
                 module,
                 kernels: HashMap::new(),
             };
-            if let Image::Embedded = image {
-                for (k, is_worker) in EMBEDDED_KERNELS {
-                    let loaded = load_kernel(ctx, &m.module, image, k, is_worker)?;
-                    m.kernels.insert(k.to_string(), loaded);
-                }
+            let wanted: Vec<(&str, bool)> = match image {
+                Image::Embedded => EMBEDDED_KERNELS.to_vec(),
+                Image::Caller(_) => vec![(name, worker)],
+            };
+            // Kept only once what was asked for loaded (a module refused
+            // here is unloaded again, with nothing of pkq's running).
+            for (k, is_worker) in wanted {
+                let loaded = load_kernel(ctx, &m.module, image, k, is_worker)?;
+                m.kernels.insert(k.to_string(), loaded);
             }
             st.modules.push(m);
             st.modules.len() - 1
@@ -151,44 +159,51 @@ fn load_kernel(
     Ok(Loaded { function: f, ops })
 }
 
-/// A pkq kernel was launched in `ctx`.
+/// A pkq kernel is about to be launched in `ctx` (waits for a load in
+/// progress, which cannot then be left waiting for it).
 pub(crate) fn started(ctx: &Arc<CudaContext>) {
     *state().running.entry(key(ctx)).or_default() += 1;
 }
 
-/// A pkq kernel of `ctx` was seen to end (once per [`started`]). The last
-/// to end frees the memory [`defer_free`] kept.
+/// A pkq kernel of `ctx` was seen not to run any more, or its launch failed
+/// (once per [`started`]). The last to go frees the memory [`free_pinned`]
+/// kept, still holding the lock, so that no launch slips in before the
+/// frees.
 pub(crate) fn ended(ctx: &Arc<CudaContext>) {
     let ctx_key = key(ctx);
-    let freeable = {
-        let mut st = state();
-        let Some(n) = st.running.get_mut(&ctx_key) else {
-            return;
-        };
-        *n = n.saturating_sub(1);
-        if *n > 0 {
-            return;
-        }
-        let (now, later) = std::mem::take(&mut st.to_free)
-            .into_iter()
-            .partition(|(c, _)| key(c) == ctx_key);
-        st.to_free = later;
-        now
+    let mut st = state();
+    let Some(n) = st.running.get_mut(&ctx_key) else {
+        return;
     };
-    for (c, host) in freeable {
-        // SAFETY: handed over by `defer_free` (from a MappedBuffer's drop,
-        // which freed nothing itself), freed once, here.
+    *n = n.saturating_sub(1);
+    if *n > 0 {
+        return;
+    }
+    let (now, later) = std::mem::take(&mut st.to_free)
+        .into_iter()
+        .partition(|(c, _)| key(c) == ctx_key);
+    st.to_free = later;
+    for (c, host) in now {
+        // SAFETY: handed over by `free_pinned` under its contract, and
+        // taken out of the list before this, its only free.
         unsafe { crate::mapped::free(&c, host as *mut u64) };
     }
 }
 
-/// Keeps pinned memory of `ctx` to free later if a pkq kernel runs there
-/// now; returns whether it did (else the caller frees it now).
-pub(crate) fn defer_free(ctx: &Arc<CudaContext>, host: *mut u64) -> bool {
+/// Frees pinned memory of `ctx` now, or, while a pkq kernel runs there,
+/// once none does (the driver may wait for running kernels to free it: not
+/// measured yet, not risked). Decided and done under the lock, so no launch
+/// comes between.
+///
+/// # Safety
+/// `host` came from `cuMemHostAlloc` in `ctx`, is handed over once, and
+/// nothing uses it any more.
+pub(crate) unsafe fn free_pinned(ctx: &Arc<CudaContext>, host: *mut u64) {
     let mut st = state();
-    if st.running.get(&key(ctx)).copied().unwrap_or(0) == 0 {
-        return false;
+    if st.running.get(&key(ctx)).copied().unwrap_or(0) > 0 {
+        st.to_free.push((ctx.clone(), host as usize));
+        return;
     }
-    st.to_free.push((ctx.clone(), host as usize));
-    true
+    // SAFETY: the caller's contract.
+    unsafe { crate::mapped::free(ctx, host) };
 }

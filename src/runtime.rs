@@ -183,8 +183,10 @@ impl Builder {
     /// and serves the ring as `pkq_worker_kernel` does.
     ///
     /// [`build`](Builder::build) refuses an image the driver cannot load or
-    /// a kernel of other parameters ([`Error::InvalidModule`]), and a name
-    /// the module lacks ([`Error::KernelMissing`]).
+    /// a kernel of other parameters ([`Error::InvalidModule`]), a name
+    /// the module lacks ([`Error::KernelMissing`]), and a module or kernel
+    /// not loaded before while a pkq kernel runs on the device
+    /// ([`Error::InvalidConfig`]: see [`Runtime`]).
     ///
     /// The module's code is trusted as any device code you load is: pkq
     /// checks the argument layouts its op table declares and refuses, on the
@@ -368,9 +370,12 @@ impl Builder {
 ///
 /// Several runtimes may run on one device at once. The driver waits for
 /// running kernels before it loads a module, so pkq loads each module once
-/// per device and keeps it: a runtime with a module (or kernel) not loaded
-/// yet is refused with [`Error::InvalidConfig`] while another pkq kernel
-/// runs on the device. Build one runtime with each module first.
+/// per device and keeps it (and the device's primary context) for the
+/// process: the first runtime with a given module and kernel must be built
+/// while no pkq kernel (a runtime, a floor, a probe) runs on the device;
+/// later ones reuse what it loaded. A new one is refused with
+/// [`Error::InvalidConfig`] rather than waited for. A runtime dropped while
+/// another runs keeps its pinned rings until none runs.
 pub struct Runtime {
     pub(crate) shared: Arc<Shared>,
 }

@@ -561,7 +561,7 @@ fn runtimes_side_by_side() {
         .build()
     {
         Err(Error::InvalidConfig(why)) => {
-            assert!(why.contains("while a pkq kernel runs"), "{why}");
+            assert!(why.contains("while a pkq kernel"), "{why}");
             println!("    refused: {why}");
         }
         other => panic!("a new module while runtimes run: {other:?}"),
