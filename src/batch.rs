@@ -33,8 +33,6 @@ pub struct Batch {
     results: Vec<Option<TaskResult>>,
     /// Tasks before this index are all taken.
     reaped: usize,
-    /// Tasks taken in all.
-    taken: usize,
 }
 
 impl fmt::Debug for Batch {
@@ -99,7 +97,6 @@ impl Runtime {
             first,
             results: vec![None; n],
             reaped: 0,
-            taken: 0,
         })
     }
 }
@@ -149,7 +146,7 @@ impl Batch {
     pub fn wait(mut self) -> Result<Vec<TaskResult>> {
         let shared = self.shared.clone();
         shared.wait_for(None, Watch::AnyWorker, || {
-            (self.take_in_order() == self.len()).then_some(())
+            self.take_in_order().then_some(())
         })?;
         Ok(std::mem::take(&mut self.results)
             .into_iter()
@@ -159,25 +156,26 @@ impl Batch {
 
     /// Takes tasks in order from the first not yet taken, up to the first
     /// that has not arrived (so a waiter reads one completion entry the
-    /// device may still be writing, not all of them); returns the count of
-    /// tasks taken in all.
-    fn take_in_order(&mut self) -> usize {
+    /// device may still be writing, not all of them); returns whether all
+    /// are taken.
+    fn take_in_order(&mut self) -> bool {
         while self.reaped < self.len() && self.take_at(self.reaped) {
             self.reaped += 1;
         }
-        self.taken
+        self.reaped == self.len()
     }
 
     /// Takes what arrived, from the first task not yet taken on; returns the
     /// count of tasks taken in all.
     fn take_arrived(&mut self) -> usize {
+        let mut taken = self.reaped;
         for i in self.reaped..self.len() {
-            self.take_at(i);
+            taken += usize::from(self.take_at(i));
         }
         while self.reaped < self.len() && self.results[self.reaped].is_some() {
             self.reaped += 1;
         }
-        self.taken
+        taken
     }
 
     /// Takes task `i` if it arrived and was not taken yet; returns whether
@@ -188,7 +186,6 @@ impl Batch {
                 return false;
             };
             self.results[i] = Some(outcome_of(&cqe));
-            self.taken += 1;
         }
         true
     }

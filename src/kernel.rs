@@ -25,8 +25,9 @@ pub fn image() -> Result<&'static [u8]> {
     FATBIN.map_err(Error::KernelNotBuilt)
 }
 
-/// A device module to load: pkq's embedded one, or one of the caller's.
-#[derive(Clone)]
+/// A device module to load: pkq's embedded one, or one of the caller's
+/// (equal when the bytes are).
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) enum Image {
     Embedded,
     Caller(Arc<[u8]>),
@@ -42,15 +43,6 @@ impl std::fmt::Debug for Image {
 }
 
 impl Image {
-    /// Whether the two are the same module (the same bytes).
-    pub(crate) fn same(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Embedded, Self::Embedded) => true,
-            (Self::Caller(a), Self::Caller(b)) => a == b,
-            _ => false,
-        }
-    }
-
     /// Loads the module into `ctx`; a refused image is
     /// [`Error::InvalidModule`] (the embedded one's absence, [`Error::KernelNotBuilt`]).
     pub(crate) fn load(&self, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {

@@ -63,6 +63,13 @@ struct State {
     to_free: Vec<(Arc<CudaContext>, usize)>,
 }
 
+impl State {
+    /// Whether a pkq kernel runs in the context `ctx_key` (see [`key`]).
+    fn busy(&self, ctx_key: usize) -> bool {
+        self.running.get(&ctx_key).is_some_and(|&n| n > 0)
+    }
+}
+
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(Mutex::default);
 
 fn state() -> std::sync::MutexGuard<'static, State> {
@@ -84,7 +91,7 @@ pub(crate) fn kernel(
 ) -> Result<Loaded> {
     let mut st = state();
     let ctx_key = key(ctx);
-    let busy = st.running.get(&ctx_key).copied().unwrap_or(0) > 0;
+    let busy = st.busy(ctx_key);
     let refuse = |what: String| {
         Error::InvalidConfig(format!(
             "cannot load {what} while a pkq kernel (a runtime, a floor or a probe) runs on this \
@@ -95,7 +102,7 @@ pub(crate) fn kernel(
     let at = match st
         .modules
         .iter()
-        .position(|m| m.ctx == ctx_key && m.image.same(image))
+        .position(|m| m.ctx == ctx_key && m.image == *image)
     {
         Some(at) => at,
         None => {
@@ -200,7 +207,7 @@ pub(crate) fn ended(ctx: &Arc<CudaContext>) {
 /// nothing uses it any more.
 pub(crate) unsafe fn free_pinned(ctx: &Arc<CudaContext>, host: *mut u64) {
     let mut st = state();
-    if st.running.get(&key(ctx)).copied().unwrap_or(0) > 0 {
+    if st.busy(key(ctx)) {
         st.to_free.push((ctx.clone(), host as usize));
         return;
     }

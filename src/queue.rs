@@ -168,9 +168,7 @@ impl Queue {
             if tail & CLOSED != 0 {
                 return Err(Refusal::Closed);
             }
-            let turn = &self.turns[self.geo.slot(tail)];
-            let owner = turn.load(Ordering::Acquire);
-            if owner == tail {
+            if self.claimable(tail) {
                 match self.tail.compare_exchange_weak(
                     tail,
                     seq_add(tail, 1),
@@ -183,10 +181,6 @@ impl Queue {
                         continue;
                     }
                 }
-            }
-            let prev = seq_sub(tail, self.geo.capacity() as u64);
-            if owner & SEQ_MASK == prev && self.free_completed(prev, owner, tail) {
-                continue;
             }
             let now = self.tail.load(Ordering::Relaxed);
             if now == tail {
@@ -202,29 +196,15 @@ impl Queue {
     /// for one). Returns the first.
     pub(crate) fn try_reserve_many(&self, n: usize) -> Result<u64, Refusal> {
         debug_assert!((1..=self.geo.capacity()).contains(&n));
-        let cap = self.geo.capacity() as u64;
         let mut tail = self.tail.load(Ordering::Relaxed);
         loop {
             if tail & CLOSED != 0 {
                 return Err(Refusal::Closed);
             }
-            // Count the free slots from the tail on. A slot whose task of
-            // the lap before completed is freed on the way, as
-            // `try_reserve` frees the one slot it needs (the turn then says
-            // "free for this sequence number", whoever reserves it).
+            // Count the free slots from the tail on.
             let mut free = 0;
-            while free < n {
-                let seq = seq_add(tail, free as u64);
-                let owner = self.turns[self.geo.slot(seq)].load(Ordering::Acquire);
-                if owner == seq {
-                    free += 1;
-                    continue;
-                }
-                let prev = seq_sub(seq, cap);
-                if owner & SEQ_MASK == prev && self.free_completed(prev, owner, seq) {
-                    continue;
-                }
-                break;
+            while free < n && self.claimable(seq_add(tail, free as u64)) {
+                free += 1;
             }
             if free < n {
                 let now = self.tail.load(Ordering::Relaxed);
@@ -242,6 +222,25 @@ impl Queue {
             ) {
                 Ok(_) => return Ok(tail),
                 Err(now) => tail = now,
+            }
+        }
+    }
+
+    /// Whether the slot of `seq` is free for it: its turn says so, or the
+    /// task of the lap before completed and is moved out of the way here
+    /// (see `free_completed`; the turn then says "free for `seq`", whoever
+    /// reserves it). `false`: still owned by a task the device has not
+    /// completed.
+    #[inline(always)]
+    fn claimable(&self, seq: u64) -> bool {
+        loop {
+            let owner = self.turns[self.geo.slot(seq)].load(Ordering::Acquire);
+            if owner == seq {
+                return true;
+            }
+            let prev = seq_sub(seq, self.geo.capacity() as u64);
+            if owner & SEQ_MASK != prev || !self.free_completed(prev, owner, seq) {
+                return false;
             }
         }
     }
