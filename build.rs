@@ -47,7 +47,12 @@ fn main() {
 
     let kernel = compile_kernel(&manifest, &out);
     fs::write(out.join("kernel_gen.rs"), kernel_module(&kernel)).unwrap();
-    compile_example(&manifest, &out, kernel.fatbin.is_ok());
+    compile_example(
+        &manifest,
+        &out,
+        kernel.nvcc.as_deref(),
+        &kernel.nvcc_version,
+    );
     fs::write(
         out.join("build_info_gen.rs"),
         build_info(&manifest, &kernel),
@@ -87,6 +92,8 @@ fn layout_consts(header: &str) -> String {
 struct Kernel {
     /// Ok(fatbin path) or Err(why there is no kernel).
     fatbin: Result<PathBuf, String>,
+    /// The nvcc that built it (None: none was used).
+    nvcc: Option<PathBuf>,
     nvcc_version: String,
     archs: String,
 }
@@ -99,6 +106,7 @@ fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
         );
         Kernel {
             fatbin: Err(why),
+            nvcc: None,
             nvcc_version: String::new(),
             archs: archs.clone(),
         }
@@ -129,6 +137,7 @@ fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
     {
         return Kernel {
             fatbin: Ok(fatbin),
+            nvcc: Some(nvcc),
             nvcc_version: version,
             archs,
         };
@@ -147,6 +156,7 @@ fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
     }
     Kernel {
         fatbin: Ok(fatbin),
+        nvcc: Some(nvcc),
         nvcc_version: version,
         archs,
     }
@@ -154,34 +164,34 @@ fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
 
 /// Compiles the custom-handler example's `.cu` into
 /// `$OUT_DIR/custom_handler.fatbin`, as a downstream build script would (an
-/// empty file when there is no nvcc: the example then says it cannot run).
-fn compile_example(manifest: &Path, out: &Path, nvcc_found: bool) {
+/// empty file when there is no nvcc: the example then says it cannot run),
+/// with the nvcc that built the kernel.
+fn compile_example(manifest: &Path, out: &Path, nvcc: Option<&Path>, nvcc_version: &str) {
     let fatbin = out.join("custom_handler.fatbin");
     let stamp = out.join("custom_handler.fatbin.stamp");
-    if !nvcc_found {
+    let Some(nvcc) = nvcc else {
         fs::write(&fatbin, []).unwrap();
         // The empty file must not pass for a build of the same inputs once
         // nvcc is back.
         let _ = fs::remove_file(&stamp);
         return;
-    }
-    let nvcc = pkq_build::find_nvcc().unwrap();
+    };
     let mut cmd = pkq_build::Fatbin::new(EXAMPLE_SOURCE)
         .include(manifest.join("cuda"))
-        .command(&nvcc, &fatbin)
+        .command(nvcc, &fatbin)
         .unwrap_or_else(|e| panic!("pkq: {e}"));
     cmd.current_dir(manifest);
     let key = input_key(
         manifest,
         &cmd,
-        &pkq_build::nvcc_version(&nvcc),
+        nvcc_version,
         &[manifest.join(EXAMPLE_SOURCE)],
     );
     let built = fs::metadata(&fatbin).is_ok_and(|m| m.len() > 0);
     if built && fs::read_to_string(&stamp).is_ok_and(|s| s == key) {
         return;
     }
-    pkq_build::run(cmd, &nvcc, &fatbin)
+    pkq_build::run(cmd, nvcc, &fatbin)
         .unwrap_or_else(|e| panic!("pkq: compiling {EXAMPLE_SOURCE}: {e}"));
     fs::write(&stamp, &key).unwrap();
 }
