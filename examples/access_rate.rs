@@ -29,7 +29,7 @@ struct Args {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let (_clock, info) = start(None)?;
+    let (_clock, info) = start(None, 0)?;
     let mut patterns = Vec::new();
     for bytes in [64u32, 256] {
         for warps in [1u32, 2, 4, 16, 64, 256] {

@@ -48,7 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("skipped: pkq was built without nvcc, so fk.cu was not compiled");
         return Ok(());
     }
-    let (clock, info) = start(None)?;
+    let (clock, info) = start(None, 0)?;
     // Buffers, launched kernels and their stream come first: nothing that
     // may wait for the context runs once the resident kernel does.
     let ctx = one_stream_context()?;

@@ -33,7 +33,7 @@ struct Args {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let (clock, info) = start(None)?;
+    let (clock, info) = start(None, 0)?;
     // Buffers, launched kernels and their stream come first: nothing that
     // may wait for the context runs once the resident kernel does.
     let ctx = one_stream_context()?;

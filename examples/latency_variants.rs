@@ -22,7 +22,7 @@ use clap::Parser;
 use pkq::Runtime;
 use pkq::floor::{Floor, Shape};
 use serde_json::json;
-use support::{Clock, Latency, Pacer, pin, pkq_round_trips, report, write_json};
+use support::{Latency, Pacer, pkq_round_trips, report, start, write_json};
 
 #[derive(Parser)]
 #[command(about = "pkq and raw-floor latency under each design variant")]
@@ -58,15 +58,7 @@ struct Variant {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    pin(args.core);
-    let clock = Clock::calibrate();
-    let info = pkq::device_info(args.device)?;
-    println!(
-        "{} ({}), pkq {}",
-        info.name,
-        info.driver,
-        pkq::build_info::GIT_COMMIT
-    );
+    let (clock, info) = start(args.core, args.device)?;
 
     // What a std clock read costs here (the VM's clocksource decides).
     let mut instant = Latency::new("Instant::now() (host)");

@@ -126,6 +126,11 @@ const CHILDREN: &[Test] = &[
 /// Why the running test skipped itself, if it did.
 static SKIPPED: Mutex<Option<String>> = Mutex::new(None);
 
+/// Whether the suite runs under compute-sanitizer (bundle-run.sh says so).
+fn under_sanitizer() -> bool {
+    std::env::var_os("PKQ_UNDER_SANITIZER").is_some()
+}
+
 /// Ends the calling test as skipped (with the reason), not passed.
 fn skip(why: &str) {
     *SKIPPED.lock().unwrap() = Some(why.to_string());
@@ -535,7 +540,7 @@ fn runtimes_side_by_side() {
     // resident kernel never ends): a second runtime, a floor, and a runtime
     // started and stopped beside the others all use what the first runtime
     // loaded, and anything new is refused rather than waited for.
-    if std::env::var_os("PKQ_UNDER_SANITIZER").is_some() {
+    if under_sanitizer() {
         // compute-sanitizer runs one kernel at a time: the second resident
         // kernel would wait for the first forever.
         return skip("two resident kernels at once, which a sanitizer runs one after the other");
@@ -1026,7 +1031,7 @@ fn run_child(name: &str, env: &[(&str, &str)]) {
 
 /// Faults on purpose, which a sanitizer reports as errors.
 fn run_fault_child(name: &str) {
-    if std::env::var_os("PKQ_UNDER_SANITIZER").is_some() {
+    if under_sanitizer() {
         return skip("faults on purpose, which a sanitizer reports as errors");
     }
     run_child(name, &[]);
@@ -1043,7 +1048,7 @@ fn illegal_address_faults_every_waiter() {
 /// The driver with every GPU hidden (`CUDA_VISIBLE_DEVICES=`): the case of
 /// a machine with a driver and no GPU.
 fn no_visible_gpu_is_no_device() {
-    if std::env::var_os("PKQ_UNDER_SANITIZER").is_some() {
+    if under_sanitizer() {
         return skip("a sanitized child sees every GPU, CUDA_VISIBLE_DEVICES or not");
     }
     run_child("no_visible_gpu", &[("CUDA_VISIBLE_DEVICES", "")]);
@@ -1600,7 +1605,7 @@ fn batches_submit_and_reap() {
 /// and every task counted once. Under a sanitizer, which slows every access
 /// a hundredfold or more, 50 000 tasks per producer (it says so).
 fn eight_producers_ten_million_each() {
-    let sanitized = std::env::var_os("PKQ_UNDER_SANITIZER").is_some();
+    let sanitized = under_sanitizer();
     let per_producer: u64 = if sanitized { 50_000 } else { 10_000_000 };
     if sanitized {
         println!("    under a sanitizer: {per_producer} tasks per producer, not 10 M");

@@ -189,11 +189,11 @@ pub fn pin(core: Option<usize>) -> Option<usize> {
 }
 
 /// The start of a bench: the thread pinned (to `core`, else the last core),
-/// the clock calibrated, device 0 named with the driver and pkq's commit.
-pub fn start(core: Option<usize>) -> pkq::Result<(Clock, pkq::DeviceInfo)> {
+/// the clock calibrated, `device` named with the driver and pkq's commit.
+pub fn start(core: Option<usize>, device: usize) -> pkq::Result<(Clock, pkq::DeviceInfo)> {
     pin(core);
     let clock = Clock::calibrate();
-    let info = pkq::device_info(0)?;
+    let info = pkq::device_info(device)?;
     println!(
         "{} ({}), pkq {}",
         info.name,
