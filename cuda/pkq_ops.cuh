@@ -210,6 +210,8 @@ __device__ __forceinline__ Outcome op_fir(const Context& ctx) {
 struct BuiltinOps {
     __device__ __forceinline__ Outcome operator()(const Context& ctx) const {
         switch (ctx.op) {
+            // serve() answers NOP without calling a handler; this case is
+            // for handlers that call BuiltinOps with a Context of their own.
             case PKQ_OP_NOP: return ok();
             case PKQ_OP_ECHO: return ok(echo_fold(ctx.words));
             case PKQ_OP_AXPY: return op_axpy(ctx.words, ctx.lane);

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "pkq_handler.cuh"
 #include "pkq_layout.h"
 
 namespace pkq {
@@ -39,25 +40,22 @@ __device__ __forceinline__ uint64_t chunk_of(const uint64_t (&word)[N]) {
     return v & CHUNK_MASK;
 }
 
-// A decoded submission: header fields and the six 8-byte argument words.
-struct Task {
-    uint32_t op;
-    uint32_t len;
-    uint64_t args[PKQ_ARGS_BYTES / 8];
-};
-
-__device__ __forceinline__ Task decode_slot(const uint64_t (&c)[PKQ_SLOT_WORDS]) {
+// A submission decoded into the Context its handler gets, for `lane`: the
+// header's op and length, and the six 8-byte argument words.
+__device__ __forceinline__ Context decode_slot(const uint64_t (&c)[PKQ_SLOT_WORDS], uint32_t lane) {
+    static_assert(PKQ_ARGS_BYTES / 8 == 6, "a slot carries six argument words");
     const uint64_t header = payload_word<0>(c);
-    Task t;
-    t.op = static_cast<uint32_t>(header & 0xffff);
-    t.len = static_cast<uint32_t>((header >> PKQ_HEADER_LEN_SHIFT) & 0xff);
-    t.args[0] = payload_word<1>(c);
-    t.args[1] = payload_word<2>(c);
-    t.args[2] = payload_word<3>(c);
-    t.args[3] = payload_word<4>(c);
-    t.args[4] = payload_word<5>(c);
-    t.args[5] = payload_word<6>(c);
-    return t;
+    Context ctx;
+    ctx.lane = lane;
+    ctx.op = static_cast<uint32_t>(header & 0xffff);
+    ctx.len = static_cast<uint32_t>((header >> PKQ_HEADER_LEN_SHIFT) & 0xff);
+    ctx.words[0] = payload_word<1>(c);
+    ctx.words[1] = payload_word<2>(c);
+    ctx.words[2] = payload_word<3>(c);
+    ctx.words[3] = payload_word<4>(c);
+    ctx.words[4] = payload_word<5>(c);
+    ctx.words[5] = payload_word<6>(c);
+    return ctx;
 }
 
 // Tagged word `k` (0..3) of a completion entry.

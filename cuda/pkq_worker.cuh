@@ -154,9 +154,10 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             final_state = PKQ_WORKER_BAD_TAG;
             break;
         }
-        if (outcome == Wait::Stop) break;
-        // The stop word outranks a task read with it: a cancel or a fault
-        // stops a worker that still has tasks queued.
+        // Stop, or a whole slot read with the stop word set (judge returns
+        // Stop only when it is set): the stop word outranks a task read with
+        // it, so a cancel or a fault stops a worker that still has tasks
+        // queued.
         if (stop_in(w)) break;
 
         // Warp-uniform values only from here on: each of lanes 0..3 writes
@@ -181,13 +182,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             uint64_t c[PKQ_SLOT_WORDS];
 #pragma unroll
             for (int j = 0; j < PKQ_SLOT_WORDS; ++j) c[j] = __shfl_sync(FULL_MASK, w, j);
-            const Task task = decode_slot(c);
-            Context ctx;
-            ctx.lane = lane;
-            ctx.op = task.op;
-            ctx.len = task.len;
-#pragma unroll
-            for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) ctx.words[j] = task.args[j];
+            Context ctx = decode_slot(c, lane);
             out = handlers(ctx);
         }
         const uint64_t t_end = __shfl_sync(FULL_MASK, globaltimer(), 0);
