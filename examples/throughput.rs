@@ -3,7 +3,10 @@
 //! a small real op (ECHO, every result checked); back-to-back kernel launches
 //! per second and CUDA graph kernel nodes per second; and what a running
 //! pkq costs an ordinary kernel the application launches on its own stream;
-//! and one task's round trip on the same runtime once it is idle.
+//! one task's round trip on the same runtime once it is idle; where a
+//! producer submitting one task at a time spends its time (inside submit,
+//! inside wait, elsewhere); and the device's own rate draining a full ring,
+//! by its clock.
 //!
 //! `cargo run --release --example throughput -- --json benches/results/throughput.json --svg benches/results/throughput.svg`
 
@@ -21,7 +24,7 @@ use pkq::cudarc::nvrtc::Ptx;
 use pkq::{Op, Runtime, echo_fold};
 use plotters::prelude::*;
 use serde_json::{Map, Value, json};
-use support::{Latency, one_stream_context, report, start, write_json};
+use support::{Clock, Latency, one_stream_context, report, start, write_json};
 
 #[derive(Parser)]
 #[command(about = "pkq tasks/s vs kernel launches/s vs CUDA graph nodes/s")]
@@ -172,6 +175,109 @@ fn echo_checked(rt: &Runtime, secs: f64) -> f64 {
         threads.into_iter().map(|t| t.join().unwrap()).unzip()
     });
     done.iter().sum::<u64>() as f64 / took.iter().cloned().fold(0.0, f64::max)
+}
+
+/// Where a producer's time goes when it submits one NOP at a time (as
+/// `Mode::Single`: `window` in flight, for `secs`): the mean ns per task
+/// inside `submit` and inside `Ticket::wait`, on the TSC clock, averaged
+/// over `producers`. Returns tasks per second (as `pump`) and those two
+/// with the rest of each task's wall time: `[tasks/s, submit, wait, other]`.
+fn single_split(
+    rt: &Runtime,
+    producers: usize,
+    window: usize,
+    secs: f64,
+    clock: &Clock,
+) -> [f64; 4] {
+    let start = Barrier::new(producers);
+    let dur = Duration::from_secs_f64(secs);
+    // Per producer: tasks, seconds, and ns per task in submit, in wait, in all.
+    let per: Vec<(u64, f64, [f64; 3])> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..producers)
+            .map(|_| {
+                let start = &start;
+                s.spawn(move || {
+                    let mut q: VecDeque<pkq::Ticket> = VecDeque::with_capacity(window);
+                    let (mut n, mut submit, mut wait) = (0u64, 0u64, 0u64);
+                    let mut take = |t: pkq::Ticket| {
+                        let a = clock.now();
+                        t.wait().unwrap();
+                        wait += clock.between(a, clock.now());
+                    };
+                    start.wait();
+                    let t0 = Instant::now();
+                    while n & 255 != 0 || t0.elapsed() < dur {
+                        if q.len() == window {
+                            take(q.pop_front().unwrap());
+                        }
+                        let a = clock.now();
+                        let t = rt.submit(Op::NOP, &()).unwrap();
+                        submit += clock.between(a, clock.now());
+                        q.push_back(t);
+                        n += 1;
+                    }
+                    q.into_iter().for_each(&mut take);
+                    let took = t0.elapsed().as_secs_f64();
+                    let per_task = |ns: f64| ns / n as f64;
+                    (
+                        n,
+                        took,
+                        [submit as f64, wait as f64, took * 1e9].map(per_task),
+                    )
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let mean = |k: usize| per.iter().map(|p| p.2[k]).sum::<f64>() / producers as f64;
+    let [submit, wait, wall] = [0, 1, 2].map(mean);
+    let took = per.iter().map(|p| p.1).fold(0.0, f64::max);
+    let rate = per.iter().map(|p| p.0).sum::<u64>() as f64 / took;
+    [rate, submit, wait, wall - submit - wait]
+}
+
+/// The device's own rate, apart from how fast producers feed it: 16 batches
+/// of 4096 NOPs (a ring of 65536 at once) published without waiting, then
+/// reaped, on a runtime of `workers` warps with no other pkq kernel running.
+/// Rated by the device's clock over the middle 80% of task starts (the edges
+/// are the ramp-up and the stragglers), beside the host's rate of publishing
+/// and of the whole run; of 3 runs, the one the device rates best. Returns
+/// `[device, host publish, host end to end]` tasks per second.
+fn device_drain(workers: usize) -> Result<[f64; 3], Box<dyn std::error::Error>> {
+    const BATCHES: usize = 16;
+    const BATCH: usize = 4096;
+    let rt = Runtime::builder()
+        .workers(workers)
+        .capacity(BATCHES * BATCH)
+        .build()?;
+    let args = vec![(); BATCH];
+    for _ in 0..4 {
+        reap(rt.submit_batch(Op::NOP, &args)?);
+    }
+    let mut best = [0.0f64; 3];
+    for _ in 0..3 {
+        let t0 = Instant::now();
+        let batches = (0..BATCHES)
+            .map(|_| rt.submit_batch(Op::NOP, &args))
+            .collect::<pkq::Result<Vec<_>>>()?;
+        let publish = t0.elapsed().as_secs_f64();
+        let mut starts = Vec::with_capacity(BATCHES * BATCH);
+        for b in batches {
+            for r in b.wait()? {
+                starts.push(r.expect("NOP task failed").device_start_ns);
+            }
+        }
+        let all = t0.elapsed().as_secs_f64();
+        starts.sort_unstable();
+        let n = starts.len();
+        let middle_s = (starts[n * 9 / 10] - starts[n / 10]).max(1) as f64 * 1e-9;
+        let device = 0.8 * n as f64 / middle_s;
+        if device > best[0] {
+            best = [device, n as f64 / publish, n as f64 / all];
+        }
+    }
+    rt.shutdown()?;
+    Ok(best)
 }
 
 fn row(name: &str, key: &str, v: f64) -> Map<String, Value> {
@@ -330,6 +436,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             rt.shutdown()?;
         }
     }
+    // One task per submit again, split: the host's time inside submit, inside
+    // wait and elsewhere, per task (what bounds the one-at-a-time rows).
+    for producers in [1usize, 4] {
+        let [rate, submit, wait, other] = single_split(&rt, producers, args.window, 0.7, &clock);
+        let name =
+            format!("pkq NOP, {producers} producer(s), one task per submit: host time split");
+        println!(
+            "{name:<50}{rate:>16.0}  (ns per task: submit {submit:.0}, wait {wait:.0}, other {other:.0})"
+        );
+        let mut m = row(&name, "tasks_per_s", rate);
+        for (key, ns) in [
+            ("submit_ns", submit),
+            ("wait_ns", wait),
+            ("other_ns", other),
+        ] {
+            m.insert(key.into(), json!((ns * 10.0).round() / 10.0));
+        }
+        rows.push(m);
+    }
     // One task at a time on the same runtime, now idle: the round trip the
     // latency bench measures, with this many workers polling.
     std::thread::sleep(Duration::from_millis(20));
@@ -375,6 +500,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         t
     })?;
     rt.shutdown()?;
+
+    // The device draining a full ring on a runtime of its own, built now
+    // that none runs (it reuses the module the first runtime loaded).
+    let [device, publish, end_to_end] = device_drain(args.workers)?;
+    let name = "device drain: 65536 NOPs published at once, rate by the device's clock";
+    println!(
+        "{name:<50}{device:>16.0}  (host: published at {publish:.0}/s, {end_to_end:.0}/s end to end)"
+    );
+    let mut m = row(name, "device_tasks_per_s", device);
+    m.insert("host_publish_tasks_per_s".into(), json!(publish.round()));
+    m.insert(
+        "host_end_to_end_tasks_per_s".into(),
+        json!(end_to_end.round()),
+    );
+    rows.push(m);
 
     println!("{:<50}{launches:>16.0}", "kernel launches (back to back)");
     println!(
