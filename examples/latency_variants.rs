@@ -9,7 +9,13 @@
 //!   alone;
 //! * pkq: workers (1, 4) x poller warps per worker (1, 2) x slots (1,
 //!   1024);
-//! * each back to back, and with a random pause before each round trip.
+//! * each back to back, and with a random pause before each round trip;
+//! * then the same pause before every round trip, 0 to 1000 ns, for the
+//!   two-poller floor and pkq with one worker of one or two pollers: a
+//!   back-to-back round trip locks into a phase of the device's polling,
+//!   and where the host's next store lands in it (its pause, and its own
+//!   turnaround) decides whether the store catches the next read of the
+//!   line or waits for the one after (benches/NOTES.md).
 //!
 //! `cargo run --release --example latency_variants -- --json benches/results/latency_variants.json`
 
@@ -159,6 +165,50 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         println!("round {} done", round + 1);
+    }
+
+    // The phase sweep: one pause for every round trip of a run.
+    for pause in (0..=1000).step_by(100) {
+        let paced = format!(", fixed pause {pause} ns");
+        let name = format!("floor: 2 poller(s), 8 word(s), 1 line(s){paced}");
+        let shape = Shape {
+            pollers: 2,
+            words: 8,
+            lines: 1,
+            copies: false,
+        };
+        let mut floor = Floor::start(args.device, shape)?;
+        let mut round_trip = Latency::new(&name);
+        let mut pacer = Pacer::fixed(pause);
+        for i in 0..args.warmup + args.samples {
+            pacer.pause(&clock);
+            let t0 = clock.now();
+            floor.round_trip()?;
+            if i >= args.warmup {
+                round_trip.record_ns(clock.between(t0, clock.now()));
+            }
+        }
+        floor.stop()?;
+        variants.push(Variant {
+            round_trip,
+            submit: None,
+        });
+        for pollers in [1, 2] {
+            let name = format!("pkq: 1 worker(s), {pollers} poller(s), 1024 slot(s){paced}");
+            let rt = Runtime::builder()
+                .device(args.device)
+                .workers(1)
+                .pollers(pollers)
+                .capacity(1024)
+                .build()?;
+            let mut pacer = Pacer::fixed(pause);
+            let run = pkq_round_trips(&rt, &clock, &name, args.warmup, args.samples, &mut pacer)?;
+            rt.shutdown()?;
+            variants.push(Variant {
+                round_trip: run.round_trip,
+                submit: Some(run.submit),
+            });
+        }
     }
 
     println!(

@@ -327,9 +327,11 @@ pub struct PkqRun {
 
 /// Spaces round trips by a random pause (uniform in `0..max_ns`), so that
 /// each task arrives at a random phase of the device's polling, as in a real
-/// loop, rather than at the phase that back-to-back ping-pong locks into.
+/// loop, rather than at the phase that back-to-back ping-pong locks into; or
+/// by a fixed pause, to see how that phase decides a round trip.
 pub struct Pacer {
     max_ns: u64,
+    fixed: bool,
     rng: u64,
 }
 
@@ -338,11 +340,20 @@ impl Pacer {
     pub fn new(max_ns: u64) -> Self {
         Self {
             max_ns,
+            fixed: false,
             rng: 0x9e37_79b9_7f4a_7c15,
         }
     }
 
-    /// Spins for the next random pause.
+    /// The same pause of `ns` before every round trip.
+    pub fn fixed(ns: u64) -> Self {
+        Self {
+            fixed: true,
+            ..Self::new(ns)
+        }
+    }
+
+    /// Spins for the next pause.
     pub fn pause(&mut self, clock: &Clock) {
         if self.max_ns == 0 {
             return;
@@ -350,7 +361,11 @@ impl Pacer {
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
-        let ns = self.rng % self.max_ns;
+        let ns = if self.fixed {
+            self.max_ns
+        } else {
+            self.rng % self.max_ns
+        };
         let t0 = clock.now();
         while clock.between(t0, clock.now()) < ns {
             std::hint::spin_loop();
