@@ -35,10 +35,15 @@ struct Args {
     /// Worker warps of the runtime.
     #[arg(long, default_value_t = 64)]
     workers: usize,
-    /// Slots of the ring (a larger ring is slower: its lines leave the
-    /// host's caches; 8 producers' batch windows fit).
+    /// Slots of the ring for single submits and the rest (a larger ring is
+    /// slower there: its lines leave the host's caches).
     #[arg(long, default_value_t = 16384)]
     capacity: usize,
+    /// Slots of the ring for the batched rows: on a smaller one, producers
+    /// lap the slowest reaper, moving its completions aside, and the rate
+    /// collapses (benches/NOTES.md, seventh session).
+    #[arg(long, default_value_t = 65536)]
+    batch_capacity: usize,
     /// Tasks each producer submitting one at a time keeps in flight.
     #[arg(long, default_value_t = 1024)]
     window: usize,
@@ -376,45 +381,67 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let graph_nodes = (reps * nodes) as f64 / t0.elapsed().as_secs_f64();
     drop(graph);
 
-    let rt = Runtime::builder()
-        .workers(args.workers)
-        .capacity(args.capacity)
-        .build()?;
     let mut rows = Vec::new();
     let mut bars: Vec<(String, f64)> = Vec::new();
     println!("\n{:<50}{:>16}", "", "tasks/s");
     let mut best_batched_1 = 0.0f64;
     let mut pipelined_1 = 0.0f64;
     let mut single_4 = 0.0f64;
-    for producers in [1usize, 2, 4, 8] {
-        let mut modes = vec![Mode::Single, Mode::Batch(32), Mode::Batch(256)];
-        if producers == 1 {
-            modes.push(Mode::Pipelined(256));
-        }
-        for mode in modes {
-            let window = match mode {
-                Mode::Single => args.window,
-                Mode::Batch(_) | Mode::Pipelined(_) => args.batch_window,
+    // The batched rows on their ring, then the single submits on theirs
+    // (one resident kernel at a time). Each row counts the completions
+    // producers moved aside (`Runtime::moved_completions`).
+    for batched in [true, false] {
+        let rt = Runtime::builder()
+            .workers(args.workers)
+            .capacity(if batched {
+                args.batch_capacity
+            } else {
+                args.capacity
+            })
+            .build()?;
+        for producers in [1usize, 2, 4, 8] {
+            let modes = match (batched, producers) {
+                (false, _) => vec![Mode::Single],
+                (true, 1) => vec![Mode::Batch(32), Mode::Batch(256), Mode::Pipelined(256)],
+                (true, _) => vec![Mode::Batch(32), Mode::Batch(256)],
             };
-            let rate = pump(&[&rt], producers, mode, window, args.seconds);
-            let name = match mode {
-                Mode::Single => format!("pkq NOP, {producers} producer(s), one task per submit"),
-                Mode::Batch(b) => format!("pkq NOP, {producers} producer(s), batches of {b}"),
-                Mode::Pipelined(b) => format!(
-                    "pkq NOP, {producers} producer(s), batches of {b}, reaped by another thread"
-                ),
-            };
-            println!("{name:<50}{rate:>16.0}");
-            match mode {
-                Mode::Batch(_) if producers == 1 => best_batched_1 = best_batched_1.max(rate),
-                Mode::Pipelined(_) => pipelined_1 = rate,
-                Mode::Single if producers == 4 => single_4 = rate,
-                _ => {}
+            for mode in modes {
+                let window = match mode {
+                    Mode::Single => args.window,
+                    Mode::Batch(_) | Mode::Pipelined(_) => args.batch_window,
+                };
+                let moved = rt.moved_completions();
+                let rate = pump(&[&rt], producers, mode, window, args.seconds);
+                let moved = rt.moved_completions() - moved;
+                let name = match mode {
+                    Mode::Single => {
+                        format!("pkq NOP, {producers} producer(s), one task per submit")
+                    }
+                    Mode::Batch(b) => format!("pkq NOP, {producers} producer(s), batches of {b}"),
+                    Mode::Pipelined(b) => format!(
+                        "pkq NOP, {producers} producer(s), batches of {b}, reaped by another thread"
+                    ),
+                };
+                println!("{name:<50}{rate:>16.0}  ({moved} completions moved)");
+                match mode {
+                    Mode::Batch(_) if producers == 1 => best_batched_1 = best_batched_1.max(rate),
+                    Mode::Pipelined(_) => pipelined_1 = rate,
+                    Mode::Single if producers == 4 => single_4 = rate,
+                    _ => {}
+                }
+                let mut m = row(&name, "tasks_per_s", rate);
+                m.insert("moved_tasks".into(), json!(moved));
+                m.insert("ring_slots".into(), json!(rt.capacity()));
+                rows.push(m);
+                bars.push((name, rate));
             }
-            rows.push(row(&name, "tasks_per_s", rate));
-            bars.push((name, rate));
         }
+        rt.shutdown()?;
     }
+    let rt = Runtime::builder()
+        .workers(args.workers)
+        .capacity(args.capacity)
+        .build()?;
     // Four producers that share nothing: a runtime each (its own ring, tail
     // and kernel, a quarter of the workers). What producers contending on
     // one ring's tail and reference count cost, against the row above.
@@ -553,7 +580,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         rows.push(m);
     }
-    let best_vs_graph = bars.iter().map(|b| b.1).fold(0.0, f64::max) / graph_nodes;
+    let best = bars.iter().map(|b| b.1).fold(0.0, f64::max);
+    let best_vs_graph = best / graph_nodes;
     let mut summary = Map::new();
     summary.insert("name".into(), json!("targets"));
     summary.insert(
@@ -568,6 +596,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "single_4_producers_tasks_per_s".into(),
         json!(single_4.round()),
     );
+    summary.insert("best_tasks_per_s".into(), json!(best.round()));
     summary.insert(
         "best_vs_graph_nodes_x".into(),
         json!((best_vs_graph * 100.0).round() / 100.0),
@@ -576,12 +605,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     summary.insert("capacity".into(), json!(args.capacity));
     summary.insert("window_tasks".into(), json!(args.window));
     summary.insert("batch_window_tasks".into(), json!(args.batch_window));
+    summary.insert("batch_capacity".into(), json!(args.batch_capacity));
     rows.push(summary);
     println!(
-        "\nbatched, 1 producer: {:.1} M/s ({:.1} M/s with a reaping thread); one at a time, 4 producers: {:.1} M/s; best pkq rate / graph nodes: {:.1}x",
+        "\nbatched, 1 producer: {:.1} M/s ({:.1} M/s with a reaping thread); one at a time, 4 producers: {:.1} M/s; best pkq rate {:.1} M/s, {:.1}x graph nodes",
         best_batched_1 / 1e6,
         pipelined_1 / 1e6,
         single_4 / 1e6,
+        best / 1e6,
         best_vs_graph
     );
     if let Some(path) = &args.json {

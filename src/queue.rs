@@ -119,6 +119,9 @@ pub(crate) struct Queue {
     cq: Words,
     /// Host-only: completions moved out of slots a producer needed.
     overflow: Mutex<HashMap<u64, Cqe>>,
+    /// Host-only: how many completions were ever moved there (counted
+    /// under the overflow lock; read for statistics only).
+    moved: AtomicU64,
 }
 
 impl Queue {
@@ -151,6 +154,7 @@ impl Queue {
             sq,
             cq,
             overflow: Mutex::new(HashMap::new()),
+            moved: AtomicU64::new(0),
         }
     }
 
@@ -266,8 +270,14 @@ impl Queue {
             && owner & DETACHED == 0
         {
             moved.insert(prev, cqe);
+            self.moved.fetch_add(1, Ordering::Relaxed);
         }
         true
+    }
+
+    /// How many completions producers have moved out of their slots so far.
+    pub(crate) fn moved(&self) -> u64 {
+        self.moved.load(Ordering::Relaxed)
     }
 
     fn overflow(&self) -> MutexGuard<'_, HashMap<u64, Cqe>> {
@@ -528,10 +538,12 @@ pub(crate) mod tests {
         assert_eq!(q.try_reserve(), Err(Refusal::Full));
         assert_eq!(q.take(0).map(|c| c.value), Some(9));
         assert!(q.overflow().is_empty());
+        assert_eq!(q.moved(), 1);
         // Taken directly when nobody needed the slot first.
         complete(&q, 1, 11);
         assert_eq!(q.take(1).map(|c| c.value), Some(11));
         assert_eq!(q.try_reserve(), Ok(5));
+        assert_eq!(q.moved(), 1, "a slot its ticket freed is not a move");
     }
 
     #[test]
@@ -565,6 +577,7 @@ pub(crate) mod tests {
         complete(&q, a, 0);
         assert_eq!(q.try_reserve(), Ok(2)); // reclaimed, nothing kept
         assert!(q.overflow().is_empty());
+        assert_eq!(q.moved(), 0, "a detached task's completion is not kept");
         assert_eq!(q.try_reserve(), Ok(3)); // b's slot, taken
         assert_eq!(q.try_reserve(), Err(Refusal::Full));
     }
@@ -774,6 +787,7 @@ mod loom_tests {
             );
             assert_eq!(q.take(0).map(|c| c.value), Some(7), "the move lost nothing");
             assert!(q.overflow().is_empty());
+            assert_eq!(q.moved(), 1, "counted once");
         });
     }
 
