@@ -39,9 +39,9 @@ struct Args {
     /// slower there: its lines leave the host's caches).
     #[arg(long, default_value_t = 16384)]
     capacity: usize,
-    /// Slots of the ring for the batched rows: on a smaller one, producers
-    /// lap the slowest reaper, moving its completions aside, and the rate
-    /// collapses (benches/NOTES.md, seventh session).
+    /// Slots of the ring for the batched rows: the larger the ring, the
+    /// later producers lap the slowest reaper, moving its completions aside
+    /// (each row reports how many; benches/NOTES.md, seventh session).
     #[arg(long, default_value_t = 65536)]
     batch_capacity: usize,
     /// Tasks each producer submitting one at a time keeps in flight.

@@ -493,13 +493,13 @@ impl Runtime {
     /// yet moves the completion to the host's side table rather than wait
     /// for the holder. Moves keep `submit` from waiting on tickets some
     /// thread holds, but each costs a lock and a map entry, and the slow
-    /// holder pays again to take it back. If the count grows under load,
-    /// producers are lapping a slow reaper: give the ring more slots than
-    /// all producers together submit while the slowest holds its tasks, or
-    /// reap sooner. (Measured on an H100: four producers batching on a ring
-    /// of 16 384 slots moved 42-205 thousand completions in 0.3 s and ran at
-    /// 10-46 M tasks/s; on 65 536 slots they moved few and ran at 75-112
-    /// M/s; benches/NOTES.md.)
+    /// holder pays again to take it back, so it falls further behind. If
+    /// the count grows under load, producers are lapping a slow reaper:
+    /// give the ring more slots than all producers together submit while
+    /// the slowest holds its tasks, or reap sooner. (On an H100, producers
+    /// batching that moved tens of thousands of completions a second ran
+    /// at a fraction of the rate of runs that moved few; a larger ring
+    /// helped in some runs, not in all: benches/NOTES.md.)
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
