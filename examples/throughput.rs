@@ -387,61 +387,58 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut best_batched_1 = 0.0f64;
     let mut pipelined_1 = 0.0f64;
     let mut single_4 = 0.0f64;
-    // The batched rows on their ring, then the single submits on theirs
-    // (one resident kernel at a time). Each row counts the completions
-    // producers moved aside (`Runtime::moved_completions`).
-    for batched in [true, false] {
-        let rt = Runtime::builder()
-            .workers(args.workers)
-            .capacity(if batched {
-                args.batch_capacity
-            } else {
-                args.capacity
-            })
-            .build()?;
-        for producers in [1usize, 2, 4, 8] {
-            let modes = match (batched, producers) {
-                (false, _) => vec![Mode::Single],
-                (true, 1) => vec![Mode::Batch(32), Mode::Batch(256), Mode::Pipelined(256)],
-                (true, _) => vec![Mode::Batch(32), Mode::Batch(256)],
-            };
-            for mode in modes {
-                let window = match mode {
-                    Mode::Single => args.window,
-                    Mode::Batch(_) | Mode::Pipelined(_) => args.batch_window,
-                };
-                let moved = rt.moved_completions();
-                let rate = pump(&[&rt], producers, mode, window, args.seconds);
-                let moved = rt.moved_completions() - moved;
-                let name = match mode {
-                    Mode::Single => {
-                        format!("pkq NOP, {producers} producer(s), one task per submit")
-                    }
-                    Mode::Batch(b) => format!("pkq NOP, {producers} producer(s), batches of {b}"),
-                    Mode::Pipelined(b) => format!(
-                        "pkq NOP, {producers} producer(s), batches of {b}, reaped by another thread"
-                    ),
-                };
-                println!("{name:<50}{rate:>16.0}  ({moved} completions moved)");
-                match mode {
-                    Mode::Batch(_) if producers == 1 => best_batched_1 = best_batched_1.max(rate),
-                    Mode::Pipelined(_) => pipelined_1 = rate,
-                    Mode::Single if producers == 4 => single_4 = rate,
-                    _ => {}
-                }
-                let mut m = row(&name, "tasks_per_s", rate);
-                m.insert("moved_tasks".into(), json!(moved));
-                m.insert("ring_slots".into(), json!(rt.capacity()));
-                rows.push(m);
-                bars.push((name, rate));
-            }
+    // One pump per row: its rate, and the completions producers moved
+    // aside meanwhile (`Runtime::moved_completions`).
+    let mut pump_row = |rt: &Runtime, producers: usize, mode: Mode| {
+        let window = match mode {
+            Mode::Single => args.window,
+            Mode::Batch(_) | Mode::Pipelined(_) => args.batch_window,
+        };
+        let moved = rt.moved_completions();
+        let rate = pump(&[rt], producers, mode, window, args.seconds);
+        let moved = rt.moved_completions() - moved;
+        let name = match mode {
+            Mode::Single => format!("pkq NOP, {producers} producer(s), one task per submit"),
+            Mode::Batch(b) => format!("pkq NOP, {producers} producer(s), batches of {b}"),
+            Mode::Pipelined(b) => format!(
+                "pkq NOP, {producers} producer(s), batches of {b}, reaped by another thread"
+            ),
+        };
+        println!("{name:<50}{rate:>16.0}  ({moved} completions moved)");
+        match mode {
+            Mode::Batch(_) if producers == 1 => best_batched_1 = best_batched_1.max(rate),
+            Mode::Pipelined(_) => pipelined_1 = rate,
+            Mode::Single if producers == 4 => single_4 = rate,
+            _ => {}
         }
-        rt.shutdown()?;
+        let mut m = row(&name, "tasks_per_s", rate);
+        m.insert("moved_tasks".into(), json!(moved));
+        m.insert("ring_slots".into(), json!(rt.capacity()));
+        rows.push(m);
+        bars.push((name, rate));
+    };
+    // The batched rows on a ring of their own, then the single submits on
+    // the runtime the rows after them use (one resident kernel at a time).
+    let batch_rt = Runtime::builder()
+        .workers(args.workers)
+        .capacity(args.batch_capacity)
+        .build()?;
+    for producers in [1usize, 2, 4, 8] {
+        for b in [32, 256] {
+            pump_row(&batch_rt, producers, Mode::Batch(b));
+        }
+        if producers == 1 {
+            pump_row(&batch_rt, producers, Mode::Pipelined(256));
+        }
     }
+    batch_rt.shutdown()?;
     let rt = Runtime::builder()
         .workers(args.workers)
         .capacity(args.capacity)
         .build()?;
+    for producers in [1usize, 2, 4, 8] {
+        pump_row(&rt, producers, Mode::Single);
+    }
     // Four producers that share nothing: a runtime each (its own ring, tail
     // and kernel, a quarter of the workers). What producers contending on
     // one ring's tail and reference count cost, against the row above.
