@@ -24,7 +24,7 @@ use pkq::cudarc::nvrtc::Ptx;
 use pkq::{Op, Runtime, echo_fold};
 use plotters::prelude::*;
 use serde_json::{Map, Value, json};
-use support::{Clock, Latency, one_stream_context, report, start, write_json};
+use support::{Clock, Latency, one_stream_context, pin_helper, report, start, write_json};
 
 #[derive(Parser)]
 #[command(about = "pkq tasks/s vs kernel launches/s vs CUDA graph nodes/s")]
@@ -44,6 +44,7 @@ struct Args {
     /// (each row reports how many; benches/NOTES.md, seventh session).
     #[arg(long, default_value_t = 65536)]
     batch_capacity: usize,
+
     /// Tasks each producer submitting one at a time keeps in flight.
     #[arg(long, default_value_t = 1024)]
     window: usize,
@@ -85,6 +86,7 @@ fn pump(rts: &[&Runtime], producers: usize, mode: Mode, window: usize, secs: f64
                 let start = &start;
                 let rt = rts[i % rts.len()];
                 s.spawn(move || {
+                    pin_helper(i);
                     start.wait();
                     let t0 = Instant::now();
                     let mut done = 0u64;
@@ -109,8 +111,10 @@ fn pump(rts: &[&Runtime], producers: usize, mode: Mode, window: usize, secs: f64
                         Mode::Pipelined(b) => {
                             let args = vec![(); b];
                             let (tx, rx) = std::sync::mpsc::sync_channel::<pkq::Batch>(window / b);
-                            let reaper =
-                                std::thread::spawn(move || rx.into_iter().map(reap).sum::<u64>());
+                            let reaper = std::thread::spawn(move || {
+                                pin_helper(producers + i);
+                                rx.into_iter().map(reap).sum::<u64>()
+                            });
                             while t0.elapsed() < dur {
                                 tx.send(rt.submit_batch(Op::NOP, &args).unwrap()).unwrap();
                             }
@@ -146,6 +150,7 @@ fn echo_checked(rt: &Runtime, secs: f64) -> f64 {
         let threads: Vec<_> = (0..4u64)
             .map(|p| {
                 s.spawn(move || {
+                    pin_helper(p as usize);
                     let t0 = Instant::now();
                     let mut done = 0u64;
                     let mut id = p << 48;
@@ -199,9 +204,10 @@ fn single_split(
     // Per producer: tasks, seconds, and ns per task in submit, in wait, in all.
     let per: Vec<(u64, f64, [f64; 3])> = std::thread::scope(|s| {
         let threads: Vec<_> = (0..producers)
-            .map(|_| {
+            .map(|i| {
                 let start = &start;
                 s.spawn(move || {
+                    pin_helper(i);
                     let mut q: VecDeque<pkq::Ticket> = VecDeque::with_capacity(window);
                     let (mut n, mut submit, mut wait) = (0u64, 0u64, 0u64);
                     let mut take = |t: pkq::Ticket| {
@@ -414,6 +420,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut m = row(&name, "tasks_per_s", rate);
         m.insert("moved_tasks".into(), json!(moved));
         m.insert("ring_slots".into(), json!(rt.capacity()));
+        m.insert("workers".into(), json!(rt.workers()));
         rows.push(m);
         bars.push((name, rate));
     };
@@ -512,6 +519,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let stop = std::sync::atomic::AtomicBool::new(false);
     let work_busy = std::thread::scope(|s| {
         let pumping = s.spawn(|| {
+            pin_helper(0);
             let args = vec![(); 256];
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 rt.submit_batch(Op::NOP, &args).unwrap().wait().unwrap();

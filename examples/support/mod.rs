@@ -180,11 +180,31 @@ impl Latency {
 
 /// Pins the calling thread to `core`, or to the last core when `None`.
 pub fn pin(core: Option<usize>) -> Option<usize> {
-    let ids = core_affinity::get_core_ids()?;
+    let ids = cores()?;
     let id = match core {
         Some(c) => *ids.iter().find(|i| i.id == c)?,
         None => *ids.last()?,
     };
+    core_affinity::set_for_current(id).then_some(id.id)
+}
+
+/// The cores this process may run on, as they were before any thread was
+/// pinned: a thread inherits its creator's affinity, and the core list a
+/// pinned thread reads is its own one core.
+fn cores() -> Option<Vec<core_affinity::CoreId>> {
+    static CORES: std::sync::OnceLock<Option<Vec<core_affinity::CoreId>>> =
+        std::sync::OnceLock::new();
+    CORES.get_or_init(core_affinity::get_core_ids).clone()
+}
+
+/// Pins a helper thread (a producer, a reaper) to the `k`-th core other
+/// than the last (where [`start`] pins the main thread), wrapping around.
+/// Without this, every thread a bench spawns would share the main thread's
+/// one core, taking turns on it by the scheduler's time slice.
+pub fn pin_helper(k: usize) -> Option<usize> {
+    let ids = cores()?;
+    let others = ids.len().saturating_sub(1).max(1);
+    let id = ids[k % others];
     core_affinity::set_for_current(id).then_some(id.id)
 }
 
