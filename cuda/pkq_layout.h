@@ -13,8 +13,15 @@
  * writes live only in the first, words the device writes only in the second,
  * so a host-written and a device-written word never share a cache line.
  *
- * host -> device allocation:  [ submission slots: capacity x 64 B ][ control line: 128 B ]
- * device -> host allocation:  [ completion entries: capacity x 32 B ][ pad to 128 B ][ poller states: workers x pollers x 8 B ]
+ * host -> device allocation:  [ submission slots: rings x capacity x 64 B ][ control lines: workers x 128 B ]
+ * device -> host allocation:  [ completion entries: rings x capacity x 32 B ][ pad to 128 B ][ poller states: workers x pollers x 8 B ]
+ *
+ * RINGS
+ * The slots form `rings` rings of `capacity` slots each, ring r's slots and
+ * entries at index r * capacity + (seq & (capacity - 1)); each ring has its
+ * own sequence numbers (from start_seq) and its own host-only tail, so
+ * producers on different rings share no cache line. Worker w serves ring
+ * w % rings, the sequence numbers start + w / rings + k * (workers / rings).
  *
  * TAGGED WORDS (the LL protocol of NCCL, widened to 56 bits of payload)
  * Every 8-byte word of a submission slot and of a completion entry carries a
@@ -44,7 +51,7 @@
 #define PKQ_LAYOUT_H
 
 /* Bump when anything below changes meaning. */
-#define PKQ_PROTOCOL_VERSION 1 /* u32 */
+#define PKQ_PROTOCOL_VERSION 2 /* u32 */
 
 /* ---------------------------------------------------------------------------
  * Tagged words
@@ -55,9 +62,9 @@
 
 /* ---------------------------------------------------------------------------
  * Submission slot: written by one producer thread (the one whose reservation
- * on the host-only tail counter won the slot's sequence number), read by the
- * poller warps of the one device worker that owns the slot
- * (worker = seq % workers); the poller that claims the task (a shared-memory
+ * on its ring's host-only tail counter won the slot's sequence number), read
+ * by the poller warps of the one device worker that owns the slot (see
+ * RINGS above); the poller that claims the task (a shared-memory
  * compare-and-swap among them) runs it and writes its completion.
  * 8 tagged words = 56 payload bytes; the payload is a little-endian bit
  * stream: chunk k of word k holds payload bits [56k, 56k + 56).
@@ -221,7 +228,7 @@
 #define PKQ_PARAMS_OFF_POLLERS 48
 #define PKQ_PARAMS_OFF_IDLE_SPIN_NS 52
 #define PKQ_PARAMS_OFF_IDLE_SLEEP_MAX_NS 56
-#define PKQ_PARAMS_OFF_RESERVED 60
+#define PKQ_PARAMS_OFF_RINGS 60
 
 /* Arguments of PKQ_OP_AXPY: y[i] = a * x[i] + y[i] for i < n (device pointers). */
 #define PKQ_AXPY_ARGS_BYTES 24
@@ -334,11 +341,11 @@ struct pkq_params {
     uint64_t states;        /* device address of the worker state words */
     uint64_t start_seq;     /* sequence number of the first task */
     uint32_t capacity_log2; /* log2 of the slot count */
-    uint32_t workers;       /* worker warps; worker w serves seq = start + w + k * workers */
+    uint32_t workers;       /* worker warps (see RINGS above for what each serves) */
     uint32_t pollers;       /* poller warps per worker: 1, 2 or 4 */
     uint32_t idle_spin_ns;  /* idle time spent spinning before the worker sleeps between polls */
     uint32_t idle_sleep_max_ns; /* longest __nanosleep between idle polls; 0: always spin */
-    uint32_t reserved;
+    uint32_t rings;         /* submission rings, a power of two dividing workers */
 };
 static_assert(sizeof(pkq_params) == PKQ_PARAMS_BYTES, "pkq_params size");
 static_assert(offsetof(pkq_params, sq) == PKQ_PARAMS_OFF_SQ, "pkq_params.sq");
@@ -352,7 +359,7 @@ static_assert(offsetof(pkq_params, pollers) == PKQ_PARAMS_OFF_POLLERS, "pkq_para
 static_assert(offsetof(pkq_params, idle_spin_ns) == PKQ_PARAMS_OFF_IDLE_SPIN_NS, "pkq_params.idle_spin_ns");
 static_assert(offsetof(pkq_params, idle_sleep_max_ns) == PKQ_PARAMS_OFF_IDLE_SLEEP_MAX_NS,
               "pkq_params.idle_sleep_max_ns");
-static_assert(offsetof(pkq_params, reserved) == PKQ_PARAMS_OFF_RESERVED, "pkq_params.reserved");
+static_assert(offsetof(pkq_params, rings) == PKQ_PARAMS_OFF_RINGS, "pkq_params.rings");
 
 struct pkq_axpy_args {
     uint64_t x; /* const float*, n elements */

@@ -1,6 +1,7 @@
 // pkq_worker.cuh: the resident worker loop (the device half of src/queue.rs).
-// One warp is one worker; worker w of W serves sequence numbers
-// start + w, start + w + W, ... in order, each in slot seq & (capacity - 1).
+// One warp is one worker; worker w of W serves ring r = w % R of the R
+// rings, sequence numbers start + w / R, start + w / R + W / R, ... in
+// order, each in slot r * capacity + (seq & (capacity - 1)) (pkq_layout.h).
 #pragma once
 #include <cstdint>
 
@@ -77,6 +78,10 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     uint64_t* state = reinterpret_cast<uint64_t*>(p.states) + worker * p.pollers + poller;
     uint64_t* heartbeat = state + p.workers * p.pollers;
     const uint64_t mask = (1ull << p.capacity_log2) - 1;
+    // This worker's ring, its first slot, and its place among the ring's workers.
+    const uint64_t ring_base = static_cast<uint64_t>(worker % p.rings) << p.capacity_log2;
+    const uint64_t ring_workers = p.workers / p.rings;
+    const uint64_t first = worker / p.rings;
     const bool shared_claims = p.pollers > 1;
     if (poller > 0) {
         const int64_t rtt = __shfl_sync(FULL_MASK, read_round_trip_cycles(stop_word), 0);
@@ -110,8 +115,8 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     uint32_t polls = 0;
     for (;;) {
         if (shared_claims) k = max(k, read_claim(claim));
-        const uint64_t seq = (p.start_seq + worker + k * p.workers) & SEQ_MASK;
-        const uint64_t slot = seq & mask;
+        const uint64_t seq = (p.start_seq + first + k * ring_workers) & SEQ_MASK;
+        const uint64_t slot = ring_base + (seq & mask);
         const uint32_t tag = static_cast<uint32_t>(seq >> p.capacity_log2) & 0xff;
         const uint64_t* addr = lane < PKQ_SLOT_WORDS ? sq + slot * PKQ_SLOT_WORDS + lane : stop_word;
 

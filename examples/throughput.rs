@@ -403,8 +403,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let moved = rt.moved_completions();
         let rate = pump(&[rt], producers, mode, window, args.seconds);
         let moved = rt.moved_completions() - moved;
+        let rings = match rt.rings() {
+            1 => String::new(),
+            r => format!(", {r} rings"),
+        };
         let name = match mode {
-            Mode::Single => format!("pkq NOP, {producers} producer(s), one task per submit"),
+            Mode::Single => format!("pkq NOP, {producers} producer(s), one task per submit{rings}"),
             Mode::Batch(b) => format!("pkq NOP, {producers} producer(s), batches of {b}"),
             Mode::Pipelined(b) => format!(
                 "pkq NOP, {producers} producer(s), batches of {b}, reaped by another thread"
@@ -414,13 +418,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         match mode {
             Mode::Batch(_) if producers == 1 => best_batched_1 = best_batched_1.max(rate),
             Mode::Pipelined(_) => pipelined_1 = rate,
-            Mode::Single if producers == 4 => single_4 = rate,
+            Mode::Single if producers == 4 => single_4 = single_4.max(rate),
             _ => {}
         }
         let mut m = row(&name, "tasks_per_s", rate);
         m.insert("moved_tasks".into(), json!(moved));
         m.insert("ring_slots".into(), json!(rt.capacity()));
         m.insert("workers".into(), json!(rt.workers()));
+        m.insert("rings".into(), json!(rt.rings()));
         rows.push(m);
         bars.push((name, rate));
     };
@@ -439,6 +444,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     batch_rt.shutdown()?;
+    // One task per submit, a ring per producer (the same workers and slots
+    // in all, spread over the rings): nothing on the submit path shared.
+    for producers in [2usize, 4, 8].into_iter().filter(|&p| p <= args.workers) {
+        let rings_rt = Runtime::builder()
+            .workers(args.workers)
+            .rings(producers)
+            .capacity(args.capacity / producers)
+            .build()?;
+        pump_row(&rings_rt, producers, Mode::Single);
+        rings_rt.shutdown()?;
+    }
     let rt = Runtime::builder()
         .workers(args.workers)
         .capacity(args.capacity)
@@ -447,8 +463,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         pump_row(&rt, producers, Mode::Single);
     }
     // Four producers that share nothing: a runtime each (its own ring, tail
-    // and kernel, a quarter of the workers). What producers contending on
-    // one ring's tail and reference count cost, against the row above.
+    // and kernel, a quarter of the workers), beside rings of one runtime
+    // above. (This row runs while the runtime above idles.)
     {
         let own: Vec<Runtime> = (0..4)
             .map(|_| {

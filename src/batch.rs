@@ -3,7 +3,6 @@
 //! compare-and-swap of the tail for all of them, no ticket per task.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Instant;
 
 use bytemuck::Pod;
@@ -11,7 +10,7 @@ use bytemuck::Pod;
 use crate::error::{Error, Result, TaskStatus};
 use crate::ops::Op;
 use crate::ring::seq_add;
-use crate::runtime::{Runtime, Shared, Watch};
+use crate::runtime::{RingArc, Runtime, Watch};
 use crate::slot::SlotImage;
 use crate::ticket::{Completion, outcome_of};
 
@@ -25,7 +24,7 @@ pub type TaskResult = std::result::Result<Completion, TaskStatus>;
 /// then [`Batch::results`]). Like a [`Ticket`](crate::Ticket), a batch may
 /// be dropped unread (its slots are reclaimed) and may outlive its runtime.
 pub struct Batch {
-    shared: Arc<Shared>,
+    ring: RingArc,
     op: Op,
     /// The first task's sequence number; the others follow it.
     first: u64,
@@ -72,12 +71,14 @@ impl Runtime {
     /// # Ok(()) }
     /// ```
     pub fn submit_batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
-        self.shared.ops.refuse(op)?;
+        let ring = self.ring();
+        let shared = &ring.shared;
+        shared.ops.refuse(op)?;
         // Every element has the same size: one check for all.
         SlotImage::check_len(std::mem::size_of::<A>())?;
-        self.shared.check_open()?;
+        shared.check_open()?;
         let n = args.len();
-        let queue = &self.shared.queue;
+        let queue = ring.queue();
         if n > queue.geometry().capacity() {
             return Err(Error::InvalidArgument(format!(
                 "a batch of {n} tasks is larger than the ring's {} slots: split it",
@@ -87,12 +88,12 @@ impl Runtime {
         let first = if n == 0 {
             0
         } else {
-            self.shared.reserve(true, || queue.try_reserve_many(n))?
+            shared.reserve(true, || queue.try_reserve_many(n))?
         };
         // Nothing between the reservation and the stores can fail.
         queue.publish_run(first, op.0, args);
         Ok(Batch {
-            shared: self.shared.clone(),
+            ring: ring.clone(),
             op,
             first,
             results: vec![None; n],
@@ -128,8 +129,8 @@ impl Batch {
     pub fn poll(&mut self) -> Result<usize> {
         let done = self.take_arrived();
         if done < self.len() {
-            self.shared.probe_if_due(Instant::now())?;
-            self.shared.check()?;
+            self.ring.shared.probe_if_due(Instant::now())?;
+            self.ring.shared.check()?;
         }
         Ok(done)
     }
@@ -144,8 +145,8 @@ impl Batch {
     /// submission order. Errors: a device fault, a stop, a cancel, or
     /// [`Error::Stalled`] if a worker went silent past the stall bound.
     pub fn wait(mut self) -> Result<Vec<TaskResult>> {
-        let shared = self.shared.clone();
-        shared.wait_for(None, Watch::AnyWorker, || {
+        let ring = self.ring.clone();
+        ring.shared.wait_for(None, Watch::AnyWorker, || {
             self.take_in_order().then_some(())
         })?;
         Ok(std::mem::take(&mut self.results)
@@ -182,7 +183,7 @@ impl Batch {
     /// it is taken now.
     fn take_at(&mut self, i: usize) -> bool {
         if self.results[i].is_none() {
-            let Some(cqe) = self.shared.queue.take(seq_add(self.first, i as u64)) else {
+            let Some(cqe) = self.ring.queue().take(seq_add(self.first, i as u64)) else {
                 return false;
             };
             self.results[i] = Some(outcome_of(&cqe));
@@ -195,7 +196,7 @@ impl Drop for Batch {
     fn drop(&mut self) {
         for (i, r) in self.results.iter().enumerate() {
             if r.is_none() {
-                self.shared.queue.detach(seq_add(self.first, i as u64));
+                self.ring.queue().detach(seq_add(self.first, i as u64));
             }
         }
     }

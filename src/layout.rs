@@ -23,7 +23,7 @@ pub(crate) struct KernelParams {
     pub pollers: u32,
     pub idle_spin_ns: u32,
     pub idle_sleep_max_ns: u32,
-    pub reserved: u32,
+    pub rings: u32,
 }
 
 // SAFETY: plain old data with the C layout of `pkq_params` (checked below),
@@ -42,7 +42,7 @@ const _: () = {
     assert!(offset_of!(KernelParams, pollers) == PARAMS_OFF_POLLERS);
     assert!(offset_of!(KernelParams, idle_spin_ns) == PARAMS_OFF_IDLE_SPIN_NS);
     assert!(offset_of!(KernelParams, idle_sleep_max_ns) == PARAMS_OFF_IDLE_SLEEP_MAX_NS);
-    assert!(offset_of!(KernelParams, reserved) == PARAMS_OFF_RESERVED);
+    assert!(offset_of!(KernelParams, rings) == PARAMS_OFF_RINGS);
     assert!(SLOT_WORDS * 8 == SLOT_BYTES);
     assert!(CQE_WORDS * 8 == CQE_BYTES);
     assert!(8 + ARGS_BYTES == SLOT_WORDS * CHUNK_BITS as usize / 8);

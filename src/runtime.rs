@@ -1,11 +1,12 @@
-//! The runtime: a resident kernel serving one ring, and the safe API over it.
+//! The runtime: a resident kernel serving its submission rings, and the safe
+//! API over it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
-use crossbeam_utils::Backoff;
+use crossbeam_utils::{Backoff, CachePadded};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use crate::driver;
@@ -57,6 +58,7 @@ pub struct Builder {
     device: usize,
     capacity: usize,
     workers: usize,
+    rings: usize,
     pollers: u32,
     idle: IdlePolicy,
     start_timeout: Duration,
@@ -75,6 +77,7 @@ impl Default for Builder {
             device: 0,
             capacity: 1024,
             workers: 4,
+            rings: 1,
             pollers: 1,
             idle: IdlePolicy::Spin,
             start_timeout: Duration::from_secs(10),
@@ -96,24 +99,25 @@ impl Builder {
         self
     }
 
-    /// Slots in the submission ring: a power of two from 1 to 2^20 (default
-    /// 1024). At most this many tasks are submitted and not yet completed;
-    /// completions their tickets have not read yet move to the host when a
-    /// producer needs their slot.
+    /// Slots in each submission ring: a power of two from 1 to 2^20 (default
+    /// 1024). At most this many tasks of a ring are submitted and not yet
+    /// completed; completions their tickets have not read yet move to the
+    /// host when a producer needs their slot.
     pub fn capacity(mut self, slots: usize) -> Self {
         self.capacity = slots;
         self
     }
 
-    /// Workers of the resident kernel: a power of two, at most the capacity
-    /// and 1024 (default 4, on one multiprocessor), each `pollers` warps,
-    /// eight warps to a multiprocessor (so the default leaves every other
-    /// multiprocessor to the application; 64 workers take 8 of the H100's
-    /// 132). Worker `w` runs the tasks whose sequence number is `w` modulo
-    /// the worker count, in order; different workers run concurrently and
-    /// complete out of order. A slow task delays only the tasks queued
-    /// behind it on its own worker (every `workers`-th task after it), by
-    /// its run time; the others go on.
+    /// Workers of the resident kernel: a power of two, at most 1024 and the
+    /// capacity times the rings (default 4, on one multiprocessor), each
+    /// `pollers` warps, eight warps to a multiprocessor (so the default
+    /// leaves every other multiprocessor to the application; 64 workers take
+    /// 8 of the H100's 132). Each ring has `workers / rings` of them; within
+    /// a ring, worker `i` runs the tasks whose sequence number is `i` modulo
+    /// that count, in order. Different workers run concurrently and complete
+    /// out of order. A slow task delays only the tasks queued behind it on
+    /// its own worker (every `workers / rings`-th task of its ring after
+    /// it), by its run time; the others go on.
     ///
     /// Each idle worker keeps one PCIe read of host memory in flight, and
     /// serves at most one task per read round trip (~1.8 µs with its
@@ -126,6 +130,32 @@ impl Builder {
     /// benches/NOTES.md, issue 4).
     pub fn workers(mut self, warps: usize) -> Self {
         self.workers = warps;
+        self
+    }
+
+    /// Submission rings: a power of two, at most the workers (default 1).
+    /// Each ring has its own slots, tail and workers; a thread submits to
+    /// ring `t % rings`, `t` being the order in which threads first touched
+    /// any pkq runtime, so up to `rings` threads created one after another
+    /// submit without sharing a cache line (the tail's compare-and-swap and
+    /// the tickets' reference count are per ring). One ring keeps every
+    /// thread's tasks in one order; several trade that for producers that
+    /// scale. Measured on an H100 (benches/NOTES.md, eighth session): four
+    /// threads submitting one task at a time ran ~6-10 M tasks/s on one
+    /// ring, and ~33 M/s as four runtimes of a ring each.
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// let rt = pkq::Runtime::builder().workers(64).rings(4).build()?;
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..4 {
+    ///         s.spawn(|| rt.submit(pkq::Op::NOP, &())?.wait().map(|_| ()));
+    ///     }
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn rings(mut self, n: usize) -> Self {
+        self.rings = n;
         self
     }
 
@@ -225,10 +255,15 @@ impl Builder {
     /// Checks the settings without touching the driver.
     pub(crate) fn validate(&self) -> Result<Geometry> {
         let geo = Geometry::new(self.capacity)?;
-        let w = self.workers;
-        if w == 0 || !w.is_power_of_two() || w > MAX_WORKERS || w > self.capacity {
+        let (w, r) = (self.workers, self.rings);
+        if r == 0 || !r.is_power_of_two() || r > w.max(1) {
             return Err(Error::InvalidConfig(format!(
-                "workers {w} must be a power of two from 1 to min(capacity {}, {MAX_WORKERS})",
+                "rings {r} must be a power of two from 1 to the workers ({w})"
+            )));
+        }
+        if w == 0 || !w.is_power_of_two() || w > MAX_WORKERS || w / r > self.capacity {
+            return Err(Error::InvalidConfig(format!(
+                "workers {w} must be a power of two from 1 to min(capacity {} x rings {r}, {MAX_WORKERS})",
                 self.capacity
             )));
         }
@@ -272,17 +307,22 @@ impl Builder {
         }
         let ctx = driver::open(self.device)?;
 
-        let cap = geo.capacity();
+        let (cap, rings) = (geo.capacity(), self.rings);
         let align = SECTION_ALIGN / 8;
-        let ctrl_at = (cap * SLOT_WORDS).next_multiple_of(align);
-        let states_at = (cap * CQE_WORDS).next_multiple_of(align);
+        let ctrl_at = (rings * cap * SLOT_WORDS).next_multiple_of(align);
+        let states_at = (rings * cap * CQE_WORDS).next_multiple_of(align);
         let pollers = self.workers * self.pollers as usize;
         let ctrl_words = self.workers * CTRL_BYTES / 8;
         let h2d = MappedBuffer::new(&ctx, ctrl_at + ctrl_words)?;
         let d2h = MappedBuffer::new(&ctx, states_at + 2 * pollers)?;
-        let sq = h2d.words(0, cap * SLOT_WORDS);
         let ctrl = h2d.words(ctrl_at, ctrl_words);
-        let cq = d2h.words(0, cap * CQE_WORDS);
+        let queues = (0..rings)
+            .map(|r| {
+                let sq = h2d.words(r * cap * SLOT_WORDS, cap * SLOT_WORDS);
+                let cq = d2h.words(r * cap * CQE_WORDS, cap * CQE_WORDS);
+                Queue::new(geo, sq, cq, self.start_seq)
+            })
+            .collect::<Box<[Queue]>>();
         let states = d2h.words(states_at, pollers);
         let beats = d2h.words(states_at + pollers, pollers);
         let params = KernelParams {
@@ -302,7 +342,7 @@ impl Builder {
                 IdlePolicy::Spin => 0,
                 IdlePolicy::Backoff { max_sleep, .. } => max_sleep.as_nanos() as u32,
             },
-            reserved: 0,
+            rings: rings as u32,
         };
         let mut kernel = Kernel::from_image(&ctx, &self.image, &self.kernel, true, vec![h2d, d2h])?;
         let mut ops = std::mem::take(&mut kernel.ops);
@@ -317,9 +357,8 @@ impl Builder {
         for sig in &self.ops {
             ops.check(sig)?;
         }
-        let queue = Queue::new(geo, sq, cq, self.start_seq);
         let shared = Arc::new(Shared {
-            queue,
+            queues,
             ctrl,
             states,
             beats,
@@ -349,17 +388,25 @@ impl Builder {
                 b.arg(&params);
             })?
         };
-        let rt = Runtime { shared };
+        let rings = (0..rings)
+            .map(|ring| {
+                Arc::new(CachePadded::new(RingRef {
+                    shared: shared.clone(),
+                    ring,
+                }))
+            })
+            .collect();
+        let rt = Runtime { shared, rings };
         rt.shared
             .await_workers(Instant::now() + self.start_timeout)?;
         Ok(rt)
     }
 }
 
-/// A resident kernel serving a submission ring in mapped host memory.
+/// A resident kernel serving submission rings in mapped host memory.
 ///
 /// `Runtime` is `Send + Sync`: any number of threads may submit through
-/// `&Runtime`. Dropping it shuts it down (see [`Runtime::shutdown`]).
+/// `&Runtime` (see [`Builder::rings`] for how they spread over the rings). Dropping it shuts it down (see [`Runtime::shutdown`]).
 ///
 /// While a runtime lives, do not synchronize its CUDA context
 /// (`CudaContext::synchronize`, `cudaDeviceSynchronize`): that waits for every
@@ -378,6 +425,44 @@ impl Builder {
 /// another runs keeps its pinned rings until none runs.
 pub struct Runtime {
     pub(crate) shared: Arc<Shared>,
+    /// One per ring: what its tickets and batches hold.
+    rings: Box<[RingArc]>,
+}
+
+/// What a ticket or batch holds: the runtime's shared state and which ring
+/// its tasks are in. One per ring, each in cache lines of its own, so that
+/// threads on different rings count references on different lines (one
+/// shared count cost four producers ~35% of their rate: NOTES, eighth
+/// session).
+pub(crate) struct RingRef {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) ring: usize,
+}
+
+pub(crate) type RingArc = Arc<CachePadded<RingRef>>;
+
+impl RingRef {
+    #[inline(always)]
+    pub(crate) fn queue(&self) -> &Queue {
+        &self.shared.queues[self.ring]
+    }
+
+    /// The worker that serves sequence number `seq` of this ring.
+    pub(crate) fn worker_of(&self, seq: u64) -> usize {
+        let s = &self.shared;
+        let rings = s.queues.len();
+        let per_ring = (s.workers / rings) as u64;
+        self.ring + rings * (seq.wrapping_sub(s.start_seq) & (per_ring - 1)) as usize
+    }
+}
+
+/// The order in which this thread first touched a runtime: it picks the
+/// thread's ring.
+#[inline(always)]
+fn thread_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local!(static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed));
+    INDEX.with(|i| *i)
 }
 
 impl std::fmt::Debug for Runtime {
@@ -386,6 +471,7 @@ impl std::fmt::Debug for Runtime {
             .field("device", &self.shared.device)
             .field("capacity", &self.capacity())
             .field("workers", &self.workers())
+            .field("rings", &self.rings())
             .finish()
     }
 }
@@ -411,7 +497,7 @@ impl Runtime {
     pub fn try_submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
         self.shared.ops.refuse(op)?;
         let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
-        match self.shared.submit(op, &image, false) {
+        match submit(self.ring(), op, &image, false) {
             // A caller looping on Full must learn if the kernel died.
             Err(Error::Full) => {
                 self.shared.probe_if_due(Instant::now())?;
@@ -425,7 +511,7 @@ impl Runtime {
     pub fn submit_bytes(&self, op: Op, args: &[u8]) -> Result<Ticket> {
         self.shared.ops.refuse(op)?;
         let image = SlotImage::new(op.0, args)?;
-        self.shared.submit(op, &image, true)
+        submit(self.ring(), op, &image, true)
     }
 
     /// Submits any op, including those whose handler dereferences device
@@ -441,7 +527,7 @@ impl Runtime {
     /// wait alone does not mean the kernel stopped.
     pub unsafe fn submit_unchecked<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
         let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
-        self.shared.submit(op, &image, true)
+        submit(self.ring(), op, &image, true)
     }
 
     /// Submits a task of a declared op with its typed arguments, waiting
@@ -472,9 +558,20 @@ impl Runtime {
         unsafe { self.submit_unchecked(op.op(), args) }
     }
 
-    /// The ring's slot count.
+    /// The slot count of each ring.
     pub fn capacity(&self) -> usize {
-        self.shared.queue.geometry().capacity()
+        self.shared.queues[0].geometry().capacity()
+    }
+
+    /// The submission rings (see [`Builder::rings`]).
+    pub fn rings(&self) -> usize {
+        self.rings.len()
+    }
+
+    /// The ring the calling thread submits to.
+    #[inline(always)]
+    pub(crate) fn ring(&self) -> &RingArc {
+        &self.rings[thread_index() & (self.rings.len() - 1)]
     }
 
     /// The kernel's worker warps.
@@ -511,7 +608,7 @@ impl Runtime {
     /// # Ok(()) }
     /// ```
     pub fn moved_completions(&self) -> u64 {
-        self.shared.queue.moved()
+        self.shared.queues.iter().map(Queue::moved).sum()
     }
 
     /// A snapshot of the ring and of every poller, for diagnosing a stall.
@@ -519,7 +616,10 @@ impl Runtime {
     pub fn debug_state(&self) -> String {
         let s = &self.shared;
         let pollers_per_worker = s.states.len() / s.workers;
-        let mut out = s.queue.debug_state();
+        let mut out = String::new();
+        for (r, q) in s.queues.iter().enumerate() {
+            out += &format!("ring {r}: {}\n", q.debug_state());
+        }
         for w in 0..s.states.len() {
             let word = s.states.at(w).load(Ordering::Acquire);
             out += &format!(
@@ -578,7 +678,8 @@ pub(crate) enum Watch {
 
 /// What the runtime and its tickets share.
 pub(crate) struct Shared {
-    pub(crate) queue: Queue,
+    /// One per ring.
+    pub(crate) queues: Box<[Queue]>,
     /// Host-written control line (the stop word; see pkq_layout.h).
     ctrl: Words,
     /// Device-written worker state words (see pkq_layout.h).
@@ -587,7 +688,7 @@ pub(crate) struct Shared {
     beats: Words,
     /// The kernel's op table (which ops it serves, with what arguments).
     pub(crate) ops: OpTable,
-    /// The first sequence number (worker `w` serves `start_seq + w + k * workers`).
+    /// Every ring's first sequence number (see `RingRef::worker_of`).
     start_seq: u64,
     /// Why the kernel no longer serves, once known (a fault, or the end
     /// of a shutdown); every later wait reports it.
@@ -679,31 +780,35 @@ impl Liveness {
     }
 }
 
+/// Submits one task to `ring` (waiting for room if `wait`).
+#[inline]
+fn submit(ring: &RingArc, op: Op, image: &SlotImage, wait: bool) -> Result<Ticket> {
+    let shared = &ring.shared;
+    shared.check_open()?;
+    // The ticket's reference is taken first: a locked instruction after
+    // the slot stores would wait for them to leave the store buffer, and
+    // their line is usually not in this core's cache (the device's
+    // polling read took it), so the call would pay a read for ownership
+    // (~100 ns) instead of leaving it to the store buffer.
+    let owner = ring.clone();
+    let queue = ring.queue();
+    let seq = shared.reserve(wait, || queue.try_reserve())?;
+    queue.publish(seq, image);
+    Ok(Ticket::new(owner, seq, op))
+}
+
 impl Shared {
-    fn submit(self: &Arc<Self>, op: Op, image: &SlotImage, wait: bool) -> Result<Ticket> {
-        self.check_open()?;
-        // The ticket's reference is taken first: a locked instruction after
-        // the slot stores would wait for them to leave the store buffer, and
-        // their line is usually not in this core's cache (the device's
-        // polling read took it), so the call would pay a read for ownership
-        // (~100 ns) instead of leaving it to the store buffer.
-        let shared = self.clone();
-        let seq = self.reserve(wait, || self.queue.try_reserve())?;
-        self.queue.publish(seq, image);
-        Ok(Ticket::new(shared, seq, op))
+    /// Whether shutdown began (every ring closes at once).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.queues[0].is_closed()
     }
 
     /// [`Shared::check`] as a submit reports it: after shutdown the latched
     /// reason is "shut down", so say [`Error::Closed`].
     #[inline]
     pub(crate) fn check_open(&self) -> Result<()> {
-        self.check().map_err(|e| {
-            if self.queue.is_closed() {
-                Error::Closed
-            } else {
-                e
-            }
-        })
+        self.check()
+            .map_err(|e| if self.is_closed() { Error::Closed } else { e })
     }
 
     /// Reserves with `try_once` (one slot, or a batch's run); while the ring
@@ -806,9 +911,9 @@ impl Shared {
                 }
                 Ok(())
             }
-            KernelState::Finished if self.queue.is_closed() => Err(self.fail(
-                Error::KernelStopped("the runtime was shut down before the task completed".into()),
-            )),
+            KernelState::Finished if self.is_closed() => Err(self.fail(Error::KernelStopped(
+                "the runtime was shut down before the task completed".into(),
+            ))),
             KernelState::Finished => {
                 Err(self.fail(Error::KernelStopped("it exited unexpectedly".into())))
             }
@@ -861,11 +966,6 @@ impl Shared {
             }
         }
         Ok(())
-    }
-
-    /// The worker that serves sequence number `seq`.
-    pub(crate) fn worker_of(&self, seq: u64) -> usize {
-        (seq.wrapping_sub(self.start_seq) & (self.workers as u64 - 1)) as usize
     }
 
     /// Probes now (unless another thread is probing) and reports the first
@@ -940,11 +1040,12 @@ impl Shared {
         if let Some(outcome) = &*stopped {
             return outcome.clone();
         }
-        let end = self.queue.close();
+        let ends: Vec<u64> = self.queues.iter().map(Queue::close).collect();
         let drain_deadline = Instant::now() + self.stop_timeout;
         let drained = if drain {
             self.wait_for(Some(drain_deadline), Watch::Nothing, || {
-                (self.queue.incomplete(end) == 0).then_some(())
+                let mut ends = self.queues.iter().zip(&ends);
+                ends.all(|(q, &end)| q.incomplete(end) == 0).then_some(())
             })
         } else {
             Ok(())
@@ -1003,6 +1104,10 @@ mod tests {
         assert!(bad(Runtime::builder().workers(3)));
         assert!(bad(Runtime::builder().capacity(4).workers(8)));
         assert!(bad(Runtime::builder().capacity(1 << 20).workers(2048)));
+        assert!(bad(Runtime::builder().rings(0)));
+        assert!(bad(Runtime::builder().workers(8).rings(3)));
+        assert!(bad(Runtime::builder().workers(4).rings(8)));
+        assert!(bad(Runtime::builder().capacity(4).workers(16).rings(2)));
         assert!(bad(Runtime::builder().pollers(0)));
         assert!(bad(Runtime::builder().pollers(3)));
         assert!(bad(Runtime::builder().pollers(8)));
@@ -1029,5 +1134,14 @@ mod tests {
         );
         assert!(Runtime::builder().validate().is_ok());
         assert!(Runtime::builder().capacity(1).workers(1).validate().is_ok());
+        assert!(
+            Runtime::builder()
+                .capacity(4)
+                .workers(16)
+                .rings(4)
+                .validate()
+                .is_ok()
+        );
+        assert!(Runtime::builder().workers(4).rings(4).validate().is_ok());
     }
 }

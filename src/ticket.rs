@@ -1,12 +1,11 @@
 //! Tickets: a submitted task's handle, and its completion.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, TaskStatus};
 use crate::ops::Op;
-use crate::runtime::{Shared, Watch};
+use crate::runtime::{RingArc, Watch};
 use crate::slot::Cqe;
 
 /// A finished task's inline result and the device's timestamps.
@@ -35,7 +34,7 @@ impl Completion {
 /// host, so holding tickets never blocks `submit`. A ticket may outlive its [`Runtime`](crate::Runtime): shutdown
 /// drains every submitted task first, so the result is there to read.
 pub struct Ticket {
-    shared: Arc<Shared>,
+    ring: RingArc,
     seq: u64,
     op: Op,
     /// Set once the completion was taken (the slot is free then).
@@ -53,18 +52,25 @@ impl fmt::Debug for Ticket {
 }
 
 impl Ticket {
-    pub(crate) fn new(shared: Arc<Shared>, seq: u64, op: Op) -> Self {
+    pub(crate) fn new(ring: RingArc, seq: u64, op: Op) -> Self {
         Self {
-            shared,
+            ring,
             seq,
             op,
             outcome: None,
         }
     }
 
-    /// The task's sequence number (its position in submission order).
+    /// The task's sequence number: its position in its ring's submission
+    /// order (see [`Builder::rings`](crate::Builder::rings)).
     pub fn seq(&self) -> u64 {
         self.seq
+    }
+
+    /// The ring the task is in (for tests of how threads spread).
+    #[doc(hidden)]
+    pub fn ring(&self) -> usize {
+        self.ring.ring
     }
 
     /// The task's op.
@@ -78,13 +84,14 @@ impl Ticket {
         if let Some(o) = self.outcome {
             return self.report(o).map(Some);
         }
-        match self.shared.queue.take(self.seq) {
+        match self.ring.queue().take(self.seq) {
             Some(cqe) => self.finish(cqe).map(Some),
             // A caller looping on None must learn if the kernel died.
             None => self
+                .ring
                 .shared
                 .probe_if_due(Instant::now())
-                .and_then(|()| self.shared.check())
+                .and_then(|()| self.ring.shared.check())
                 .map(|()| None),
         }
     }
@@ -99,7 +106,7 @@ impl Ticket {
     /// silent past the stall bound (the task is then left to finish
     /// unobserved: keep the ticket with [`Ticket::wait_timeout`] instead).
     pub fn wait(mut self) -> Result<Completion> {
-        let watch = Watch::Worker(self.shared.worker_of(self.seq));
+        let watch = Watch::Worker(self.ring.worker_of(self.seq));
         self.wait_watching(None, watch)
     }
 
@@ -107,7 +114,7 @@ impl Ticket {
     /// to be waited on again.
     /// [`Error::Stalled`](crate::Error::Stalled) also leaves it pending.
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Completion> {
-        let watch = Watch::Worker(self.shared.worker_of(self.seq));
+        let watch = Watch::Worker(self.ring.worker_of(self.seq));
         self.wait_watching(Some(Instant::now() + timeout), watch)
     }
 
@@ -119,8 +126,11 @@ impl Ticket {
         if let Some(o) = self.outcome {
             return self.report(o);
         }
-        let (queue, seq) = (&self.shared.queue, self.seq);
-        let cqe = self.shared.wait_for(deadline, watch, || queue.take(seq))?;
+        let (queue, seq) = (self.ring.queue(), self.seq);
+        let cqe = self
+            .ring
+            .shared
+            .wait_for(deadline, watch, || queue.take(seq))?;
         self.finish(cqe)
     }
 
@@ -141,7 +151,7 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         if self.outcome.is_none() {
-            self.shared.queue.detach(self.seq);
+            self.ring.queue().detach(self.seq);
         }
     }
 }

@@ -102,6 +102,14 @@ const TESTS: &[Test] = &[
         spin_op_and_wait_timeout_keeps_the_task,
     ),
     ("stalled_worker_is_reported", stalled_worker_is_reported),
+    (
+        "rings_spread_threads_and_lose_nothing",
+        rings_spread_threads_and_lose_nothing,
+    ),
+    (
+        "a_stall_is_reported_on_its_ring",
+        a_stall_is_reported_on_its_ring,
+    ),
     ("cancel_resolves_every_ticket", cancel_resolves_every_ticket),
     (
         "panicking_producers_leave_the_runtime_usable",
@@ -247,6 +255,7 @@ fn pump_echo(
 ) {
     let mut rng = Rng::new(seed);
     let mut inflight: VecDeque<(pkq::Ticket, u64, u64)> = VecDeque::with_capacity(window);
+    let mut ring = None;
     let check = |(mut t, id, want): (pkq::Ticket, u64, u64)| {
         let c = match t.wait_timeout(Duration::from_secs(20)) {
             Ok(c) => c,
@@ -262,6 +271,11 @@ fn pump_echo(
     for id in ids {
         let args = echo_args(&mut rng, id);
         let t = rt.submit(Op::ECHO, &args).expect("submit");
+        assert_eq!(
+            *ring.get_or_insert(t.ring()),
+            t.ring(),
+            "a thread stays on its ring"
+        );
         inflight.push_back((t, id, echo_fold(&args)));
         if inflight.len() >= window {
             check(inflight.pop_front().unwrap());
@@ -1606,6 +1620,165 @@ fn batches_submit_and_reap() {
 /// random payloads, NOP, short SPIN, an unknown op), every result checked
 /// and every task counted once. Under a sanitizer, which slows every access
 /// a hundredfold or more, 50 000 tasks per producer (it says so).
+/// 8 threads on 4 rings of 64 slots (16 workers): every ring gets two of
+/// them, each thread's tasks stay in its ring, windows past the ring's size
+/// force moved completions; random ECHO payloads one at a time, then in
+/// batches, every result checked, every task seen once; then shutdown
+/// drains tasks in flight on every ring.
+fn rings_spread_threads_and_lose_nothing() {
+    let rt = Runtime::builder()
+        .capacity(64)
+        .workers(16)
+        .rings(4)
+        .build()
+        .unwrap();
+    assert_eq!(rt.rings(), 4);
+    let (n, producers) = (400_000u64, 8u64);
+    let seen = counters(n);
+    let rings: Vec<usize> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..producers)
+            .map(|p| {
+                let (rt, seen) = (&rt, &seen);
+                s.spawn(move || {
+                    let ring = rt.submit(Op::NOP, &()).unwrap().ring();
+                    pump_echo(rt, (p..n).step_by(producers as usize), 100, 77 + p, seen);
+                    assert_eq!(rt.submit(Op::NOP, &()).unwrap().ring(), ring);
+                    ring
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    assert_each_once(&seen);
+    for r in 0..4 {
+        let on = rings.iter().filter(|&&x| x == r).count();
+        assert_eq!(on, 2, "ring {r} has {on} of the threads: {rings:?}");
+    }
+    let moved = rt.moved_completions();
+    assert!(
+        moved > 0,
+        "windows of 100 on 64 slots must move completions"
+    );
+
+    // Batches of random sizes from 4 threads, two in flight each.
+    let counted: Vec<u64> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..4u64)
+            .map(|p| {
+                let rt = &rt;
+                s.spawn(move || {
+                    let mut rng = Rng::new(500 + p);
+                    let mut inflight: VecDeque<(pkq::Batch, Vec<[u64; 6]>)> = VecDeque::new();
+                    let mut done = 0u64;
+                    let mut check = |(b, args): (pkq::Batch, Vec<[u64; 6]>)| {
+                        let results = b.wait().unwrap();
+                        for (r, a) in results.iter().zip(&args) {
+                            assert_eq!(r.unwrap().value, echo_fold(a));
+                        }
+                        done += results.len() as u64;
+                    };
+                    for _ in 0..2_000 {
+                        let len = 1 + rng.below(64) as usize;
+                        let args: Vec<[u64; 6]> = (0..len)
+                            .map(|_| std::array::from_fn(|_| rng.next()))
+                            .collect();
+                        inflight.push_back((rt.submit_batch(Op::ECHO, &args).unwrap(), args));
+                        if inflight.len() > 2 {
+                            check(inflight.pop_front().unwrap());
+                        }
+                    }
+                    inflight.into_iter().for_each(&mut check);
+                    done
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    println!(
+        "    {n} single and {} batched tasks on 4 rings, {} completions moved",
+        counted.iter().sum::<u64>(),
+        rt.moved_completions()
+    );
+
+    // Tasks in flight on every ring when shutdown begins: all complete.
+    let tickets: Vec<pkq::Ticket> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let rt = &rt;
+                s.spawn(move || {
+                    (0..40)
+                        .map(|_| rt.submit(Op::SPIN, &20_000u64).unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect()
+    });
+    let mut on: Vec<usize> = tickets.iter().map(|t| t.ring()).collect();
+    on.dedup();
+    on.sort();
+    on.dedup();
+    assert_eq!(on, [0, 1, 2, 3]);
+    rt.shutdown().unwrap();
+    for t in tickets {
+        assert!(t.wait().unwrap().value >= 20_000);
+    }
+}
+
+/// With one worker per ring, a long task stalls only its own ring: a wait
+/// behind it reports that ring's worker, and another thread's ring serves.
+fn a_stall_is_reported_on_its_ring() {
+    let bound = Duration::from_millis(30);
+    let rt = Runtime::builder()
+        .workers(2)
+        .rings(2)
+        .stall_after(bound)
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let rt = &rt;
+        s.spawn(move || {
+            let long = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
+            let ring = long.ring();
+            let mut behind = rt.submit(Op::ECHO, &[9u64]).unwrap();
+            tx.send(ring).unwrap();
+            match behind.wait_timeout(Duration::from_secs(2)) {
+                // One worker per ring: the worker's index is the ring's.
+                Err(Error::Stalled { worker, silent }) => {
+                    assert_eq!(worker, ring);
+                    assert!(silent > bound);
+                }
+                other => panic!("expected Stalled on worker {ring}, got {other:?}"),
+            }
+            let value = loop {
+                match behind.wait_timeout(Duration::from_secs(2)) {
+                    Ok(c) => break c.value,
+                    Err(Error::Stalled { .. }) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!(value, 9);
+            assert!(long.wait().unwrap().value >= 300_000_000);
+        });
+        s.spawn(move || {
+            let stalled = rx.recv().unwrap();
+            let t0 = Instant::now();
+            let t = rt.submit(Op::ECHO, &[4u64]).unwrap();
+            assert_ne!(t.ring(), stalled, "the second thread is on the other ring");
+            assert_eq!(t.wait().unwrap().value, 4);
+            assert!(
+                t0.elapsed() < Duration::from_millis(100),
+                "{:?}",
+                t0.elapsed()
+            );
+        });
+    });
+    rt.shutdown().unwrap();
+}
+
 fn eight_producers_ten_million_each() {
     let sanitized = under_sanitizer();
     let per_producer: u64 = if sanitized { 50_000 } else { 10_000_000 };
