@@ -62,9 +62,10 @@ struct Args {
 enum Mode {
     Single,
     Batch(usize),
-    /// Batches of this many, handed to a second thread that reaps them
-    /// (the producer thread only publishes, as an io_uring submitter does).
-    Pipelined(usize),
+    /// Batches of this many (`.0`), handed round-robin to `.1` other
+    /// threads that reap them (the producer thread only publishes, as an
+    /// io_uring submitter does).
+    Pipelined(usize, usize),
 }
 
 /// Waits for `batch`, whose every result must be Ok; returns its size.
@@ -108,18 +109,27 @@ fn pump(rts: &[&Runtime], producers: usize, mode: Mode, window: usize, secs: f64
                                 done += 1;
                             }
                         }
-                        Mode::Pipelined(b) => {
+                        Mode::Pipelined(b, reapers) => {
                             let args = vec![(); b];
-                            let (tx, rx) = std::sync::mpsc::sync_channel::<pkq::Batch>(window / b);
-                            let reaper = std::thread::spawn(move || {
-                                pin_helper(producers + i);
-                                rx.into_iter().map(reap).sum::<u64>()
-                            });
-                            while t0.elapsed() < dur {
+                            let in_flight = (window / b / reapers).max(1);
+                            let (txs, reapers): (Vec<_>, Vec<_>) = (0..reapers)
+                                .map(|r| {
+                                    let (tx, rx) = std::sync::mpsc::sync_channel(in_flight);
+                                    let reaper = std::thread::spawn(move || {
+                                        pin_helper(producers + i * reapers + r);
+                                        rx.into_iter().map(reap).sum::<u64>()
+                                    });
+                                    (tx, reaper)
+                                })
+                                .unzip();
+                            for tx in txs.iter().cycle() {
+                                if t0.elapsed() >= dur {
+                                    break;
+                                }
                                 tx.send(rt.submit_batch(Op::NOP, &args).unwrap()).unwrap();
                             }
-                            drop(tx);
-                            done = reaper.join().unwrap();
+                            drop(txs);
+                            done = reapers.into_iter().map(|r| r.join().unwrap()).sum();
                         }
                         Mode::Batch(b) => {
                             let args = vec![(); b];
@@ -398,7 +408,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut pump_row = |rt: &Runtime, producers: usize, mode: Mode| {
         let window = match mode {
             Mode::Single => args.window,
-            Mode::Batch(_) | Mode::Pipelined(_) => args.batch_window,
+            Mode::Batch(_) | Mode::Pipelined(..) => args.batch_window,
         };
         let moved = rt.moved_completions();
         let rate = pump(&[rt], producers, mode, window, args.seconds);
@@ -410,14 +420,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let name = match mode {
             Mode::Single => format!("pkq NOP, {producers} producer(s), one task per submit{rings}"),
             Mode::Batch(b) => format!("pkq NOP, {producers} producer(s), batches of {b}"),
-            Mode::Pipelined(b) => format!(
+            Mode::Pipelined(b, 1) => format!(
                 "pkq NOP, {producers} producer(s), batches of {b}, reaped by another thread"
+            ),
+            Mode::Pipelined(b, r) => format!(
+                "pkq NOP, {producers} producer(s), batches of {b}, reaped by {r} other threads"
             ),
         };
         println!("{name:<50}{rate:>16.0}  ({moved} completions moved)");
         match mode {
             Mode::Batch(_) if producers == 1 => best_batched_1 = best_batched_1.max(rate),
-            Mode::Pipelined(_) => pipelined_1 = rate,
+            Mode::Pipelined(..) => pipelined_1 = pipelined_1.max(rate),
             Mode::Single if producers == 4 => single_4 = single_4.max(rate),
             _ => {}
         }
@@ -440,7 +453,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             pump_row(&batch_rt, producers, Mode::Batch(b));
         }
         if producers == 1 {
-            pump_row(&batch_rt, producers, Mode::Pipelined(256));
+            for reapers in [1, 3] {
+                pump_row(&batch_rt, producers, Mode::Pipelined(256, reapers));
+            }
         }
     }
     batch_rt.shutdown()?;

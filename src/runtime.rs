@@ -393,6 +393,7 @@ impl Builder {
                 Arc::new(CachePadded::new(RingRef {
                     shared: shared.clone(),
                     ring,
+                    worker_mask: (self.workers / rings) as u64 - 1,
                 }))
             })
             .collect();
@@ -437,6 +438,8 @@ pub struct Runtime {
 pub(crate) struct RingRef {
     pub(crate) shared: Arc<Shared>,
     pub(crate) ring: usize,
+    /// The ring's workers less one (a power of two less one).
+    worker_mask: u64,
 }
 
 pub(crate) type RingArc = Arc<CachePadded<RingRef>>;
@@ -448,11 +451,11 @@ impl RingRef {
     }
 
     /// The worker that serves sequence number `seq` of this ring.
+    #[inline]
     pub(crate) fn worker_of(&self, seq: u64) -> usize {
         let s = &self.shared;
-        let rings = s.queues.len();
-        let per_ring = (s.workers / rings) as u64;
-        self.ring + rings * (seq.wrapping_sub(s.start_seq) & (per_ring - 1)) as usize
+        let in_ring = (seq.wrapping_sub(s.start_seq) & self.worker_mask) as usize;
+        self.ring + s.queues.len() * in_ring
     }
 }
 
