@@ -797,6 +797,7 @@ fn submit(ring: &RingArc, op: Op, image: &SlotImage, wait: bool) -> Result<Ticke
     let queue = ring.queue();
     let seq = shared.reserve(wait, || queue.try_reserve())?;
     queue.publish(seq, image);
+    queue.prefetch_next(seq);
     Ok(Ticket::new(owner, seq, op))
 }
 
