@@ -124,10 +124,10 @@ impl Builder {
     /// completion): more workers serve more tasks per second, until the
     /// producing threads are the limit. On the H100 of
     /// `benches/results/throughput*.json`, 4 workers serve ~2.4 M tasks/s,
-    /// 16 ~9 M/s, 64 ~30-36 M/s batched from one thread (with an
-    /// application kernel's launch + sync ~1.05x as long as alone while
-    /// pkq idles), 256 up to ~57 M/s when the host keeps up (see
-    /// benches/NOTES.md, issue 4).
+    /// 16 ~9 M/s, 64 ~36 M/s (with an application kernel's launch + sync
+    /// ~1.06x as long as alone while pkq idles or serves), 256 ~130-137 M/s
+    /// from four to eight threads batching; one thread alone stays near
+    /// 35-40 M/s (see benches/NOTES.md, issue 4).
     pub fn workers(mut self, warps: usize) -> Self {
         self.workers = warps;
         self
@@ -592,14 +592,14 @@ impl Runtime {
     /// slot whose task completed but whose ticket or batch has not read it
     /// yet moves the completion to the host's side table rather than wait
     /// for the holder. Moves keep `submit` from waiting on tickets some
-    /// thread holds, but each costs a lock and a map entry, and the slow
-    /// holder pays again to take it back, so it falls further behind. If
-    /// the count grows under load, producers are lapping a slow reaper:
-    /// give the ring more slots than all producers together submit while
-    /// the slowest holds its tasks, or reap sooner. (On an H100, producers
-    /// batching that moved tens of thousands of completions a second ran
-    /// at a fraction of the rate of runs that moved few; a larger ring
-    /// helped in some runs, not in all: benches/NOTES.md.)
+    /// thread holds, but each costs a lock and a map entry, and the holder
+    /// pays again to take it back. If the count grows under load,
+    /// producers are lapping a slow reaper, or one that lost its core for
+    /// a while (producer threads that share a core take turns by the
+    /// scheduler's time slice, and each turn can lap the others): give the
+    /// ring more slots than all producers together submit while the
+    /// slowest holds its tasks, give each producer a core or a ring of its
+    /// own ([`Builder::rings`]), or reap sooner.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
