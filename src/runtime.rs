@@ -134,15 +134,17 @@ impl Builder {
     }
 
     /// Submission rings: a power of two, at most the workers (default 1).
-    /// Each ring has its own slots, tail and workers; a thread submits to
-    /// ring `t % rings`, `t` being the order in which threads first touched
-    /// any pkq runtime, so up to `rings` threads created one after another
-    /// submit without sharing a cache line (the tail's compare-and-swap and
-    /// the tickets' reference count are per ring). One ring keeps every
-    /// thread's tasks in one order; several trade that for producers that
-    /// scale. Measured on an H100 (benches/NOTES.md, eighth session): four
-    /// threads submitting one task at a time ran ~6-10 M tasks/s on one
-    /// ring, and ~33 M/s as four runtimes of a ring each.
+    /// Each ring has its own slots, tail and `workers / rings` workers; a
+    /// thread submits to ring `t % rings`, `t` being the order in which
+    /// threads first submitted to any pkq runtime, so up to `rings` threads
+    /// that start submitting one after another share no cache line on the
+    /// submit path (the tail's compare-and-swap and the tickets' reference
+    /// count are per ring). A thread's tasks run only on its ring's
+    /// workers: for one producing thread, keep one ring. Measured on an
+    /// H100 (benches/NOTES.md, eighth session; 64 workers): four threads
+    /// submitting one task at a time ran 6.8-7.3 M tasks/s on one ring and
+    /// 32.5-36.3 M/s on four rings; eight threads on eight rings of 256
+    /// workers 64.9-68.6 M/s.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
