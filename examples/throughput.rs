@@ -1,5 +1,7 @@
 //! Throughput in one process run: pkq no-op tasks per second from 1, 2, 4
-//! and 8 producer threads, one task per submit and in batches of 32 and 256;
+//! and 8 producer threads (each pinned to a core of its own), one task per
+//! submit (on one ring, and on a ring per thread) and in batches of 32 and
+//! 256 (one thread's batches also reaped by 1 or 3 other threads);
 //! a small real op (ECHO, every result checked); back-to-back kernel launches
 //! per second and CUDA graph kernel nodes per second; and what a running
 //! pkq costs an ordinary kernel the application launches on its own stream;
