@@ -411,10 +411,11 @@ impl Queue {
     pub(crate) fn debug_state(&self) -> String {
         let tail = self.tail.load(Ordering::Relaxed);
         let mut out = format!(
-            "tail {} (closed: {}), {} moved completions",
+            "tail {} (closed: {}), {} moved completions waiting for their tickets ({} moved in all)",
             tail & SEQ_MASK,
             tail & CLOSED != 0,
-            self.overflow().len()
+            self.overflow().len(),
+            self.moved()
         );
         for (slot, turn) in self.turns.iter().enumerate() {
             let t = turn.load(Ordering::Acquire);
