@@ -141,10 +141,10 @@ impl Builder {
     /// submit path (the tail's compare-and-swap and the tickets' reference
     /// count are per ring). A thread's tasks run only on its ring's
     /// workers: for one producing thread, keep one ring. Measured on an
-    /// H100 (benches/NOTES.md, eighth session; 64 workers): four threads
+    /// H100 (`benches/results/throughput*.json`, two runs): four threads
     /// submitting one task at a time ran 6.8-7.3 M tasks/s on one ring and
-    /// 32.5-36.3 M/s on four rings; eight threads on eight rings of 256
-    /// workers 64.9-68.6 M/s.
+    /// 35.0-36.3 M/s on four rings of 64 workers; eight threads on eight
+    /// rings of 256 workers 66.8-68.6 M/s.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
