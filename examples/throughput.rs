@@ -46,7 +46,6 @@ struct Args {
     /// (each row reports how many; benches/NOTES.md, seventh session).
     #[arg(long, default_value_t = 65536)]
     batch_capacity: usize,
-
     /// Tasks each producer submitting one at a time keeps in flight.
     #[arg(long, default_value_t = 1024)]
     window: usize,

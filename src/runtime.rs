@@ -1050,8 +1050,8 @@ impl Shared {
         let drain_deadline = Instant::now() + self.stop_timeout;
         let drained = if drain {
             self.wait_for(Some(drain_deadline), Watch::Nothing, || {
-                let mut ends = self.queues.iter().zip(&ends);
-                ends.all(|(q, &end)| q.incomplete(end) == 0).then_some(())
+                let mut rings = self.queues.iter().zip(&ends);
+                rings.all(|(q, &end)| q.incomplete(end) == 0).then_some(())
             })
         } else {
             Ok(())
