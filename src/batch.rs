@@ -1,6 +1,6 @@
 //! Many tasks submitted with one reservation and reaped together
-//! ([`Runtime::submit_batch`]): one reference to the runtime, one
-//! compare-and-swap of the tail for all of them, no ticket per task.
+//! ([`Runtime::submit_batch`]): one compare-and-swap of the tail for all
+//! of them, no ticket per task.
 
 use std::fmt;
 use std::time::Instant;
@@ -10,7 +10,7 @@ use bytemuck::Pod;
 use crate::error::{Error, Result, TaskStatus};
 use crate::ops::Op;
 use crate::ring::seq_add;
-use crate::runtime::{RingArc, Runtime, Watch};
+use crate::runtime::{RingPtr, Runtime, Watch};
 use crate::slot::SlotImage;
 use crate::ticket::{Completion, outcome_of};
 
@@ -24,7 +24,7 @@ pub type TaskResult = std::result::Result<Completion, TaskStatus>;
 /// then [`Batch::results`]). Like a [`Ticket`](crate::Ticket), a batch may
 /// be dropped unread (its slots are reclaimed) and may outlive its runtime.
 pub struct Batch {
-    ring: RingArc,
+    ring: RingPtr,
     op: Op,
     /// The first task's sequence number; the others follow it.
     first: u64,
@@ -32,6 +32,9 @@ pub struct Batch {
     results: Vec<Option<TaskResult>>,
     /// Tasks before this index are all taken.
     reaped: usize,
+    /// Orphan shares held: one per task taken or dropped after the runtime
+    /// was (`Take::Orphaned`); given back on drop.
+    shares: u64,
 }
 
 impl fmt::Debug for Batch {
@@ -72,7 +75,7 @@ impl Runtime {
     /// ```
     pub fn submit_batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
         let ring = self.ring();
-        let shared = &ring.shared;
+        let shared = ring.shared();
         shared.ops.refuse(op)?;
         // Every element has the same size: one check for all.
         SlotImage::check_len(std::mem::size_of::<A>())?;
@@ -93,11 +96,12 @@ impl Runtime {
         // Nothing between the reservation and the stores can fail.
         queue.publish_run(first, op.0, args);
         Ok(Batch {
-            ring: ring.clone(),
+            ring,
             op,
             first,
             results: vec![None; n],
             reaped: 0,
+            shares: 0,
         })
     }
 }
@@ -128,9 +132,11 @@ impl Batch {
     /// stop, a cancel.
     pub fn poll(&mut self) -> Result<usize> {
         let done = self.take_arrived();
+        // With every task taken, the runtime's memory may be gone.
         if done < self.len() {
-            self.ring.shared.probe_if_due(Instant::now())?;
-            self.ring.shared.check()?;
+            let shared = self.ring.shared();
+            shared.probe_if_due(Instant::now())?;
+            shared.check()?;
         }
         Ok(done)
     }
@@ -145,8 +151,8 @@ impl Batch {
     /// submission order. Errors: a device fault, a stop, a cancel, or
     /// [`Error::Stalled`] if a worker went silent past the stall bound.
     pub fn wait(mut self) -> Result<Vec<TaskResult>> {
-        let ring = self.ring.clone();
-        ring.shared.wait_for(None, Watch::AnyWorker, || {
+        let ring = self.ring;
+        ring.shared().wait_for(None, Watch::AnyWorker, || {
             self.take_in_order().then_some(())
         })?;
         Ok(std::mem::take(&mut self.results)
@@ -183,7 +189,8 @@ impl Batch {
     /// it is taken now.
     fn take_at(&mut self, i: usize) -> bool {
         if self.results[i].is_none() {
-            let Some(cqe) = self.ring.queue().take(seq_add(self.first, i as u64)) else {
+            let seq = seq_add(self.first, i as u64);
+            let Some(cqe) = self.ring.queue().take(seq).counted(&mut self.shares) else {
                 return false;
             };
             self.results[i] = Some(outcome_of(&cqe));
@@ -195,9 +202,14 @@ impl Batch {
 impl Drop for Batch {
     fn drop(&mut self) {
         for (i, r) in self.results.iter().enumerate() {
-            if r.is_none() {
-                self.ring.queue().detach(seq_add(self.first, i as u64));
+            if r.is_none() && self.ring.queue().detach(seq_add(self.first, i as u64)) {
+                self.shares += 1;
             }
+        }
+        if self.shares > 0 {
+            // SAFETY: the shares are this batch's, and it is done with the
+            // runtime's memory.
+            unsafe { self.ring.release(self.shares) };
         }
     }
 }

@@ -5,7 +5,7 @@ use bytemuck::Pod;
 
 use crate::error::Result;
 use crate::ops::Op;
-use crate::queue::{Memory, Queue};
+use crate::queue::{Memory, Queue, Take};
 use crate::ring::Geometry;
 use crate::slot::{Cqe, SlotImage};
 
@@ -63,7 +63,10 @@ impl HostRing {
     /// completed, freeing the slot.
     #[inline]
     pub fn take(&self, seq: u64) -> Option<u64> {
-        self.queue.take(seq).map(|c| c.value)
+        match self.queue.take(seq) {
+            Take::Done(c) => Some(c.value),
+            Take::Pending | Take::Orphaned(_) => None,
+        }
     }
 
     /// Frees every slot again (nothing consumes them here).

@@ -39,6 +39,8 @@ pub use driver::{DeviceInfo, device_count, device_info};
 pub use error::{Error, Result, TaskStatus};
 pub use kernel::image as kernel_image;
 pub use ops::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, echo_fold};
+#[doc(hidden)]
+pub use runtime::live_runtimes;
 pub use runtime::{Builder, IdlePolicy, Runtime};
 pub use ticket::{Completion, Ticket};
 pub use typed_op::TypedOp;

@@ -24,6 +24,18 @@
 //!   overflows), so `submit` only ever waits for the device, never for a
 //!   ticket some thread holds. A ticket whose turn moved on finds its result
 //!   here. Used only on that slow path; one entry per live ticket at most.
+//! * Orphans: tickets and batches count no reference to the runtime (two
+//!   locked instructions a task cost four producers 12-36% of their rate:
+//!   benches/NOTES.md, eighth session). When the runtime is dropped,
+//!   [`Queue::orphan`] moves every task whose ticket or batch still lives
+//!   into `overflow` (as a producer would, with `None` for a task that will
+//!   never complete) and counts one share per entry there into the
+//!   runtime's count of orphan shares, before it lets go of the lock. A
+//!   handle learns that it holds a share only by removing its entry under
+//!   that lock, so every share it gives back was counted first. A handle
+//!   whose task was taken before (its turn's compare-and-swap won) holds
+//!   none and never touches the queue again; the last share given back
+//!   frees the runtime's memory (`runtime::Shared::release`).
 
 use std::collections::HashMap;
 use std::ptr::NonNull;
@@ -107,6 +119,56 @@ impl From<Refusal> for crate::error::Error {
     }
 }
 
+/// What a ticket's or batch's look at its task found.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Take {
+    /// Not completed yet.
+    Pending,
+    /// Its completion; the slot is free again.
+    Done(Cqe),
+    /// The runtime is gone ([`Queue::orphan`]): its completion, or `None`
+    /// if the task never completed. The caller now holds one orphan share
+    /// of the runtime's memory, to give back after its last access to it.
+    Orphaned(Option<Cqe>),
+}
+
+impl Take {
+    /// The completion, if any, counting an orphan share into `shares`.
+    #[inline(always)]
+    pub(crate) fn counted(self, shares: &mut u64) -> Option<Cqe> {
+        match self {
+            Self::Pending => None,
+            Self::Done(cqe) => Some(cqe),
+            Self::Orphaned(cqe) => {
+                *shares += 1;
+                cqe
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+impl Take {
+    /// The completion of a task whose runtime still runs (tests).
+    pub(crate) fn done(self) -> Option<Cqe> {
+        match self {
+            Self::Pending => None,
+            Self::Done(cqe) => Some(cqe),
+            Self::Orphaned(_) => panic!("orphaned while the runtime runs"),
+        }
+    }
+}
+
+/// The side table of moved completions (see the module docs).
+#[derive(Default)]
+struct Overflow {
+    /// By sequence number: the completion (`None` only once orphaned: a
+    /// task that never completed).
+    entries: HashMap<u64, Option<Cqe>>,
+    /// Set by [`Queue::orphan`]: each entry taken from then on is a share.
+    orphaned: bool,
+}
+
 pub(crate) struct Queue {
     geo: Geometry,
     /// Host-only: next sequence number, `CLOSED` in bit 63.
@@ -117,8 +179,9 @@ pub(crate) struct Queue {
     sq: Words,
     /// Device-written, host-read: `capacity * CQE_WORDS` tagged words.
     cq: Words,
-    /// Host-only: completions moved out of slots a producer needed.
-    overflow: Mutex<HashMap<u64, Cqe>>,
+    /// Host-only: completions moved out of slots a producer needed, and
+    /// the tasks of handles that outlived the runtime.
+    overflow: Mutex<Overflow>,
     /// Host-only: how many completions were ever moved there (counted
     /// under the overflow lock; read for statistics only).
     moved: AtomicU64,
@@ -153,7 +216,7 @@ impl Queue {
             turns,
             sq,
             cq,
-            overflow: Mutex::new(HashMap::new()),
+            overflow: Mutex::new(Overflow::default()),
             moved: AtomicU64::new(0),
         }
     }
@@ -269,7 +332,7 @@ impl Queue {
             .is_ok()
             && owner & DETACHED == 0
         {
-            moved.insert(prev, cqe);
+            moved.entries.insert(prev, Some(cqe));
             self.moved.fetch_add(1, Ordering::Relaxed);
         }
         true
@@ -280,7 +343,7 @@ impl Queue {
         self.moved.load(Ordering::Relaxed)
     }
 
-    fn overflow(&self) -> MutexGuard<'_, HashMap<u64, Cqe>> {
+    fn overflow(&self) -> MutexGuard<'_, Overflow> {
         self.overflow.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -365,9 +428,10 @@ impl Queue {
 
     /// For the ticket of `seq`: its completion, once the device wrote it,
     /// taking it (the slot is then free for the next lap). Called only by
-    /// the ticket, until it returns `Some`.
+    /// the ticket, until it returns `Done` or `Orphaned`. After `Done` the
+    /// caller must not touch the queue again: it may be freed at once.
     #[inline]
-    pub(crate) fn take(&self, seq: u64) -> Option<Cqe> {
+    pub(crate) fn take(&self, seq: u64) -> Take {
         let turn = &self.turns[self.geo.slot(seq)];
         if let Some(cqe) = self.poll(seq) {
             let next = self.geo.next_lap(seq);
@@ -375,21 +439,36 @@ impl Queue {
                 .compare_exchange(seq, next, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                return Some(cqe);
+                return Take::Done(cqe);
             }
         }
-        // A producer needed the slot and moved the completion (see
-        // `free_completed`: the entry is in place once we hold the lock).
+        // A producer needed the slot and moved the completion, or the
+        // runtime is gone (see `free_completed` and `orphan`: the entry is
+        // in place once we hold the lock).
         if turn.load(Ordering::Acquire) != seq {
-            return self.overflow().remove(&seq);
+            return self.take_moved(seq);
         }
-        None
+        Take::Pending
     }
 
-    /// The ticket of `seq` is gone without taking its completion.
-    pub(crate) fn detach(&self, seq: u64) {
-        if self.take(seq).is_some() {
-            return;
+    /// The entry of `seq` in the overflow map, if there is one.
+    fn take_moved(&self, seq: u64) -> Take {
+        let mut moved = self.overflow();
+        match moved.entries.remove(&seq) {
+            Some(entry) if moved.orphaned => Take::Orphaned(entry),
+            Some(Some(cqe)) => Take::Done(cqe),
+            // Entries are `None` only once orphaned.
+            Some(None) | None => Take::Pending,
+        }
+    }
+
+    /// The ticket of `seq` is gone without taking its completion. Returns
+    /// whether the caller now holds an orphan share (see `Take::Orphaned`).
+    pub(crate) fn detach(&self, seq: u64) -> bool {
+        match self.take(seq) {
+            Take::Done(_) => return false,
+            Take::Orphaned(_) => return true,
+            Take::Pending => {}
         }
         let turn = &self.turns[self.geo.slot(seq)];
         if turn
@@ -397,8 +476,44 @@ impl Queue {
             .is_err()
         {
             // Moved to the overflow map between the two looks: drop it there.
-            self.overflow().remove(&seq);
+            return matches!(self.take_moved(seq), Take::Orphaned(_));
         }
+        false
+    }
+
+    /// The runtime is going away while tickets and batches may live on
+    /// (see "Orphans" in the module docs): moves the task of every one
+    /// still holding a slot into the overflow map, with its completion if
+    /// it has one, and adds one share per entry there to `shares` before
+    /// any holder can find its entry. Closes the queue; needs every
+    /// producer gone and the kernel stopped.
+    pub(crate) fn orphan(&self, shares: &AtomicU64) {
+        let end = self.close();
+        let cap = self.geo.capacity() as u64;
+        let mut moved = self.overflow();
+        for turn in self.turns.iter() {
+            let owner = turn.load(Ordering::Acquire);
+            let seq = owner & SEQ_MASK;
+            // Free, or detached (nobody holds it).
+            if owner & DETACHED != 0 || !(1..=cap).contains(&distance(seq, end)) {
+                continue;
+            }
+            let cqe = self.poll(seq);
+            // Loses only to the holder taking it or dropping it first.
+            if turn
+                .compare_exchange(
+                    owner,
+                    self.geo.next_lap(seq),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+            {
+                moved.entries.insert(seq, cqe);
+            }
+        }
+        moved.orphaned = true;
+        shares.fetch_add(moved.entries.len() as u64, Ordering::AcqRel);
     }
 
     /// Refuses every later reservation; returns the first sequence number
@@ -414,7 +529,7 @@ impl Queue {
             "tail {} (closed: {}), {} moved completions waiting for their tickets ({} moved in all)",
             tail & SEQ_MASK,
             tail & CLOSED != 0,
-            self.overflow().len(),
+            self.overflow().entries.len(),
             self.moved()
         );
         for (slot, turn) in self.turns.iter().enumerate() {
@@ -560,18 +675,18 @@ pub(crate) mod tests {
         let seqs: Vec<u64> = (0..4).map(|_| q.try_reserve().unwrap()).collect();
         assert_eq!(seqs, [0, 1, 2, 3]);
         assert_eq!(q.try_reserve(), Err(Refusal::Full));
-        assert_eq!(q.take(0), None);
+        assert_eq!(q.take(0).done(), None);
         complete(&q, 0, 9);
         // The ticket of 0 has not taken its completion: the producer moves it
         // to the overflow map instead of waiting for the ticket.
         assert_eq!(q.try_reserve(), Ok(4));
         assert_eq!(q.try_reserve(), Err(Refusal::Full));
-        assert_eq!(q.take(0).map(|c| c.value), Some(9));
-        assert!(q.overflow().is_empty());
+        assert_eq!(q.take(0).done().map(|c| c.value), Some(9));
+        assert!(q.overflow().entries.is_empty());
         assert_eq!(q.moved(), 1);
         // Taken directly when nobody needed the slot first.
         complete(&q, 1, 11);
-        assert_eq!(q.take(1).map(|c| c.value), Some(11));
+        assert_eq!(q.take(1).done().map(|c| c.value), Some(11));
         assert_eq!(q.try_reserve(), Ok(5));
         assert_eq!(q.moved(), 1, "a slot its ticket freed is not a move");
     }
@@ -587,8 +702,8 @@ pub(crate) mod tests {
         let c = q.try_reserve().unwrap(); // moves a's completion out
         assert_eq!(c, 2);
         complete(&q, c, 3); // the device overwrote the entry with c's
-        assert_eq!(q.take(a).map(|x| x.value), Some(1));
-        assert_eq!(q.take(c).map(|x| x.value), Some(3));
+        assert_eq!(q.take(a).done().map(|x| x.value), Some(1));
+        assert_eq!(q.take(c).done().map(|x| x.value), Some(3));
     }
 
     #[test]
@@ -600,13 +715,13 @@ pub(crate) mod tests {
         q.publish(a, &echo(1));
         let b = q.try_reserve().unwrap();
         complete(&q, b, 0);
-        assert!(q.take(b).is_some());
+        assert!(q.take(b).done().is_some());
         q.detach(a); // a's ticket dropped while a is in flight
         // The next number, 2, uses a's slot: refused while a is incomplete.
         assert_eq!(q.try_reserve(), Err(Refusal::Full));
         complete(&q, a, 0);
         assert_eq!(q.try_reserve(), Ok(2)); // reclaimed, nothing kept
-        assert!(q.overflow().is_empty());
+        assert!(q.overflow().entries.is_empty());
         assert_eq!(q.moved(), 0, "a detached task's completion is not kept");
         assert_eq!(q.try_reserve(), Ok(3)); // b's slot, taken
         assert_eq!(q.try_reserve(), Err(Refusal::Full));
@@ -620,9 +735,46 @@ pub(crate) mod tests {
         let a = q.try_reserve().unwrap();
         complete(&q, a, 5);
         assert_eq!(q.try_reserve(), Ok(1));
-        assert_eq!(q.overflow().len(), 1);
+        assert_eq!(q.overflow().entries.len(), 1);
         q.detach(a);
-        assert!(q.overflow().is_empty());
+        assert!(q.overflow().entries.is_empty());
+    }
+
+    #[test]
+    fn orphaning_hands_each_live_task_one_share() {
+        // Four slots: a taken, b detached, c completed and held, d held and
+        // never completed, e moved to the overflow map and held.
+        let geo = Geometry::new(4).unwrap();
+        let mem = Memory::new(geo);
+        let q = mem.queue(geo, 0);
+        let [a, b, c, d] = [(); 4].map(|()| q.try_reserve().unwrap());
+        complete(&q, a, 1);
+        assert_eq!(q.take(a).done().map(|x| x.value), Some(1));
+        q.detach(b);
+        complete(&q, c, 3);
+        complete(&q, b, 2);
+        let e = q.try_reserve().unwrap(); // a's slot, freed by its take
+        complete(&q, e, 5);
+        let f = q.try_reserve().unwrap(); // b's slot: detached, reclaimed
+        assert_eq!(q.try_reserve(), Ok(6)); // c's slot: c's completion moves
+        complete(&q, f, 6);
+        assert!(q.take(f).done().is_some());
+        // Live: c (moved), d, e, 6.
+        let shares = AtomicU64::new(1);
+        q.orphan(&shares);
+        assert_eq!(shares.load(Ordering::Relaxed), 5, "the runtime's and four");
+        assert_eq!(q.try_reserve(), Err(Refusal::Closed));
+        let mut held = 0;
+        assert_eq!(q.take(c).counted(&mut held).map(|x| x.value), Some(3));
+        assert_eq!(q.take(e).counted(&mut held).map(|x| x.value), Some(5));
+        assert_eq!(q.take(d), Take::Orphaned(None), "never completed");
+        held += 1;
+        assert_eq!(q.take(d), Take::Pending, "one share per task");
+        assert!(!q.detach(d), "already counted");
+        assert!(q.detach(6), "dropped unread: a share too");
+        held += 1;
+        assert_eq!(held, 4, "as counted, less the runtime's own");
+        assert!(q.overflow().entries.is_empty());
     }
 
     #[test]
@@ -643,9 +795,9 @@ pub(crate) mod tests {
         complete(&q, 0, 10);
         assert_eq!(q.try_reserve_many(3), Ok(8));
         for (seq, v) in [(0, 10), (1, 11), (2, 12)] {
-            assert_eq!(q.take(seq).map(|c| c.value), Some(v));
+            assert_eq!(q.take(seq).done().map(|c| c.value), Some(v));
         }
-        assert!(q.overflow().is_empty());
+        assert!(q.overflow().entries.is_empty());
         q.close();
         assert_eq!(q.try_reserve_many(1), Err(Refusal::Closed));
     }
@@ -696,7 +848,7 @@ pub(crate) mod tests {
                     let reap = |inflight: &mut std::collections::VecDeque<(u64, u64)>| {
                         let (seq, id) = inflight.pop_front().unwrap();
                         let c = loop {
-                            if let Some(c) = q.take(seq) {
+                            if let Some(c) = q.take(seq).done() {
                                 break c;
                             }
                             std::thread::yield_now();
@@ -789,14 +941,14 @@ mod loom_tests {
             let (_mem, q) = completed_slot();
             let q1 = q.clone();
             let producer = thread::spawn(move || q1.try_reserve());
-            let got = q.take(0);
+            let got = q.take(0).done();
             assert_eq!(producer.join().unwrap(), Ok(1));
             assert_eq!(
                 got.map(|c| c.value),
                 Some(7),
                 "the ticket gets its completion"
             );
-            assert!(q.overflow().is_empty(), "nothing left behind");
+            assert!(q.overflow().entries.is_empty(), "nothing left behind");
         });
     }
 
@@ -815,8 +967,12 @@ mod loom_tests {
                 [Err(Refusal::Full), Ok(1)],
                 "one wins, one finds task 1 in flight"
             );
-            assert_eq!(q.take(0).map(|c| c.value), Some(7), "the move lost nothing");
-            assert!(q.overflow().is_empty());
+            assert_eq!(
+                q.take(0).done().map(|c| c.value),
+                Some(7),
+                "the move lost nothing"
+            );
+            assert!(q.overflow().entries.is_empty());
             assert_eq!(q.moved(), 1, "counted once");
         });
     }
@@ -829,7 +985,10 @@ mod loom_tests {
             let producer = thread::spawn(move || q1.try_reserve());
             q.detach(0);
             assert_eq!(producer.join().unwrap(), Ok(1));
-            assert!(q.overflow().is_empty(), "a dropped ticket leaves no entry");
+            assert!(
+                q.overflow().entries.is_empty(),
+                "a dropped ticket leaves no entry"
+            );
         });
     }
 
@@ -866,6 +1025,59 @@ mod loom_tests {
             got.sort();
             assert_eq!(got, [0, 1]);
             assert_eq!(q.try_reserve(), Err(Refusal::Full));
+        });
+    }
+
+    /// Gives back `n` orphan shares, as `Shared::release` does; whether
+    /// they were the last.
+    fn release(shares: &AtomicU64, n: u64) -> bool {
+        let before = shares.fetch_sub(n, Ordering::AcqRel);
+        assert!(
+            before >= n,
+            "{n} given back of {before}: one was never counted"
+        );
+        before == n
+    }
+
+    #[test]
+    fn loom_ticket_takes_while_the_runtime_is_dropped() {
+        loom::model(|| {
+            let (_mem, q) = completed_slot();
+            let shares = Arc::new(AtomicU64::new(1));
+            let (q1, s1) = (q.clone(), shares.clone());
+            // The ticket: takes its completion, then is dropped.
+            let ticket = thread::spawn(move || {
+                let mut held = 0;
+                let got = q1.take(0).counted(&mut held).map(|c| c.value);
+                let last = held > 0 && release(&s1, held);
+                (got, last)
+            });
+            q.orphan(&shares);
+            let runtime_last = release(&shares, 1);
+            let (got, ticket_last) = ticket.join().unwrap();
+            assert_eq!(got, Some(7), "the completion, either way");
+            assert!(runtime_last ^ ticket_last, "exactly one frees");
+            assert_eq!(shares.load(Ordering::Relaxed), 0);
+            assert!(q.overflow().entries.is_empty());
+        });
+    }
+
+    #[test]
+    fn loom_ticket_dropped_unread_while_the_runtime_is_dropped() {
+        loom::model(|| {
+            let geo = Geometry::new(1).unwrap();
+            let mem = Memory::new(geo);
+            let q = Arc::new(mem.queue(geo, 0));
+            let s = q.try_reserve().unwrap(); // never completes
+            let shares = Arc::new(AtomicU64::new(1));
+            let (q1, s1) = (q.clone(), shares.clone());
+            let ticket = thread::spawn(move || q1.detach(s) && release(&s1, 1));
+            q.orphan(&shares);
+            let runtime_last = release(&shares, 1);
+            let ticket_last = ticket.join().unwrap();
+            assert!(runtime_last ^ ticket_last, "exactly one frees");
+            assert_eq!(shares.load(Ordering::Relaxed), 0);
+            assert!(q.overflow().entries.is_empty());
         });
     }
 

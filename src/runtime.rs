@@ -1,12 +1,13 @@
 //! The runtime: a resident kernel serving its submission rings, and the safe
 //! API over it.
 
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
-use crossbeam_utils::{Backoff, CachePadded};
+use crossbeam_utils::Backoff;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use crate::driver;
@@ -372,8 +373,11 @@ impl Builder {
             stop_timeout: self.stop_timeout,
             device: self.device,
             workers: self.workers,
+            ring_worker_mask: (self.workers / rings) as u64 - 1,
+            orphans: crate::sync::AtomicU64::new(1),
             kernel,
         });
+        LIVE.fetch_add(1, Ordering::Relaxed);
         // A worker's pollers share a block (and its claim counter); both
         // counts are powers of two, so blocks are full.
         let warps = pollers.min(MAX_WARPS_PER_BLOCK);
@@ -390,16 +394,7 @@ impl Builder {
                 b.arg(&params);
             })?
         };
-        let rings = (0..rings)
-            .map(|ring| {
-                Arc::new(CachePadded::new(RingRef {
-                    shared: shared.clone(),
-                    ring,
-                    worker_mask: (self.workers / rings) as u64 - 1,
-                }))
-            })
-            .collect();
-        let rt = Runtime { shared, rings };
+        let rt = Runtime { shared };
         rt.shared
             .await_workers(Instant::now() + self.start_timeout)?;
         Ok(rt)
@@ -427,37 +422,63 @@ impl Builder {
 /// [`Error::InvalidConfig`] rather than waited for. A runtime dropped while
 /// another runs keeps its pinned rings until none runs.
 pub struct Runtime {
+    /// Tickets and batches point here without counting (see `RingPtr`).
     pub(crate) shared: Arc<Shared>,
-    /// One per ring: what its tickets and batches hold.
-    rings: Box<[RingArc]>,
 }
 
-/// What a ticket or batch holds: the runtime's shared state and which ring
-/// its tasks are in. One per ring, each in cache lines of its own, so that
-/// threads on different rings count references on different lines (one
-/// shared count cost four producers ~35% of their rate: NOTES, eighth
-/// session).
-pub(crate) struct RingRef {
-    pub(crate) shared: Arc<Shared>,
+/// What a ticket or batch holds: the runtime's shared state, as a pointer
+/// that counts no reference, and which ring its tasks are in. A count per
+/// task (an `Arc`) cost two locked instructions a task: four producers
+/// 12-36% of their rate (benches/NOTES.md, eighth session). The memory
+/// stays valid by the orphan protocol instead: while a handle owns a slot,
+/// the runtime is alive or has counted the handle a share
+/// (`Queue::orphan`), and the handle touches the memory only while it owns
+/// a slot or holds a share (`Shared::release`).
+#[derive(Clone, Copy)]
+pub(crate) struct RingPtr {
+    shared: NonNull<Shared>,
     pub(crate) ring: usize,
-    /// The ring's workers less one (a power of two less one).
-    worker_mask: u64,
 }
 
-pub(crate) type RingArc = Arc<CachePadded<RingRef>>;
+// SAFETY: `Shared` is `Send + Sync`; the pointer is valid for as long as a
+// handle may use it (see the type's docs), whichever thread that is on.
+unsafe impl Send for RingPtr {}
+// SAFETY: as above.
+unsafe impl Sync for RingPtr {}
 
-impl RingRef {
+impl RingPtr {
+    /// The runtime's shared state. Only for a handle that owns a slot of
+    /// this ring or holds an orphan share (see the type's docs).
+    #[inline(always)]
+    pub(crate) fn shared(&self) -> &Shared {
+        // SAFETY: the runtime frees `Shared` only once no handle owns a
+        // slot (its own drop, when it counted no share) or the last share
+        // is given back, and the callers own a slot or hold a share.
+        unsafe { self.shared.as_ref() }
+    }
+
     #[inline(always)]
     pub(crate) fn queue(&self) -> &Queue {
-        &self.shared.queues[self.ring]
+        &self.shared().queues[self.ring]
     }
 
     /// The worker that serves sequence number `seq` of this ring.
     #[inline]
     pub(crate) fn worker_of(&self, seq: u64) -> usize {
-        let s = &self.shared;
-        let in_ring = (seq.wrapping_sub(s.start_seq) & self.worker_mask) as usize;
+        let s = self.shared();
+        let in_ring = (seq.wrapping_sub(s.start_seq) & s.ring_worker_mask) as usize;
         self.ring + s.queues.len() * in_ring
+    }
+
+    /// Gives back `shares` orphan shares (from `Take::Orphaned` or
+    /// `Queue::detach`); the last frees the runtime's memory.
+    ///
+    /// # Safety
+    /// The caller holds `shares` shares and does not touch the runtime's
+    /// memory (through this pointer or a reference from it) afterwards.
+    pub(crate) unsafe fn release(self, shares: u64) {
+        // SAFETY: the caller's shares keep `Shared` alive until here.
+        unsafe { Shared::release(self.shared.as_ptr(), shares) }
     }
 }
 
@@ -570,13 +591,16 @@ impl Runtime {
 
     /// The submission rings (see [`Builder::rings`]).
     pub fn rings(&self) -> usize {
-        self.rings.len()
+        self.shared.queues.len()
     }
 
     /// The ring the calling thread submits to.
     #[inline(always)]
-    pub(crate) fn ring(&self) -> &RingArc {
-        &self.rings[thread_index() & (self.rings.len() - 1)]
+    pub(crate) fn ring(&self) -> RingPtr {
+        RingPtr {
+            shared: NonNull::from(&*self.shared),
+            ring: thread_index() & (self.shared.queues.len() - 1),
+        }
     }
 
     /// The kernel's worker warps.
@@ -670,7 +694,32 @@ impl Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         let _ = self.shared.stop(true);
+        // Tickets and batches may outlive the runtime; they count no
+        // reference (see `RingPtr`). Keep one reference aside for the last
+        // of them, hand each its share (`Queue::orphan`), then give back
+        // the runtime's own share (counted since `build`): if it was the
+        // last, the reference aside is dropped here, else by the handle
+        // that gives back the last share.
+        let aside = Arc::into_raw(Arc::clone(&self.shared));
+        for queue in self.shared.queues.iter() {
+            queue.orphan(&self.shared.orphans);
+        }
+        // SAFETY: the runtime's share, counted at `build`; from here on
+        // the runtime touches `Shared` only through its own `Arc`, which
+        // the reference aside does not replace.
+        unsafe { Shared::release(aside, 1) };
     }
+}
+
+/// How many runtimes' memories are allocated (built, not yet freed): a
+/// runtime's outlives it while its tickets or batches do (tests).
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// How many runtimes' memories are allocated now: built and not yet freed
+/// (dropped, and every ticket and batch of theirs gone). For tests.
+#[doc(hidden)]
+pub fn live_runtimes() -> usize {
+    LIVE.load(Ordering::Relaxed)
 }
 
 /// What a wait watches for silence (see [`Error::Stalled`]).
@@ -704,6 +753,12 @@ pub(crate) struct Shared {
     stop_timeout: Duration,
     pub(crate) device: usize,
     workers: usize,
+    /// Each ring's workers less one (a power of two less one).
+    ring_worker_mask: u64,
+    /// Orphan shares: 1 (the runtime's own) until the runtime is dropped,
+    /// then one more per task whose ticket or batch outlived it
+    /// (`Queue::orphan`); the last given back frees this memory.
+    orphans: crate::sync::AtomicU64,
     /// Last: owns the memory behind `queue`, `ctrl` and `states`.
     pub(crate) kernel: Kernel,
 }
@@ -787,23 +842,47 @@ impl Liveness {
 
 /// Submits one task to `ring` (waiting for room if `wait`).
 #[inline]
-fn submit(ring: &RingArc, op: Op, image: &SlotImage, wait: bool) -> Result<Ticket> {
-    let shared = &ring.shared;
+fn submit(ring: RingPtr, op: Op, image: &SlotImage, wait: bool) -> Result<Ticket> {
+    let shared = ring.shared();
     shared.check_open()?;
-    // The ticket's reference is taken first: a locked instruction after
-    // the slot stores would wait for them to leave the store buffer, and
-    // their line is usually not in this core's cache (the device's
-    // polling read took it), so the call would pay a read for ownership
-    // (~100 ns) instead of leaving it to the store buffer.
-    let owner = ring.clone();
     let queue = ring.queue();
     let seq = shared.reserve(wait, || queue.try_reserve())?;
     queue.publish(seq, image);
     queue.prefetch_next(seq);
-    Ok(Ticket::new(owner, seq, op))
+    Ok(Ticket::new(ring, seq, op))
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Shared {
+    /// Gives back `shares` orphan shares (see `Shared::orphans`); the last
+    /// drops the reference the runtime kept aside for it.
+    ///
+    /// # Safety
+    /// `this` comes from `Arc::into_raw` or `Arc::as_ptr` of the runtime's
+    /// `Arc<Shared>`; the caller holds `shares` shares and does not touch
+    /// `*this` afterwards.
+    unsafe fn release(this: *const Shared, shares: u64) {
+        // SAFETY: the caller's shares keep `*this` alive until this
+        // subtraction; `AcqRel` orders every holder's accesses before the
+        // last one's free (as `Arc`'s own count does).
+        let before = unsafe { (*this).orphans.fetch_sub(shares, Ordering::AcqRel) };
+        debug_assert!(
+            before >= shares,
+            "{before} orphan shares, {shares} given back"
+        );
+        if before == shares {
+            // SAFETY: the last share: the runtime was dropped (its share is
+            // in) and kept one reference aside for this, which nobody else
+            // drops; no holder touches the memory any more.
+            unsafe { Arc::decrement_strong_count(this) };
+        }
+    }
+
     /// Whether shutdown began (every ring closes at once).
     pub(crate) fn is_closed(&self) -> bool {
         self.queues[0].is_closed()

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, TaskStatus};
 use crate::ops::Op;
-use crate::runtime::{RingArc, Watch};
+use crate::runtime::{RingPtr, Watch};
 use crate::slot::Cqe;
 
 /// A finished task's inline result and the device's timestamps.
@@ -31,14 +31,23 @@ impl Completion {
 /// Wait for it ([`Ticket::wait`], [`Ticket::wait_timeout`]) or poll it
 /// ([`Ticket::try_result`]). Its slot in the ring is reused once the task
 /// completed; a completion not yet read then waits for its ticket on the
-/// host, so holding tickets never blocks `submit`. A ticket may outlive its [`Runtime`](crate::Runtime): shutdown
-/// drains every submitted task first, so the result is there to read.
+/// host, so holding tickets never blocks `submit`.
+///
+/// A ticket may outlive its [`Runtime`](crate::Runtime): shutdown drains
+/// every submitted task first, so the result is there to read. A ticket
+/// counts no reference to the runtime (that cost two locked instructions a
+/// task); a dropped runtime hands its memory to the tickets and batches
+/// whose tasks it still holds, and the last of them to read or drop its
+/// task frees it.
 pub struct Ticket {
-    ring: RingArc,
+    ring: RingPtr,
     seq: u64,
     op: Op,
     /// Set once the completion was taken (the slot is free then).
     outcome: Option<std::result::Result<Completion, TaskStatus>>,
+    /// Orphan shares held (0 or 1): the runtime was dropped first
+    /// (`Take::Orphaned`); given back on drop.
+    shares: u64,
 }
 
 impl fmt::Debug for Ticket {
@@ -52,12 +61,13 @@ impl fmt::Debug for Ticket {
 }
 
 impl Ticket {
-    pub(crate) fn new(ring: RingArc, seq: u64, op: Op) -> Self {
+    pub(crate) fn new(ring: RingPtr, seq: u64, op: Op) -> Self {
         Self {
             ring,
             seq,
             op,
             outcome: None,
+            shares: 0,
         }
     }
 
@@ -84,15 +94,18 @@ impl Ticket {
         if let Some(o) = self.outcome {
             return self.report(o).map(Some);
         }
-        match self.ring.queue().take(self.seq) {
+        // After a take that finished the task, the runtime's memory may be
+        // gone: only the outcome is read from then on.
+        match self.ring.queue().take(self.seq).counted(&mut self.shares) {
             Some(cqe) => self.finish(cqe).map(Some),
             // A caller looping on None must learn if the kernel died.
-            None => self
-                .ring
-                .shared
-                .probe_if_due(Instant::now())
-                .and_then(|()| self.ring.shared.check())
-                .map(|()| None),
+            None => {
+                let shared = self.ring.shared();
+                shared
+                    .probe_if_due(Instant::now())
+                    .and_then(|()| shared.check())
+                    .map(|()| None)
+            }
         }
     }
 
@@ -106,16 +119,24 @@ impl Ticket {
     /// silent past the stall bound (the task is then left to finish
     /// unobserved: keep the ticket with [`Ticket::wait_timeout`] instead).
     pub fn wait(mut self) -> Result<Completion> {
-        let watch = Watch::Worker(self.ring.worker_of(self.seq));
-        self.wait_watching(None, watch)
+        self.wait_until(None)
     }
 
     /// Waits at most `timeout`; [`Error::Timeout`] leaves the ticket pending,
     /// to be waited on again.
     /// [`Error::Stalled`](crate::Error::Stalled) also leaves it pending.
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Completion> {
+        self.wait_until(Some(Instant::now() + timeout))
+    }
+
+    /// Waits, watching the task's worker for a stall.
+    fn wait_until(&mut self, deadline: Option<Instant>) -> Result<Completion> {
+        if let Some(o) = self.outcome {
+            // Taken: the runtime's memory may be gone.
+            return self.report(o);
+        }
         let watch = Watch::Worker(self.ring.worker_of(self.seq));
-        self.wait_watching(Some(Instant::now() + timeout), watch)
+        self.wait_watching(deadline, watch)
     }
 
     pub(crate) fn wait_watching(
@@ -126,11 +147,10 @@ impl Ticket {
         if let Some(o) = self.outcome {
             return self.report(o);
         }
-        let (queue, seq) = (self.ring.queue(), self.seq);
-        let cqe = self
-            .ring
-            .shared
-            .wait_for(deadline, watch, || queue.take(seq))?;
+        let (ring, seq, shares) = (self.ring, self.seq, &mut self.shares);
+        let cqe = ring
+            .shared()
+            .wait_for(deadline, watch, || ring.queue().take(seq).counted(shares))?;
         self.finish(cqe)
     }
 
@@ -150,8 +170,13 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        if self.outcome.is_none() {
-            self.ring.queue().detach(self.seq);
+        if self.outcome.is_none() && self.ring.queue().detach(self.seq) {
+            self.shares += 1;
+        }
+        if self.shares > 0 {
+            // SAFETY: the shares are this ticket's, and it is done with the
+            // runtime's memory.
+            unsafe { self.ring.release(self.shares) };
         }
     }
 }

@@ -112,6 +112,10 @@ const TESTS: &[Test] = &[
     ),
     ("cancel_resolves_every_ticket", cancel_resolves_every_ticket),
     (
+        "cancelled_tickets_outlive_their_runtime",
+        cancelled_tickets_outlive_their_runtime,
+    ),
+    (
         "panicking_producers_leave_the_runtime_usable",
         panicking_producers_leave_the_runtime_usable,
     ),
@@ -509,14 +513,57 @@ fn shutdown_with_tasks_in_flight() {
 }
 
 fn drop_with_tickets_alive() {
+    // Tickets and batches count no reference to the runtime: its memory
+    // must live exactly as long as the last of them that still needs it.
+    let before = pkq::live_runtimes();
     let rt = Runtime::builder().capacity(4096).build().unwrap();
-    let tickets: Vec<_> = (0..4000u64)
+    let tickets: Vec<_> = (0..3000u64)
         .map(|i| rt.submit(Op::ECHO, &[i]).unwrap())
         .collect();
+    let args: Vec<[u64; 1]> = (3000..3500u64).map(|i| [i]).collect();
+    let batch = rt.submit_batch(Op::ECHO, &args).unwrap();
+    let unread = rt.submit(Op::ECHO, &[1u64]).unwrap();
+    let mut early = rt.submit(Op::ECHO, &[2u64]).unwrap();
+    let wait = Duration::from_secs(5);
+    assert_eq!(early.wait_timeout(wait).unwrap().value, 2);
     drop(rt);
+    assert_eq!(pkq::live_runtimes(), before + 1, "kept for its tickets");
+    drop(unread);
     for (i, t) in tickets.into_iter().enumerate() {
         assert_eq!(t.wait().unwrap().value, i as u64);
     }
+    assert_eq!(pkq::live_runtimes(), before + 1, "kept for the batch");
+    let results = batch.wait().unwrap();
+    for (r, a) in results.iter().zip(&args) {
+        assert_eq!(r.unwrap().value, a[0]);
+    }
+    assert_eq!(pkq::live_runtimes(), before, "freed with the last");
+    // A ticket taken before the drop keeps its result, and no share.
+    assert_eq!(early.wait_timeout(wait).unwrap().value, 2);
+}
+
+fn cancelled_tickets_outlive_their_runtime() {
+    let before = pkq::live_runtimes();
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let tickets: Vec<_> = (0..100)
+        .map(|_| rt.submit(Op::SPIN, &100_000u64).unwrap())
+        .collect();
+    let args = [[0u64; 1]; 50];
+    let batch = rt.submit_batch(Op::ECHO, &args).unwrap();
+    rt.cancel().unwrap();
+    drop(rt);
+    assert_eq!(pkq::live_runtimes(), before + 1);
+    let (mut done, mut cancelled) = (0, 0);
+    for t in tickets {
+        match t.wait() {
+            Ok(_) => done += 1,
+            Err(Error::Cancelled) => cancelled += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(cancelled > 0, "{done} done, {cancelled} cancelled");
+    assert!(matches!(batch.wait(), Err(Error::Cancelled)));
+    assert_eq!(pkq::live_runtimes(), before, "freed with the last");
 }
 
 fn dropped_tickets_free_their_slots() {
