@@ -1,7 +1,8 @@
 //! Throughput in one process run: pkq no-op tasks per second from 1, 2, 4
 //! and 8 producer threads (each pinned to a core of its own), one task per
 //! submit (on one ring, and on a ring per thread) and in batches of 32 and
-//! 256 (one thread's batches also reaped by 1 or 3 other threads);
+//! 256 (one thread's batches of 256 also reaped by 1 or 3 other threads,
+//! and of 4096 by 3 or 5);
 //! a small real op (ECHO, every result checked); back-to-back kernel launches
 //! per second and CUDA graph kernel nodes per second; and what a running
 //! pkq costs an ordinary kernel the application launches on its own stream;
@@ -49,7 +50,8 @@ struct Args {
     /// Tasks each producer submitting one at a time keeps in flight.
     #[arg(long, default_value_t = 1024)]
     window: usize,
-    /// Tasks each producer submitting batches keeps in flight.
+    /// Tasks each producer submitting batches keeps in flight (at least 8
+    /// batches' worth when other threads reap them).
     #[arg(long, default_value_t = 2048)]
     batch_window: usize,
     #[arg(long)]
@@ -409,7 +411,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut pump_row = |rt: &Runtime, producers: usize, mode: Mode| {
         let window = match mode {
             Mode::Single => args.window,
-            Mode::Batch(_) | Mode::Pipelined(..) => args.batch_window,
+            Mode::Batch(_) => args.batch_window,
+            // Several batches in flight per reaping thread, however large.
+            Mode::Pipelined(b, _) => args.batch_window.max(8 * b),
         };
         let moved = rt.moved_completions();
         let rate = pump(&[rt], producers, mode, window, args.seconds);
@@ -456,6 +460,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if producers == 1 {
             for reapers in [1, 3] {
                 pump_row(&batch_rt, producers, Mode::Pipelined(256, reapers));
+            }
+            // Batches that span several slots of each worker: most of a
+            // batch's lines are not being polled while they are written
+            // (benches/NOTES.md, ninth session).
+            for reapers in [3, 5] {
+                pump_row(&batch_rt, producers, Mode::Pipelined(4096, reapers));
             }
         }
     }
