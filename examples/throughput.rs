@@ -655,7 +655,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     summary.insert("batch_capacity".into(), json!(args.batch_capacity));
     rows.push(summary);
     println!(
-        "\nbatched, 1 producer: {:.1} M/s ({:.1} M/s with a reaping thread); one at a time, 4 producers: {:.1} M/s; best pkq rate {:.1} M/s, {:.1}x graph nodes",
+        "\nbatched, 1 producer: {:.1} M/s ({:.1} M/s with reaping threads); one at a time, 4 producers: {:.1} M/s; best pkq rate {:.1} M/s, {:.1}x graph nodes",
         best_batched_1 / 1e6,
         pipelined_1 / 1e6,
         single_4 / 1e6,
