@@ -201,9 +201,23 @@ fn main() {
     for (name, test) in selected {
         *current.lock().unwrap() = (name, Instant::now());
         let t0 = Instant::now();
+        let live = pkq::live_runtimes();
         let outcome = catch_unwind(AssertUnwindSafe(test));
         let secs = t0.elapsed().as_secs_f64();
         let skip = SKIPPED.lock().unwrap().take();
+        // Every runtime a test built, and every ticket and batch of it, is
+        // gone when it returns: its memory must be freed by then.
+        let left = pkq::live_runtimes().saturating_sub(live);
+        if outcome.is_ok() && left > 0 {
+            println!("    {left} runtime(s) still allocated after the test");
+        }
+        let outcome = outcome.and_then(|()| {
+            if left > 0 {
+                Err(Box::new("leak"))
+            } else {
+                Ok(())
+            }
+        });
         match outcome {
             Ok(()) if skip.is_some() => {
                 skipped += 1;
