@@ -13,8 +13,9 @@
  * writes live only in the first, words the device writes only in the second,
  * so a host-written and a device-written word never share a cache line.
  *
- * host -> device allocation:  [ submission slots: rings x capacity x 64 B ][ control lines: workers x 128 B ]
- * device -> host allocation:  [ completion entries: rings x capacity x 32 B ][ pad to 128 B ][ poller states: workers x pollers x 8 B ]
+ * host -> device allocation:  [ submission slots: rings x capacity x 64 B ][ control lines: workers x 128 B ][ pack arguments: rings x capacity x 256 B ]
+ * device -> host allocation:  [ completion entries: rings x capacity x 32 B ][ pad to 128 B ][ poller states: workers x pollers x 8 B ][ pack results: rings x capacity x 256 B ]
+ * (each section starts on a PKQ_SECTION_ALIGN boundary)
  *
  * RINGS
  * The slots form `rings` rings of `capacity` slots each, ring r's slots and
@@ -51,7 +52,7 @@
 #define PKQ_LAYOUT_H
 
 /* Bump when anything below changes meaning. */
-#define PKQ_PROTOCOL_VERSION 2 /* u32 */
+#define PKQ_PROTOCOL_VERSION 3 /* u32 */
 
 /* ---------------------------------------------------------------------------
  * Tagged words
@@ -69,7 +70,11 @@
  * 8 tagged words = 56 payload bytes; the payload is a little-endian bit
  * stream: chunk k of word k holds payload bits [56k, 56k + 56).
  * Payload bytes 0..8: header (bits 0..16 op code, bits 16..24 argument
- * length in bytes, the rest zero); bytes 8..56: the arguments.
+ * length in bytes, bits 24..32 the pack count, the rest zero); bytes
+ * 8..56: the arguments. A pack count of 0 is one task; 1 to PKQ_PACK_TASKS
+ * makes the slot a pack (see PACKS below): that many tasks of the op, each
+ * with `length` (at most PKQ_PACK_ARG_BYTES) argument bytes in the slot's
+ * pack arguments, the slot's own argument bytes unused.
  * Written with relaxed 8-byte stores (order irrelevant: every word is tagged);
  * read by the device with relaxed sys-scope 8-byte loads, 8 lanes of one
  * warp issuing one coalesced 64-byte read.
@@ -78,6 +83,7 @@
 #define PKQ_SLOT_WORDS 8
 #define PKQ_ARGS_BYTES 48
 #define PKQ_HEADER_LEN_SHIFT 16 /* u32 */
+#define PKQ_HEADER_PACK_SHIFT 24 /* u32 */
 
 /* ---------------------------------------------------------------------------
  * Completion entry: written by the device worker that ran the task (lanes
@@ -86,7 +92,10 @@
  * that waits on the task's ticket (or reclaims its slot), with 8-byte acquire
  * loads. The host writes nothing here.
  * Payload bit stream (28 bytes): bytes 0..8 result value, 8..16 device start
- * time, 16..24 device end time (ns of %globaltimer), byte 24 status.
+ * time, 16..24 device end time (ns of %globaltimer), byte 24 status, byte
+ * 25 the pack count (0: one task). For a pack, the value is the mask of its
+ * tasks whose status is not PKQ_STATUS_OK and the times span all of them;
+ * each task's result is in the slot's pack results.
  * ------------------------------------------------------------------------- */
 #define PKQ_CQE_BYTES 32
 #define PKQ_CQE_WORDS 4
@@ -112,6 +121,31 @@
 #define PKQ_CTRL_STOP 0
 #define PKQ_STOP_VALUE 1 /* u64 */
 #define PKQ_STOP_POLL_INTERVAL 8 /* u32 */
+
+/* ---------------------------------------------------------------------------
+ * PACKS: many small tasks in one slot (Runtime::submit_packed), so that a
+ * task costs the host one 8-byte store and one 8-byte load instead of a
+ * 64-byte slot, a 32-byte completion and a compare-and-swap, and the device
+ * one dependent read per pack instead of per task.
+ * Pack arguments (host -> device allocation): PKQ_PACK_TASKS words per slot,
+ * at index (r * capacity + slot) * PKQ_PACK_TASKS + j for task j of the
+ * pack in ring r's slot. Written by the producer that reserved the slot
+ * (relaxed 8-byte stores of the arguments, zero-padded) before it publishes
+ * the slot's words, with a release fence between; read by the worker that
+ * took the pack, lane j loading word j, after it saw the whole slot and a
+ * system fence (the words carry no tag: the fence orders them after the
+ * slot). The producer writes them again only for a later lap, after it saw
+ * the pack's completion, so the worker never reads them while they change.
+ * Pack results (device -> host allocation): the same indexing; written by
+ * that worker (lane j stores task j's value, or its status code when the
+ * status is not OK) before a system fence and then the pack's completion;
+ * read by the host thread that takes the completion (or moves it aside)
+ * after it saw the whole completion and before it frees the slot (the next
+ * lap overwrites them). Aligned 8-byte words with one writer each: no torn
+ * read.
+ * ------------------------------------------------------------------------- */
+#define PKQ_PACK_TASKS 32
+#define PKQ_PACK_ARG_BYTES 8
 
 /* Raw-floor ping-pong (src/floor.rs): the value that ends the device loop. */
 #define PKQ_FLOOR_STOP 0xffffffffffffffff /* u64 */
@@ -217,7 +251,7 @@
 /* ---------------------------------------------------------------------------
  * Kernel parameters (passed by value at launch; never shared memory).
  * ------------------------------------------------------------------------- */
-#define PKQ_PARAMS_BYTES 64
+#define PKQ_PARAMS_BYTES 80
 #define PKQ_PARAMS_OFF_SQ 0
 #define PKQ_PARAMS_OFF_CQ 8
 #define PKQ_PARAMS_OFF_CTRL 16
@@ -229,6 +263,8 @@
 #define PKQ_PARAMS_OFF_IDLE_SPIN_NS 52
 #define PKQ_PARAMS_OFF_IDLE_SLEEP_MAX_NS 56
 #define PKQ_PARAMS_OFF_RINGS 60
+#define PKQ_PARAMS_OFF_PACK_ARGS 64
+#define PKQ_PARAMS_OFF_PACK_RESULTS 72
 
 /* Arguments of PKQ_OP_AXPY: y[i] = a * x[i] + y[i] for i < n (device pointers). */
 #define PKQ_AXPY_ARGS_BYTES 24
@@ -346,6 +382,8 @@ struct pkq_params {
     uint32_t idle_spin_ns;  /* idle time spent spinning before the worker sleeps between polls */
     uint32_t idle_sleep_max_ns; /* longest __nanosleep between idle polls; 0: always spin */
     uint32_t rings;         /* submission rings, a power of two dividing workers */
+    uint64_t pack_args;     /* device address of the pack arguments */
+    uint64_t pack_results;  /* device address of the pack results */
 };
 static_assert(sizeof(pkq_params) == PKQ_PARAMS_BYTES, "pkq_params size");
 static_assert(offsetof(pkq_params, sq) == PKQ_PARAMS_OFF_SQ, "pkq_params.sq");
@@ -360,6 +398,10 @@ static_assert(offsetof(pkq_params, idle_spin_ns) == PKQ_PARAMS_OFF_IDLE_SPIN_NS,
 static_assert(offsetof(pkq_params, idle_sleep_max_ns) == PKQ_PARAMS_OFF_IDLE_SLEEP_MAX_NS,
               "pkq_params.idle_sleep_max_ns");
 static_assert(offsetof(pkq_params, rings) == PKQ_PARAMS_OFF_RINGS, "pkq_params.rings");
+static_assert(offsetof(pkq_params, pack_args) == PKQ_PARAMS_OFF_PACK_ARGS, "pkq_params.pack_args");
+static_assert(offsetof(pkq_params, pack_results) == PKQ_PARAMS_OFF_PACK_RESULTS,
+              "pkq_params.pack_results");
+static_assert(PKQ_PACK_TASKS == 32, "a pack is one task per lane");
 
 struct pkq_axpy_args {
     uint64_t x; /* const float*, n elements */

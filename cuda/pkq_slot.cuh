@@ -58,11 +58,13 @@ __device__ __forceinline__ Context decode_slot(const uint64_t (&c)[PKQ_SLOT_WORD
     return ctx;
 }
 
-// Tagged word `k` (0..3) of a completion entry.
+// Tagged word `k` (0..3) of a completion entry (`pack`: the pack count, 0
+// for one task).
 __device__ __forceinline__ uint64_t completion_word(uint32_t k, uint32_t tag, uint32_t status,
-                                                    uint64_t value, uint64_t t_start,
-                                                    uint64_t t_end) {
-    const uint64_t w[PKQ_CQE_WORDS] = {value, t_start, t_end, status & 0xffu};
+                                                    uint32_t pack, uint64_t value,
+                                                    uint64_t t_start, uint64_t t_end) {
+    const uint64_t w[PKQ_CQE_WORDS] = {value, t_start, t_end,
+                                       (status & 0xffu) | ((pack & 0xffu) << 8)};
     uint64_t c;
     switch (k) {
         case 0: c = chunk_of<0>(w); break;

@@ -45,6 +45,55 @@ __device__ __forceinline__ Wait judge(uint64_t w, uint32_t lane, uint32_t tag) {
     return Wait::Pending;
 }
 
+// Runs the `count` tasks of a pack (PACKS in pkq_layout.h) in the slot at
+// index `slot`, one after another, each by the whole warp: lane j loads
+// task j's argument word and stores its result word; then a system fence,
+// so the results land before the completion. Returns the pack's outcome:
+// OK with the mask of failed tasks as its value, or BAD_ARGS (and `pack`
+// 0) for a header no host writes.
+template <class Handlers>
+__device__ __forceinline__ Outcome run_pack(const pkq_params& p, uint64_t slot, uint32_t lane,
+                                            uint64_t header, uint32_t count,
+                                            const Handlers& handlers, uint32_t& pack) {
+    const uint32_t op = static_cast<uint32_t>(header & 0xffff);
+    const uint32_t len = static_cast<uint32_t>(header >> PKQ_HEADER_LEN_SHIFT) & 0xff;
+    if (count > PKQ_PACK_TASKS || len > PKQ_PACK_ARG_BYTES) {
+        pack = 0;
+        return fail(PKQ_STATUS_BAD_ARGS);
+    }
+    const uint64_t at = slot * PKQ_PACK_TASKS + lane;
+    uint64_t arg = 0;
+    if (len != 0) {
+        // The argument words carry no tag: order their loads after the
+        // slot's, which the host published after them.
+        __threadfence_system();
+        if (lane < count) arg = load_sys(reinterpret_cast<const uint64_t*>(p.pack_args) + at);
+    }
+    uint64_t mine = 0;
+    uint32_t failed = 0;
+    for (uint32_t j = 0; j < count; ++j) {
+        Context ctx;
+        ctx.lane = lane;
+        ctx.op = op;
+        ctx.len = len;
+        ctx.words[0] = __shfl_sync(FULL_MASK, arg, j);
+#pragma unroll
+        for (int k = 1; k < PKQ_ARGS_BYTES / 8; ++k) ctx.words[k] = 0;
+        const Outcome o = op == PKQ_OP_NOP ? ok() : handlers(ctx);
+        const uint32_t status = __shfl_sync(FULL_MASK, o.status, 0);
+        const uint64_t value = __shfl_sync(FULL_MASK, o.value, 0);
+        if (lane == j) mine = status == PKQ_STATUS_OK ? value : status;
+        if (status != PKQ_STATUS_OK) failed |= 1u << j;
+    }
+    if (lane < count) store_sys(reinterpret_cast<uint64_t*>(p.pack_results) + at, mine);
+    // Every lane's result stores, and any device-memory writes of the
+    // handlers, before the completion (cumulative through the barrier).
+    __syncwarp();
+    __threadfence_system();
+    pack = count;
+    return ok(failed);
+}
+
 // Reads a claim counter that other warps of the block update, as one value
 // for the whole warp: lanes reading it each for themselves could read it at
 // different moments (independent thread scheduling), part ways, and leave a
@@ -180,8 +229,11 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         }
         // The op sits in the low bits of chunk 0: a NOP needs nothing else.
         const uint64_t c0 = __shfl_sync(FULL_MASK, w, 0);
+        uint32_t pack = static_cast<uint32_t>(c0 >> PKQ_HEADER_PACK_SHIFT) & 0xff;
         Outcome out;
-        if ((c0 & 0xffff) == PKQ_OP_NOP) {
+        if (pack != 0) {
+            out = run_pack(p, slot, lane, c0, pack, handlers, pack);
+        } else if ((c0 & 0xffff) == PKQ_OP_NOP) {
             out = ok();
         } else {
             uint64_t c[PKQ_SLOT_WORDS];
@@ -202,7 +254,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         }
         if (lane < PKQ_CQE_WORDS) {
             store_sys(cq + slot * PKQ_CQE_WORDS + lane,
-                      completion_word(lane, tag, status, value, t_start, t_end));
+                      completion_word(lane, tag, status, pack, value, t_start, t_end));
         }
         ++k;
         beat_if_due();

@@ -2,7 +2,7 @@
 //! and 8 producer threads (each pinned to a core of its own), one task per
 //! submit (on one ring, and on a ring per thread) and in batches of 32 and
 //! 256 (one thread's batches of 256 also reaped by 1 or 3 other threads,
-//! and of 4096 by 3 or 5);
+//! and of 4096 by 3 or 5; packed batches of 4096 and 32768 from 1, 2 and 4);
 //! a small real op (ECHO, every result checked); back-to-back kernel launches
 //! per second and CUDA graph kernel nodes per second; and what a running
 //! pkq costs an ordinary kernel the application launches on its own stream;
@@ -69,6 +69,9 @@ enum Mode {
     /// threads that reap them (the producer thread only publishes, as an
     /// io_uring submitter does).
     Pipelined(usize, usize),
+    /// Packed batches of this many (`Runtime::submit_packed`: 32 tasks a
+    /// slot), published and reaped by the same thread.
+    Packed(usize),
 }
 
 /// Waits for `batch`, whose every result must be Ok; returns its size.
@@ -134,14 +137,20 @@ fn pump(rts: &[&Runtime], producers: usize, mode: Mode, window: usize, secs: f64
                             drop(txs);
                             done = reapers.into_iter().map(|r| r.join().unwrap()).sum();
                         }
-                        Mode::Batch(b) => {
+                        Mode::Batch(b) | Mode::Packed(b) => {
                             let args = vec![(); b];
                             let mut q = VecDeque::with_capacity(window / b + 1);
                             while t0.elapsed() < dur {
                                 if q.len() * b >= window {
                                     done += reap(q.pop_front().unwrap());
                                 }
-                                q.push_back(rt.submit_batch(Op::NOP, &args).unwrap());
+                                q.push_back(
+                                    match mode {
+                                        Mode::Packed(_) => rt.submit_packed(Op::NOP, &args),
+                                        _ => rt.submit_batch(Op::NOP, &args),
+                                    }
+                                    .unwrap(),
+                                );
                             }
                             done += q.into_iter().map(reap).sum::<u64>();
                         }
@@ -412,6 +421,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("\n{:<50}{:>16}", "", "tasks/s");
     let mut best_batched_1 = 0.0f64;
     let mut pipelined_1 = 0.0f64;
+    let mut packed_1 = 0.0f64;
     let mut single_4 = 0.0f64;
     // One pump per row: its rate, and the completions producers moved
     // aside meanwhile (`Runtime::moved_completions`).
@@ -421,6 +431,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Mode::Batch(_) => args.batch_window,
             // Several batches in flight per reaping thread, however large.
             Mode::Pipelined(b, _) => args.batch_window.max(8 * b),
+            Mode::Packed(b) => args.batch_window.max(4 * b),
         };
         let moved = rt.moved_completions();
         let rate = pump(&[rt], producers, mode, window, args.seconds);
@@ -438,11 +449,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Mode::Pipelined(b, r) => format!(
                 "pkq NOP, {producers} producer(s), batches of {b}, reaped by {r} other threads"
             ),
+            Mode::Packed(b) => format!("pkq NOP, {producers} producer(s), packed batches of {b}"),
         };
         println!("{name:<50}{rate:>16.0}  ({moved} completions moved)");
         match mode {
             Mode::Batch(_) if producers == 1 => best_batched_1 = best_batched_1.max(rate),
             Mode::Pipelined(..) => pipelined_1 = pipelined_1.max(rate),
+            Mode::Packed(_) if producers == 1 => packed_1 = packed_1.max(rate),
             Mode::Single if producers == 4 => single_4 = single_4.max(rate),
             _ => {}
         }
@@ -473,6 +486,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // (benches/NOTES.md, ninth session).
             for reapers in [3, 5] {
                 pump_row(&batch_rt, producers, Mode::Pipelined(4096, reapers));
+            }
+        }
+        // Packed: 32 tasks a slot (`Runtime::submit_packed`).
+        if producers <= 4 {
+            for b in [4096, 32768] {
+                pump_row(&batch_rt, producers, Mode::Packed(b));
             }
         }
     }
@@ -653,6 +672,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         json!(pipelined_1.round()),
     );
     summary.insert(
+        "packed_1_producer_tasks_per_s".into(),
+        json!(packed_1.round()),
+    );
+    summary.insert(
         "single_4_producers_tasks_per_s".into(),
         json!(single_4.round()),
     );
@@ -668,9 +691,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     summary.insert("batch_capacity".into(), json!(args.batch_capacity));
     rows.push(summary);
     println!(
-        "\nbatched, 1 producer: {:.1} M/s ({:.1} M/s with reaping threads); one at a time, 4 producers: {:.1} M/s; best pkq rate {:.1} M/s, {:.1}x graph nodes",
+        "\nbatched, 1 producer: {:.1} M/s ({:.1} M/s with reaping threads, {:.1} M/s packed); one at a time, 4 producers: {:.1} M/s; best pkq rate {:.1} M/s, {:.1}x graph nodes",
         best_batched_1 / 1e6,
         pipelined_1 / 1e6,
+        packed_1 / 1e6,
         single_4 / 1e6,
         best / 1e6,
         best_vs_graph

@@ -1,5 +1,6 @@
 //! Many tasks submitted with one reservation and reaped together
-//! ([`Runtime::submit_batch`]): one compare-and-swap of the tail for all
+//! ([`Runtime::submit_batch`], a slot a task, and [`Runtime::submit_packed`],
+//! up to 32 small tasks a slot): one compare-and-swap of the tail for all
 //! of them, no ticket per task.
 
 use std::fmt;
@@ -8,7 +9,9 @@ use std::time::Instant;
 use bytemuck::Pod;
 
 use crate::error::{Error, Result, TaskStatus};
+use crate::layout::{PACK_ARG_BYTES, PACK_TASKS};
 use crate::ops::Op;
+use crate::queue::Completed;
 use crate::ring::seq_add;
 use crate::runtime::{RingPtr, Runtime, Watch};
 use crate::slot::SlotImage;
@@ -30,8 +33,13 @@ pub struct Batch {
     first: u64,
     /// Per task: its result once taken.
     results: Vec<Option<TaskResult>>,
+    /// Tasks per slot: 1, or `PACK_TASKS` for packs (the last slot holds
+    /// the rest).
+    per_slot: usize,
     /// Tasks before this index are all taken.
     reaped: usize,
+    /// Tasks taken so far.
+    done: usize,
     /// Orphan shares held: one per task taken or dropped after the runtime
     /// was (`Take::Orphaned`); given back on drop.
     shares: u64,
@@ -43,6 +51,7 @@ impl fmt::Debug for Batch {
             .field("op", &self.op)
             .field("len", &self.results.len())
             .field("first", &self.first)
+            .field("packed", &(self.per_slot > 1))
             .field("reaped", &self.reaped)
             .finish()
     }
@@ -80,33 +89,95 @@ impl Runtime {
         // Every element has the same size: one check for all.
         SlotImage::check_len(std::mem::size_of::<A>())?;
         shared.check_open()?;
-        let n = args.len();
-        let queue = ring.queue();
-        if n > queue.geometry().capacity() {
-            return Err(Error::InvalidArgument(format!(
-                "a batch of {n} tasks is larger than the ring's {} slots: split it",
-                queue.geometry().capacity()
-            )));
-        }
-        let first = if n == 0 {
-            0
-        } else {
-            shared.reserve(true, || queue.try_reserve_many(n))?
-        };
+        let first = reserve_run(ring, args.len(), args.len())?;
         // Nothing between the reservation and the stores can fail.
-        queue.publish_run(first, op.0, args);
-        Ok(Batch {
+        ring.queue().publish_run(first, op.0, args);
+        Ok(Batch::new(ring, op, first, args.len(), 1))
+    }
+
+    /// Submits one task of `op` per element of `args` as
+    /// [`Runtime::submit_batch`] does, but packs up to 32 tasks into one
+    /// slot: each argument is at most 8 bytes and goes into the slot's
+    /// 8-byte word of a side area; each result comes back as one 8-byte
+    /// word. A task then costs the host about one 8-byte store and one
+    /// 8-byte load, and the device one read of host memory per 32 tasks.
+    ///
+    /// The tasks of one slot run one after another on one worker (each by
+    /// its whole warp, as a single task runs), and share their completion
+    /// timestamps (the pack's start and end); slots spread over the workers
+    /// as single tasks do. A batch of `n` tasks takes `ceil(n / 32)`
+    /// slots. For many small tasks: a long task holds up the rest of its
+    /// slot.
+    ///
+    /// Refuses, with nothing submitted: more than 32 times the capacity
+    /// ([`Error::InvalidArgument`]: split it); arguments over 8 bytes
+    /// ([`Error::PayloadTooLarge`]); the rest as
+    /// [`Runtime::submit_batch`].
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Op, Runtime};
+    /// let rt = Runtime::builder().build()?;
+    /// let args: Vec<u64> = (0..4096).collect();
+    /// // ECHO of one word returns the word.
+    /// let results = rt.submit_packed(Op::ECHO, &args)?.wait()?;
+    /// for (a, r) in args.iter().zip(&results) {
+    ///     assert_eq!(r.as_ref().unwrap().value, *a);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn submit_packed<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
+        let ring = self.ring();
+        let shared = ring.shared();
+        shared.ops.refuse(op)?;
+        let len = std::mem::size_of::<A>();
+        if len > PACK_ARG_BYTES {
+            return Err(Error::PayloadTooLarge {
+                len,
+                max: PACK_ARG_BYTES,
+            });
+        }
+        shared.check_open()?;
+        let n = args.len();
+        let first = reserve_run(ring, n.div_ceil(PACK_TASKS), n)?;
+        // Nothing between the reservation and the stores can fail.
+        ring.queue().publish_packs(first, op.0, args);
+        Ok(Batch::new(ring, op, first, n, PACK_TASKS))
+    }
+}
+
+/// Reserves `slots` consecutive slots of `ring` for a batch of `n` tasks
+/// (none for an empty batch), waiting while the ring has not that many
+/// free; refuses more slots than the ring has. Returns the first.
+fn reserve_run(ring: RingPtr, slots: usize, n: usize) -> Result<u64> {
+    let queue = ring.queue();
+    let capacity = queue.geometry().capacity();
+    if slots > capacity {
+        return Err(Error::InvalidArgument(format!(
+            "a batch of {n} tasks needs {slots} slots, more than the ring's {capacity}: split it"
+        )));
+    }
+    if slots == 0 {
+        return Ok(0);
+    }
+    ring.shared()
+        .reserve(true, || queue.try_reserve_many(slots))
+}
+
+impl Batch {
+    fn new(ring: RingPtr, op: Op, first: u64, n: usize, per_slot: usize) -> Self {
+        Self {
             ring,
             op,
             first,
             results: vec![None; n],
+            per_slot,
             reaped: 0,
+            done: 0,
             shares: 0,
-        })
+        }
     }
-}
 
-impl Batch {
     /// The number of tasks.
     pub fn len(&self) -> usize {
         self.results.len()
@@ -122,23 +193,27 @@ impl Batch {
         self.op
     }
 
-    /// The sequence number of each task, in order (consecutive).
+    /// The sequence number of each slot the batch took, in order
+    /// (consecutive): one per task, or one per 32 tasks for a packed batch.
     pub fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
-        (0..self.len() as u64).map(|k| seq_add(self.first, k))
+        (0..self.slots() as u64).map(|k| seq_add(self.first, k))
     }
 
     /// Takes every completion that has arrived; returns how many of the
     /// batch's tasks are done. Never blocks. Errors: a device fault, a
     /// stop, a cancel.
     pub fn poll(&mut self) -> Result<usize> {
-        let done = self.take_arrived();
+        for d in self.reaped / self.per_slot..self.slots() {
+            self.take_slot(d);
+        }
+        self.advance();
         // With every task taken, the runtime's memory may be gone.
-        if done < self.len() {
+        if self.done < self.len() {
             let shared = self.ring.shared();
             shared.probe_if_due(Instant::now())?;
             shared.check()?;
         }
-        Ok(done)
+        Ok(self.done)
     }
 
     /// The results taken so far, in submission order (`None`: not yet).
@@ -161,48 +236,85 @@ impl Batch {
             .collect())
     }
 
-    /// Takes tasks in order from the first not yet taken, up to the first
+    /// The slots the batch took.
+    fn slots(&self) -> usize {
+        self.len().div_ceil(self.per_slot)
+    }
+
+    /// The tasks of slot `d`.
+    fn tasks_of(&self, d: usize) -> std::ops::Range<usize> {
+        d * self.per_slot..((d + 1) * self.per_slot).min(self.len())
+    }
+
+    /// Takes slots in order from the first not yet taken, up to the first
     /// that has not arrived (so a waiter reads one completion entry the
     /// device may still be writing, not all of them); returns whether all
     /// are taken.
     fn take_in_order(&mut self) -> bool {
-        while self.reaped < self.len() && self.take_at(self.reaped) {
-            self.reaped += 1;
+        while self.reaped < self.len() && self.take_slot(self.reaped / self.per_slot) {
+            self.reaped = self.tasks_of(self.reaped / self.per_slot).end;
         }
         self.reaped == self.len()
     }
 
-    /// Takes what arrived, from the first task not yet taken on; returns the
-    /// count of tasks taken in all.
-    fn take_arrived(&mut self) -> usize {
-        let mut taken = self.reaped;
-        for i in self.reaped..self.len() {
-            taken += usize::from(self.take_at(i));
-        }
+    /// Moves `reaped` past the slots taken.
+    fn advance(&mut self) {
         while self.reaped < self.len() && self.results[self.reaped].is_some() {
-            self.reaped += 1;
+            self.reaped = self.tasks_of(self.reaped / self.per_slot).end;
         }
-        taken
     }
 
-    /// Takes task `i` if it arrived and was not taken yet; returns whether
+    /// Takes slot `d` if it arrived and was not taken yet; returns whether
     /// it is taken now.
-    fn take_at(&mut self, i: usize) -> bool {
-        if self.results[i].is_none() {
-            let seq = seq_add(self.first, i as u64);
-            let Some(cqe) = self.ring.queue().take(seq).counted(&mut self.shares) else {
-                return false;
-            };
-            self.results[i] = Some(outcome_of(&cqe));
+    fn take_slot(&mut self, d: usize) -> bool {
+        let tasks = self.tasks_of(d);
+        if self.results[tasks.start].is_some() {
+            return true;
         }
+        let seq = seq_add(self.first, d as u64);
+        let Some(done) = self.ring.queue().take(seq).counted(&mut self.shares) else {
+            return false;
+        };
+        self.done += tasks.len();
+        fill(&mut self.results[tasks], done);
         true
+    }
+}
+
+/// The results of one slot's tasks from its completion.
+fn fill(results: &mut [Option<TaskResult>], done: Completed) {
+    let Completed {
+        cqe,
+        results: words,
+    } = done;
+    match words {
+        // One task, or a pack the device refused whole (its status).
+        None => results.fill(Some(outcome_of(&cqe))),
+        Some(words) => {
+            for (j, r) in results.iter_mut().enumerate() {
+                let word = words.get(j).copied();
+                *r = Some(match word {
+                    Some(value) if cqe.value >> j & 1 == 0 => Ok(Completion {
+                        value,
+                        device_start_ns: cqe.t_start,
+                        device_end_ns: cqe.t_end,
+                    }),
+                    // A failed task's word is its status code; a pack the
+                    // device answered with fewer results than sent is
+                    // corruption, reported as status 0.
+                    _ => Err(TaskStatus::from_code(word.unwrap_or(0) as u8)
+                        .unwrap_or(TaskStatus::Other(0))),
+                });
+            }
+        }
     }
 }
 
 impl Drop for Batch {
     fn drop(&mut self) {
-        for (i, r) in self.results.iter().enumerate() {
-            if r.is_none() && self.ring.queue().detach(seq_add(self.first, i as u64)) {
+        for d in 0..self.slots() {
+            let taken = self.results[self.tasks_of(d).start].is_some();
+            if !taken && self.ring.queue().detach(seq_add(self.first, d as u64)) {
                 self.shares += 1;
             }
         }

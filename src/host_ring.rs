@@ -52,6 +52,7 @@ impl HostRing {
     pub fn complete(&self, seq: u64, value: u64) {
         let cqe = Cqe {
             status: 0,
+            pack: 0,
             value,
             t_start: 0,
             t_end: 0,
@@ -64,7 +65,7 @@ impl HostRing {
     #[inline]
     pub fn take(&self, seq: u64) -> Option<u64> {
         match self.queue.take(seq) {
-            Take::Done(c) => Some(c.value),
+            Take::Done(c) => Some(c.cqe.value),
             Take::Pending | Take::Orphaned(_) => None,
         }
     }

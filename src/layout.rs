@@ -24,6 +24,8 @@ pub(crate) struct KernelParams {
     pub idle_spin_ns: u32,
     pub idle_sleep_max_ns: u32,
     pub rings: u32,
+    pub pack_args: u64,
+    pub pack_results: u64,
 }
 
 // SAFETY: plain old data with the C layout of `pkq_params` (checked below),
@@ -43,6 +45,8 @@ const _: () = {
     assert!(offset_of!(KernelParams, idle_spin_ns) == PARAMS_OFF_IDLE_SPIN_NS);
     assert!(offset_of!(KernelParams, idle_sleep_max_ns) == PARAMS_OFF_IDLE_SLEEP_MAX_NS);
     assert!(offset_of!(KernelParams, rings) == PARAMS_OFF_RINGS);
+    assert!(offset_of!(KernelParams, pack_args) == PARAMS_OFF_PACK_ARGS);
+    assert!(offset_of!(KernelParams, pack_results) == PARAMS_OFF_PACK_RESULTS);
     assert!(SLOT_WORDS * 8 == SLOT_BYTES);
     assert!(CQE_WORDS * 8 == CQE_BYTES);
     assert!(8 + ARGS_BYTES == SLOT_WORDS * CHUNK_BITS as usize / 8);

@@ -24,6 +24,11 @@
 //!   overflows), so `submit` only ever waits for the device, never for a
 //!   ticket some thread holds. A ticket whose turn moved on finds its result
 //!   here. Used only on that slow path; one entry per live ticket at most.
+//! * Packs (see PACKS in `cuda/pkq_layout.h`): a slot of many small tasks,
+//!   their argument and result words in side areas indexed by the slot. The
+//!   results are read after the completion and before the turn's
+//!   compare-and-swap frees the slot (`Queue::completed`), and a completion
+//!   moved to `overflow` takes its results along.
 //! * Orphans: tickets and batches count no reference to the runtime (two
 //!   locked instructions a task cost four producers 12-36% of their rate:
 //!   benches/NOTES.md, eighth session). When the runtime is dropped,
@@ -43,10 +48,10 @@ use std::sync::PoisonError;
 
 use crossbeam_utils::CachePadded;
 
-use crate::layout::{CQE_WORDS, SLOT_WORDS};
+use crate::layout::{CQE_WORDS, PACK_ARG_BYTES, PACK_TASKS, SLOT_WORDS};
 use crate::ring::{FLAG, Geometry, SEQ_MASK, distance, seq_add, seq_sub};
 use crate::slot::{Cqe, SlotImage, tagged};
-use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence};
 
 const CLOSED: u64 = FLAG;
 const DETACHED: u64 = FLAG;
@@ -119,23 +124,32 @@ impl From<Refusal> for crate::error::Error {
     }
 }
 
+/// A completion as the host keeps it once it takes it: the entry and, for
+/// a pack, its tasks' result words, read before the slot was freed (the
+/// next lap overwrites them).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Completed {
+    pub(crate) cqe: Cqe,
+    pub(crate) results: Option<Box<[u64]>>,
+}
+
 /// What a ticket's or batch's look at its task found.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Take {
     /// Not completed yet.
     Pending,
     /// Its completion; the slot is free again.
-    Done(Cqe),
+    Done(Completed),
     /// The runtime is gone ([`Queue::orphan`]): its completion, or `None`
     /// if the task never completed. The caller now holds one orphan share
     /// of the runtime's memory, to give back after its last access to it.
-    Orphaned(Option<Cqe>),
+    Orphaned(Option<Completed>),
 }
 
 impl Take {
     /// The completion, if any, counting an orphan share into `shares`.
     #[inline(always)]
-    pub(crate) fn counted(self, shares: &mut u64) -> Option<Cqe> {
+    pub(crate) fn counted(self, shares: &mut u64) -> Option<Completed> {
         match self {
             Self::Pending => None,
             Self::Done(cqe) => Some(cqe),
@@ -153,7 +167,7 @@ impl Take {
     pub(crate) fn done(self) -> Option<Cqe> {
         match self {
             Self::Pending => None,
-            Self::Done(cqe) => Some(cqe),
+            Self::Done(c) => Some(c.cqe),
             Self::Orphaned(_) => panic!("orphaned while the runtime runs"),
         }
     }
@@ -164,7 +178,7 @@ impl Take {
 struct Overflow {
     /// By sequence number: the completion (`None` only once orphaned: a
     /// task that never completed).
-    entries: HashMap<u64, Option<Cqe>>,
+    entries: HashMap<u64, Option<Completed>>,
     /// Set by [`Queue::orphan`]: each entry taken from then on is a share.
     orphaned: bool,
 }
@@ -179,6 +193,10 @@ pub(crate) struct Queue {
     sq: Words,
     /// Device-written, host-read: `capacity * CQE_WORDS` tagged words.
     cq: Words,
+    /// Host-written, device-read: `capacity * PACK_TASKS` argument words.
+    pack_args: Words,
+    /// Device-written, host-read: `capacity * PACK_TASKS` result words.
+    pack_results: Words,
     /// Host-only: completions moved out of slots a producer needed, and
     /// the tasks of handles that outlived the runtime.
     overflow: Mutex<Overflow>,
@@ -191,10 +209,13 @@ impl Queue {
     /// A queue over `sq` and `cq` whose first sequence number is `start`.
     /// Writes every slot and entry with the tag of the lap before its first
     /// use, so nothing reads as published or completed.
-    pub(crate) fn new(geo: Geometry, sq: Words, cq: Words, start: u64) -> Self {
+    pub(crate) fn new(geo: Geometry, mem: [Words; 4], start: u64) -> Self {
+        let [sq, cq, pack_args, pack_results] = mem;
         let cap = geo.capacity();
         assert_eq!(sq.len(), cap * SLOT_WORDS);
         assert_eq!(cq.len(), cap * CQE_WORDS);
+        assert_eq!(pack_args.len(), cap * PACK_TASKS);
+        assert_eq!(pack_results.len(), cap * PACK_TASKS);
         let start = start & SEQ_MASK;
         let turns: Box<[AtomicU64]> = (0..cap).map(|_| AtomicU64::new(0)).collect();
         for i in 0..cap as u64 {
@@ -216,6 +237,8 @@ impl Queue {
             turns,
             sq,
             cq,
+            pack_args,
+            pack_results,
             overflow: Mutex::new(Overflow::default()),
             moved: AtomicU64::new(0),
         }
@@ -332,7 +355,7 @@ impl Queue {
             .is_ok()
             && owner & DETACHED == 0
         {
-            moved.entries.insert(prev, Some(cqe));
+            moved.entries.insert(prev, Some(self.completed(prev, cqe)));
             self.moved.fetch_add(1, Ordering::Relaxed);
         }
         true
@@ -388,6 +411,48 @@ impl Queue {
         }
     }
 
+    /// Publishes the reserved run from `first` as packs of `args` (each at
+    /// most `PACK_ARG_BYTES`, checked by the caller): `PACK_TASKS` tasks a
+    /// slot, the last the rest. The argument words first, then a release
+    /// fence, then the slots (PACKS in `cuda/pkq_layout.h`).
+    pub(crate) fn publish_packs<A: bytemuck::Pod>(&self, first: u64, op: u16, args: &[A]) {
+        let len = std::mem::size_of::<A>().min(PACK_ARG_BYTES);
+        if len != 0 {
+            for (d, pack) in args.chunks(PACK_TASKS).enumerate() {
+                let at = self.geo.slot(seq_add(first, d as u64)) * PACK_TASKS;
+                let words = self.pack_args.run::<PACK_TASKS>(at);
+                for (w, a) in words.iter().zip(pack) {
+                    let mut b = [0u8; 8];
+                    b[..len].copy_from_slice(&bytemuck::bytes_of(a)[..len]);
+                    w.store(u64::from_le_bytes(b), Ordering::Relaxed);
+                }
+            }
+            fence(Ordering::Release);
+        }
+        for (d, pack) in args.chunks(PACK_TASKS).enumerate() {
+            self.publish(
+                seq_add(first, d as u64),
+                &SlotImage::pack(op, len, pack.len()),
+            );
+        }
+    }
+
+    /// The completion of `seq` as the host keeps it: with its pack's
+    /// result words, when it is a pack (read now: the caller frees the
+    /// slot next).
+    fn completed(&self, seq: u64, cqe: Cqe) -> Completed {
+        let results = (cqe.pack != 0).then(|| {
+            let at = self.geo.slot(seq) * PACK_TASKS;
+            let words = self.pack_results.run::<PACK_TASKS>(at);
+            // After the entry's acquire loads: the device wrote these first.
+            words[..usize::from(cqe.pack).min(PACK_TASKS)]
+                .iter()
+                .map(|w| w.load(Ordering::Relaxed))
+                .collect()
+        });
+        Completed { cqe, results }
+    }
+
     /// Publishes a task of `op` for each of `args` (each at most
     /// `ARGS_BYTES`, checked by the caller), from the reserved `first` on.
     #[inline]
@@ -434,12 +499,13 @@ impl Queue {
     pub(crate) fn take(&self, seq: u64) -> Take {
         let turn = &self.turns[self.geo.slot(seq)];
         if let Some(cqe) = self.poll(seq) {
+            let done = self.completed(seq, cqe);
             let next = self.geo.next_lap(seq);
             if turn
                 .compare_exchange(seq, next, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                return Take::Done(cqe);
+                return Take::Done(done);
             }
         }
         // A producer needed the slot and moved the completion, or the
@@ -456,7 +522,7 @@ impl Queue {
         let mut moved = self.overflow();
         match moved.entries.remove(&seq) {
             Some(entry) if moved.orphaned => Take::Orphaned(entry),
-            Some(Some(cqe)) => Take::Done(cqe),
+            Some(Some(done)) => Take::Done(done),
             // Entries are `None` only once orphaned.
             Some(None) | None => Take::Pending,
         }
@@ -498,7 +564,7 @@ impl Queue {
             if owner & DETACHED != 0 || !(1..=cap).contains(&distance(seq, end)) {
                 continue;
             }
-            let cqe = self.poll(seq);
+            let cqe = self.poll(seq).map(|cqe| self.completed(seq, cqe));
             // Loses only to the holder taking it or dropping it first.
             if turn
                 .compare_exchange(
@@ -577,6 +643,8 @@ impl Queue {
 pub(crate) struct Memory {
     sq: Box<[AtomicU64]>,
     cq: Box<[AtomicU64]>,
+    pack_args: Box<[AtomicU64]>,
+    pack_results: Box<[AtomicU64]>,
 }
 
 impl Memory {
@@ -585,6 +653,8 @@ impl Memory {
         std::sync::Arc::new(Self {
             sq: words(geo.capacity() * SLOT_WORDS),
             cq: words(geo.capacity() * CQE_WORDS),
+            pack_args: words(geo.capacity() * PACK_TASKS),
+            pack_results: words(geo.capacity() * PACK_TASKS),
         })
     }
 
@@ -598,7 +668,8 @@ impl Memory {
     /// A queue over this memory; the caller keeps the memory alive at least
     /// as long as the queue.
     pub(crate) fn queue(&self, geo: Geometry, start: u64) -> Queue {
-        Queue::new(geo, Self::view(&self.sq), Self::view(&self.cq), start)
+        let mem = [&self.sq, &self.cq, &self.pack_args, &self.pack_results];
+        Queue::new(geo, mem.map(|b| Self::view(b)), start)
     }
 }
 
@@ -607,6 +678,7 @@ impl Memory {
 fn complete(q: &Queue, seq: u64, value: u64) {
     let cqe = Cqe {
         status: 0,
+        pack: 0,
         value,
         t_start: 0,
         t_end: 0,
@@ -645,13 +717,32 @@ pub(crate) mod tests {
                 std::thread::yield_now();
                 continue;
             };
-            let value = if task.op == crate::layout::OP_ECHO {
-                crate::ops::echo_fold(&task.args)
+            let run = |args: &[u64; 6]| {
+                if task.op == crate::layout::OP_ECHO {
+                    crate::ops::echo_fold(args)
+                } else {
+                    0
+                }
+            };
+            let value = if task.pack == 0 {
+                run(&task.args)
             } else {
+                // A pack: each task's argument word in, its result word out,
+                // then the completion (PACKS in pkq_layout.h).
+                let pack_args = Memory::view(&mem.pack_args);
+                let pack_results = Memory::view(&mem.pack_results);
+                for j in 0..task.pack {
+                    let at = slot * PACK_TASKS + j;
+                    let arg = pack_args.at(at).load(Ordering::Acquire);
+                    pack_results
+                        .at(at)
+                        .store(run(&[arg, 0, 0, 0, 0, 0]), Ordering::Relaxed);
+                }
                 0
             };
             let cqe = Cqe {
                 status: 0,
+                pack: task.pack as u8,
                 value,
                 t_start: seq,
                 t_end: seq,
@@ -765,8 +856,8 @@ pub(crate) mod tests {
         assert_eq!(shares.load(Ordering::Relaxed), 5, "the runtime's and four");
         assert_eq!(q.try_reserve(), Err(Refusal::Closed));
         let mut held = 0;
-        assert_eq!(q.take(c).counted(&mut held).map(|x| x.value), Some(3));
-        assert_eq!(q.take(e).counted(&mut held).map(|x| x.value), Some(5));
+        assert_eq!(q.take(c).counted(&mut held).map(|x| x.cqe.value), Some(3));
+        assert_eq!(q.take(e).counted(&mut held).map(|x| x.cqe.value), Some(5));
         assert_eq!(q.take(d), Take::Orphaned(None), "never completed");
         held += 1;
         assert_eq!(q.take(d), Take::Pending, "one share per task");
@@ -775,6 +866,101 @@ pub(crate) mod tests {
         held += 1;
         assert_eq!(held, 4, "as counted, less the runtime's own");
         assert!(q.overflow().entries.is_empty());
+    }
+
+    /// What the device does for a pack of `count` tasks in the slot of
+    /// `seq`: result words `values`, then the completion (tests).
+    fn complete_pack(mem: &Memory, q: &Queue, seq: u64, values: &[u64]) {
+        let at = q.geo.slot(seq) * PACK_TASKS;
+        for (j, v) in values.iter().enumerate() {
+            Memory::view(&mem.pack_results)
+                .at(at + j)
+                .store(*v, Ordering::Relaxed);
+        }
+        let cqe = Cqe {
+            status: 0,
+            pack: values.len() as u8,
+            value: 0,
+            t_start: 0,
+            t_end: 0,
+        };
+        q.complete(seq, &cqe);
+    }
+
+    #[test]
+    fn packs_round_trip_on_the_software_device() {
+        let geo = Geometry::new(8).unwrap();
+        let mem = Memory::new(geo);
+        let q = mem.queue(geo, 0);
+        let stop = Arc::new(AtomicBool::new(false));
+        let devs: Vec<_> = (0..2)
+            .map(|w| {
+                let (m, s) = (mem.clone(), stop.clone());
+                std::thread::spawn(move || device_worker(m, geo, 0, w, 2, s))
+            })
+            .collect();
+        let mut rng = crate::test_rng::Rng::new(5);
+        for _ in 0..crate::test_rng::cases(2000) {
+            let n = 1 + (rng.next() % (8 * PACK_TASKS as u64)) as usize;
+            let args: Vec<u64> = (0..n).map(|_| rng.next()).collect();
+            let slots = n.div_ceil(PACK_TASKS);
+            let first = loop {
+                match q.try_reserve_many(slots) {
+                    Ok(s) => break s,
+                    Err(_) => std::thread::yield_now(),
+                }
+            };
+            q.publish_packs(first, crate::layout::OP_ECHO, &args);
+            for (d, want) in args.chunks(PACK_TASKS).enumerate() {
+                let seq = seq_add(first, d as u64);
+                let done = loop {
+                    if let Take::Done(c) = q.take(seq) {
+                        break c;
+                    }
+                    std::thread::yield_now();
+                };
+                assert_eq!(usize::from(done.cqe.pack), want.len());
+                // ECHO of one word is the word.
+                assert_eq!(done.results.as_deref(), Some(want));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for d in devs {
+            d.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_moved_pack_keeps_its_results() {
+        let geo = Geometry::new(1).unwrap();
+        let mem = Memory::new(geo);
+        let q = mem.queue(geo, 0);
+        let a = q.try_reserve().unwrap();
+        q.publish_packs(a, crate::layout::OP_ECHO, &[1u64, 2, 3]);
+        complete_pack(&mem, &q, a, &[1, 2, 3]);
+        // A producer needs the slot: it moves the completion, results and
+        // all, before the next lap overwrites them.
+        let b = q.try_reserve().unwrap();
+        q.publish_packs(b, crate::layout::OP_ECHO, &[7u64]);
+        complete_pack(&mem, &q, b, &[7]);
+        let Take::Done(moved) = q.take(a) else {
+            panic!("a's completion was moved, not lost")
+        };
+        assert_eq!(moved.results.as_deref(), Some(&[1, 2, 3][..]));
+        let Take::Done(own) = q.take(b) else {
+            panic!("b completed")
+        };
+        assert_eq!(own.results.as_deref(), Some(&[7][..]));
+        // Orphaned with its results, too.
+        let c = q.try_reserve().unwrap();
+        q.publish_packs(c, crate::layout::OP_NOP, &[(); 2]);
+        complete_pack(&mem, &q, c, &[0, 0]);
+        let shares = AtomicU64::new(1);
+        q.orphan(&shares);
+        let Take::Orphaned(Some(o)) = q.take(c) else {
+            panic!("orphaned with its completion")
+        };
+        assert_eq!(o.results.as_deref(), Some(&[0, 0][..]));
     }
 
     #[test]
@@ -1048,7 +1234,7 @@ mod loom_tests {
             // The ticket: takes its completion, then is dropped.
             let ticket = thread::spawn(move || {
                 let mut held = 0;
-                let got = q1.take(0).counted(&mut held).map(|c| c.value);
+                let got = q1.take(0).counted(&mut held).map(|c| c.cqe.value);
                 let last = held > 0 && release(&s1, held);
                 (got, last)
             });

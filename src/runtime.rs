@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::kernel::{Image, Kernel, KernelState};
 use crate::layout::{
     CQE_WORDS, CTRL_BYTES, CTRL_STOP, KernelParams, MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS,
-    SECTION_ALIGN, SLOT_WORDS, STATE_BITS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
+    PACK_TASKS, SECTION_ALIGN, SLOT_WORDS, STATE_BITS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
 };
 use crate::mapped::MappedBuffer;
 use crate::ops::Op;
@@ -316,14 +316,21 @@ impl Builder {
         let states_at = (rings * cap * CQE_WORDS).next_multiple_of(align);
         let pollers = self.workers * self.pollers as usize;
         let ctrl_words = self.workers * CTRL_BYTES / 8;
-        let h2d = MappedBuffer::new(&ctx, ctrl_at + ctrl_words)?;
-        let d2h = MappedBuffer::new(&ctx, states_at + 2 * pollers)?;
+        let args_at = (ctrl_at + ctrl_words).next_multiple_of(align);
+        let results_at = (states_at + 2 * pollers).next_multiple_of(align);
+        let pack = cap * PACK_TASKS;
+        let h2d = MappedBuffer::new(&ctx, args_at + rings * pack)?;
+        let d2h = MappedBuffer::new(&ctx, results_at + rings * pack)?;
         let ctrl = h2d.words(ctrl_at, ctrl_words);
         let queues = (0..rings)
             .map(|r| {
-                let sq = h2d.words(r * cap * SLOT_WORDS, cap * SLOT_WORDS);
-                let cq = d2h.words(r * cap * CQE_WORDS, cap * CQE_WORDS);
-                Queue::new(geo, sq, cq, self.start_seq)
+                let mem = [
+                    h2d.words(r * cap * SLOT_WORDS, cap * SLOT_WORDS),
+                    d2h.words(r * cap * CQE_WORDS, cap * CQE_WORDS),
+                    h2d.words(args_at + r * pack, pack),
+                    d2h.words(results_at + r * pack, pack),
+                ];
+                Queue::new(geo, mem, self.start_seq)
             })
             .collect::<Box<[Queue]>>();
         let states = d2h.words(states_at, pollers);
@@ -346,6 +353,8 @@ impl Builder {
                 IdlePolicy::Backoff { max_sleep, .. } => max_sleep.as_nanos() as u32,
             },
             rings: rings as u32,
+            pack_args: h2d.device_addr(args_at),
+            pack_results: d2h.device_addr(results_at),
         };
         let mut kernel = Kernel::from_image(&ctx, &self.image, &self.kernel, true, vec![h2d, d2h])?;
         let mut ops = std::mem::take(&mut kernel.ops);

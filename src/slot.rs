@@ -6,7 +6,9 @@
 //! 56-bit chunks, one per shared word, under the tag byte.
 
 use crate::error::{Error, Result};
-use crate::layout::{ARGS_BYTES, CHUNK_BITS, CQE_WORDS, HEADER_LEN_SHIFT, SLOT_WORDS, TAG_SHIFT};
+use crate::layout::{
+    ARGS_BYTES, CHUNK_BITS, CQE_WORDS, HEADER_LEN_SHIFT, HEADER_PACK_SHIFT, SLOT_WORDS, TAG_SHIFT,
+};
 
 pub(crate) const CHUNK_MASK: u64 = (1 << CHUNK_BITS) - 1;
 const CHUNK: usize = CHUNK_BITS as usize;
@@ -98,6 +100,15 @@ impl SlotImage {
         Self(chunks(&words))
     }
 
+    /// The header of a pack (see PACKS in `cuda/pkq_layout.h`): `count`
+    /// tasks of `op` with `len` argument bytes each, in the pack arguments.
+    #[inline(always)]
+    pub(crate) fn pack(op: u16, len: usize, count: usize) -> Self {
+        let header =
+            u64::from(op) | (len as u64) << HEADER_LEN_SHIFT | (count as u64) << HEADER_PACK_SHIFT;
+        Self(chunks(&[header]))
+    }
+
     /// Word `k` of the slot under `tag`.
     #[inline(always)]
     pub(crate) fn word(&self, k: usize, tag: u8) -> u64 {
@@ -111,6 +122,8 @@ impl SlotImage {
 pub(crate) struct DecodedSlot {
     pub op: u16,
     pub len: usize,
+    /// The pack count (0: one task).
+    pub pack: usize,
     pub args: [u64; ARGS_BYTES / 8],
 }
 
@@ -125,6 +138,7 @@ impl DecodedSlot {
         Some(Self {
             op: p[0] as u16,
             len: ((p[0] >> HEADER_LEN_SHIFT) & 0xff) as usize,
+            pack: ((p[0] >> HEADER_PACK_SHIFT) & 0xff) as usize,
             args: p[1..].try_into().unwrap(),
         })
     }
@@ -142,6 +156,8 @@ impl DecodedSlot {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Cqe {
     pub status: u8,
+    /// The pack count (0: one task; see PACKS in `cuda/pkq_layout.h`).
+    pub pack: u8,
     pub value: u64,
     pub t_start: u64,
     pub t_end: u64,
@@ -151,8 +167,12 @@ impl Cqe {
     /// The entry's tagged words (what `completion_word` writes on the
     /// device; the host writes them only standing in for a device).
     pub(crate) fn encode(&self, tag: u8) -> [u64; CQE_WORDS] {
-        let c: [u64; CQE_WORDS] =
-            chunks(&[self.value, self.t_start, self.t_end, u64::from(self.status)]);
+        let c: [u64; CQE_WORDS] = chunks(&[
+            self.value,
+            self.t_start,
+            self.t_end,
+            u64::from(self.status) | u64::from(self.pack) << 8,
+        ]);
         c.map(|c| tagged(c, tag))
     }
 
@@ -168,6 +188,7 @@ impl Cqe {
             t_start: p[1],
             t_end: p[2],
             status: p[3] as u8,
+            pack: (p[3] >> 8) as u8,
         })
     }
 }
@@ -235,6 +256,7 @@ mod tests {
         for _ in 0..cases(100_000) {
             let c = Cqe {
                 status: rng.next() as u8,
+                pack: rng.next() as u8,
                 value: rng.next(),
                 t_start: rng.next(),
                 t_end: rng.next(),

@@ -4,10 +4,10 @@
 #[cfg(loom)]
 pub(crate) use loom::sync::{
     Mutex, MutexGuard,
-    atomic::{AtomicU64, Ordering},
+    atomic::{AtomicU64, Ordering, fence},
 };
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
     Mutex, MutexGuard,
-    atomic::{AtomicU64, Ordering},
+    atomic::{AtomicU64, Ordering, fence},
 };

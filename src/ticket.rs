@@ -97,7 +97,7 @@ impl Ticket {
         // After a take that finished the task, the runtime's memory may be
         // gone: only the outcome is read from then on.
         match self.ring.queue().take(self.seq).counted(&mut self.shares) {
-            Some(cqe) => self.finish(cqe).map(Some),
+            Some(done) => self.finish(done.cqe).map(Some),
             // A caller looping on None must learn if the kernel died.
             None => {
                 let shared = self.ring.shared();
@@ -151,7 +151,7 @@ impl Ticket {
         let cqe = ring
             .shared()
             .wait_for(deadline, watch, || ring.queue().take(seq).counted(shares))?;
-        self.finish(cqe)
+        self.finish(cqe.cqe)
     }
 
     fn finish(&mut self, cqe: Cqe) -> Result<Completion> {

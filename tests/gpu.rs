@@ -111,6 +111,7 @@ const TESTS: &[Test] = &[
         a_stall_is_reported_on_its_ring,
     ),
     ("cancel_resolves_every_ticket", cancel_resolves_every_ticket),
+    ("packed_batches_random_vs_cpu", packed_batches_random_vs_cpu),
     (
         "cancelled_tickets_outlive_their_runtime",
         cancelled_tickets_outlive_their_runtime,
@@ -554,6 +555,115 @@ fn drop_with_tickets_alive() {
     assert_eq!(pkq::live_runtimes(), before, "freed with the last");
     // A ticket taken before the drop keeps its result, and no share.
     assert_eq!(early.wait_timeout(wait).unwrap().value, 2);
+}
+
+fn packed_batches_random_vs_cpu() {
+    // Packed batches of random sizes (one task to a full ring of packs) and
+    // kinds, several in flight and reaped in order, on 2 rings from 2
+    // threads; every result checked against the host's, every task counted
+    // once.
+    let rt = Runtime::builder()
+        .capacity(128)
+        .workers(8)
+        .rings(2)
+        .build()
+        .unwrap();
+    let tasks = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..2u64 {
+            let (rt, tasks) = (&rt, &tasks);
+            s.spawn(move || {
+                let mut rng = Rng::new(40 + t);
+                let mut inflight: VecDeque<(pkq::Batch, Vec<Option<u64>>)> = VecDeque::new();
+                let check = |(batch, want): (pkq::Batch, Vec<Option<u64>>)| {
+                    let got = batch.wait().unwrap();
+                    assert_eq!(got.len(), want.len());
+                    for (g, w) in got.iter().zip(&want) {
+                        match w {
+                            Some(v) => assert_eq!(g.unwrap().value, *v),
+                            None => assert_eq!(*g, Err(TaskStatus::BadArgs)),
+                        }
+                    }
+                    tasks.fetch_add(want.len() as u64, Ordering::Relaxed);
+                };
+                for round in 0..300 {
+                    let n = 1 + (rng.next() % (128 * 32)) as usize;
+                    let (batch, want) = match round % 4 {
+                        // ECHO of one word is the word.
+                        0 => {
+                            let a: Vec<u64> = (0..n).map(|_| rng.next()).collect();
+                            (
+                                rt.submit_packed(Op::ECHO, &a),
+                                a.iter().map(|&v| Some(v)).collect(),
+                            )
+                        }
+                        // Shorter arguments arrive zero-padded.
+                        1 => {
+                            let a: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+                            let want = a.iter().map(|&v| Some(u64::from(v))).collect();
+                            (rt.submit_packed(Op::ECHO, &a), want)
+                        }
+                        2 => (rt.submit_packed(Op::NOP, &vec![(); n]), vec![Some(0); n]),
+                        // SPIN of 0 ns, or over the limit: a failed task
+                        // among good ones reports its own status.
+                        _ => {
+                            let a: Vec<u64> = (0..n.min(300))
+                                .map(|_| if rng.next() % 5 == 0 { u64::MAX } else { 0 })
+                                .collect();
+                            let want = a.iter().map(|&v| (v == 0).then_some(0)).collect();
+                            (rt.submit_packed(Op::SPIN, &a), want)
+                        }
+                    };
+                    inflight.push_back((batch.unwrap(), want));
+                    if inflight.len() > 2 {
+                        check(inflight.pop_front().unwrap());
+                    }
+                }
+                inflight.into_iter().for_each(check);
+            });
+        }
+    });
+    // Batches of up to a whole ring, three in flight: producers move
+    // completions (results and all) out of the slots they need.
+    println!(
+        "    {} packed tasks checked, {} completions moved",
+        tasks.load(Ordering::Relaxed),
+        rt.moved_completions()
+    );
+    // SPIN's results are the nanoseconds waited: at least those asked.
+    let r = rt
+        .submit_packed(Op::SPIN, &[2_000u64; 40])
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(r.iter().all(|r| r.unwrap().value >= 2_000));
+    // Unknown ops fail per task; unread packed batches give their slots back.
+    let r = rt
+        .submit_packed(Op(999), &[(); 70])
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(r.iter().all(|r| *r == Err(TaskStatus::UnknownOp)));
+    for _ in 0..300 {
+        drop(rt.submit_packed(Op::NOP, &[(); 100]).unwrap());
+    }
+    assert!(
+        rt.submit_packed(Op::NOP, &[(); 0])
+            .unwrap()
+            .wait()
+            .unwrap()
+            .is_empty()
+    );
+    // Refused with nothing submitted.
+    assert!(matches!(
+        rt.submit_packed(Op::NOP, &[(); 128 * 32 + 1]),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        rt.submit_packed(Op::ECHO, &[[0u64; 2]; 3]),
+        Err(Error::PayloadTooLarge { len: 16, max: 8 })
+    ));
+    rt.shutdown().unwrap();
 }
 
 fn cancelled_tickets_outlive_their_runtime() {
