@@ -2,9 +2,10 @@
 //! and 8 producer threads (each pinned to a core of its own), one task per
 //! submit (on one ring, and on a ring per thread) and in batches of 32 and
 //! 256 (one thread's batches of 256 also reaped by 1 or 3 other threads,
-//! and of 4096 by 3 or 5; packed batches of 4096 and 32768 from 1, 2 and 4);
-//! a small real op (ECHO, every result checked); back-to-back kernel launches
-//! per second and CUDA graph kernel nodes per second; and what a running
+//! and of 4096 by 3 or 5; packed batches of 4096 and 32768 from 1, 2 and
+//! 4); a small real op (ECHO, every result checked, in batches and
+//! packed); back-to-back kernel launches per second and CUDA graph kernel
+//! nodes per second; and what a running
 //! pkq costs an ordinary kernel the application launches on its own stream;
 //! one task's round trip on the same runtime once it is idle; where a
 //! producer submitting one task at a time spends its time (inside submit,
@@ -164,9 +165,11 @@ fn pump(rts: &[&Runtime], producers: usize, mode: Mode, window: usize, secs: f64
     done.iter().sum::<u64>() as f64 / took.iter().cloned().fold(0.0, f64::max)
 }
 
-/// ECHO tasks with 48-byte payloads in batches of 256 from 4 threads, every
-/// result checked against the host's fold: tasks per second.
-fn echo_checked(rt: &Runtime, secs: f64) -> f64 {
+/// ECHO tasks from 4 threads, every result checked against the host's:
+/// 48-byte payloads in batches of 256, or `packed` (`submit_packed`: 8-byte
+/// payloads, whose ECHO is the word itself, in batches of 4096): tasks per
+/// second.
+fn echo_checked(rt: &Runtime, secs: f64, packed: bool) -> f64 {
     let dur = Duration::from_secs_f64(secs);
     let (done, took): (Vec<u64>, Vec<f64>) = std::thread::scope(|s| {
         let threads: Vec<_> = (0..4u64)
@@ -176,11 +179,12 @@ fn echo_checked(rt: &Runtime, secs: f64) -> f64 {
                     let t0 = Instant::now();
                     let mut done = 0u64;
                     let mut id = p << 48;
-                    let mut q: VecDeque<(pkq::Batch, Vec<[u64; 6]>)> = VecDeque::new();
-                    let check = |batch: pkq::Batch, args: Vec<[u64; 6]>| {
+                    // Each batch with the values its results must have.
+                    let mut q: VecDeque<(pkq::Batch, Vec<u64>)> = VecDeque::new();
+                    let check = |batch: pkq::Batch, want: Vec<u64>| {
                         let r = batch.wait().unwrap();
-                        for (r, a) in r.iter().zip(&args) {
-                            assert_eq!(r.as_ref().unwrap().value, echo_fold(a));
+                        for (r, w) in r.iter().zip(&want) {
+                            assert_eq!(r.as_ref().unwrap().value, *w);
                         }
                         r.len() as u64
                     };
@@ -189,13 +193,24 @@ fn echo_checked(rt: &Runtime, secs: f64) -> f64 {
                             let (b, a) = q.pop_front().unwrap();
                             done += check(b, a);
                         }
-                        let args: Vec<[u64; 6]> = (0..256)
-                            .map(|_| {
-                                id += 1;
-                                [id, !id, id.rotate_left(17), id ^ 0x5555, id * 3, id >> 3]
-                            })
-                            .collect();
-                        q.push_back((rt.submit_batch(Op::ECHO, &args).unwrap(), args));
+                        q.push_back(if packed {
+                            let words: Vec<u64> = (0..4096)
+                                .map(|_| {
+                                    id += 1;
+                                    id.rotate_left(29) ^ 0x5555
+                                })
+                                .collect();
+                            (rt.submit_packed(Op::ECHO, &words).unwrap(), words)
+                        } else {
+                            let args: Vec<[u64; 6]> = (0..256)
+                                .map(|_| {
+                                    id += 1;
+                                    [id, !id, id.rotate_left(17), id ^ 0x5555, id * 3, id >> 3]
+                                })
+                                .collect();
+                            let want = args.iter().map(echo_fold).collect();
+                            (rt.submit_batch(Op::ECHO, &args).unwrap(), want)
+                        });
                     }
                     for (b, a) in q {
                         done += check(b, a);
@@ -570,7 +585,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         idle_rt.p50_us()
     );
     rows.push(idle_rt.row("us"));
-    let echo = echo_checked(&rt, args.seconds);
+    let echo = echo_checked(&rt, args.seconds, false);
     println!(
         "{:<50}{echo:>16.0}",
         "pkq ECHO, 4 producers, batches of 256, checked"
@@ -581,6 +596,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         echo,
     ));
     bars.push(("pkq ECHO, checked, 4 x 256".into(), echo));
+    let echo = echo_checked(&rt, args.seconds, true);
+    println!(
+        "{:<50}{echo:>16.0}",
+        "pkq ECHO, 4 producers, packed batches of 4096, checked"
+    );
+    rows.push(row(
+        "pkq ECHO (8-byte payload, every result checked), 4 producers, packed batches of 4096",
+        "tasks_per_s",
+        echo,
+    ));
+    bars.push(("pkq ECHO, checked, packed, 4 x 4096".into(), echo));
 
     // The application's kernel with pkq idle, then busy.
     let work_idle = time_work(200)?;
