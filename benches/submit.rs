@@ -70,10 +70,38 @@ fn timed_batches<A: bytemuck::Pod>(
     total.mul_f64(iters as f64 / done as f64)
 }
 
-const CASES: [&str; 3] = [
+/// `iters` NOP tasks submitted in packed batches of 4096 (128 packs of
+/// 32), each pack completed as a device would (32 result words and the
+/// completion) and reaped as a packed `Batch` does: per task, what the
+/// host pays around the device.
+fn timed_packs(ring: &mut HostRing, iters: u64) -> Duration {
+    const TASKS: u64 = 4096;
+    let (nops, values) = ([(); TASKS as usize], [0u64; 32]);
+    let mut total = Duration::ZERO;
+    let mut done = 0;
+    while done < iters {
+        ring.reset();
+        let t0 = Instant::now();
+        for _ in 0..CAPACITY / (TASKS / 32) {
+            let first = ring.submit_packed(Op::NOP, black_box(&nops)).unwrap();
+            for k in 0..TASKS / 32 {
+                ring.complete_pack(first + k, &values);
+            }
+            for k in 0..TASKS / 32 {
+                black_box(ring.take_pack(first + k).unwrap());
+            }
+        }
+        total += t0.elapsed();
+        done += CAPACITY * 32;
+    }
+    total.mul_f64(iters as f64 / done as f64)
+}
+
+const CASES: [&str; 4] = [
     "nop_no_args",
     "echo_48_byte_args",
     "batch_256_nop_submit_complete_reap",
+    "packed_4096_nop_submit_complete_reap",
 ];
 
 fn benches(c: &mut Criterion) {
@@ -88,6 +116,9 @@ fn benches(c: &mut Criterion) {
     let nops = [(); 256];
     g.bench_function(CASES[2], |b| {
         b.iter_custom(|iters| timed_batches(&mut ring, iters, Op::NOP, &nops))
+    });
+    g.bench_function(CASES[3], |b| {
+        b.iter_custom(|iters| timed_packs(&mut ring, iters))
     });
     g.finish();
 }

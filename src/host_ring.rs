@@ -3,7 +3,8 @@
 
 use bytemuck::Pod;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::layout::{PACK_ARG_BYTES, PACK_TASKS};
 use crate::ops::Op;
 use crate::queue::{Memory, Queue, Take};
 use crate::ring::Geometry;
@@ -45,6 +46,41 @@ impl HostRing {
         let first = self.queue.try_reserve_many(args.len())?;
         self.queue.publish_run(first, op.0, args);
         Ok(first)
+    }
+
+    /// What `Runtime::submit_packed` does on the host before it builds the
+    /// batch: one reservation for all the packs, their argument words, then
+    /// their slots. Returns the first sequence number.
+    #[inline]
+    pub fn submit_packed<A: Pod>(&self, op: Op, args: &[A]) -> Result<u64> {
+        let len = std::mem::size_of::<A>();
+        if len > PACK_ARG_BYTES {
+            return Err(Error::PayloadTooLarge {
+                len,
+                max: PACK_ARG_BYTES,
+            });
+        }
+        let first = self
+            .queue
+            .try_reserve_many(args.len().div_ceil(PACK_TASKS))?;
+        self.queue.publish_packs(first, op.0, args);
+        Ok(first)
+    }
+
+    /// Writes the results of the pack of `seq` (`values`, at most 32) and
+    /// its completion, as a device would.
+    pub fn complete_pack(&self, seq: u64, values: &[u64]) {
+        self.queue.complete_pack(seq, values);
+    }
+
+    /// What a packed batch does to reap the pack of `seq`: its tasks'
+    /// results, once completed, freeing the slot.
+    #[inline]
+    pub fn take_pack(&self, seq: u64) -> Option<Box<[u64]>> {
+        match self.queue.take(seq) {
+            Take::Done(c) => c.results,
+            Take::Pending | Take::Orphaned(_) => None,
+        }
     }
 
     /// Writes the completion of `seq` as a device would (value `value`,

@@ -491,6 +491,24 @@ impl Queue {
         }
     }
 
+    /// Writes the result words of the pack of `seq`, then its completion,
+    /// as the device does (the software devices of the tests and of
+    /// `HostRing`).
+    pub(crate) fn complete_pack(&self, seq: u64, values: &[u64]) {
+        let at = self.geo.slot(seq) * PACK_TASKS;
+        for (w, v) in self.pack_results.run::<PACK_TASKS>(at).iter().zip(values) {
+            w.store(*v, Ordering::Relaxed);
+        }
+        let cqe = Cqe {
+            status: 0,
+            pack: values.len().min(PACK_TASKS) as u8,
+            value: 0,
+            t_start: 0,
+            t_end: 0,
+        };
+        self.complete(seq, &cqe);
+    }
+
     /// For the ticket of `seq`: its completion, once the device wrote it,
     /// taking it (the slot is then free for the next lap). Called only by
     /// the ticket, until it returns `Done` or `Orphaned`. After `Done` the
@@ -868,25 +886,6 @@ pub(crate) mod tests {
         assert!(q.overflow().entries.is_empty());
     }
 
-    /// What the device does for a pack of `count` tasks in the slot of
-    /// `seq`: result words `values`, then the completion (tests).
-    fn complete_pack(mem: &Memory, q: &Queue, seq: u64, values: &[u64]) {
-        let at = q.geo.slot(seq) * PACK_TASKS;
-        for (j, v) in values.iter().enumerate() {
-            Memory::view(&mem.pack_results)
-                .at(at + j)
-                .store(*v, Ordering::Relaxed);
-        }
-        let cqe = Cqe {
-            status: 0,
-            pack: values.len() as u8,
-            value: 0,
-            t_start: 0,
-            t_end: 0,
-        };
-        q.complete(seq, &cqe);
-    }
-
     #[test]
     fn packs_round_trip_on_the_software_device() {
         let geo = Geometry::new(8).unwrap();
@@ -937,12 +936,12 @@ pub(crate) mod tests {
         let q = mem.queue(geo, 0);
         let a = q.try_reserve().unwrap();
         q.publish_packs(a, crate::layout::OP_ECHO, &[1u64, 2, 3]);
-        complete_pack(&mem, &q, a, &[1, 2, 3]);
+        q.complete_pack(a, &[1, 2, 3]);
         // A producer needs the slot: it moves the completion, results and
         // all, before the next lap overwrites them.
         let b = q.try_reserve().unwrap();
         q.publish_packs(b, crate::layout::OP_ECHO, &[7u64]);
-        complete_pack(&mem, &q, b, &[7]);
+        q.complete_pack(b, &[7]);
         let Take::Done(moved) = q.take(a) else {
             panic!("a's completion was moved, not lost")
         };
@@ -954,7 +953,7 @@ pub(crate) mod tests {
         // Orphaned with its results, too.
         let c = q.try_reserve().unwrap();
         q.publish_packs(c, crate::layout::OP_NOP, &[(); 2]);
-        complete_pack(&mem, &q, c, &[0, 0]);
+        q.complete_pack(c, &[0, 0]);
         let shares = AtomicU64::new(1);
         q.orphan(&shares);
         let Take::Orphaned(Some(o)) = q.take(c) else {
