@@ -46,15 +46,17 @@ __device__ __forceinline__ Wait judge(uint64_t w, uint32_t lane, uint32_t tag) {
 }
 
 // Runs the `count` tasks of a pack (PACKS in pkq_layout.h) in the slot at
-// index `slot`, one after another, each by the whole warp: lane j loads
-// task j's argument word and stores its result word; then a system fence,
-// so the results land before the completion. Returns the pack's outcome:
-// OK with the mask of failed tasks as its value, or BAD_ARGS (and `pack`
-// 0) for a header no host writes.
-template <class Handlers>
+// index `slot`, one after another, each by the whole warp (beating after
+// each, as after a single task: back-to-back tasks are not a stall): lane
+// j loads task j's argument word and stores its result word; then a system
+// fence, so the results land before the completion. Returns the pack's
+// outcome: OK with the mask of failed tasks as its value, or BAD_ARGS (and
+// `pack` 0) for a header no host writes.
+template <class Handlers, class Beat>
 __device__ __forceinline__ Outcome run_pack(const pkq_params& p, uint64_t slot, uint32_t lane,
                                             uint64_t header, uint32_t count,
-                                            const Handlers& handlers, uint32_t& pack) {
+                                            const Handlers& handlers, const Beat& beat,
+                                            uint32_t& pack) {
     const uint32_t op = static_cast<uint32_t>(header & 0xffff);
     const uint32_t len = static_cast<uint32_t>(header >> PKQ_HEADER_LEN_SHIFT) & 0xff;
     if (count > PKQ_PACK_TASKS || len > PKQ_PACK_ARG_BYTES) {
@@ -84,6 +86,7 @@ __device__ __forceinline__ Outcome run_pack(const pkq_params& p, uint64_t slot, 
         const uint64_t value = __shfl_sync(FULL_MASK, o.value, 0);
         if (lane == j) mine = status == PKQ_STATUS_OK ? value : status;
         if (status != PKQ_STATUS_OK) failed |= 1u << j;
+        beat();
     }
     if (lane < count) store_sys(reinterpret_cast<uint64_t*>(p.pack_results) + at, mine);
     // Every lane's result stores, and any device-memory writes of the
@@ -232,7 +235,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         uint32_t pack = static_cast<uint32_t>(c0 >> PKQ_HEADER_PACK_SHIFT) & 0xff;
         Outcome out;
         if (pack != 0) {
-            out = run_pack(p, slot, lane, c0, pack, handlers, pack);
+            out = run_pack(p, slot, lane, c0, pack, handlers, beat_if_due, pack);
         } else if ((c0 & 0xffff) == PKQ_OP_NOP) {
             out = ok();
         } else {

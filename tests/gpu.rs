@@ -2074,5 +2074,14 @@ fn back_to_back_long_tasks_are_not_stalls() {
         assert!(c.value >= 150_000_000);
     }
     assert!(t0.elapsed() >= Duration::from_millis(850));
+    // The tasks of a pack, too: the worker beats between them.
+    let t0 = Instant::now();
+    let results = rt
+        .submit_packed(Op::SPIN, &[150_000_000u64; 6])
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(results.iter().all(|r| r.unwrap().value >= 150_000_000));
+    assert!(t0.elapsed() >= Duration::from_millis(850));
     rt.shutdown().unwrap();
 }
