@@ -749,9 +749,13 @@ pub(crate) mod tests {
                 // then the completion (PACKS in pkq_layout.h).
                 let pack_args = Memory::view(&mem.pack_args);
                 let pack_results = Memory::view(&mem.pack_results);
+                // The argument words carry no tag: an acquire fence after
+                // the slot's loads orders them, as the kernel's system
+                // fence does (the producer put a release fence between).
+                fence(Ordering::Acquire);
                 for j in 0..task.pack {
                     let at = slot * PACK_TASKS + j;
-                    let arg = pack_args.at(at).load(Ordering::Acquire);
+                    let arg = pack_args.at(at).load(Ordering::Relaxed);
                     pack_results
                         .at(at)
                         .store(run(&[arg, 0, 0, 0, 0, 0]), Ordering::Relaxed);
