@@ -9,7 +9,7 @@ use std::time::Instant;
 use bytemuck::Pod;
 
 use crate::error::{Error, Result, TaskStatus};
-use crate::layout::{PACK_ARG_BYTES, PACK_TASKS};
+use crate::layout::PACK_TASKS;
 use crate::ops::Op;
 use crate::queue::Completed;
 use crate::ring::seq_add;
@@ -130,13 +130,7 @@ impl Runtime {
         let ring = self.ring();
         let shared = ring.shared();
         shared.ops.refuse(op)?;
-        let len = std::mem::size_of::<A>();
-        if len > PACK_ARG_BYTES {
-            return Err(Error::PayloadTooLarge {
-                len,
-                max: PACK_ARG_BYTES,
-            });
-        }
+        SlotImage::check_pack_len(std::mem::size_of::<A>())?;
         shared.check_open()?;
         let n = args.len();
         let first = reserve_run(ring, n.div_ceil(PACK_TASKS), n)?;

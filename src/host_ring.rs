@@ -3,8 +3,8 @@
 
 use bytemuck::Pod;
 
-use crate::error::{Error, Result};
-use crate::layout::{PACK_ARG_BYTES, PACK_TASKS};
+use crate::error::Result;
+use crate::layout::PACK_TASKS;
 use crate::ops::Op;
 use crate::queue::{Memory, Queue, Take};
 use crate::ring::Geometry;
@@ -53,13 +53,7 @@ impl HostRing {
     /// their slots. Returns the first sequence number.
     #[inline]
     pub fn submit_packed<A: Pod>(&self, op: Op, args: &[A]) -> Result<u64> {
-        let len = std::mem::size_of::<A>();
-        if len > PACK_ARG_BYTES {
-            return Err(Error::PayloadTooLarge {
-                len,
-                max: PACK_ARG_BYTES,
-            });
-        }
+        SlotImage::check_pack_len(std::mem::size_of::<A>())?;
         let first = self
             .queue
             .try_reserve_many(args.len().div_ceil(PACK_TASKS))?;

@@ -7,7 +7,8 @@
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    ARGS_BYTES, CHUNK_BITS, CQE_WORDS, HEADER_LEN_SHIFT, HEADER_PACK_SHIFT, SLOT_WORDS, TAG_SHIFT,
+    ARGS_BYTES, CHUNK_BITS, CQE_WORDS, HEADER_LEN_SHIFT, HEADER_PACK_SHIFT, PACK_ARG_BYTES,
+    SLOT_WORDS, TAG_SHIFT,
 };
 
 pub(crate) const CHUNK_MASK: u64 = (1 << CHUNK_BITS) - 1;
@@ -59,6 +60,15 @@ pub(crate) fn payload<const M: usize>(chunks: &[u64]) -> [u64; M] {
     out
 }
 
+/// `len` argument bytes against a limit of `max`.
+#[inline(always)]
+fn fits(len: usize, max: usize) -> Result<()> {
+    if len > max {
+        return Err(Error::PayloadTooLarge { len, max });
+    }
+    Ok(())
+}
+
 /// A submission encoded into its slot's chunks, before its tag is known (the
 /// tag comes with the sequence number the producer reserves afterwards, so
 /// nothing but plain stores happens between reserving and publishing).
@@ -76,13 +86,13 @@ impl SlotImage {
     /// Whether arguments of `len` bytes fit a slot.
     #[inline(always)]
     pub(crate) fn check_len(len: usize) -> Result<()> {
-        if len > ARGS_BYTES {
-            return Err(Error::PayloadTooLarge {
-                len,
-                max: ARGS_BYTES,
-            });
-        }
-        Ok(())
+        fits(len, ARGS_BYTES)
+    }
+
+    /// Whether arguments of `len` bytes fit a task of a pack.
+    #[inline(always)]
+    pub(crate) fn check_pack_len(len: usize) -> Result<()> {
+        fits(len, PACK_ARG_BYTES)
     }
 
     /// Encodes op and argument bytes, which the caller checked to be at
