@@ -13,7 +13,7 @@
  * writes live only in the first, words the device writes only in the second,
  * so a host-written and a device-written word never share a cache line.
  *
- * host -> device allocation:  [ submission slots: rings x capacity x 64 B ][ control lines: workers x 128 B ][ pack arguments: rings x capacity x 256 B ]
+ * host -> device allocation:  [ submission slots: pollers x rings x capacity x 64 B ][ control lines: workers x 128 B ][ pack arguments: rings x capacity x 256 B ]
  * device -> host allocation:  [ completion entries: rings x capacity x 32 B ][ pad to 128 B ][ poller states: workers x pollers x 8 B ][ pack results: rings x capacity x 256 B ]
  * (each section starts on a PKQ_SECTION_ALIGN boundary)
  *
@@ -67,6 +67,12 @@
  * by the poller warps of the one device worker that owns the slot (see
  * RINGS above); the poller that claims the task (a shared-memory
  * compare-and-swap among them) runs it and writes its completion.
+ * COPIES: with P poller warps per worker, the slots are there P times (copy
+ * c of ring r's slots at (c * rings + r) * capacity slots from the start);
+ * the producer writes every copy of its slot, and poller c of a worker
+ * polls copy c only, so that its reads do not queue behind another
+ * poller's reads of the same line. Each copy is tagged and whole on its
+ * own; the claim decides which poller runs the task.
  * 8 tagged words = 56 payload bytes; the payload is a little-endian bit
  * stream: chunk k of word k holds payload bits [56k, 56k + 56).
  * Payload bytes 0..8: header (bits 0..16 op code, bits 16..24 argument
@@ -86,9 +92,10 @@
 #define PKQ_HEADER_PACK_SHIFT 24 /* u32 */
 
 /* ---------------------------------------------------------------------------
- * Completion entry: written by the device worker that ran the task (lanes
- * 0..3 of its warp each store one tagged word: one coalesced 32-byte write,
- * relaxed sys-scope, no fence: each word is tagged); read by the host thread
+ * Completion entry: written by the device worker that ran the task (lane 0
+ * of its warp stores the four tagged words as two 16-byte vector stores,
+ * relaxed sys-scope, no fence: each word is tagged and single-copy atomic,
+ * so their order does not matter); read by the host thread
  * that waits on the task's ticket (or reclaims its slot), with 8-byte acquire
  * loads. The host writes nothing here.
  * Payload bit stream (28 bytes): bytes 0..8 result value, 8..16 device start

@@ -22,6 +22,12 @@ __device__ __forceinline__ void store_sys(uint64_t* p, uint64_t v) {
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+// Two relaxed, system-scope 8-byte stores as one 16-byte vector store (`p`
+// 16-byte aligned): each word single-copy atomic, as store_sys's.
+__device__ __forceinline__ void store2_sys(uint64_t* p, uint64_t a, uint64_t b) {
+    asm volatile("st.relaxed.sys.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+
 // The SM clock, read only once `v` has arrived: the read is predicated on
 // `v`, so ptxas can neither hoist it above the load nor drop the load. (If
 // `v` happens to equal the sentinel, the reading is 0.)

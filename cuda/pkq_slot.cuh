@@ -58,21 +58,18 @@ __device__ __forceinline__ Context decode_slot(const uint64_t (&c)[PKQ_SLOT_WORD
     return ctx;
 }
 
-// Tagged word `k` (0..3) of a completion entry (`pack`: the pack count, 0
-// for one task).
-__device__ __forceinline__ uint64_t completion_word(uint32_t k, uint32_t tag, uint32_t status,
-                                                    uint32_t pack, uint64_t value,
-                                                    uint64_t t_start, uint64_t t_end) {
+// Writes a completion entry's four tagged words (`pack`: the pack count, 0
+// for one task) from one thread, as two 16-byte stores. One thread's own
+// values need no agreement among lanes, so no shuffle stands between a task
+// and its completion.
+__device__ __forceinline__ void store_completion(uint64_t* entry, uint32_t tag, uint32_t status,
+                                                 uint32_t pack, uint64_t value, uint64_t t_start,
+                                                 uint64_t t_end) {
+    static_assert(PKQ_CQE_WORDS == 4, "an entry is two 16-byte halves");
     const uint64_t w[PKQ_CQE_WORDS] = {value, t_start, t_end,
                                        (status & 0xffu) | ((pack & 0xffu) << 8)};
-    uint64_t c;
-    switch (k) {
-        case 0: c = chunk_of<0>(w); break;
-        case 1: c = chunk_of<1>(w); break;
-        case 2: c = chunk_of<2>(w); break;
-        default: c = chunk_of<3>(w); break;
-    }
-    return tagged(c, tag);
+    store2_sys(entry, tagged(chunk_of<0>(w), tag), tagged(chunk_of<1>(w), tag));
+    store2_sys(entry + 2, tagged(chunk_of<2>(w), tag), tagged(chunk_of<3>(w), tag));
 }
 
 }  // namespace pkq

@@ -54,7 +54,7 @@ __device__ __forceinline__ Wait judge(uint64_t w, uint32_t lane, uint32_t tag) {
 // `pack` 0) for a header no host writes.
 template <class Handlers, class Beat>
 __device__ __forceinline__ Outcome run_pack(const pkq_params& p, uint64_t slot, uint32_t lane,
-                                            uint64_t header, uint32_t count,
+                                            uint32_t header, uint32_t count,
                                             const Handlers& handlers, const Beat& beat,
                                             uint32_t& pack) {
     const uint32_t op = static_cast<uint32_t>(header & 0xffff);
@@ -118,12 +118,16 @@ __device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) 
 // they are served one after another.) The first poller to see a whole slot
 // claims it with a compare-and-swap on the worker's counter in shared
 // memory (`claim`: tasks of this worker taken so far) and runs it; the
-// others see the counter move and go on to the next slot.
+// others see the counter move and go on to the next slot. `scratch`: 32
+// words of shared memory of this warp's own (see the claim below).
 template <class Handlers>
 __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
-                                      unsigned long long* claim, const Handlers& handlers) {
+                                      unsigned long long* claim, unsigned long long* scratch,
+                                      const Handlers& handlers) {
     const uint32_t lane = threadIdx.x & 31;
-    const uint64_t* sq = reinterpret_cast<const uint64_t*>(p.sq);
+    // This poller's copy of the slots (COPIES in pkq_layout.h).
+    const uint64_t* own_sq = reinterpret_cast<const uint64_t*>(p.sq) +
+                             (static_cast<uint64_t>(p.rings) << p.capacity_log2) * PKQ_SLOT_WORDS * poller;
     uint64_t* cq = reinterpret_cast<uint64_t*>(p.cq);
     const uint64_t* stop_word =
         reinterpret_cast<const uint64_t*>(p.ctrl) + worker * (PKQ_CTRL_BYTES / 8) + PKQ_CTRL_STOP;
@@ -170,7 +174,8 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         const uint64_t seq = (p.start_seq + first + k * ring_workers) & SEQ_MASK;
         const uint64_t slot = ring_base + (seq & mask);
         const uint32_t tag = static_cast<uint32_t>(seq >> p.capacity_log2) & 0xff;
-        const uint64_t* addr = lane < PKQ_SLOT_WORDS ? sq + slot * PKQ_SLOT_WORDS + lane : stop_word;
+        const uint64_t* addr =
+            lane < PKQ_SLOT_WORDS ? own_sq + slot * PKQ_SLOT_WORDS + lane : stop_word;
 
         Wait outcome = Wait::Pending;
         uint64_t w = 0;
@@ -199,9 +204,14 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             w = poll_load(addr, lane, polls % PKQ_STOP_POLL_INTERVAL == 0);
             outcome = judge(w, lane, tag);  // waits for the load
             // Read after the load returned: if another poller took this task
-            // meanwhile, the slot may since hold a later lap, so what the
-            // load read says nothing.
-            if (shared_claims && read_claim(claim) > k) {
+            // meanwhile, the slot may since hold a later lap, so a bad tag
+            // says nothing until the counter says this task is not taken.
+            // A whole slot is settled by the claim's compare-and-swap, and a
+            // poller that keeps polling a taken task's slot learns of it
+            // every 8th poll (or when its poll sees the task), so neither
+            // pays this read on the way to the task.
+            if (shared_claims && (outcome == Wait::BadTag || (polls & 7) == 0) &&
+                read_claim(claim) > k) {
                 taken = true;
                 break;
             }
@@ -217,26 +227,33 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         // queued.
         if (stop_in(w)) break;
 
-        // Warp-uniform values only from here on: each of lanes 0..3 writes
-        // a chunk of the completion, so all must agree on what it holds.
-        const uint64_t t_start = __shfl_sync(FULL_MASK, globaltimer(), 0);
+        // Lane 0 alone writes the completion, from its own clock readings
+        // and handler outcome: nothing else on the way from the poll to the
+        // completion needs a shuffle (each costs that path tens of cycles;
+        // benches/NOTES.md, tenth session).
+        const uint64_t t_start = globaltimer();
         if (shared_claims) {
-            unsigned long long old = 0;
-            if (lane == 0) {
-                old = atomicCAS(claim, k, k + 1);
-                // The claim is seen by the block before the completion can
-                // be (a poller that then reads the next lap sees it taken).
-                __threadfence_block();
-            }
+            // Every lane issues the compare-and-swap, lane 0 on the claim and
+            // the others on scratch words of their own, whose outcome nobody
+            // reads: the same atomic from lane 0 alone (a divergent branch,
+            // which ptxas wraps in a yielding convergence region) cost ~450
+            // more SM cycles between the poll and the completion.
+            unsigned long long* target = lane == 0 ? claim : scratch + lane;
+            const unsigned long long old = atomicCAS(target, k, k + 1);
+            // The claim is seen by the block before the completion can be (a
+            // poller that then reads the next lap sees it taken).
+            __threadfence_block();
             if (__shfl_sync(FULL_MASK, old, 0) != k) continue;  // another poller won
         }
-        // The op sits in the low bits of chunk 0: a NOP needs nothing else.
-        const uint64_t c0 = __shfl_sync(FULL_MASK, w, 0);
-        uint32_t pack = static_cast<uint32_t>(c0 >> PKQ_HEADER_PACK_SHIFT) & 0xff;
+        // The header's low 32 bits (op, length, pack count; chunk 0 is lane
+        // 0's word), warp-uniform: what the warp does next depends on them.
+        const uint32_t h0 = __shfl_sync(FULL_MASK, static_cast<uint32_t>(w), 0);
+        uint32_t pack = (h0 >> PKQ_HEADER_PACK_SHIFT) & 0xff;
+        const bool nop = pack == 0 && (h0 & 0xffff) == PKQ_OP_NOP;
         Outcome out;
         if (pack != 0) {
-            out = run_pack(p, slot, lane, c0, pack, handlers, beat_if_due, pack);
-        } else if ((c0 & 0xffff) == PKQ_OP_NOP) {
+            out = run_pack(p, slot, lane, h0, pack, handlers, beat_if_due, pack);
+        } else if (nop) {
             out = ok();
         } else {
             uint64_t c[PKQ_SLOT_WORDS];
@@ -245,19 +262,17 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             Context ctx = decode_slot(c, lane);
             out = handlers(ctx);
         }
-        const uint64_t t_end = __shfl_sync(FULL_MASK, globaltimer(), 0);
-        const uint32_t status = __shfl_sync(FULL_MASK, out.status, 0);
-        const uint64_t value = __shfl_sync(FULL_MASK, out.value, 0);
-        if (__any_sync(FULL_MASK, out.wrote_device_memory)) {
+        const uint64_t t_end = globaltimer();
+        if (!nop && __any_sync(FULL_MASK, out.wrote_device_memory)) {
             // Order every lane's device-memory writes before the completion
             // (cumulative through the warp barrier); GPU scope suffices for
             // work the host issues after it sees the completion.
             __syncwarp();
             __threadfence();
         }
-        if (lane < PKQ_CQE_WORDS) {
-            store_sys(cq + slot * PKQ_CQE_WORDS + lane,
-                      completion_word(lane, tag, status, pack, value, t_start, t_end));
+        if (lane == 0) {
+            store_completion(cq + slot * PKQ_CQE_WORDS, tag, out.status, pack, out.value, t_start,
+                             t_end);
         }
         ++k;
         beat_if_due();
@@ -272,13 +287,15 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
 template <class Handlers>
 __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers& handlers) {
     __shared__ unsigned long long claims[PKQ_MAX_WARPS_PER_BLOCK];
+    __shared__ unsigned long long scratch[PKQ_MAX_WARPS_PER_BLOCK * 32];
     const uint32_t warp_in_block = threadIdx.x >> 5;
     const uint32_t warp = blockIdx.x * (blockDim.x >> 5) + warp_in_block;
     if (threadIdx.x < PKQ_MAX_WARPS_PER_BLOCK) claims[threadIdx.x] = 0;
     __syncthreads();
     const uint32_t worker = warp / p.pollers;
     if (worker >= p.workers) return;
-    serve(p, worker, warp % p.pollers, &claims[warp_in_block / p.pollers], handlers);
+    serve(p, worker, warp % p.pollers, &claims[warp_in_block / p.pollers],
+          &scratch[warp_in_block * 32], handlers);
 }
 
 }  // namespace pkq

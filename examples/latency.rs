@@ -8,7 +8,9 @@
 //! * CUDA graph + sync: launch a one-node graph of the empty kernel, sync;
 //! * pkq: submit a NOP, wait for its completion; and its one-way breakdown
 //!   (host submit cost, pickup, execution, completion visibility) from the
-//!   device's timestamps mapped onto the host clock;
+//!   device's timestamps mapped onto the host clock; then the same round
+//!   trip with `--fast-pollers` poller warps per worker (the latency
+//!   setting of `Builder::pollers`);
 //! * pkq woken from idle, under the spin and the backoff idle policies.
 //!
 //! Each variant runs alone (no other resident kernel polling), after its own
@@ -58,6 +60,11 @@ struct Args {
     /// Poller warps per pkq worker (1, 2 or 4).
     #[arg(long, default_value_t = 1)]
     pollers: u32,
+    /// Poller warps per worker of the second pkq configuration measured,
+    /// the latency setting (each poller polls a copy of the slots of its
+    /// own); 0 leaves it out.
+    #[arg(long, default_value_t = 4)]
+    fast_pollers: u32,
     /// Rows "random arrival" pause below this many ns before each round
     /// trip, so tasks meet the device's polling at a random phase (as in a
     /// real loop) rather than the one back-to-back ping-pong locks into.
@@ -146,9 +153,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let run = pkq_round_trips(&rt, &clock, "pkq round trip", w, n, &mut Pacer::new(0))?;
     let name = format!("pkq round trip, {paced}");
     let paced_run = pkq_round_trips(&rt, &clock, &name, w, n, &mut Pacer::new(args.gap_ns))?;
-    arrivals.insert(0, paced_run.round_trip);
+    let mut pkq_arrivals = vec![paced_run.round_trip];
     rt.shutdown()?;
     drop(rt);
+
+    // pkq with more poller warps per worker, back to back and paced.
+    let mut fast = Vec::new();
+    if args.fast_pollers != 0 {
+        let rt = Runtime::builder()
+            .device(args.device)
+            .workers(args.workers)
+            .pollers(args.fast_pollers)
+            .build()?;
+        let name = format!("pkq round trip, {} pollers", args.fast_pollers);
+        fast.push(pkq_round_trips(&rt, &clock, &name, w, n, &mut Pacer::new(0))?.round_trip);
+        let name = format!("pkq round trip, {} pollers, {paced}", args.fast_pollers);
+        let mut pacer = Pacer::new(args.gap_ns);
+        pkq_arrivals.push(pkq_round_trips(&rt, &clock, &name, w, n, &mut pacer)?.round_trip);
+        rt.shutdown()?;
+    }
 
     // One-way breakdown from the device's timestamps.
     let exchanges: Vec<_> = run.exchanges.iter().map(|(e, _)| *e).collect();
@@ -205,8 +228,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .min_by_key(|f| f.hist.value_at_quantile(0.5))
         .unwrap();
     let mut variants: Vec<&Latency> = vec![pkq_lat];
+    variants.extend(fast.iter());
     variants.extend(floors.iter());
     variants.extend([&launch_lat, &graph_lat]);
+    variants.extend(pkq_arrivals.iter());
     variants.extend(arrivals.iter());
     println!(
         "\n{:<60} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}",
@@ -237,22 +262,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         rows.push(row);
     }
-    println!(
-        "\npkq p50 = {:.2}x cudarc launch + sync, {:.2}x CUDA graph + sync, {:.2}x the best raw floor ({})",
-        pkq_lat.p50_us() / launch_lat.p50_us(),
-        pkq_lat.p50_us() / graph_lat.p50_us(),
-        pkq_lat.p50_us() / best_floor.p50_us(),
-        best_floor.name,
-    );
-    let best_arrival_floor = arrivals[1..]
+    for l in std::iter::once(pkq_lat).chain(fast.iter()) {
+        println!(
+            "\n{} p50 = {:.2}x cudarc launch + sync, {:.2}x CUDA graph + sync, {:.2}x the best raw floor ({})",
+            l.name,
+            l.p50_us() / launch_lat.p50_us(),
+            l.p50_us() / graph_lat.p50_us(),
+            l.p50_us() / best_floor.p50_us(),
+            best_floor.name,
+        );
+    }
+    let best_arrival_floor = arrivals
         .iter()
         .min_by_key(|f| f.hist.value_at_quantile(0.5))
         .unwrap();
-    println!(
-        "random arrival: pkq p50 = {:.2}x the best raw floor ({})",
-        arrivals[0].p50_us() / best_arrival_floor.p50_us(),
-        best_arrival_floor.name,
-    );
+    for l in &pkq_arrivals {
+        println!(
+            "{} p50 = {:.2}x the best raw floor ({})",
+            l.name,
+            l.p50_us() / best_arrival_floor.p50_us(),
+            best_arrival_floor.name,
+        );
+    }
 
     println!(
         "\none-way breakdown of the pkq round trip (ns; device clock mapped to the host's TSC, NTP style: offset within ±{:.0} ns at the typical anchor, ±{:.0} ns at worst; {:.1}% of round trips outside the map; %globaltimer step {} ns; SM clock {} MHz):",

@@ -191,6 +191,9 @@ pub(crate) struct Queue {
     turns: Box<[AtomicU64]>,
     /// Host-written, device-read: `capacity * SLOT_WORDS` tagged words.
     sq: Words,
+    /// Host-written, device-read: more copies of `sq`, one for each poller
+    /// warp of a worker after the first (see `Queue::with_copies`).
+    copies: Box<[Words]>,
     /// Device-written, host-read: `capacity * CQE_WORDS` tagged words.
     cq: Words,
     /// Host-written, device-read: `capacity * PACK_TASKS` argument words.
@@ -236,6 +239,7 @@ impl Queue {
             tail: CachePadded::new(AtomicU64::new(start)),
             turns,
             sq,
+            copies: Box::new([]),
             cq,
             pack_args,
             pack_results,
@@ -370,15 +374,35 @@ impl Queue {
         self.overflow.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Publishes the reserved `seq`: eight relaxed 8-byte stores, in any
-    /// order (each word is tagged). Nothing here can fail or panic, so a
-    /// reservation is always published.
+    /// The same queue, with `copies` (each `capacity * SLOT_WORDS` words)
+    /// written alongside its slots from now on, initialized as they are:
+    /// with several poller warps per worker, each polls a copy of its own,
+    /// so that their reads are independent (reads of one line are served
+    /// one after another; benches/NOTES.md, tenth session).
+    pub(crate) fn with_copies(mut self, copies: Box<[Words]>) -> Self {
+        for copy in &copies {
+            assert_eq!(copy.len(), self.sq.len());
+            for i in 0..self.sq.len() {
+                copy.at(i)
+                    .store(self.sq.at(i).load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+        self.copies = copies;
+        self
+    }
+
+    /// Publishes the reserved `seq`: eight relaxed 8-byte stores into the
+    /// slot and each of its copies, in any order (each word is tagged, so
+    /// each copy is whole or not on its own). Nothing here can fail or
+    /// panic, so a reservation is always published.
     #[inline(always)]
     pub(crate) fn publish(&self, seq: u64, image: &SlotImage) {
         let tag = self.geo.tag(seq);
-        let words = self.sq.run::<SLOT_WORDS>(self.geo.slot(seq) * SLOT_WORDS);
-        for (k, w) in words.iter().enumerate() {
-            w.store(image.word(k, tag), Ordering::Relaxed);
+        let at = self.geo.slot(seq) * SLOT_WORDS;
+        for sq in std::iter::once(&self.sq).chain(self.copies.iter()) {
+            for (k, w) in sq.run::<SLOT_WORDS>(at).iter().enumerate() {
+                w.store(image.word(k, tag), Ordering::Relaxed);
+            }
         }
     }
 
@@ -888,6 +912,38 @@ pub(crate) mod tests {
         held += 1;
         assert_eq!(held, 4, "as counted, less the runtime's own");
         assert!(q.overflow().entries.is_empty());
+    }
+
+    #[test]
+    fn copies_start_as_the_slots_and_get_every_publish() {
+        // Several pollers per worker each poll a copy of the slots: every
+        // copy must read as not yet published at first, and as whole with
+        // the task's tag after each publish, lap after lap.
+        let geo = Geometry::new(2).unwrap();
+        let mem = Memory::new(geo);
+        let extra: Vec<Arc<Memory>> = (0..3).map(|_| Memory::new(geo)).collect();
+        let q = mem
+            .queue(geo, 5)
+            .with_copies(extra.iter().map(|m| Memory::view(&m.sq)).collect());
+        let read = |m: &Memory, seq: u64| {
+            let at = geo.slot(seq) * SLOT_WORDS;
+            let words: [u64; SLOT_WORDS] =
+                std::array::from_fn(|k| m.sq[at + k].load(Ordering::Relaxed));
+            DecodedSlot::decode(&words, geo.tag(seq))
+        };
+        for m in std::iter::once(&mem).chain(&extra) {
+            assert!(read(m, 5).is_none() && read(m, 6).is_none());
+        }
+        for seq in 5..13 {
+            assert_eq!(q.try_reserve(), Ok(seq));
+            q.publish(seq, &echo(seq));
+            for m in std::iter::once(&mem).chain(&extra) {
+                let task = read(m, seq).expect("every copy whole");
+                assert_eq!((task.op, task.args[0]), (crate::layout::OP_ECHO, seq));
+            }
+            complete(&q, seq, seq);
+            assert!(matches!(q.take(seq), Take::Done(_)));
+        }
     }
 
     #[test]

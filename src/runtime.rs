@@ -162,14 +162,24 @@ impl Builder {
         self
     }
 
-    /// Poller warps per worker: 1, 2 or 4 (default 1). A worker's pollers
-    /// all poll its next slot, started a fraction of a read round trip
-    /// apart, so a task lands in front of a poll sooner. Measured on an
-    /// H100: two pollers take the back-to-back raw floor from ~2.3-2.8 to
-    /// ~1.9 µs, mostly by phase locking of the ping-pong; for tasks arriving
-    /// at random moments they gain 0.05-0.2 µs, and pkq's round trip does
-    /// not follow (benches/NOTES.md); four slow the host's writes to the
-    /// slot.
+    /// Poller warps per worker: 1, 2 or 4 (default 1); more is the latency
+    /// setting. Each of a worker's pollers polls a copy of the worker's
+    /// slots of its own (the producer writes every copy), started a
+    /// fraction of a read round trip apart, so that a task lands in front
+    /// of a poll sooner; the first to see it claims it and runs it.
+    ///
+    /// Costs: each submit stores its slot once per poller (tens of ns per
+    /// copy on an H100's host), the slots take that many times the pinned
+    /// memory, and the kernel that many warps per worker. Measured on an
+    /// H100 (benches/NOTES.md, tenth session): with four pollers the round
+    /// trip of a task arriving at a random moment drops by ~0.2-0.4 µs.
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// let rt = pkq::Runtime::builder().workers(4).pollers(4).build()?;
+    /// rt.submit(pkq::Op::NOP, &())?.wait()?;
+    /// # Ok(()) }
+    /// ```
     pub fn pollers(mut self, n: u32) -> Self {
         self.pollers = n;
         self
@@ -312,7 +322,9 @@ impl Builder {
 
         let (cap, rings) = (geo.capacity(), self.rings);
         let align = SECTION_ALIGN / 8;
-        let ctrl_at = (rings * cap * SLOT_WORDS).next_multiple_of(align);
+        // One copy of the slots for each poller warp of a worker.
+        let copies = self.pollers as usize;
+        let ctrl_at = (copies * rings * cap * SLOT_WORDS).next_multiple_of(align);
         let states_at = (rings * cap * CQE_WORDS).next_multiple_of(align);
         let pollers = self.workers * self.pollers as usize;
         let ctrl_words = self.workers * CTRL_BYTES / 8;
@@ -330,7 +342,10 @@ impl Builder {
                     h2d.words(args_at + r * pack, pack),
                     d2h.words(results_at + r * pack, pack),
                 ];
-                Queue::new(geo, mem, self.start_seq)
+                let more = (1..copies)
+                    .map(|c| h2d.words((c * rings + r) * cap * SLOT_WORDS, cap * SLOT_WORDS))
+                    .collect();
+                Queue::new(geo, mem, self.start_seq).with_copies(more)
             })
             .collect::<Box<[Queue]>>();
         let states = d2h.words(states_at, pollers);
