@@ -31,7 +31,9 @@ use pkq::floor::{Floor, Shape};
 use pkq::timing::ClockMap;
 use pkq::{IdlePolicy, Op, Runtime};
 use serde_json::{Map, Value, json};
-use support::{Clock, Latency, Pacer, pin, pkq_round_trips, plot_percentiles, report, write_json};
+use support::{
+    Clock, Latency, Pacer, PkqRun, pin, pkq_round_trips, plot_percentiles, report, write_json,
+};
 
 #[derive(Parser)]
 #[command(about = "Round-trip latency: pkq vs kernel launch vs CUDA graph vs the raw floor")]
@@ -158,7 +160,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(rt);
 
     // pkq with more poller warps per worker, back to back and paced.
-    let mut fast = Vec::new();
+    let mut fast_run = None;
     if args.fast_pollers != 0 {
         let rt = Runtime::builder()
             .device(args.device)
@@ -166,24 +168,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .pollers(args.fast_pollers)
             .build()?;
         let name = format!("pkq round trip, {} pollers", args.fast_pollers);
-        fast.push(pkq_round_trips(&rt, &clock, &name, w, n, &mut Pacer::new(0))?.round_trip);
+        fast_run = Some(pkq_round_trips(
+            &rt,
+            &clock,
+            &name,
+            w,
+            n,
+            &mut Pacer::new(0),
+        )?);
         let name = format!("pkq round trip, {} pollers, {paced}", args.fast_pollers);
         let mut pacer = Pacer::new(args.gap_ns);
         pkq_arrivals.push(pkq_round_trips(&rt, &clock, &name, w, n, &mut pacer)?.round_trip);
         rt.shutdown()?;
     }
 
-    // One-way breakdown from the device's timestamps.
-    let exchanges: Vec<_> = run.exchanges.iter().map(|(e, _)| *e).collect();
-    let map = ClockMap::fit(&exchanges, 256).ok_or("too few round trips to map the clocks")?;
-    let (mut dispatch, mut pickup, mut exec, mut back) = (vec![], vec![], vec![], vec![]);
-    for (e, submitted) in &run.exchanges {
-        let start = map.to_host_ns(e.device_start_ns);
-        let end = map.to_host_ns(e.device_end_ns);
-        dispatch.push(start - e.host_send_ns as f64);
-        pickup.push(start - *submitted as f64);
-        exec.push(e.device_end_ns as f64 - e.device_start_ns as f64);
-        back.push(e.host_recv_ns as f64 - end);
+    // One-way breakdowns from the device's timestamps.
+    let (map, mut breakdown) = one_way(&run, "one-way")?;
+    if let Some(r) = &fast_run {
+        breakdown.extend(one_way(r, &format!("one-way, {} pollers", args.fast_pollers))?.1);
     }
 
     // pkq woken from idle: each sample after the runtime sat idle.
@@ -228,7 +230,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .min_by_key(|f| f.hist.value_at_quantile(0.5))
         .unwrap();
     let mut variants: Vec<&Latency> = vec![pkq_lat];
-    variants.extend(fast.iter());
+    variants.extend(fast_run.iter().map(|r| &r.round_trip));
     variants.extend(floors.iter());
     variants.extend([&launch_lat, &graph_lat]);
     variants.extend(pkq_arrivals.iter());
@@ -262,7 +264,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         rows.push(row);
     }
-    for l in std::iter::once(pkq_lat).chain(fast.iter()) {
+    for l in std::iter::once(pkq_lat).chain(fast_run.iter().map(|r| &r.round_trip)) {
         println!(
             "\n{} p50 = {:.2}x cudarc launch + sync, {:.2}x CUDA graph + sync, {:.2}x the best raw floor ({})",
             l.name,
@@ -286,41 +288,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     println!(
-        "\none-way breakdown of the pkq round trip (ns; device clock mapped to the host's TSC, NTP style: offset within ±{:.0} ns at the typical anchor, ±{:.0} ns at worst; {:.1}% of round trips outside the map; %globaltimer step {} ns; SM clock {} MHz):",
+        "\none-way breakdowns of the pkq round trips (ns; device clock mapped to the host's TSC, NTP style: offset within ±{:.0} ns at the typical anchor, ±{:.0} ns at worst; {:.1}% of round trips outside the map; %globaltimer step {} ns; SM clock {} MHz):",
         map.median_bound_ns,
         map.error_bound_ns,
         map.misfit_fraction * 100.0,
         costs.globaltimer_step_ns,
         costs.sm_clock_mhz,
     );
-    let submit_row = {
-        let mut r = run.submit.row("ns");
-        r.insert("name".into(), json!("one-way: submit() call (host)"));
-        r
-    };
-    let breakdown = [
-        submit_row,
-        Latency::row_of(
-            "one-way: submit called -> handler start (dispatch)",
-            "ns",
-            &mut dispatch,
-        ),
-        Latency::row_of(
-            "one-way: submit returned -> handler start (pickup)",
-            "ns",
-            &mut pickup,
-        ),
-        Latency::row_of(
-            "one-way: handler start -> end (execution, device clock)",
-            "ns",
-            &mut exec,
-        ),
-        Latency::row_of(
-            "one-way: handler end -> host sees completion",
-            "ns",
-            &mut back,
-        ),
-    ];
     println!(
         "  {:<58} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "", "p50", "p90", "p99", "p99.9", "max"
@@ -412,4 +386,52 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
+}
+
+/// A bench's rows.
+type Rows = Vec<Map<String, Value>>;
+
+/// The one-way breakdown of a run's round trips (rows named `prefix: ...`),
+/// and the clock map it rests on.
+fn one_way(run: &PkqRun, prefix: &str) -> Result<(ClockMap, Rows), Box<dyn std::error::Error>> {
+    let exchanges: Vec<_> = run.exchanges.iter().map(|(e, _)| *e).collect();
+    let map = ClockMap::fit(&exchanges, 256).ok_or("too few round trips to map the clocks")?;
+    let (mut dispatch, mut pickup, mut exec, mut back) = (vec![], vec![], vec![], vec![]);
+    for (e, submitted) in &run.exchanges {
+        let start = map.to_host_ns(e.device_start_ns);
+        let end = map.to_host_ns(e.device_end_ns);
+        dispatch.push(start - e.host_send_ns as f64);
+        pickup.push(start - *submitted as f64);
+        exec.push(e.device_end_ns as f64 - e.device_start_ns as f64);
+        back.push(e.host_recv_ns as f64 - end);
+    }
+    let mut submit = run.submit.row("ns");
+    submit.insert(
+        "name".into(),
+        json!(format!("{prefix}: submit() call (host)")),
+    );
+    let rows = vec![
+        submit,
+        Latency::row_of(
+            &format!("{prefix}: submit called -> handler start (dispatch)"),
+            "ns",
+            &mut dispatch,
+        ),
+        Latency::row_of(
+            &format!("{prefix}: submit returned -> handler start (pickup)"),
+            "ns",
+            &mut pickup,
+        ),
+        Latency::row_of(
+            &format!("{prefix}: handler start -> end (execution, device clock)"),
+            "ns",
+            &mut exec,
+        ),
+        Latency::row_of(
+            &format!("{prefix}: handler end -> host sees completion"),
+            "ns",
+            &mut back,
+        ),
+    ];
+    Ok((map, rows))
 }
