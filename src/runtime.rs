@@ -171,8 +171,9 @@ impl Builder {
     /// Costs: each submit stores its slot once per poller (tens of ns per
     /// copy on an H100's host), the slots take that many times the pinned
     /// memory, and the kernel that many warps per worker. Measured on an
-    /// H100 (benches/NOTES.md, tenth session): with four pollers the round
-    /// trip of a task arriving at a random moment drops by ~0.2-0.4 µs.
+    /// H100 (`benches/results/latency.json`, benches/NOTES.md, tenth
+    /// session): four pollers cut the round trip of a NOP by ~0.3 µs for
+    /// tasks arriving at random moments and by ~0.6 µs back to back.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
