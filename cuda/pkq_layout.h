@@ -72,7 +72,14 @@
  * the producer writes every copy of its slot, and poller c of a worker
  * polls copy c only, so that its reads do not queue behind another
  * poller's reads of the same line. Each copy is tagged and whole on its
- * own; the claim decides which poller runs the task.
+ * own; the claim decides which poller runs the task. A task can complete
+ * from one copy while its producer is still writing the others, so the
+ * rule below ("rewrites a slot only after it saw the completion") holds
+ * per copy through one more step: the host frees a slot for its next lap
+ * only after the publish that filled it wrote every copy (a host-only mark
+ * per slot, Queue::published), and a copy other than 0 may meanwhile hold
+ * the lap before the one before, which its poller reads as not yet
+ * published, not as corruption.
  * 8 tagged words = 56 payload bytes; the payload is a little-endian bit
  * stream: chunk k of word k holds payload bits [56k, 56k + 56).
  * Payload bytes 0..8: header (bits 0..16 op code, bits 16..24 argument
@@ -193,7 +200,8 @@
 #define PKQ_MAX_WORKERS 1024
 #define PKQ_MAX_WARPS_PER_BLOCK 8
 /* Poller warps per worker (1, 2 or 4), started a fraction of a read round
-   trip apart, all polling the worker's next slot. */
+   trip apart, all polling the worker's next slot, each in its own copy of
+   the slots (COPIES above). */
 #define PKQ_MAX_POLLERS 4
 
 /* ---------------------------------------------------------------------------

@@ -34,13 +34,17 @@ __device__ __forceinline__ bool stop_in(uint64_t w) {
 // What one poll result says about the slot of lap `tag` (warp-uniform). A
 // whole slot is judged first: judging the stop word first cost ~0.4 us of
 // round trip on the H100, for reasons not understood (benches/NOTES.md); a
-// stop read with a whole slot is honoured by `serve` instead.
-__device__ __forceinline__ Wait judge(uint64_t w, uint32_t lane, uint32_t tag) {
+// stop read with a whole slot is honoured by `serve` instead. `copy`: the
+// slot is a copy other than the first, which may also hold the lap before
+// the one before (COPIES in pkq_layout.h).
+__device__ __forceinline__ Wait judge(uint64_t w, uint32_t lane, uint32_t tag, bool copy) {
     const uint32_t t = tag_of(w);
     // Every word carries this lap's tag: the slot is whole.
     if (__all_sync(FULL_MASK, lane >= PKQ_SLOT_WORDS || t == tag)) return Wait::Task;
     const uint32_t before = (tag + 0xff) & 0xff;
-    if (__any_sync(FULL_MASK, lane < PKQ_SLOT_WORDS && t != tag && t != before)) return Wait::BadTag;
+    const uint32_t lagging = copy ? (tag + 0xfe) & 0xff : before;
+    if (__any_sync(FULL_MASK, lane < PKQ_SLOT_WORDS && t != tag && t != before && t != lagging))
+        return Wait::BadTag;
     if (stop_in(w)) return Wait::Stop;
     return Wait::Pending;
 }
@@ -112,8 +116,9 @@ __device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) 
 // Outcome; NOP (op 0) is answered here, without it.
 //
 // A worker is `p.pollers` warps of one block ("pollers"), started a
-// fraction of a read round trip apart, all polling the worker's next slot
-// with one load in flight each: a task is seen on average after RTT/2P
+// fraction of a read round trip apart, all polling the worker's next slot,
+// each in a copy of the slots of its own (COPIES in pkq_layout.h), with one
+// load in flight each: a task is seen on average after RTT/2P
 // rather than RTT/2. (Several loads in flight from one warp gain nothing:
 // they are served one after another.) The first poller to see a whole slot
 // claims it with a compare-and-swap on the worker's counter in shared
@@ -202,7 +207,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                 sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);
             }
             w = poll_load(addr, lane, polls % PKQ_STOP_POLL_INTERVAL == 0);
-            outcome = judge(w, lane, tag);  // waits for the load
+            outcome = judge(w, lane, tag, poller > 0);  // waits for the load
             // Read after the load returned: if another poller took this task
             // meanwhile, the slot may since hold a later lap, so a bad tag
             // says nothing until the counter says this task is not taken.

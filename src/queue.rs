@@ -194,6 +194,14 @@ pub(crate) struct Queue {
     /// Host-written, device-read: more copies of `sq`, one for each poller
     /// warp of a worker after the first (see `Queue::with_copies`).
     copies: Box<[Words]>,
+    /// Host-only, with copies only (else empty): the sequence number whose
+    /// publish last wrote every copy of each slot. The device can complete
+    /// a task from one copy while its producer is still writing the others,
+    /// so `free_completed` frees a slot for its next lap only once the mark
+    /// says that publish is done (else the producer's late stores could land
+    /// over the next lap's). Written by that producer alone (Release, after
+    /// its stores), read by producers that need the slot (Acquire).
+    published: Box<[AtomicU64]>,
     /// Device-written, host-read: `capacity * CQE_WORDS` tagged words.
     cq: Words,
     /// Host-written, device-read: `capacity * PACK_TASKS` argument words.
@@ -240,6 +248,7 @@ impl Queue {
             turns,
             sq,
             copies: Box::new([]),
+            published: Box::new([]),
             cq,
             pack_args,
             pack_results,
@@ -352,6 +361,13 @@ impl Queue {
         let Some(cqe) = self.poll(prev) else {
             return false;
         };
+        // With copies, not before the publish of `prev` wrote all of them
+        // (see `published`); its producer is between two stores, not gone.
+        if let Some(mark) = self.published.get(self.geo.slot(prev))
+            && mark.load(Ordering::Acquire) != prev
+        {
+            return false;
+        }
         let turn = &self.turns[self.geo.slot(prev)];
         let mut moved = self.overflow();
         if turn
@@ -387,6 +403,11 @@ impl Queue {
                     .store(self.sq.at(i).load(Ordering::Relaxed), Ordering::Relaxed);
             }
         }
+        if !copies.is_empty() {
+            self.published = (0..self.geo.capacity())
+                .map(|_| AtomicU64::new(u64::MAX))
+                .collect();
+        }
         self.copies = copies;
         self
     }
@@ -409,6 +430,9 @@ impl Queue {
         store(&self.sq);
         for sq in &self.copies {
             store(sq);
+        }
+        if let Some(mark) = self.published.get(self.geo.slot(seq)) {
+            mark.store(seq, Ordering::Release);
         }
     }
 
@@ -957,6 +981,35 @@ pub(crate) mod tests {
             complete(&q, seq, seq);
             assert!(matches!(q.take(seq), Take::Done(_)));
         }
+    }
+
+    #[test]
+    fn a_slot_with_copies_waits_for_its_publish_to_finish() {
+        // With copies, the device can complete a task from one copy while
+        // its producer is still writing the others: a producer that laps
+        // the ring must not take the slot until that publish is done, or
+        // the late stores would land over the next lap's task.
+        let geo = Geometry::new(2).unwrap();
+        let mem = Memory::new(geo);
+        let extra = Memory::new(geo);
+        let q = mem
+            .queue(geo, 0)
+            .with_copies(vec![Memory::view(&extra.sq)].into_boxed_slice());
+        for seq in 0..2 {
+            assert_eq!(q.try_reserve(), Ok(seq));
+        }
+        q.publish(1, &echo(1));
+        // Task 0 is reserved, its publish not done, and yet complete (from
+        // the copy its producer wrote first); task 1 published and complete.
+        complete(&q, 0, 0);
+        complete(&q, 1, 1);
+        // The slot of 1 is free for 3 once 1's completion is moved aside,
+        // but 0's slot is not free for 2 until 0's publish is done.
+        assert_eq!(q.try_reserve(), Err(Refusal::Full));
+        q.publish(0, &echo(0));
+        assert_eq!(q.try_reserve(), Ok(2));
+        assert_eq!(q.try_reserve(), Ok(3));
+        assert_eq!(q.moved(), 2);
     }
 
     #[test]

@@ -935,9 +935,17 @@ fn floor_ping_pong() {
 
 fn pollers_race_for_every_task() {
     // Every task is claimed by exactly one of a worker's pollers, also when
-    // several see it at once and when the ring laps quickly.
-    for (workers, pollers, capacity) in [(1, 2, 4), (1, 4, 8), (4, 2, 64), (4, 4, 1024), (8, 1, 64)]
-    {
+    // several see it at once and when the ring laps quickly (each poller on
+    // a copy of the slots of its own; (4, 4, 4): one slot per worker, so a
+    // worker polls the next lap of a slot right after completing its task).
+    for (workers, pollers, capacity) in [
+        (1, 2, 4),
+        (1, 4, 8),
+        (4, 2, 64),
+        (4, 4, 4),
+        (4, 4, 1024),
+        (8, 1, 64),
+    ] {
         let rt = Runtime::builder()
             .capacity(capacity)
             .workers(workers)
