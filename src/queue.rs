@@ -1232,6 +1232,7 @@ mod loom_tests {
     //! producers reserving and moving completions, tickets taking or
     //! dropping theirs, shutdown closing the tail.
     use super::*;
+    use crate::slot::DecodedSlot;
     use loom::thread;
     use std::sync::Arc;
 
@@ -1407,6 +1408,58 @@ mod loom_tests {
             }
             assert_eq!(q.try_reserve(), Err(Refusal::Closed));
             assert_eq!(q.incomplete(end), end as usize, "reserved, never completed");
+        });
+    }
+
+    #[test]
+    fn loom_a_lapping_producer_waits_for_a_publish_to_every_copy() {
+        // With a copy of the slots per poller, the device may complete a
+        // task from one copy while its producer is still writing the other;
+        // a producer lapping the ring must not publish the slot's next lap
+        // until then, or the late stores would overwrite it.
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(2);
+        model.check(|| {
+            let geo = Geometry::new(1).unwrap();
+            let (mem, extra) = (Memory::new(geo), Memory::new(geo));
+            let q = Arc::new(
+                mem.queue(geo, 0)
+                    .with_copies(vec![Memory::view(&extra.sq)].into_boxed_slice()),
+            );
+            let image =
+                |id: u64| SlotImage::new(crate::layout::OP_ECHO, &id.to_le_bytes()).unwrap();
+            assert_eq!(q.try_reserve(), Ok(0));
+            let qa = q.clone();
+            let first = thread::spawn(move || qa.publish(0, &image(0)));
+            // The device, reading only the first copy.
+            let read = move |m: &Memory, seq: u64| {
+                let words: [u64; SLOT_WORDS] =
+                    std::array::from_fn(|k| m.sq[k].load(Ordering::Relaxed));
+                DecodedSlot::decode(&words, geo.tag(seq)).map(|t| t.args[0])
+            };
+            // One look each (loom explores when): the device completes the
+            // task if it finds it whole; the lapping producer publishes the
+            // next lap if the slot is free for it.
+            let (md, qd) = (mem.clone(), q.clone());
+            let device = thread::spawn(move || {
+                if read(&md, 0).is_some() {
+                    complete(&qd, 0, 0);
+                }
+            });
+            let qb = q.clone();
+            let lapping = thread::spawn(move || {
+                let got = qb.try_reserve();
+                if let Ok(seq) = got {
+                    qb.publish(seq, &image(seq));
+                }
+                got
+            });
+            first.join().unwrap();
+            device.join().unwrap();
+            if lapping.join().unwrap() == Ok(1) {
+                assert_eq!(read(&mem, 1), Some(1));
+                assert_eq!(read(&extra, 1), Some(1), "the copy holds the later lap");
+            }
         });
     }
 }
