@@ -438,10 +438,10 @@ impl Queue {
 
     /// Asks for the slot lines (and their copies) of the two sequence
     /// numbers after `seq` in writable state (`prefetchw`), so that the
-    /// read for ownership of a
-    /// line the device's polling took away is under way before the next
-    /// single submit writes it: the locked instruction that follows those
-    /// stores then waits for little. A hint only: it changes no memory.
+    /// read for ownership of a line the device's polling took away is under
+    /// way before the next single submit writes it: the locked instruction
+    /// that follows those stores then waits for little. A hint only: it
+    /// changes no memory.
     /// Measured on an H100 (benches/NOTES.md, eighth session): one thread
     /// submitting one task at a time 4.8-5.6 -> 6.8-7.6 M tasks/s, four
     /// threads on four rings 20-26 -> 32-36 M/s, round trip unchanged;
@@ -750,6 +750,16 @@ impl Memory {
         let mem = [&self.sq, &self.cq, &self.pack_args, &self.pack_results];
         Queue::new(geo, mem.map(|b| Self::view(b)), start)
     }
+
+    /// The task in the slot of `seq`, if the slot is whole for its lap: what
+    /// a poller of these slots reads (tests).
+    #[cfg(test)]
+    pub(crate) fn task(&self, geo: Geometry, seq: u64) -> Option<crate::slot::DecodedSlot> {
+        let at = geo.slot(seq) * SLOT_WORDS;
+        let words: [u64; SLOT_WORDS] =
+            std::array::from_fn(|k| self.sq[at + k].load(Ordering::Relaxed));
+        crate::slot::DecodedSlot::decode(&words, geo.tag(seq))
+    }
 }
 
 /// What the device does when a task completes (tests).
@@ -770,7 +780,6 @@ pub(crate) mod tests {
     //! The host protocol against a software device: a thread that does what
     //! the resident kernel does, over heap memory.
     use super::*;
-    use crate::slot::DecodedSlot;
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
 
@@ -784,14 +793,11 @@ pub(crate) mod tests {
         workers: u64,
         stop: Arc<AtomicBool>,
     ) {
-        let sq = Memory::view(&mem.sq);
         let cq = Memory::view(&mem.cq);
         let mut seq = seq_add(start, worker);
         while !stop.load(Ordering::Relaxed) {
             let (slot, tag) = (geo.slot(seq), geo.tag(seq));
-            let words: [u64; SLOT_WORDS] =
-                std::array::from_fn(|k| sq.at(slot * SLOT_WORDS + k).load(Ordering::Relaxed));
-            let Some(task) = DecodedSlot::decode(&words, tag) else {
+            let Some(task) = mem.task(geo, seq) else {
                 // Tests run more threads than cores: let the producers run.
                 std::thread::yield_now();
                 continue;
@@ -962,12 +968,7 @@ pub(crate) mod tests {
         let q = mem
             .queue(geo, 5)
             .with_copies(extra.iter().map(|m| Memory::view(&m.sq)).collect());
-        let read = |m: &Memory, seq: u64| {
-            let at = geo.slot(seq) * SLOT_WORDS;
-            let words: [u64; SLOT_WORDS] =
-                std::array::from_fn(|k| m.sq[at + k].load(Ordering::Relaxed));
-            DecodedSlot::decode(&words, geo.tag(seq))
-        };
+        let read = |m: &Memory, seq: u64| m.task(geo, seq);
         for m in std::iter::once(&mem).chain(&extra) {
             assert!(read(m, 5).is_none() && read(m, 6).is_none());
         }
@@ -1232,7 +1233,6 @@ mod loom_tests {
     //! producers reserving and moving completions, tickets taking or
     //! dropping theirs, shutdown closing the tail.
     use super::*;
-    use crate::slot::DecodedSlot;
     use loom::thread;
     use std::sync::Arc;
 
@@ -1432,11 +1432,7 @@ mod loom_tests {
             let qa = q.clone();
             let first = thread::spawn(move || qa.publish(0, &image(0)));
             // The device, reading only the first copy.
-            let read = move |m: &Memory, seq: u64| {
-                let words: [u64; SLOT_WORDS] =
-                    std::array::from_fn(|k| m.sq[k].load(Ordering::Relaxed));
-                DecodedSlot::decode(&words, geo.tag(seq)).map(|t| t.args[0])
-            };
+            let read = move |m: &Memory, seq: u64| m.task(geo, seq).map(|t| t.args[0]);
             // One look each (loom explores when): the device completes the
             // task if it finds it whole; the lapping producer publishes the
             // next lap if the slot is free for it.
