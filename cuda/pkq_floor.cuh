@@ -20,8 +20,13 @@ namespace pkq {
 // moves on each round, as pkq's slots do.
 // pong: written only by the pollers (lane 0 of poller j writes word j of
 // line (r - 1) % lines), polled by the host, which takes any. Separate
-// allocations, so ping and pong never share a line. Aligned 8-byte words:
-// no torn read. The stop value is the loop's exit, in the line the host's
+// allocations, so ping and pong never share a line. Each echo is one
+// aligned 8-byte word, as NCCL's LL protocol carries flag and data: bits
+// 0..16 (PKQ_FLOOR_ROUND_BITS) the round, bits 16..64 %globaltimer when
+// the poll saw it (mod 2^48), for the one-way split; one store, so no torn read and no
+// fence. (A word whose low bits match a round 2^16 rounds old would need a
+// poller that many rounds behind, where the ping lines it polls hold a
+// round at most `lines` <= 1024 old.) The stop value is the loop's exit, in the line the host's
 // next round would use (a poller that fell behind reads a later round in
 // its line, and so catches up to it).
 // Copies: each poller may be given its own copy of the ping lines (the
@@ -44,7 +49,11 @@ __device__ __forceinline__ void floor_echo(const uint64_t* ping, uint64_t* pong,
         // A later round than awaited: this poller fell `lines` rounds behind
         // and the line was reused; catch up.
         if (whole && v >= r) {
-            if (lane == 0) store_sys(pong + ((v - 1) % lines) * 8 + j, v);
+            if (lane == 0) {
+                const uint64_t round = v & ((1ull << PKQ_FLOOR_ROUND_BITS) - 1);
+                store_sys(pong + ((v - 1) % lines) * 8 + j,
+                          (globaltimer() << PKQ_FLOOR_ROUND_BITS) | round);
+            }
             r = v + 1;
         }
     }

@@ -161,8 +161,11 @@
 #define PKQ_PACK_TASKS 32
 #define PKQ_PACK_ARG_BYTES 8
 
-/* Raw-floor ping-pong (src/floor.rs): the value that ends the device loop. */
+/* Raw-floor ping-pong (src/floor.rs): the value that ends the device loop,
+   and the low bits of an echo word that carry its round (the rest carry the
+   device's clock; pkq_floor.cuh). */
 #define PKQ_FLOOR_STOP 0xffffffffffffffff /* u64 */
+#define PKQ_FLOOR_ROUND_BITS 16 /* u32 */
 /* Rounds of the access-rate ring (src/floor.rs: host_access_rate). */
 #define PKQ_ACCESS_ROUNDS 64 /* u32 */
 
@@ -199,10 +202,10 @@
 #define PKQ_MAX_CAPACITY_LOG2 20 /* u32 */
 #define PKQ_MAX_WORKERS 1024
 #define PKQ_MAX_WARPS_PER_BLOCK 8
-/* Poller warps per worker (1, 2 or 4), started a fraction of a read round
+/* Poller warps per worker (1, 2, 4 or 8), started a fraction of a read round
    trip apart, all polling the worker's next slot, each in its own copy of
    the slots (COPIES above). */
-#define PKQ_MAX_POLLERS 4
+#define PKQ_MAX_POLLERS 8
 
 /* ---------------------------------------------------------------------------
  * Built-in ops and task status codes
@@ -393,7 +396,7 @@ struct pkq_params {
     uint64_t start_seq;     /* sequence number of the first task */
     uint32_t capacity_log2; /* log2 of the slot count */
     uint32_t workers;       /* worker warps (see RINGS above for what each serves) */
-    uint32_t pollers;       /* poller warps per worker: 1, 2 or 4 */
+    uint32_t pollers;       /* poller warps per worker: 1, 2, 4 or 8 */
     uint32_t idle_spin_ns;  /* idle time spent spinning before the worker sleeps between polls */
     uint32_t idle_sleep_max_ns; /* longest __nanosleep between idle polls; 0: always spin */
     uint32_t rings;         /* submission rings, a power of two dividing workers */

@@ -28,7 +28,7 @@ use clap::Parser;
 use pkq::cudarc::driver::{CudaContext, LaunchConfig, sys};
 use pkq::cudarc::nvrtc::Ptx;
 use pkq::floor::{Floor, Shape};
-use pkq::timing::ClockMap;
+use pkq::timing::{ClockMap, Exchange};
 use pkq::{IdlePolicy, Op, Runtime};
 use serde_json::{Map, Value, json};
 use support::{
@@ -59,14 +59,18 @@ struct Args {
     /// pkq worker warps.
     #[arg(long, default_value_t = 4)]
     workers: usize,
-    /// Poller warps per pkq worker (1, 2 or 4).
+    /// Poller warps per pkq worker (1, 2, 4 or 8).
     #[arg(long, default_value_t = 1)]
     pollers: u32,
     /// Poller warps per worker of the second pkq configuration measured,
     /// the latency setting (each poller polls a copy of the slots of its
     /// own); 0 leaves it out.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 8)]
     fast_pollers: u32,
+    /// Workers of the second pkq configuration (one worker keeps the
+    /// device's reads of host memory, and so the tail, down).
+    #[arg(long, default_value_t = 1)]
+    fast_workers: usize,
     /// Rows "random arrival" pause below this many ns before each round
     /// trip, so tasks meet the device's polling at a random phase (as in a
     /// real loop) rather than the one back-to-back ping-pong locks into.
@@ -99,14 +103,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let (w, n) = (args.warmup, args.samples);
 
-    // Raw floor, one and two pollers; back to back, then with tasks
-    // arriving at random moments (a pause below --gap-ns before each).
+    // Raw floor: one and two pollers on one word, and as many pollers as
+    // the latency setting's, each on a copy of 64-byte lines that move on
+    // as pkq's slots do; back to back, then with tasks arriving at random
+    // moments (a pause below --gap-ns before each).
     let mut floors = Vec::new();
     let mut arrivals = Vec::new();
+    let mut floor_one_way = Rows::new();
     let paced = format!("random arrival (gap < {} µs)", args.gap_ns / 1000);
-    for (pollers, name) in [(1, "raw floor (1 poller)"), (2, "raw floor (2 pollers)")] {
-        let mut floor = Floor::start(args.device, Shape::pollers(pollers))?;
-        floors.push(Latency::measure(name, &clock, w, n, || floor.round_trip()));
+    let many = Shape {
+        pollers: args.fast_pollers.max(1),
+        words: 8,
+        lines: 1024,
+        copies: true,
+    };
+    let many_name = format!("raw floor ({} pollers, a copy each)", many.pollers);
+    for (shape, name) in [
+        (Shape::pollers(1), "raw floor (1 poller)"),
+        (Shape::pollers(2), "raw floor (2 pollers)"),
+        (many, many_name.as_str()),
+    ] {
+        let mut floor = Floor::start(args.device, shape)?;
+        let (lat, exchanges) = floor_round_trips(&mut floor, &clock, name, w, n);
+        floors.push(lat);
+        floor_one_way.extend(floor_split(&exchanges, name)?);
         arrivals.push(Latency::measure_paced(
             &format!("{name}, {paced}"),
             &clock,
@@ -164,7 +184,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.fast_pollers != 0 {
         let rt = Runtime::builder()
             .device(args.device)
-            .workers(args.workers)
+            .workers(args.fast_workers)
             .pollers(args.fast_pollers)
             .build()?;
         let name = format!("pkq round trip, {} pollers", args.fast_pollers);
@@ -187,6 +207,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(r) = &fast_run {
         breakdown.extend(one_way(r, &format!("one-way, {} pollers", args.fast_pollers))?.1);
     }
+    breakdown.extend(floor_one_way);
 
     // pkq woken from idle: each sample after the runtime sat idle.
     let idle = Duration::from_micros(args.idle_us);
@@ -273,6 +294,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             l.p50_us() / best_floor.p50_us(),
             best_floor.name,
         );
+        for f in &floors {
+            println!("  {:.2}x {}", l.p50_us() / f.p50_us(), f.name);
+        }
     }
     let best_arrival_floor = arrivals
         .iter()
@@ -390,6 +414,63 @@ fn round3(v: f64) -> f64 {
 
 /// A bench's rows.
 type Rows = Vec<Map<String, Value>>;
+
+/// `warmup` untimed, then `samples` timed back-to-back round trips of
+/// `floor`, with the device clock of each echo.
+fn floor_round_trips(
+    floor: &mut Floor,
+    clock: &Clock,
+    name: &str,
+    warmup: usize,
+    samples: usize,
+) -> (Latency, Vec<Exchange>) {
+    for _ in 0..warmup {
+        floor
+            .round_trip()
+            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+    }
+    let mut lat = Latency::new(name);
+    let mut exchanges = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t0 = clock.now();
+        floor
+            .round_trip()
+            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        let t1 = clock.now();
+        lat.record_ns(clock.between(t0, t1));
+        exchanges.push(Exchange {
+            host_send_ns: clock.ns(t0),
+            host_recv_ns: clock.ns(t1),
+            device_start_ns: floor.echo_device_ns(),
+            device_end_ns: floor.echo_device_ns(),
+        });
+    }
+    (lat, exchanges)
+}
+
+/// The one-way split of a floor's round trips, with a clock map of their
+/// own fitted as pkq's is: the floor's dispatch, to set pkq's beside.
+fn floor_split(exchanges: &[Exchange], name: &str) -> Result<Rows, Box<dyn std::error::Error>> {
+    let map = ClockMap::fit(exchanges, 256).ok_or("too few round trips to map the clocks")?;
+    let (mut there, mut back) = (vec![], vec![]);
+    for e in exchanges {
+        let seen = map.to_host_ns(e.device_start_ns);
+        there.push(seen - e.host_send_ns as f64);
+        back.push(e.host_recv_ns as f64 - seen);
+    }
+    Ok(vec![
+        Latency::row_of(
+            &format!("one-way, {name}: stores called -> a poller sees them"),
+            "ns",
+            &mut there,
+        ),
+        Latency::row_of(
+            &format!("one-way, {name}: poller sees -> host sees the echo"),
+            "ns",
+            &mut back,
+        ),
+    ])
+}
 
 /// The one-way breakdown of a run's round trips (rows named `prefix: ...`),
 /// and the clock map it rests on.

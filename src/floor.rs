@@ -12,14 +12,14 @@ use cudarc::driver::{LaunchConfig, PushKernelArg};
 use crate::driver;
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelState};
-use crate::layout::{ACCESS_ROUNDS, FLOOR_STOP, MAX_POLLERS};
+use crate::layout::{ACCESS_ROUNDS, FLOOR_ROUND_BITS, FLOOR_STOP, MAX_POLLERS};
 use crate::mapped::MappedBuffer;
 use crate::queue::Words;
 
 /// What a [`Floor`] kernel polls, and with how many warps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shape {
-    /// Poller warps (1, 2 or 4), started a fraction of a read round trip
+    /// Poller warps (1, 2, 4 or 8), started a fraction of a read round trip
     /// apart as pkq's pollers are; each echoes into its own pong word.
     pub pollers: u32,
     /// 8-byte words per ping (1, 4 or 8: 8 to 64 bytes, one coalesced load
@@ -65,7 +65,7 @@ impl Shape {
     }
 
     fn check(&self) -> Result<()> {
-        let ok = matches!(self.pollers, 1 | 2 | 4)
+        let ok = matches!(self.pollers, 1 | 2 | 4 | 8)
             && self.pollers as usize <= MAX_POLLERS
             && matches!(self.words, 1 | 4 | 8)
             && (1..=1024).contains(&self.lines);
@@ -73,7 +73,7 @@ impl Shape {
             Ok(())
         } else {
             Err(Error::InvalidConfig(format!(
-                "floor {self:?}: pollers must be 1, 2 or 4, words 1, 4 or 8, lines 1 to 1024"
+                "floor {self:?}: pollers must be 1, 2, 4 or 8, words 1, 4 or 8, lines 1 to 1024"
             )))
         }
     }
@@ -89,6 +89,8 @@ pub struct Floor {
     shape: Shape,
     /// Rounds sent so far.
     rounds: u64,
+    /// The device clock (ns) of the latest echo, unwrapped from its 48 bits.
+    echo_device_ns: u64,
     stopped: bool,
     kernel: Kernel,
 }
@@ -133,6 +135,7 @@ impl Floor {
             pong: pong_words,
             shape,
             rounds: 0,
+            echo_device_ns: 0,
             stopped: false,
             kernel,
         };
@@ -184,13 +187,21 @@ impl Floor {
     }
 
     fn await_echo_within(&mut self, limit: Duration) -> Result<()> {
-        let v = self.rounds;
-        let base = self.line(v);
+        let round_mask = (1u64 << FLOOR_ROUND_BITS) - 1;
+        let v = self.rounds & round_mask;
+        let base = self.line(self.rounds);
         let mut polls = 0u32;
         let mut since: Option<Instant> = None;
-        while (0..self.shape.pollers as usize)
-            .all(|j| self.pong.at(base + j).load(Ordering::Relaxed) != v)
-        {
+        loop {
+            // An echo word: the round in its low bits, the device clock
+            // above (cuda/pkq_floor.cuh).
+            let echo = (0..self.shape.pollers as usize)
+                .map(|j| self.pong.at(base + j).load(Ordering::Relaxed))
+                .find(|w| w & round_mask == v);
+            if let Some(w) = echo {
+                self.echo_device_ns = unwrap_clock(self.echo_device_ns, w >> FLOOR_ROUND_BITS);
+                return Ok(());
+            }
             std::hint::spin_loop();
             polls = polls.wrapping_add(1);
             if polls % 4096 == 0 {
@@ -206,7 +217,16 @@ impl Floor {
                 }
             }
         }
-        Ok(())
+    }
+
+    /// The device's `%globaltimer` (ns) when a poller saw the latest round
+    /// that [`Floor::await_echo`] or [`Floor::round_trip`] returned for,
+    /// for one-way splits ([`crate::timing`]). The echo carries its low 48
+    /// bits; this counts on from the first echo's, so it is the device
+    /// clock up to a multiple of 2^48 ns (78 hours) that stays fixed while
+    /// echoes come less than 39 hours apart.
+    pub fn echo_device_ns(&self) -> u64 {
+        self.echo_device_ns
     }
 
     /// Tells the kernel to exit and waits for it.
@@ -227,6 +247,20 @@ impl Floor {
 impl Drop for Floor {
     fn drop(&mut self) {
         let _ = self.stop_inner();
+    }
+}
+
+/// `low`, a clock's low 48 bits, as the full reading nearest to `last` (the
+/// previous full reading; readings less than 2^47 ns apart).
+fn unwrap_clock(last: u64, low: u64) -> u64 {
+    const SPAN: u64 = 1 << 48;
+    let full = (last & !(SPAN - 1)) | (low & (SPAN - 1));
+    if full + SPAN / 2 < last {
+        full + SPAN
+    } else if full > last + SPAN / 2 && full >= SPAN {
+        full - SPAN
+    } else {
+        full
     }
 }
 
@@ -428,4 +462,20 @@ pub fn host_access_rate(index: usize, access: &Access) -> Result<f64> {
         .unwrap_or(1)
         .max(1);
     Ok(f64::from(access.warps) * f64::from(access.iters) / (slowest as f64 * 1e-9))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unwrap_clock;
+
+    #[test]
+    fn echo_clocks_count_on_across_the_wrap_of_their_48_bits() {
+        const SPAN: u64 = 1 << 48;
+        assert_eq!(unwrap_clock(0, 123), 123);
+        assert_eq!(unwrap_clock(SPAN - 10, 5), SPAN + 5);
+        assert_eq!(unwrap_clock(3 * SPAN + 100, 90), 3 * SPAN + 90);
+        assert_eq!(unwrap_clock(3 * SPAN + 100, 1_000), 3 * SPAN + 1_000);
+        // A reading from a poller a little behind the last, across the wrap.
+        assert_eq!(unwrap_clock(SPAN + 5, SPAN - 10), SPAN - 10);
+    }
 }

@@ -162,7 +162,7 @@ impl Builder {
         self
     }
 
-    /// Poller warps per worker: 1, 2 or 4 (default 1); more is the latency
+    /// Poller warps per worker: 1, 2, 4 or 8 (default 1); more is the latency
     /// setting. Each of a worker's pollers polls a copy of the worker's
     /// slots of its own (the producer writes every copy), started a
     /// fraction of a read round trip apart, so that a task lands in front
@@ -281,9 +281,9 @@ impl Builder {
                 self.capacity
             )));
         }
-        if !matches!(self.pollers, 1 | 2 | 4) || self.pollers as usize > MAX_POLLERS {
+        if !matches!(self.pollers, 1 | 2 | 4 | 8) || self.pollers as usize > MAX_POLLERS {
             return Err(Error::InvalidConfig(format!(
-                "pollers {} must be 1, 2 or 4",
+                "pollers {} must be 1, 2, 4 or 8",
                 self.pollers
             )));
         }
@@ -1220,7 +1220,7 @@ mod tests {
         assert!(bad(Runtime::builder().capacity(4).workers(16).rings(2)));
         assert!(bad(Runtime::builder().pollers(0)));
         assert!(bad(Runtime::builder().pollers(3)));
-        assert!(bad(Runtime::builder().pollers(8)));
+        assert!(bad(Runtime::builder().pollers(16)));
         let backoff = |spin, max_sleep| IdlePolicy::Backoff { spin, max_sleep };
         assert!(bad(
             Runtime::builder().idle(backoff(Duration::ZERO, Duration::ZERO))
@@ -1233,6 +1233,7 @@ mod tests {
             Duration::from_micros(10)
         ))));
         assert!(Runtime::builder().pollers(2).validate().is_ok());
+        assert!(Runtime::builder().pollers(8).validate().is_ok());
         assert!(
             Runtime::builder()
                 .idle(backoff(

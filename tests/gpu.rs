@@ -900,6 +900,7 @@ fn floor_ping_pong() {
         (2, 4, 3, false),
         (2, 8, 1, true),
         (4, 8, 5, true),
+        (8, 8, 1024, true),
     ] {
         let shape = Shape {
             pollers,
@@ -909,16 +910,26 @@ fn floor_ping_pong() {
         };
         let mut floor = Floor::start(0, shape).unwrap();
         let t0 = Instant::now();
+        let first = floor.echo_device_ns();
+        let mut last = first;
         for _ in 0..10_000 {
             floor.round_trip().unwrap();
+            // Each echo's device clock: later than the round before's,
+            // which the host saw before it sent this one.
+            assert!(floor.echo_device_ns() > last, "{shape:?}");
+            last = floor.echo_device_ns();
         }
+        let host_ns = t0.elapsed().as_nanos() as f64;
+        let device_ns = (last - first) as f64;
         println!(
-            "    floor, {shape:?}: {:.2} us per round trip (mean)",
-            t0.elapsed().as_secs_f64() * 1e6 / 10_000.0
+            "    floor, {shape:?}: {:.2} us per round trip (mean), device clock over the rounds {:.3}x the host's",
+            host_ns / 1e3 / 10_000.0,
+            device_ns / host_ns
         );
+        assert!((0.9..1.02).contains(&(device_ns / host_ns)), "{shape:?}");
         floor.stop().unwrap();
     }
-    for bad in [(3, 1, 1), (1, 2, 1), (1, 1, 0), (1, 1, 1025)] {
+    for bad in [(3, 1, 1), (16, 1, 1), (1, 2, 1), (1, 1, 0), (1, 1, 1025)] {
         let (pollers, words, lines) = bad;
         let shape = Shape {
             pollers,
@@ -944,6 +955,8 @@ fn pollers_race_for_every_task() {
         (4, 2, 64),
         (4, 4, 4),
         (4, 4, 1024),
+        (1, 8, 8),
+        (2, 8, 1024),
         (8, 1, 64),
     ] {
         let rt = Runtime::builder()
