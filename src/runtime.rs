@@ -171,13 +171,16 @@ impl Builder {
     /// Costs: each submit stores its slot once per poller (tens of ns per
     /// copy on an H100's host), the slots take that many times the pinned
     /// memory, and the kernel that many warps per worker. Measured on an
-    /// H100 (`benches/results/latency.json`, benches/NOTES.md, tenth
-    /// session): four pollers cut the round trip of a NOP by ~0.3 µs for
-    /// tasks arriving at random moments and by ~0.6 µs back to back.
+    /// H100 (`benches/results/latency.json`, benches/NOTES.md, tenth and
+    /// eleventh sessions): four pollers cut the round trip of a NOP by
+    /// ~0.3 µs for tasks arriving at random moments and by ~0.6 µs back to
+    /// back; eight take ~0.1 µs more off the dispatch. The latency setting
+    /// is one worker of eight pollers: with four such workers the device's
+    /// reads of host memory quadruple and the p99 rises by ~0.2-0.5 µs.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
-    /// let rt = pkq::Runtime::builder().workers(4).pollers(4).build()?;
+    /// let rt = pkq::Runtime::builder().workers(1).pollers(8).build()?;
     /// rt.submit(pkq::Op::NOP, &())?.wait()?;
     /// # Ok(()) }
     /// ```
