@@ -448,17 +448,41 @@ impl Queue {
     /// prefetching the copies too (tenth session): four pollers' submit
     /// call 211 / 230 -> 190 / 208 ns, round trip -0.08 µs.
     #[inline(always)]
-    #[cfg_attr(any(miri, loom), allow(unused_variables))]
     pub(crate) fn prefetch_next(&self, seq: u64) {
+        self.prefetch(seq_add(seq, 1), 2);
+    }
+
+    /// As [`Self::prefetch_next`], for the slot the next reservation will
+    /// most likely get (the tail as it is now), before that reservation:
+    /// its compare-and-swap then overlaps the reads for ownership, which
+    /// the device's polls of that very slot make necessary again and again
+    /// (with one worker the slot's lines are polled from the moment the
+    /// previous task completes, so `prefetch_next`'s hint is undone by the
+    /// time they are written). Measured on an H100 (benches/NOTES.md,
+    /// eleventh session): with eight pollers, dispatch -30 ns and round
+    /// trip -30 ns (nine of ten same-call pairs).
+    #[inline(always)]
+    pub(crate) fn prefetch_reservation(&self) {
+        // The tail's load is a hint's input: not under loom, whose models
+        // count every atomic access.
+        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        self.prefetch(self.tail.load(Ordering::Relaxed) & SEQ_MASK, 1);
+    }
+
+    /// `prefetchw` of the slot lines (and copies) of `count` sequence
+    /// numbers from `first`.
+    #[inline(always)]
+    #[cfg_attr(any(miri, loom), allow(unused_variables))]
+    fn prefetch(&self, first: u64, count: u64) {
         // Not under Miri or loom, which interpret memory accesses and have
         // no cache to hint.
         #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-        for (d, sq) in (1..=2).flat_map(|d| {
+        for (d, sq) in (0..count).flat_map(|d| {
             std::iter::once(&self.sq)
                 .chain(self.copies.iter())
                 .map(move |sq| (d, sq))
         }) {
-            let line = sq.at(self.geo.slot(seq_add(seq, d)) * SLOT_WORDS);
+            let line = sq.at(self.geo.slot(seq_add(first, d)) * SLOT_WORDS);
             // SAFETY: `prefetchw` of a valid, aligned address in this
             // queue's slots: a cache hint that reads or writes no memory
             // the program sees (executed as a NOP where unsupported).

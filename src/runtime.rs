@@ -871,9 +871,10 @@ impl Liveness {
 /// Submits one task to `ring` (waiting for room if `wait`).
 #[inline]
 fn submit(ring: RingPtr, op: Op, image: &SlotImage, wait: bool) -> Result<Ticket> {
+    let queue = ring.queue();
+    queue.prefetch_reservation();
     let shared = ring.shared();
     shared.check_open()?;
-    let queue = ring.queue();
     let seq = shared.reserve(wait, || queue.try_reserve())?;
     queue.publish(seq, image);
     queue.prefetch_next(seq);
