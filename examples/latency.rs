@@ -205,7 +205,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // One-way breakdowns from the device's timestamps.
     let (map, mut breakdown) = one_way(&run, "one-way")?;
     if let Some(r) = &fast_run {
-        breakdown.extend(one_way(r, &format!("one-way, {} pollers", args.fast_pollers))?.1);
+        let prefix = format!("one-way, {} pollers", args.fast_pollers);
+        let (fast_map, rows) = one_way(r, &prefix)?;
+        breakdown.extend(rows);
+        breakdown.push(map_row(&prefix, &fast_map));
     }
     breakdown.extend(floor_one_way);
 
@@ -325,6 +328,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     for r in &breakdown {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        if r.contains_key("error_bound_ns") {
+            println!(
+                "  {}: offset within ±{:.0} ns at the typical anchor, ±{:.0} ns at worst",
+                r["name"].as_str().unwrap(),
+                f("median_bound_ns"),
+                f("error_bound_ns"),
+            );
+            continue;
+        }
         println!(
             "  {:<58} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0}",
             r["name"].as_str().unwrap(),
@@ -452,6 +464,7 @@ fn floor_round_trips(
 /// own fitted as pkq's is: the floor's dispatch, to set pkq's beside.
 fn floor_split(exchanges: &[Exchange], name: &str) -> Result<Rows, Box<dyn std::error::Error>> {
     let map = ClockMap::fit(exchanges, 256).ok_or("too few round trips to map the clocks")?;
+    let prefix = format!("one-way, {name}");
     let (mut there, mut back) = (vec![], vec![]);
     for e in exchanges {
         let seen = map.to_host_ns(e.device_start_ns);
@@ -460,14 +473,35 @@ fn floor_split(exchanges: &[Exchange], name: &str) -> Result<Rows, Box<dyn std::
     }
     Ok(vec![
         Latency::row_of(
-            &format!("one-way, {name}: stores called -> a poller sees them"),
+            &format!("{prefix}: stores called -> a poller sees them"),
             "ns",
             &mut there,
         ),
         Latency::row_of(
-            &format!("one-way, {name}: poller sees -> host sees the echo"),
+            &format!("{prefix}: poller sees -> host sees the echo"),
             "ns",
             &mut back,
+        ),
+        map_row(&prefix, &map),
+    ])
+}
+
+/// How far the clock map under the rows `prefix: ...` can be trusted (see
+/// `ClockMap`).
+fn map_row(prefix: &str, map: &ClockMap) -> Map<String, Value> {
+    Map::from_iter([
+        ("name".to_string(), json!(format!("{prefix}: clock map"))),
+        (
+            "error_bound_ns".to_string(),
+            json!(round3(map.error_bound_ns)),
+        ),
+        (
+            "median_bound_ns".to_string(),
+            json!(round3(map.median_bound_ns)),
+        ),
+        (
+            "misfit_fraction".to_string(),
+            json!(round3(map.misfit_fraction)),
         ),
     ])
 }

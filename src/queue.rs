@@ -717,6 +717,23 @@ impl Queue {
                         .map(|k| self.cq.at(slot * CQE_WORDS + k).load(Ordering::Relaxed))
                         .collect::<Vec<_>>(),
                 );
+                // With several pollers, each polls a copy of its own: a
+                // copy behind the slot says where a publish stopped.
+                for (c, copy) in self.copies.iter().enumerate() {
+                    out += &format!(
+                        "\n    copy {}: words {:016x?}",
+                        c + 1,
+                        (0..SLOT_WORDS)
+                            .map(|k| copy.at(slot * SLOT_WORDS + k).load(Ordering::Relaxed))
+                            .collect::<Vec<_>>(),
+                    );
+                }
+                if let Some(mark) = self.published.get(slot) {
+                    out += &format!(
+                        "\n    publish of every copy done for seq {}",
+                        mark.load(Ordering::Acquire)
+                    );
+                }
             }
         }
         out
@@ -1003,6 +1020,16 @@ pub(crate) mod tests {
                 let task = read(m, seq).expect("every copy whole");
                 assert_eq!((task.op, task.args[0]), (crate::layout::OP_ECHO, seq));
             }
+            // A task not yet complete shows every copy and the publish mark.
+            let state = q.debug_state();
+            assert!(
+                state.contains(&format!("seq {seq} reserved")) && state.contains("copy 3: words"),
+                "{state}"
+            );
+            assert!(
+                state.contains(&format!("publish of every copy done for seq {seq}")),
+                "{state}"
+            );
             complete(&q, seq, seq);
             assert!(matches!(q.take(seq), Take::Done(_)));
         }

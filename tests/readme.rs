@@ -52,10 +52,18 @@ fn render(results: Option<&str>) -> String {
         .iter()
         .filter(|row| row.get("error_bound_ns").is_some())
     {
-        out += &format!(
-            "\nOne-way figures map the GPU's clock onto the host's (NTP style: the tightest round trip of each stretch of 256): the offset is within ±{} ns at the typical anchor, ±{} ns at worst; the SM clock ran at {} MHz.\n",
-            row["median_bound_ns"], row["error_bound_ns"], row["sm_clock_mhz"]
-        );
+        out += &match row.get("sm_clock_mhz") {
+            Some(mhz) => format!(
+                "\nOne-way figures map the GPU's clock onto the host's (NTP style: the tightest round trip of each stretch of 256; each set of rows by a map of its own): for the rows \"one-way: ...\" the offset is within ±{} ns at the typical anchor, ±{} ns at worst; the SM clock ran at {} MHz.\n",
+                row["median_bound_ns"], row["error_bound_ns"], mhz
+            ),
+            None => format!(
+                "\n{}: the offset is within ±{} ns at the typical anchor, ±{} ns at worst.\n",
+                row["name"].as_str().unwrap_or("?"),
+                row["median_bound_ns"],
+                row["error_bound_ns"]
+            ),
+        };
     }
     let costs: Vec<&Value> = rows
         .iter()
