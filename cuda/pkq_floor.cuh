@@ -26,7 +26,9 @@ namespace pkq {
 // the poll saw it (mod 2^48), for the one-way split; one store, so no torn read and no
 // fence. (A word whose low bits match a round 2^16 rounds old would need a
 // poller that many rounds behind, where the ping lines it polls hold a
-// round at most `lines` <= 1024 old.) The stop value is the loop's exit, in the line the host's
+// round at most `lines` <= 1024 old: each poller rewrites its word of
+// every line once a lap, so the zeroed words, which match the rounds that
+// are multiples of 2^16, are gone long before round 2^16.) The stop value is the loop's exit, in the line the host's
 // next round would use (a poller that fell behind reads a later round in
 // its line, and so catches up to it).
 // Copies: each poller may be given its own copy of the ping lines (the

@@ -1,16 +1,19 @@
 //! The main job: round-trip latency of pkq against the ways CUDA offers to
 //! run a small piece of work, measured side by side in one process run:
 //!
-//! * raw floor: a bare one-word ping-pong with a resident kernel through
-//!   mapped memory (what any design over mapped memory pays), with one and
-//!   with two staggered poller warps;
+//! * raw floor: a bare ping-pong with a resident kernel through mapped
+//!   memory (what any design over mapped memory pays): one word polled by
+//!   one and by two staggered poller warps, and 64-byte lines polled by as
+//!   many warps as the latency setting's (`--fast-pollers`), each on a copy
+//!   of its own; each with its one-way split (its echoes carry the device
+//!   clock), mapped by a clock map of its own;
 //! * cudarc launch + sync: launch an empty kernel, synchronize its stream;
 //! * CUDA graph + sync: launch a one-node graph of the empty kernel, sync;
 //! * pkq: submit a NOP, wait for its completion; and its one-way breakdown
 //!   (host submit cost, pickup, execution, completion visibility) from the
 //!   device's timestamps mapped onto the host clock; then the same round
-//!   trip with `--fast-pollers` poller warps per worker (the latency
-//!   setting of `Builder::pollers`);
+//!   trip with `--fast-workers` workers of `--fast-pollers` poller warps
+//!   (the latency setting of `Builder::pollers`);
 //! * pkq woken from idle, under the spin and the backoff idle policies.
 //!
 //! Each variant runs alone (no other resident kernel polling), after its own
@@ -112,17 +115,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut floor_one_way = Rows::new();
     let paced = format!("random arrival (gap < {} µs)", args.gap_ns / 1000);
     let many = Shape {
-        pollers: args.fast_pollers.max(1),
+        pollers: args.fast_pollers,
         words: 8,
         lines: 1024,
         copies: true,
     };
     let many_name = format!("raw floor ({} pollers, a copy each)", many.pollers);
-    for (shape, name) in [
+    let mut shapes = vec![
         (Shape::pollers(1), "raw floor (1 poller)"),
         (Shape::pollers(2), "raw floor (2 pollers)"),
-        (many, many_name.as_str()),
-    ] {
+    ];
+    if args.fast_pollers > 2 {
+        shapes.push((many, many_name.as_str()));
+    }
+    for (shape, name) in shapes {
         let mut floor = Floor::start(args.device, shape)?;
         let (lat, exchanges) = floor_round_trips(&mut floor, &clock, name, w, n);
         floors.push(lat);
@@ -181,13 +187,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // pkq with more poller warps per worker, back to back and paced.
     let mut fast_run = None;
+    // The latency setting's name in rows: its workers only when not one.
+    let fast = match args.fast_workers {
+        1 => format!("{} pollers", args.fast_pollers),
+        w => format!("{w} workers x {} pollers", args.fast_pollers),
+    };
     if args.fast_pollers != 0 {
         let rt = Runtime::builder()
             .device(args.device)
             .workers(args.fast_workers)
             .pollers(args.fast_pollers)
             .build()?;
-        let name = format!("pkq round trip, {} pollers", args.fast_pollers);
+        let name = format!("pkq round trip, {fast}");
         fast_run = Some(pkq_round_trips(
             &rt,
             &clock,
@@ -196,7 +207,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             n,
             &mut Pacer::new(0),
         )?);
-        let name = format!("pkq round trip, {} pollers, {paced}", args.fast_pollers);
+        let name = format!("pkq round trip, {fast}, {paced}");
         let mut pacer = Pacer::new(args.gap_ns);
         pkq_arrivals.push(pkq_round_trips(&rt, &clock, &name, w, n, &mut pacer)?.round_trip);
         rt.shutdown()?;
@@ -205,7 +216,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // One-way breakdowns from the device's timestamps.
     let (map, mut breakdown) = one_way(&run, "one-way")?;
     if let Some(r) = &fast_run {
-        let prefix = format!("one-way, {} pollers", args.fast_pollers);
+        let prefix = format!("one-way, {fast}");
         let (fast_map, rows) = one_way(r, &prefix)?;
         breakdown.extend(rows);
         breakdown.push(map_row(&prefix, &fast_map));
@@ -315,7 +326,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     println!(
-        "\none-way breakdowns of the pkq round trips (ns; device clock mapped to the host's TSC, NTP style: offset within ±{:.0} ns at the typical anchor, ±{:.0} ns at worst; {:.1}% of round trips outside the map; %globaltimer step {} ns; SM clock {} MHz):",
+        "\none-way breakdowns of the round trips, pkq's and the floors' (ns; device clock mapped to the host's TSC, NTP style, a map per set of rows; for \"one-way: ...\": offset within ±{:.0} ns at the typical anchor, ±{:.0} ns at worst; {:.1}% of round trips outside the map; %globaltimer step {} ns; SM clock {} MHz):",
         map.median_bound_ns,
         map.error_bound_ns,
         map.misfit_fraction * 100.0,
@@ -330,10 +341,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         if r.contains_key("error_bound_ns") {
             println!(
-                "  {}: offset within ±{:.0} ns at the typical anchor, ±{:.0} ns at worst",
+                "  {}: offset within ±{:.0} ns at the typical anchor, ±{:.0} ns at worst; {:.1}% of round trips outside the map",
                 r["name"].as_str().unwrap(),
                 f("median_bound_ns"),
                 f("error_bound_ns"),
+                f("misfit_fraction") * 100.0,
             );
             continue;
         }

@@ -194,12 +194,16 @@ impl Floor {
         let mut since: Option<Instant> = None;
         loop {
             // An echo word: the round in its low bits, the device clock
-            // above (cuda/pkq_floor.cuh).
-            let echo = (0..self.shape.pollers as usize)
+            // above (cuda/pkq_floor.cuh). Of several pollers' echoes of the
+            // round seen in one sweep, the earliest clock is the poll that
+            // saw the round first.
+            let first_seen = (0..self.shape.pollers as usize)
                 .map(|j| self.pong.at(base + j).load(Ordering::Relaxed))
-                .find(|w| w & round_mask == v);
-            if let Some(w) = echo {
-                self.echo_device_ns = unwrap_clock(self.echo_device_ns, w >> FLOOR_ROUND_BITS);
+                .filter(|w| w & round_mask == v)
+                .map(|w| unwrap_clock(self.echo_device_ns, w >> FLOOR_ROUND_BITS))
+                .min();
+            if let Some(t) = first_seen {
+                self.echo_device_ns = t;
                 return Ok(());
             }
             std::hint::spin_loop();
@@ -477,5 +481,8 @@ mod tests {
         assert_eq!(unwrap_clock(3 * SPAN + 100, 1_000), 3 * SPAN + 1_000);
         // A reading from a poller a little behind the last, across the wrap.
         assert_eq!(unwrap_clock(SPAN + 5, SPAN - 10), SPAN - 10);
+        // The first reading stays as it is, whatever its bits.
+        assert_eq!(unwrap_clock(0, SPAN / 2 + 1), SPAN / 2 + 1);
+        assert_eq!(unwrap_clock(0, SPAN - 1), SPAN - 1);
     }
 }

@@ -472,7 +472,10 @@ impl Queue {
     /// `prefetchw` of the slot lines (and copies) of `count` sequence
     /// numbers from `first`.
     #[inline(always)]
-    #[cfg_attr(any(miri, loom), allow(unused_variables))]
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", not(miri), not(loom))),
+        allow(unused_variables)
+    )]
     fn prefetch(&self, first: u64, count: u64) {
         // Not under Miri or loom, which interpret memory accesses and have
         // no cache to hint.
@@ -729,10 +732,10 @@ impl Queue {
                     );
                 }
                 if let Some(mark) = self.published.get(slot) {
-                    out += &format!(
-                        "\n    publish of every copy done for seq {}",
-                        mark.load(Ordering::Acquire)
-                    );
+                    out += &match mark.load(Ordering::Acquire) {
+                        u64::MAX => "\n    publish of every copy done: none yet".to_string(),
+                        done => format!("\n    publish of every copy done for seq {done}"),
+                    };
                 }
             }
         }

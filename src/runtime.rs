@@ -176,7 +176,10 @@ impl Builder {
     /// ~0.3 µs for tasks arriving at random moments and by ~0.6 µs back to
     /// back; eight take ~0.1 µs more off the dispatch. The latency setting
     /// is one worker of eight pollers: with four such workers the device's
-    /// reads of host memory quadruple and the p99 rises by ~0.2-0.5 µs.
+    /// reads of host memory quadruple and the p99 rises by ~0.2-0.5 µs. One
+    /// worker runs its tasks one after another (one task per round trip at
+    /// most, and a long task holds up those behind it): for one task in
+    /// flight at a time, as a control loop has (see [`Builder::workers`]).
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
