@@ -19,18 +19,20 @@ namespace pkq {
 // slot poll needs all eight words of a slot. With lines > 1 the polled line
 // moves on each round, as pkq's slots do.
 // pong: written only by the pollers (lane 0 of poller j writes word j of
-// line (r - 1) % lines), polled by the host, which takes any. Separate
+// line (r - 1) % lines), polled by the host, which takes the earliest
+// clock of those it sees for the round (below). Separate
 // allocations, so ping and pong never share a line. Each echo is one
 // aligned 8-byte word, as NCCL's LL protocol carries flag and data: bits
 // 0..16 (PKQ_FLOOR_ROUND_BITS) the round, bits 16..64 %globaltimer when
-// the poll saw it (mod 2^48), for the one-way split; one store, so no torn read and no
-// fence. (A word whose low bits match a round 2^16 rounds old would need a
-// poller that many rounds behind, where the ping lines it polls hold a
-// round at most `lines` <= 1024 old: each poller rewrites its word of
-// every line once a lap, so the zeroed words, which match the rounds that
-// are multiples of 2^16, are gone long before round 2^16.) The stop value is the loop's exit, in the line the host's
-// next round would use (a poller that fell behind reads a later round in
-// its line, and so catches up to it).
+// the poll saw it (mod 2^48), for the one-way split; one store, so no torn
+// read and no fence. (A word whose low bits match a round 2^16 rounds old
+// would need a poller that many rounds behind, where the ping lines it
+// polls hold a round at most `lines` <= 1024 old: each poller rewrites its
+// word of every line once a lap, so the zeroed words, which match the
+// rounds that are multiples of 2^16, are gone long before round 2^16.)
+// The stop value is the loop's exit, in the line the host's next round
+// would use (a poller that fell behind reads a later round in its line,
+// and so catches up to it).
 // Copies: each poller may be given its own copy of the ping lines (the
 // host then writes every copy), to tell whether reads of one line by
 // several warps are served one after another.

@@ -219,7 +219,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let prefix = format!("one-way, {fast}");
         let (fast_map, rows) = one_way(r, &prefix)?;
         breakdown.extend(rows);
-        breakdown.push(map_row(&prefix, &fast_map));
+        breakdown.push(map_row(&format!("{prefix}: clock map"), &fast_map));
     }
     breakdown.extend(floor_one_way);
 
@@ -360,30 +360,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     rows.extend(breakdown);
-    rows.push(Map::from_iter([
-        (
-            "name".to_string(),
-            json!("clock map (device %globaltimer -> host TSC)"),
-        ),
-        (
-            "error_bound_ns".to_string(),
-            json!(round3(map.error_bound_ns)),
-        ),
-        (
-            "median_bound_ns".to_string(),
-            json!(round3(map.median_bound_ns)),
-        ),
-        (
-            "misfit_fraction".to_string(),
-            json!(round3(map.misfit_fraction)),
-        ),
-        ("sm_clock_mhz".to_string(), json!(costs.sm_clock_mhz)),
-        (
-            "globaltimer_step_ns".to_string(),
-            json!(costs.globaltimer_step_ns),
-        ),
-        ("host_clock_read_ns".to_string(), json!(clock.overhead_ns())),
-    ]));
+    let mut clock_row = map_row("clock map (device %globaltimer -> host TSC)", &map);
+    clock_row.insert("sm_clock_mhz".into(), json!(costs.sm_clock_mhz));
+    clock_row.insert(
+        "globaltimer_step_ns".into(),
+        json!(costs.globaltimer_step_ns),
+    );
+    clock_row.insert("host_clock_read_ns".into(), json!(clock.overhead_ns()));
+    rows.push(clock_row);
 
     println!("\ndevice-side costs (GPU clock, mean of 20000 each):");
     for (name, ns) in [
@@ -475,7 +459,7 @@ fn floor_round_trips(
 /// The one-way split of a floor's round trips, with a clock map of their
 /// own fitted as pkq's is: the floor's dispatch, to set pkq's beside.
 fn floor_split(exchanges: &[Exchange], name: &str) -> Result<Rows, Box<dyn std::error::Error>> {
-    let map = ClockMap::fit(exchanges, 256).ok_or("too few round trips to map the clocks")?;
+    let map = fit_map(exchanges)?;
     let prefix = format!("one-way, {name}");
     let (mut there, mut back) = (vec![], vec![]);
     for e in exchanges {
@@ -494,15 +478,19 @@ fn floor_split(exchanges: &[Exchange], name: &str) -> Result<Rows, Box<dyn std::
             "ns",
             &mut back,
         ),
-        map_row(&prefix, &map),
+        map_row(&format!("{prefix}: clock map"), &map),
     ])
 }
 
-/// How far the clock map under the rows `prefix: ...` can be trusted (see
-/// `ClockMap`).
-fn map_row(prefix: &str, map: &ClockMap) -> Map<String, Value> {
+/// The clock map fitted to `exchanges`, as every one-way split here fits it.
+fn fit_map(exchanges: &[Exchange]) -> Result<ClockMap, Box<dyn std::error::Error>> {
+    Ok(ClockMap::fit(exchanges, 256).ok_or("too few round trips to map the clocks")?)
+}
+
+/// A row `name` saying how far `map` can be trusted (see `ClockMap`).
+fn map_row(name: &str, map: &ClockMap) -> Map<String, Value> {
     Map::from_iter([
-        ("name".to_string(), json!(format!("{prefix}: clock map"))),
+        ("name".to_string(), json!(name)),
         (
             "error_bound_ns".to_string(),
             json!(round3(map.error_bound_ns)),
@@ -522,7 +510,7 @@ fn map_row(prefix: &str, map: &ClockMap) -> Map<String, Value> {
 /// and the clock map it rests on.
 fn one_way(run: &PkqRun, prefix: &str) -> Result<(ClockMap, Rows), Box<dyn std::error::Error>> {
     let exchanges: Vec<_> = run.exchanges.iter().map(|(e, _)| *e).collect();
-    let map = ClockMap::fit(&exchanges, 256).ok_or("too few round trips to map the clocks")?;
+    let map = fit_map(&exchanges)?;
     let (mut dispatch, mut pickup, mut exec, mut back) = (vec![], vec![], vec![], vec![]);
     for (e, submitted) in &run.exchanges {
         let start = map.to_host_ns(e.device_start_ns);

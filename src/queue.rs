@@ -709,13 +709,15 @@ impl Queue {
             let seq = t & SEQ_MASK;
             let d = distance(seq, tail & SEQ_MASK);
             if (1..=self.geo.capacity() as u64).contains(&d) && self.poll(seq).is_none() {
+                let words = |sq: &Words| -> Vec<u64> {
+                    let run = sq.run::<SLOT_WORDS>(slot * SLOT_WORDS);
+                    run.iter().map(|w| w.load(Ordering::Relaxed)).collect()
+                };
                 out += &format!(
                     "\n  slot {slot}: seq {seq} reserved, not complete{}; tag {}; slot words {:016x?}; completion words {:016x?}",
                     if t & DETACHED != 0 { " (detached)" } else { "" },
                     self.geo.tag(seq),
-                    (0..SLOT_WORDS)
-                        .map(|k| self.sq.at(slot * SLOT_WORDS + k).load(Ordering::Relaxed))
-                        .collect::<Vec<_>>(),
+                    words(&self.sq),
                     (0..CQE_WORDS)
                         .map(|k| self.cq.at(slot * CQE_WORDS + k).load(Ordering::Relaxed))
                         .collect::<Vec<_>>(),
@@ -723,13 +725,7 @@ impl Queue {
                 // With several pollers, each polls a copy of its own: a
                 // copy behind the slot says where a publish stopped.
                 for (c, copy) in self.copies.iter().enumerate() {
-                    out += &format!(
-                        "\n    copy {}: words {:016x?}",
-                        c + 1,
-                        (0..SLOT_WORDS)
-                            .map(|k| copy.at(slot * SLOT_WORDS + k).load(Ordering::Relaxed))
-                            .collect::<Vec<_>>(),
-                    );
+                    out += &format!("\n    copy {}: words {:016x?}", c + 1, words(copy));
                 }
                 if let Some(mark) = self.published.get(slot) {
                     out += &match mark.load(Ordering::Acquire) {
