@@ -255,9 +255,22 @@ fn build_info(manifest: &Path, kernel: &Kernel) -> String {
     )
 }
 
+/// The commit of pkq's own checkout, or "unknown". git is run only when pkq
+/// is built from its own repository (a clone whose root is the manifest
+/// directory), never in a dependent's build: not when `PKQ_NO_GIT` is set
+/// (to anything but `0`), not without `<manifest>/.git` (a crates.io or
+/// vendored copy), and not in a copy that cargo unpacked or checked out
+/// itself (a registry crate or a `git = ..` dependency: those carry cargo's
+/// `.cargo-ok` marker and live under `CARGO_HOME`). Cargo does not tell a
+/// build script whether its package is the one being built
+/// (`CARGO_PRIMARY_PACKAGE` is set for rustc only), hence these checks.
 fn git_commit(manifest: &Path) -> String {
+    println!("cargo::rerun-if-env-changed=PKQ_NO_GIT");
+    if env::var_os("PKQ_NO_GIT").is_some_and(|v| !v.is_empty() && v != "0") {
+        return "unknown".into();
+    }
     let git_dir = manifest.join(".git");
-    if !git_dir.exists() {
+    if !git_dir.exists() || manifest.join(".cargo-ok").exists() || in_cargo_home(manifest) {
         return "unknown".into();
     }
     for f in ["HEAD", "index", "refs/heads"] {
@@ -281,4 +294,16 @@ fn git_commit(manifest: &Path) -> String {
     let dirty =
         run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     if dirty { format!("{head}-dirty") } else { head }
+}
+
+/// Whether `dir` lies under cargo's home (`CARGO_HOME`, else `~/.cargo`),
+/// where cargo unpacks registry crates and checks out git dependencies.
+fn in_cargo_home(dir: &Path) -> bool {
+    let home = env::var_os("CARGO_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env::home_dir().map(|h| h.join(".cargo")));
+    let Some(home) = home else { return false };
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    canon(dir).starts_with(canon(&home))
 }

@@ -14,7 +14,7 @@
  * so a host-written and a device-written word never share a cache line.
  *
  * host -> device allocation:  [ submission slots: pollers x rings x capacity x 64 B ][ control lines: workers x 128 B ][ pack arguments: rings x capacity x 256 B ]
- * device -> host allocation:  [ completion entries: rings x capacity x 32 B ][ pad to 128 B ][ poller states: workers x pollers x 8 B ][ pack results: rings x capacity x 256 B ]
+ * device -> host allocation:  [ completion entries: rings x capacity x 32 B ][ pad to 128 B ][ poller states: workers x pollers x 8 B ][ heartbeats: workers x pollers x 8 B ][ pack results: rings x capacity x 256 B ]
  * (each section starts on a PKQ_SECTION_ALIGN boundary)
  *
  * RINGS
@@ -79,7 +79,11 @@
  * only after the publish that filled it wrote every copy (a host-only mark
  * per slot, Queue::published), and a copy other than 0 may meanwhile hold
  * the lap before the one before, which its poller reads as not yet
- * published, not as corruption.
+ * published, not as corruption. Copy 0 never does: the producer stores
+ * copy 0, then (after a release fence, for the compiler) the others, and
+ * x86-64 keeps stores in program order on their way to the device (TSO;
+ * pkq builds for x86-64 hosts only, see docs/PROTOCOL.md), so a poller that
+ * sees a lap in any copy is followed by copy 0 holding it too.
  * 8 tagged words = 56 payload bytes; the payload is a little-endian bit
  * stream: chunk k of word k holds payload bits [56k, 56k + 56).
  * Payload bytes 0..8: header (bits 0..16 op code, bits 16..24 argument
@@ -121,13 +125,15 @@
  * of host memory are answered one after another: when every worker read one
  * shared stop word, 64 workers made ~5 M reads/s of it, and each took tens of
  * microseconds; benches/NOTES.md).
- * Word PKQ_CTRL_STOP of worker w's line: written once by the host (a relaxed
- * store of PKQ_STOP_VALUE to every worker's line: after the drain on
- * shutdown, at once on cancel or when a fault is latched), read by worker w's
- * pollers every PKQ_STOP_POLL_INTERVAL polls, busy or idle, in the same load
- * instruction as the slot poll (so it costs no extra round trip); it takes
- * precedence over a task in the slot, so a busy worker (one poll per task)
- * starts at most that many more tasks. One writer, one aligned 8-byte word:
+ * Word PKQ_CTRL_STOP of worker w's line: written by the host with one value
+ * only (release stores of PKQ_STOP_VALUE to every worker's line: after the
+ * drain on shutdown, at once on cancel or when a fault is latched; it may be
+ * stored more than once, always the same value), read by worker w's
+ * pollers, each every PKQ_STOP_POLL_INTERVAL of its own polls, busy or
+ * idle, in the same load instruction as the slot poll (so it costs no extra
+ * round trip); it takes precedence over a task in the slot, so a busy
+ * worker (one poll per task) starts at most that many more tasks per
+ * poller. One writer, one aligned 8-byte word:
  * no torn read. It is the exit of every device spin loop but SPIN's (a test
  * op that waits out its argument).
  * ------------------------------------------------------------------------- */

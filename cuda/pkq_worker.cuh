@@ -122,13 +122,17 @@ __device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) 
 // rather than RTT/2. (Several loads in flight from one warp gain nothing:
 // they are served one after another.) The first poller to see a whole slot
 // claims it with a compare-and-swap on the worker's counter in shared
-// memory (`claim`: tasks of this worker taken so far) and runs it; the
-// others see the counter move and go on to the next slot. `scratch`: 32
-// words of shared memory of this warp's own (see the claim below).
+// memory (`claim`: tasks of this worker taken so far) and runs it once the
+// worker's task before it has completed (`done`: tasks of this worker
+// completed so far), so a worker runs its tasks one after another whatever
+// its pollers; the others see the counter move and go on to the next slot.
+// A poller beats while it waits for its turn, not while it runs a task.
+// `scratch`: 32 words of shared memory of this warp's own (see the claim
+// below).
 template <class Handlers>
 __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
-                                      unsigned long long* claim, unsigned long long* scratch,
-                                      const Handlers& handlers) {
+                                      unsigned long long* claim, unsigned long long* done,
+                                      unsigned long long* scratch, const Handlers& handlers) {
     const uint32_t lane = threadIdx.x & 31;
     // This poller's copy of the slots (COPIES in pkq_layout.h).
     const uint64_t* own_sq = reinterpret_cast<const uint64_t*>(p.sq) +
@@ -249,6 +253,12 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             // poller that then reads the next lap sees it taken).
             __threadfence_block();
             if (__shfl_sync(FULL_MASK, old, 0) != k) continue;  // another poller won
+            // One after another: the worker's task before this one has
+            // completed (its poller moves `done` after its completion, with
+            // a block fence after the task's writes). Rarely waits: one
+            // task in flight at a time finds it done long before.
+            while (read_claim(done) != k) beat_if_due();
+            __threadfence_block();
         }
         // The header's low 32 bits (op, length, pack count; chunk 0 is lane
         // 0's word), warp-uniform: what the warp does next depends on them.
@@ -279,6 +289,14 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             store_completion(cq + slot * PKQ_CQE_WORDS, tag, out.status, pack, out.value, t_start,
                              t_end);
         }
+        if (shared_claims) {
+            // The next task of this worker may start: every lane's writes
+            // first (cumulative through the warp barrier), for the poller
+            // that runs it.
+            __syncwarp();
+            __threadfence_block();
+            if (lane == 0) *reinterpret_cast<volatile unsigned long long*>(done) = k + 1;
+        }
         ++k;
         beat_if_due();
     }
@@ -292,15 +310,19 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
 template <class Handlers>
 __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers& handlers) {
     __shared__ unsigned long long claims[PKQ_MAX_WARPS_PER_BLOCK];
+    __shared__ unsigned long long dones[PKQ_MAX_WARPS_PER_BLOCK];
     __shared__ unsigned long long scratch[PKQ_MAX_WARPS_PER_BLOCK * 32];
     const uint32_t warp_in_block = threadIdx.x >> 5;
     const uint32_t warp = blockIdx.x * (blockDim.x >> 5) + warp_in_block;
-    if (threadIdx.x < PKQ_MAX_WARPS_PER_BLOCK) claims[threadIdx.x] = 0;
+    if (threadIdx.x < PKQ_MAX_WARPS_PER_BLOCK) {
+        claims[threadIdx.x] = 0;
+        dones[threadIdx.x] = 0;
+    }
     __syncthreads();
     const uint32_t worker = warp / p.pollers;
     if (worker >= p.workers) return;
     serve(p, worker, warp % p.pollers, &claims[warp_in_block / p.pollers],
-          &scratch[warp_in_block * 32], handlers);
+          &dones[warp_in_block / p.pollers], &scratch[warp_in_block * 32], handlers);
 }
 
 }  // namespace pkq

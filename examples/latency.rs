@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use pkq::cudarc::driver::{CudaContext, LaunchConfig, sys};
+use pkq::cudarc::driver::{LaunchConfig, sys};
 use pkq::cudarc::nvrtc::Ptx;
 use pkq::floor::{Floor, Shape};
 use pkq::timing::{ClockMap, Exchange};
@@ -145,7 +145,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // cudarc launch + sync, and a CUDA graph + sync, of an empty kernel.
-    let ctx = CudaContext::new(args.device)?;
+    let ctx = pkq::context(args.device)?;
     let stream = ctx.new_stream()?;
     let module = ctx.load_module(Ptx::from_binary(pkq::kernel_image()?.to_vec()))?;
     let empty = module.load_function("pkq_empty_kernel")?;

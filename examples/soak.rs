@@ -204,7 +204,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                     tally.submitted += 1;
                     n += 1;
-                    if n % 4096 == 0 {
+                    if n.is_multiple_of(4096) {
                         done.fetch_add(4096, Ordering::Relaxed);
                     }
                 }

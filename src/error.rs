@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::ops::Op;
+use crate::ops::op::Op;
 
 /// A status other than success that a device handler reported for one task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -19,7 +19,7 @@ pub enum TaskStatus {
 
 impl TaskStatus {
     pub(crate) fn from_code(code: u8) -> Option<Self> {
-        use crate::layout::{STATUS_BAD_ARGS, STATUS_OK, STATUS_UNKNOWN_OP};
+        use crate::proto::layout::{STATUS_BAD_ARGS, STATUS_OK, STATUS_UNKNOWN_OP};
         match code {
             STATUS_OK => None,
             STATUS_UNKNOWN_OP => Some(Self::UnknownOp),

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use crate::driver;
+use crate::cuda::driver;
+use crate::cuda::kernel::{Kernel, KernelState};
+use crate::cuda::mapped::MappedBuffer;
 use crate::error::{Error, Result};
-use crate::kernel::{Kernel, KernelState};
-use crate::layout::{ACCESS_ROUNDS, FLOOR_ROUND_BITS, FLOOR_STOP, MAX_POLLERS};
-use crate::mapped::MappedBuffer;
-use crate::queue::Words;
+use crate::proto::layout::{ACCESS_ROUNDS, FLOOR_ROUND_BITS, FLOOR_STOP, MAX_POLLERS};
+use crate::proto::words::Words;
 
 /// What a [`Floor`] kernel polls, and with how many warps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,7 +100,7 @@ impl Floor {
     /// and waits for its first echo.
     pub fn start(index: usize, shape: Shape) -> Result<Self> {
         shape.check()?;
-        crate::kernel::image()?;
+        crate::cuda::kernel::image()?;
         let ctx = driver::open(index)?;
         let words = 8 * shape.lines as usize;
         let ping_len = words.max(shape.copy_stride() * shape.copies());
@@ -208,7 +208,7 @@ impl Floor {
             }
             std::hint::spin_loop();
             polls = polls.wrapping_add(1);
-            if polls % 4096 == 0 {
+            if polls.is_multiple_of(4096) {
                 let t0 = *since.get_or_insert_with(Instant::now);
                 if t0.elapsed() > limit {
                     return Err(match self.kernel.state() {
@@ -244,7 +244,7 @@ impl Floor {
         }
         self.write_round(self.rounds + 1, FLOOR_STOP);
         self.kernel
-            .wait_finished(Instant::now() + Duration::from_secs(10))
+            .wait_finished(Instant::now().checked_add(Duration::from_secs(10)))
     }
 }
 
@@ -299,7 +299,7 @@ pub struct DeviceCosts {
 /// Measures [`DeviceCosts`] on device `index` with one thread of a fresh
 /// kernel, `iters` repetitions of each operation.
 pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
-    crate::kernel::image()?;
+    crate::cuda::kernel::image()?;
     let ctx = driver::open(index)?;
     let ro = MappedBuffer::new(&ctx, 16)?;
     let d2h = MappedBuffer::new(&ctx, 24)?;
@@ -318,7 +318,7 @@ pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
             b.arg(&ro_at).arg(&wo_at).arg(&out_at).arg(&iters);
         })?
     };
-    kernel.wait_finished(Instant::now() + Duration::from_secs(60))?;
+    kernel.wait_finished(Instant::now().checked_add(Duration::from_secs(60)))?;
     let mean = |i: usize| out.at(i).load(Ordering::Acquire) as f64 / f64::from(iters.max(1));
     Ok(DeviceCosts {
         dependent_read_ns: mean(0),
@@ -379,7 +379,7 @@ impl Access {
     }
 
     fn check(&self) -> Result<()> {
-        let bytes_ok = |b: u32| b % 8 == 0 && b <= 256;
+        let bytes_ok = |b: u32| b.is_multiple_of(8) && b <= 256;
         let ok = self.warps.is_power_of_two()
             && self.warps <= 1024
             && bytes_ok(self.read_bytes)
@@ -404,7 +404,7 @@ impl Access {
 /// second, which cost one 64-byte read and one 32-byte write each.
 pub fn host_access_rate(index: usize, access: &Access) -> Result<f64> {
     access.check()?;
-    crate::kernel::image()?;
+    crate::cuda::kernel::image()?;
     let ctx = driver::open(index)?;
     let warps = access.warps as usize;
     let entries = ACCESS_ROUNDS as usize * warps;
@@ -456,7 +456,7 @@ pub fn host_access_rate(index: usize, access: &Access) -> Result<f64> {
                 }
             });
         }
-        let finished = kernel.wait_finished(Instant::now() + Duration::from_secs(60));
+        let finished = kernel.wait_finished(Instant::now().checked_add(Duration::from_secs(60)));
         done.store(true, Ordering::Relaxed);
         finished
     })?;

@@ -4,11 +4,11 @@
 use bytemuck::Pod;
 
 use crate::error::Result;
-use crate::layout::PACK_TASKS;
-use crate::ops::Op;
-use crate::queue::{Memory, Queue, Take};
-use crate::ring::Geometry;
-use crate::slot::{Cqe, SlotImage};
+use crate::ops::op::Op;
+use crate::proto::layout::PACK_TASKS;
+use crate::proto::queue::{Memory, Queue, Take};
+use crate::proto::ring::Geometry;
+use crate::proto::slot::{Cqe, SlotImage};
 
 /// A ring over heap words, with no kernel behind it.
 pub struct HostRing {

@@ -8,45 +8,43 @@ compile_error!(
 );
 #[cfg(not(any(feature = "cuda-13000", feature = "cuda-12080")))]
 compile_error!("pkq: enable one CUDA version feature: cuda-13000 (default) or cuda-12080");
+// The host protocol relies on x86-64's store order (TSO): a producer's
+// stores to a slot's copies reach the device in program order, copy 0
+// first (docs/PROTOCOL.md, "Platform assumptions"). Other hosts (aarch64:
+// Grace Hopper) do not give it, so pkq refuses to build for them.
+#[cfg(not(target_arch = "x86_64"))]
+compile_error!(
+    "pkq supports x86-64 hosts only: its host protocol relies on x86-64's store order (TSO) \
+     for the copies of a slot (see docs/PROTOCOL.md, Platform assumptions)"
+);
 
-mod batch;
 pub mod build_info;
-pub mod builtin;
-mod driver;
+mod cuda;
 mod error;
 pub mod floor;
 #[doc(hidden)]
 pub mod host_ring;
-mod kernel;
-mod layout;
-mod mapped;
-mod modules;
-mod ops;
+pub mod ops;
+mod proto;
 mod ptxas;
-mod queue;
-mod ring;
 mod runtime;
-mod slot;
-mod sync;
-mod ticket;
 pub mod timing;
-mod typed_op;
 
-pub use batch::{Batch, TaskResult};
+pub use cuda::driver::{DeviceInfo, context, device_count, device_info};
+pub use cuda::kernel::image as kernel_image;
 /// The cudarc pkq is built against (device buffers for ops like AXPY come from it).
 pub use cudarc;
-pub use driver::{DeviceInfo, device_count, device_info};
 pub use error::{Error, Result, TaskStatus};
-pub use kernel::image as kernel_image;
-pub use ops::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, echo_fold};
+pub use ops::builtin;
+pub use ops::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, TypedOp, echo_fold};
+pub use runtime::batch::{Batch, TaskResult};
 #[doc(hidden)]
 pub use runtime::live_runtimes;
+pub use runtime::ticket::{Completion, Ticket};
 pub use runtime::{Builder, IdlePolicy, Runtime};
-pub use ticket::{Completion, Ticket};
-pub use typed_op::TypedOp;
 
 /// The most argument bytes a task carries inline in its slot.
-pub const ARGS_BYTES: usize = layout::ARGS_BYTES;
+pub const ARGS_BYTES: usize = proto::layout::ARGS_BYTES;
 
 #[cfg(test)]
 pub(crate) mod test_rng {

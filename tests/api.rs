@@ -55,6 +55,20 @@ fn no_gpu_is_an_error_not_a_panic() {
     assert!(pkq::device_info(0).is_err());
 }
 
+/// The checked way to a device's context (for the caller's own streams and
+/// buffers): a typed error where cudarc's `CudaContext::new` would panic.
+#[test]
+fn context_without_a_driver_is_a_typed_error() {
+    match pkq::context(0) {
+        Ok(ctx) => println!("a GPU is present (context {:?})", ctx.cu_ctx()),
+        Err(e) => assert!(
+            matches!(e, Error::NoDriver(_) | Error::NoDevice(_)),
+            "expected NoDriver/NoDevice, got {e:?}"
+        ),
+    }
+    assert!(pkq::context(usize::MAX).is_err(), "never a panic");
+}
+
 /// A pkq built without nvcc refuses `build` with `KernelNotBuilt` before it
 /// touches the driver. `.ci/run` runs this file again from such a build.
 #[test]

@@ -124,6 +124,18 @@ const TESTS: &[Test] = &[
         "panicking_producers_leave_the_runtime_usable",
         panicking_producers_leave_the_runtime_usable,
     ),
+    (
+        "settings_that_cannot_be_resident_are_refused",
+        settings_that_cannot_be_resident_are_refused,
+    ),
+    (
+        "a_worker_runs_its_tasks_one_after_another",
+        a_worker_runs_its_tasks_one_after_another,
+    ),
+    (
+        "cancel_wins_over_the_liveness_probe",
+        cancel_wins_over_the_liveness_probe,
+    ),
     // Faults leave a sticky error in the process's CUDA context: each runs
     // in a child process of this binary.
     ("trap_faults_every_waiter", trap_faults_every_waiter),
@@ -421,7 +433,7 @@ fn sequence_wrap_at_2_pow_63() {
 /// it was launched, so it flags (falsely) a resident kernel's reads of
 /// buffers allocated later (benches/NOTES.md).
 fn axpy_random_vs_cpu() {
-    let ctx = CudaContext::new(0).unwrap();
+    let ctx = pkq::context(0).unwrap();
     let stream = ctx.default_stream();
     let mut rng = Rng::new(42);
     let mut sizes = vec![0usize, 1, 3, 4, 5, 31, 32, 33, 127, 1000, 4095, 4096];
@@ -615,7 +627,7 @@ fn packed_batches_random_vs_cpu() {
                         // among good ones reports its own status.
                         _ => {
                             let a: Vec<u64> = (0..n.min(300))
-                                .map(|_| if rng.next() % 5 == 0 { u64::MAX } else { 0 })
+                                .map(|_| if rng.next().is_multiple_of(5) { u64::MAX } else { 0 })
                                 .collect();
                             let want = a.iter().map(|&v| (v == 0).then_some(0)).collect();
                             (rt.submit_packed(Op::SPIN, &a), want)
@@ -1182,6 +1194,117 @@ fn cancel_resolves_every_ticket() {
     rt.shutdown().unwrap(); // the first outcome
 }
 
+/// Workers and pollers that the device cannot keep resident at once would
+/// wait for each other forever: refused before the launch, saying the
+/// limit; the largest shape that fits runs.
+fn settings_that_cannot_be_resident_are_refused() {
+    let sms = pkq::device_info(0).unwrap().multiprocessors as usize;
+    // One block of 8 warps per worker of 8 pollers, one such block per
+    // multiprocessor at most (the kernel's registers).
+    let too_many = (sms + 1).next_power_of_two();
+    for (workers, pollers) in [(1024, 8), (too_many, 8)] {
+        let t0 = Instant::now();
+        match Runtime::builder()
+            .capacity(1024)
+            .workers(workers)
+            .pollers(pollers)
+            .build()
+        {
+            Err(Error::InvalidConfig(msg)) => {
+                assert!(msg.contains("resident at once"), "{msg}")
+            }
+            other => panic!("{workers} x {pollers}: expected InvalidConfig, got {other:?}"),
+        }
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    }
+    let fits = too_many / 2;
+    let rt = Runtime::builder()
+        .capacity(1024)
+        .workers(fits)
+        .pollers(8)
+        .build()
+        .unwrap();
+    let tickets: Vec<_> = (0..4 * fits as u64)
+        .map(|i| rt.submit(Op::ECHO, &[i]).unwrap())
+        .collect();
+    for (i, t) in tickets.into_iter().enumerate() {
+        assert_eq!(t.wait().unwrap().value, i as u64);
+    }
+    rt.shutdown().unwrap();
+}
+
+/// A worker runs its tasks one after another, whatever its pollers: the
+/// task behind a long one starts after it ended, and the long task's own
+/// waiter learns of the stall.
+fn a_worker_runs_its_tasks_one_after_another() {
+    let bound = Duration::from_millis(30);
+    let rt = Runtime::builder()
+        .workers(1)
+        .pollers(8)
+        .stall_after(bound)
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        let mut long = rt.submit(Op::SPIN, &100_000_000u64).unwrap();
+        let mut behind = rt.submit(Op::ECHO, &[5u64]).unwrap();
+        match long.wait_timeout(Duration::from_secs(1)) {
+            Err(Error::Stalled { worker: 0, silent }) => assert!(silent > bound),
+            other => panic!("expected Stalled on worker 0, got {other:?}"),
+        }
+        let done = |t: &mut pkq::Ticket| loop {
+            match t.wait_timeout(Duration::from_secs(2)) {
+                Ok(c) => break c,
+                Err(Error::Stalled { worker: 0, .. }) => std::thread::sleep(bound),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        let (l, b) = (done(&mut long), done(&mut behind));
+        assert_eq!(b.value, 5);
+        assert!(
+            b.device_start_ns >= l.device_end_ns,
+            "the task behind started {} ns before the long one ended",
+            l.device_end_ns - b.device_start_ns
+        );
+    }
+    rt.shutdown().unwrap();
+}
+
+/// A supervisor probing health while a cancel stops the kernel: pending
+/// tasks report the cancel, whoever sees the kernel gone first.
+fn cancel_wins_over_the_liveness_probe() {
+    for round in 0..20 {
+        let rt = Arc::new(
+            Runtime::builder()
+                .workers(2)
+                .probe_interval(Duration::from_micros(10))
+                .build()
+                .unwrap(),
+        );
+        let tickets: Vec<_> = (0..200)
+            .map(|_| rt.submit(Op::SPIN, &100_000u64).unwrap())
+            .collect();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let prober = {
+            let (rt, stop) = (rt.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = rt.health();
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(2));
+        rt.cancel().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        prober.join().unwrap();
+        for t in tickets {
+            match t.wait() {
+                Ok(_) | Err(Error::Cancelled) => {}
+                Err(e) => panic!("round {round}: a cancelled task reported {e}"),
+            }
+        }
+    }
+}
+
 fn panicking_producers_leave_the_runtime_usable() {
     let rt = Arc::new(Runtime::builder().capacity(64).workers(2).build().unwrap());
     let prev = std::panic::take_hook();
@@ -1408,7 +1531,7 @@ fn warp_dot_f64(x: &[f32], y: Option<&[f32]>) -> f64 {
 /// before the runtime starts (see axpy_random_vs_cpu).
 fn builtin_ops_random_vs_cpu() {
     use pkq::builtin::{self, DotArgs, FirArgs, GemvArgs};
-    let ctx = CudaContext::new(0).unwrap();
+    let ctx = pkq::context(0).unwrap();
     let stream = ctx.default_stream();
     let mut rng = Rng::new(5);
     let vec = |rng: &mut Rng, n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit()).collect() };
@@ -1672,7 +1795,7 @@ fn custom_handler_vs_reference() {
     if fk::IMAGE.is_empty() {
         return skip("pkq was built without nvcc, so fk.cu was not compiled");
     }
-    let ctx = CudaContext::new(0).unwrap();
+    let ctx = pkq::context(0).unwrap();
     let stream = ctx.default_stream();
     let mut rng = Rng::new(12);
     let batches: Vec<_> = [1usize, 31, 32, 33, 1000, fk::MAX_N]

@@ -122,15 +122,22 @@ fn failure_table_names_existing_tests() {
         .split("\n\n")
         .next()
         .unwrap();
-    let mut sources = String::new();
-    for dir in ["src", "tests"] {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    fn read_rs(dir: &std::path::Path, into: &mut String) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "rs") {
-                sources += &std::fs::read_to_string(path).unwrap();
+            if path.is_dir() {
+                read_rs(&path, into);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                *into += &std::fs::read_to_string(path).unwrap();
             }
         }
+    }
+    let mut sources = String::new();
+    for dir in ["src", "tests"] {
+        read_rs(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir),
+            &mut sources,
+        );
     }
     let mut named = 0;
     for row in table.lines().skip(2) {

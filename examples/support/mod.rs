@@ -226,9 +226,8 @@ pub fn start(core: Option<usize>, device: usize) -> pkq::Result<(Clock, pkq::Dev
 /// Device 0's primary context for a bench's own buffers and launches, all
 /// on one stream, without cudarc's cross-stream events (which would add to
 /// each launch).
-pub fn one_stream_context()
--> Result<std::sync::Arc<pkq::cudarc::driver::CudaContext>, pkq::cudarc::driver::DriverError> {
-    let ctx = pkq::cudarc::driver::CudaContext::new(0)?;
+pub fn one_stream_context() -> pkq::Result<std::sync::Arc<pkq::cudarc::driver::CudaContext>> {
+    let ctx = pkq::context(0)?;
     // SAFETY: the caller uses every buffer on one stream, in order, so the
     // events that order uses across streams are not needed.
     unsafe { ctx.disable_event_tracking() };

@@ -32,6 +32,11 @@
 // The example is a build script, whose `fn main` is the point.
 #![allow(clippy::needless_doctest_main)]
 
+// The README's build.rs is compiled (not run) with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 use std::env;
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -10,11 +10,11 @@ use std::mem::{align_of, offset_of, size_of};
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::layout::{
+use crate::ops::op::Op;
+use crate::proto::layout::{
     OP_DEREFS, OP_INFO_BYTES, OP_INFO_OFF_ARG_ALIGN, OP_INFO_OFF_ARG_BYTES, OP_INFO_OFF_FLAGS,
     OP_INFO_OFF_OP,
 };
-use crate::ops::Op;
 
 /// An op and the type of its arguments, declared once:
 ///
@@ -179,6 +179,22 @@ impl OpTable {
             ops: ops.into(),
             refuse_unlisted: false,
         })
+    }
+
+    /// The table a module declaring exactly `sigs` would export (the
+    /// software device's).
+    #[cfg(test)]
+    pub(crate) fn of(sigs: &[Signature]) -> Self {
+        let rows: Vec<OpInfo> = sigs
+            .iter()
+            .map(|s| OpInfo {
+                op: u32::from(s.op),
+                arg_bytes: s.bytes,
+                arg_align: s.align,
+                flags: if s.derefs { OP_DEREFS } else { 0 },
+            })
+            .collect();
+        Self::parse(bytemuck::cast_slice(&rows), rows.len() as u32).expect("distinct ops")
     }
 
     /// The table of a caller's module: ops it does not list are refused by

@@ -11,12 +11,13 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, DriverError, sys};
 
-use crate::queue::Words;
+use crate::proto::words::{Backing, Words};
 
 /// An allocation of 8-byte words that the host and the device both address.
-/// Freed on drop (later, while a pkq kernel runs in its context:
-/// `modules::free_pinned`); the owner must make sure the device no longer
-/// touches it.
+/// Shared as an `Arc`: every view of it ([`Words`]) and the kernel that
+/// uses it hold one, and it is freed when the last goes (later, while a pkq
+/// kernel runs in its context: `modules::free_pinned`). A kernel that may
+/// still run never gives its reference back.
 pub(crate) struct MappedBuffer {
     host: NonNull<u64>,
     device: u64,
@@ -32,12 +33,18 @@ unsafe impl Sync for MappedBuffer {}
 
 impl MappedBuffer {
     /// `words` zeroed 8-byte words, mapped into the device's address space.
-    pub(crate) fn new(ctx: &Arc<CudaContext>, words: usize) -> Result<Self, DriverError> {
+    pub(crate) fn new(ctx: &Arc<CudaContext>, words: usize) -> Result<Arc<Self>, DriverError> {
+        // Loom builds model the host protocol over heap words: their atomics
+        // are loom's, whose layout is not a word's, so no mapped memory is
+        // ever handed out there.
+        if cfg!(loom) {
+            return Err(DriverError(sys::CUresult::CUDA_ERROR_NOT_SUPPORTED));
+        }
         let bytes = words.max(1) * 8;
         let mut host = std::ptr::null_mut();
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
         // SAFETY: `host` is a valid out-pointer; the driver returns page-aligned memory.
-        crate::driver::with_current(ctx, || unsafe {
+        crate::cuda::driver::with_current(ctx, || unsafe {
             sys::cuMemHostAlloc(&mut host, bytes, flags)
         })?
         .result()?;
@@ -51,22 +58,19 @@ impl MappedBuffer {
         };
         let device = &mut buffer.device;
         // SAFETY: `host` was allocated with DEVICEMAP; on failure `buffer` frees it.
-        crate::driver::with_current(ctx, || unsafe {
+        crate::cuda::driver::with_current(ctx, || unsafe {
             sys::cuMemHostGetDevicePointer_v2(device, host.as_ptr().cast(), 0)
         })?
         .result()?;
         // SAFETY: `bytes` bytes live at `host`; nobody else has them yet.
         unsafe { std::ptr::write_bytes(host.as_ptr().cast::<u8>(), 0, bytes) };
-        Ok(buffer)
+        Ok(Arc::new(buffer))
     }
 
-    /// The host view of words `from..from + len`.
-    pub(crate) fn words(&self, from: usize, len: usize) -> Words {
-        assert!(from + len <= self.words);
-        // SAFETY: in bounds; 8-byte aligned; the memory lives until drop, and
-        // every `Words` user is owned by the same runtime that owns `self`
-        // and drops before it.
-        unsafe { Words::new(NonNull::new_unchecked(self.host.as_ptr().add(from)), len) }
+    /// The host view of words `from..from + len` (in bounds: the callers
+    /// lay out the allocation they asked for), which keeps the buffer alive.
+    pub(crate) fn words(self: &Arc<Self>, from: usize, len: usize) -> Words {
+        Words::of(self, from, len).expect("a section inside its mapped allocation")
     }
 
     /// The device address of word `from`.
@@ -85,13 +89,27 @@ pub(crate) unsafe fn free(ctx: &Arc<CudaContext>, host: *mut u64) {
     // Errors (a context already broken by a device fault) leave nothing to do.
     // SAFETY: the caller's contract: a cuMemHostAlloc pointer of `ctx`,
     // freed once.
-    let _ = crate::driver::with_current(ctx, || unsafe { sys::cuMemFreeHost(host.cast()) });
+    let _ = crate::cuda::driver::with_current(ctx, || unsafe { sys::cuMemFreeHost(host.cast()) });
+}
+
+// SAFETY: `words` words, page-aligned, live at `host` until drop; the
+// process touches them only through `Words` (atomics). Never built under
+// loom (see `new`), where `AtomicU64` is not a word.
+unsafe impl Backing for MappedBuffer {
+    fn base(&self) -> NonNull<crate::proto::sync::AtomicU64> {
+        self.host.cast()
+    }
+
+    fn len(&self) -> usize {
+        self.words
+    }
 }
 
 impl Drop for MappedBuffer {
     fn drop(&mut self) {
         // SAFETY: allocated by cuMemHostAlloc in `new`, handed over only
-        // here; the owner guarantees the device no longer uses it.
-        unsafe { crate::modules::free_pinned(&self.ctx, self.host.as_ptr()) };
+        // here, once every view is gone; a kernel that may still use it
+        // holds a reference it never gives back (`Kernel`'s drop).
+        unsafe { crate::cuda::modules::free_pinned(&self.ctx, self.host.as_ptr()) };
     }
 }

@@ -4,9 +4,9 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, TaskStatus};
-use crate::ops::Op;
+use crate::ops::op::Op;
+use crate::proto::slot::Cqe;
 use crate::runtime::{RingPtr, Watch};
-use crate::slot::Cqe;
 
 /// A finished task's inline result and the device's timestamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,8 +125,10 @@ impl Ticket {
     /// Waits at most `timeout`; [`Error::Timeout`] leaves the ticket pending,
     /// to be waited on again.
     /// [`Error::Stalled`](crate::Error::Stalled) also leaves it pending.
+    /// A timeout too long to add to now (such as `Duration::MAX`) waits
+    /// without a deadline.
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Completion> {
-        self.wait_until(Some(Instant::now() + timeout))
+        self.wait_until(Instant::now().checked_add(timeout))
     }
 
     /// Waits, watching the task's worker for a stall.

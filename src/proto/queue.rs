@@ -43,68 +43,18 @@
 //!   frees the runtime's memory (`runtime::Shared::release`).
 
 use std::collections::HashMap;
-use std::ptr::NonNull;
 use std::sync::PoisonError;
 
 use crossbeam_utils::CachePadded;
 
-use crate::layout::{CQE_WORDS, PACK_ARG_BYTES, PACK_TASKS, SLOT_WORDS};
-use crate::ring::{FLAG, Geometry, SEQ_MASK, distance, seq_add, seq_sub};
-use crate::slot::{Cqe, SlotImage, tagged};
-use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence};
+use crate::proto::layout::{CQE_WORDS, PACK_ARG_BYTES, PACK_TASKS, SLOT_WORDS};
+use crate::proto::ring::{FLAG, Geometry, SEQ_MASK, distance, seq_add, seq_sub};
+use crate::proto::slot::{Cqe, SlotImage, tagged};
+use crate::proto::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence};
+use crate::proto::words::Words;
 
 const CLOSED: u64 = FLAG;
 const DETACHED: u64 = FLAG;
-
-/// A view of 8-byte words shared with the device (mapped pinned memory, or
-/// heap memory for the software device of the tests). Only ever accessed
-/// through atomics, so concurrent device access is not a data race on the
-/// Rust side.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Words {
-    ptr: NonNull<AtomicU64>,
-    len: usize,
-}
-
-// SAFETY: a `Words` is a pointer to atomics; sharing it between threads
-// shares only atomic accesses. Its creator guarantees the memory outlives it.
-unsafe impl Send for Words {}
-// SAFETY: as above.
-unsafe impl Sync for Words {}
-
-impl Words {
-    /// # Safety
-    /// `ptr` must be 8-byte aligned and valid for reads and writes of `len`
-    /// words for as long as this view (or a copy of it) is used, and the
-    /// memory must be accessed by this process only through atomics.
-    pub(crate) unsafe fn new(ptr: NonNull<u64>, len: usize) -> Self {
-        Self {
-            ptr: ptr.cast(),
-            len,
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn at(&self, i: usize) -> &AtomicU64 {
-        assert!(i < self.len);
-        // SAFETY: `i < len` and the constructor's contract keeps the memory
-        // valid and only atomically accessed.
-        unsafe { &*self.ptr.as_ptr().add(i) }
-    }
-
-    /// Words `from..from + N`, with one bounds check for all of them.
-    #[inline(always)]
-    pub(crate) fn run<const N: usize>(&self, from: usize) -> &[AtomicU64; N] {
-        assert!(from <= self.len && N <= self.len - from);
-        // SAFETY: in bounds (checked above); atomics of the same layout as
-        // the words, kept valid by the constructor's contract.
-        unsafe { &*self.ptr.as_ptr().add(from).cast::<[AtomicU64; N]>() }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-}
 
 /// Why no sequence number could be reserved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -369,13 +319,17 @@ impl Queue {
             return false;
         }
         let turn = &self.turns[self.geo.slot(prev)];
+        // A pack's results are read while the slot is still owned: once the
+        // compare-and-swap frees it, a producer of the next lap may reserve
+        // it and the device overwrite them.
+        let done = (owner & DETACHED == 0).then(|| self.completed(prev, cqe));
         let mut moved = self.overflow();
         if turn
             .compare_exchange(owner, next, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
-            && owner & DETACHED == 0
+            && let Some(done) = done
         {
-            moved.entries.insert(prev, Some(self.completed(prev, cqe)));
+            moved.entries.insert(prev, Some(done));
             self.moved.fetch_add(1, Ordering::Relaxed);
         }
         true
@@ -425,11 +379,19 @@ impl Queue {
                 w.store(image.word(k, tag), Ordering::Relaxed);
             }
         };
-        // The slot, then its copies (none with one poller per worker): a
-        // loop over both as one chain cost a batch ~12 ns a task (criterion).
+        // The slot, then its copies (none with one poller per worker; one
+        // loop over both as one chain measured slower). Copy 0 becomes
+        // visible before the others: the release fence keeps the compiler
+        // from reordering the stores, and x86-64's store order (the only
+        // target pkq builds for: lib.rs) keeps them in order on the way to
+        // the device; a poller of another copy that sees this lap can then
+        // rely on copy 0 holding it too (COPIES in pkq_layout.h).
         store(&self.sq);
-        for sq in &self.copies {
-            store(sq);
+        if !self.copies.is_empty() {
+            fence(Ordering::Release);
+            for sq in &self.copies {
+                store(sq);
+            }
         }
         if let Some(mark) = self.published.get(self.geo.slot(seq)) {
             mark.store(seq, Ordering::Release);
@@ -559,7 +521,7 @@ impl Queue {
         // The first word alone answers "not yet" in the common case.
         let entry = self.cq.run::<CQE_WORDS>(base);
         let w0 = entry[0].load(Ordering::Acquire);
-        if crate::slot::tag_of(w0) != tag {
+        if crate::proto::slot::tag_of(w0) != tag {
             return None;
         }
         let words: [u64; CQE_WORDS] = std::array::from_fn(|k| match k {
@@ -757,48 +719,39 @@ impl Queue {
     }
 }
 
-/// Heap words standing in for the two mapped allocations (tests, and
+/// Heap words standing in for the mapped sections of one ring (tests, and
 /// `HostRing` for benches).
 pub(crate) struct Memory {
-    sq: Box<[AtomicU64]>,
-    cq: Box<[AtomicU64]>,
-    pack_args: Box<[AtomicU64]>,
-    pack_results: Box<[AtomicU64]>,
+    pub(crate) sq: Words,
+    cq: Words,
+    pack_args: Words,
+    pack_results: Words,
 }
 
 impl Memory {
     pub(crate) fn new(geo: Geometry) -> std::sync::Arc<Self> {
-        let words = |n| (0..n).map(|_| AtomicU64::new(0)).collect();
         std::sync::Arc::new(Self {
-            sq: words(geo.capacity() * SLOT_WORDS),
-            cq: words(geo.capacity() * CQE_WORDS),
-            pack_args: words(geo.capacity() * PACK_TASKS),
-            pack_results: words(geo.capacity() * PACK_TASKS),
+            sq: Words::heap(geo.capacity() * SLOT_WORDS),
+            cq: Words::heap(geo.capacity() * CQE_WORDS),
+            pack_args: Words::heap(geo.capacity() * PACK_TASKS),
+            pack_results: Words::heap(geo.capacity() * PACK_TASKS),
         })
     }
 
-    fn view(b: &[AtomicU64]) -> Words {
-        Words {
-            ptr: NonNull::from(b).cast(),
-            len: b.len(),
-        }
-    }
-
-    /// A queue over this memory; the caller keeps the memory alive at least
-    /// as long as the queue.
+    /// A queue over this memory.
     pub(crate) fn queue(&self, geo: Geometry, start: u64) -> Queue {
         let mem = [&self.sq, &self.cq, &self.pack_args, &self.pack_results];
-        Queue::new(geo, mem.map(|b| Self::view(b)), start)
+        Queue::new(geo, mem.map(Words::clone), start)
     }
 
     /// The task in the slot of `seq`, if the slot is whole for its lap: what
     /// a poller of these slots reads (tests).
     #[cfg(test)]
-    pub(crate) fn task(&self, geo: Geometry, seq: u64) -> Option<crate::slot::DecodedSlot> {
+    pub(crate) fn task(&self, geo: Geometry, seq: u64) -> Option<crate::proto::slot::DecodedSlot> {
         let at = geo.slot(seq) * SLOT_WORDS;
         let words: [u64; SLOT_WORDS] =
-            std::array::from_fn(|k| self.sq[at + k].load(Ordering::Relaxed));
-        crate::slot::DecodedSlot::decode(&words, geo.tag(seq))
+            std::array::from_fn(|k| self.sq.at(at + k).load(Ordering::Relaxed));
+        crate::proto::slot::DecodedSlot::decode(&words, geo.tag(seq))
     }
 }
 
@@ -833,7 +786,7 @@ pub(crate) mod tests {
         workers: u64,
         stop: Arc<AtomicBool>,
     ) {
-        let cq = Memory::view(&mem.cq);
+        let cq = &mem.cq;
         let mut seq = seq_add(start, worker);
         while !stop.load(Ordering::Relaxed) {
             let (slot, tag) = (geo.slot(seq), geo.tag(seq));
@@ -843,8 +796,8 @@ pub(crate) mod tests {
                 continue;
             };
             let run = |args: &[u64; 6]| {
-                if task.op == crate::layout::OP_ECHO {
-                    crate::ops::echo_fold(args)
+                if task.op == crate::proto::layout::OP_ECHO {
+                    crate::ops::op::echo_fold(args)
                 } else {
                     0
                 }
@@ -854,8 +807,7 @@ pub(crate) mod tests {
             } else {
                 // A pack: each task's argument word in, its result word out,
                 // then the completion (PACKS in pkq_layout.h).
-                let pack_args = Memory::view(&mem.pack_args);
-                let pack_results = Memory::view(&mem.pack_results);
+                let (pack_args, pack_results) = (&mem.pack_args, &mem.pack_results);
                 // The argument words carry no tag: an acquire fence after
                 // the slot's loads orders them, as the kernel's system
                 // fence does (the producer put a release fence between).
@@ -884,7 +836,7 @@ pub(crate) mod tests {
     }
 
     fn echo(id: u64) -> SlotImage {
-        SlotImage::new(crate::layout::OP_ECHO, &id.to_le_bytes()).unwrap()
+        SlotImage::new(crate::proto::layout::OP_ECHO, &id.to_le_bytes()).unwrap()
     }
 
     #[test]
@@ -1007,7 +959,7 @@ pub(crate) mod tests {
         let extra: Vec<Arc<Memory>> = (0..3).map(|_| Memory::new(geo)).collect();
         let q = mem
             .queue(geo, 5)
-            .with_copies(extra.iter().map(|m| Memory::view(&m.sq)).collect());
+            .with_copies(extra.iter().map(|m| m.sq.clone()).collect());
         let read = |m: &Memory, seq: u64| m.task(geo, seq);
         for m in std::iter::once(&mem).chain(&extra) {
             assert!(read(m, 5).is_none() && read(m, 6).is_none());
@@ -1017,7 +969,10 @@ pub(crate) mod tests {
             q.publish(seq, &echo(seq));
             for m in std::iter::once(&mem).chain(&extra) {
                 let task = read(m, seq).expect("every copy whole");
-                assert_eq!((task.op, task.args[0]), (crate::layout::OP_ECHO, seq));
+                assert_eq!(
+                    (task.op, task.args[0]),
+                    (crate::proto::layout::OP_ECHO, seq)
+                );
             }
             // A task not yet complete shows every copy and the publish mark.
             let state = q.debug_state();
@@ -1045,7 +1000,7 @@ pub(crate) mod tests {
         let extra = Memory::new(geo);
         let q = mem
             .queue(geo, 0)
-            .with_copies(vec![Memory::view(&extra.sq)].into_boxed_slice());
+            .with_copies(vec![extra.sq.clone()].into_boxed_slice());
         for seq in 0..2 {
             assert_eq!(q.try_reserve(), Ok(seq));
         }
@@ -1086,7 +1041,7 @@ pub(crate) mod tests {
                     Err(_) => std::thread::yield_now(),
                 }
             };
-            q.publish_packs(first, crate::layout::OP_ECHO, &args);
+            q.publish_packs(first, crate::proto::layout::OP_ECHO, &args);
             for (d, want) in args.chunks(PACK_TASKS).enumerate() {
                 let seq = seq_add(first, d as u64);
                 let done = loop {
@@ -1112,12 +1067,12 @@ pub(crate) mod tests {
         let mem = Memory::new(geo);
         let q = mem.queue(geo, 0);
         let a = q.try_reserve().unwrap();
-        q.publish_packs(a, crate::layout::OP_ECHO, &[1u64, 2, 3]);
+        q.publish_packs(a, crate::proto::layout::OP_ECHO, &[1u64, 2, 3]);
         q.complete_pack(a, &[1, 2, 3]);
         // A producer needs the slot: it moves the completion, results and
         // all, before the next lap overwrites them.
         let b = q.try_reserve().unwrap();
-        q.publish_packs(b, crate::layout::OP_ECHO, &[7u64]);
+        q.publish_packs(b, crate::proto::layout::OP_ECHO, &[7u64]);
         q.complete_pack(b, &[7]);
         let Take::Done(moved) = q.take(a) else {
             panic!("a's completion was moved, not lost")
@@ -1129,7 +1084,7 @@ pub(crate) mod tests {
         assert_eq!(own.results.as_deref(), Some(&[7][..]));
         // Orphaned with its results, too.
         let c = q.try_reserve().unwrap();
-        q.publish_packs(c, crate::layout::OP_NOP, &[(); 2]);
+        q.publish_packs(c, crate::proto::layout::OP_NOP, &[(); 2]);
         q.complete_pack(c, &[0, 0]);
         let shares = AtomicU64::new(1);
         q.orphan(&shares);
@@ -1215,7 +1170,7 @@ pub(crate) mod tests {
                             }
                             std::thread::yield_now();
                         };
-                        assert_eq!(c.value, crate::ops::echo_fold(&[id, 0, 0, 0, 0, 0]));
+                        assert_eq!(c.value, crate::ops::op::echo_fold(&[id, 0, 0, 0, 0, 0]));
                         seen[id as usize].fetch_add(1, Ordering::Relaxed);
                     };
                     for id in (p..tasks).step_by(producers as usize) {
@@ -1295,6 +1250,40 @@ mod loom_tests {
         q.publish(s, &SlotImage::new(0, &[]).unwrap());
         complete(&q, s, 7);
         (mem, q)
+    }
+
+    #[test]
+    fn loom_a_moved_pack_keeps_its_own_results() {
+        // A producer that moves a completed pack out of its slot must read
+        // the pack's results before it frees the slot: once freed, another
+        // producer can reserve the next lap and the device overwrite them.
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(|| {
+            let geo = Geometry::new(1).unwrap();
+            let mem = Memory::new(geo);
+            let q = Arc::new(mem.queue(geo, 0));
+            let first = q.try_reserve().unwrap();
+            q.publish_packs(first, crate::proto::layout::OP_ECHO, &[1u64, 2, 3]);
+            q.complete_pack(first, &[1, 2, 3]);
+            // The mover: needs the slot, moves the pack's completion aside.
+            let qa = q.clone();
+            let mover = thread::spawn(move || qa.try_reserve());
+            // Another producer, and the device serving what it publishes.
+            let qb = q.clone();
+            let next = thread::spawn(move || {
+                if let Ok(seq) = qb.try_reserve() {
+                    qb.publish_packs(seq, crate::proto::layout::OP_ECHO, &[7u64, 8, 9]);
+                    qb.complete_pack(seq, &[7, 8, 9]);
+                }
+            });
+            next.join().unwrap();
+            let _ = mover.join().unwrap();
+            let Take::Done(done) = q.take(first) else {
+                panic!("the pack completed")
+            };
+            assert_eq!(done.results.as_deref(), Some(&[1, 2, 3][..]));
+        });
     }
 
     #[test]
@@ -1474,10 +1463,10 @@ mod loom_tests {
             let (mem, extra) = (Memory::new(geo), Memory::new(geo));
             let q = Arc::new(
                 mem.queue(geo, 0)
-                    .with_copies(vec![Memory::view(&extra.sq)].into_boxed_slice()),
+                    .with_copies(vec![extra.sq.clone()].into_boxed_slice()),
             );
             let image =
-                |id: u64| SlotImage::new(crate::layout::OP_ECHO, &id.to_le_bytes()).unwrap();
+                |id: u64| SlotImage::new(crate::proto::layout::OP_ECHO, &id.to_le_bytes()).unwrap();
             assert_eq!(q.try_reserve(), Ok(0));
             let qa = q.clone();
             let first = thread::spawn(move || qa.publish(0, &image(0)));

@@ -25,6 +25,32 @@ pub fn device_count() -> Result<usize> {
     Ok(result::device::get_count()? as usize)
 }
 
+/// Device `index`'s primary context, as cudarc's [`CudaContext`], for the
+/// streams and buffers of your own that pkq's calls take; or the typed
+/// error: [`Error::NoDriver`], [`Error::NoDevice`],
+/// [`Error::DeviceOutOfRange`]. Open it with this rather than
+/// `CudaContext::new`, which panics where no driver can be loaded. It is the
+/// context a runtime on that device serves in; create its streams before
+/// building a runtime (see the README's rules for sharing the GPU).
+///
+/// ```no_run
+/// # fn main() -> pkq::Result<()> {
+/// let ctx = pkq::context(0)?;
+/// let stream = ctx.new_stream()?;
+/// let rt = pkq::Runtime::builder().device(0).build()?;
+/// let mut y = stream.clone_htod(&[1.0f32; 8])?;
+/// let x = stream.clone_htod(&[2.0f32; 8])?;
+/// rt.axpy(0.5, &x, &mut y)?;
+/// # Ok(()) }
+/// ```
+pub fn context(index: usize) -> Result<Arc<CudaContext>> {
+    let count = device_count()?;
+    if index >= count {
+        return Err(Error::DeviceOutOfRange { index, count });
+    }
+    Ok(CudaContext::new(index)?)
+}
+
 /// pkq's own handle on device `index`'s primary context, once the device is
 /// known to exist and to support pkq, with cudarc's event tracking off.
 pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {

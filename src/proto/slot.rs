@@ -6,7 +6,7 @@
 //! 56-bit chunks, one per shared word, under the tag byte.
 
 use crate::error::{Error, Result};
-use crate::layout::{
+use crate::proto::layout::{
     ARGS_BYTES, CHUNK_BITS, CQE_WORDS, HEADER_LEN_SHIFT, HEADER_PACK_SHIFT, PACK_ARG_BYTES,
     SLOT_WORDS, TAG_SHIFT,
 };
@@ -35,10 +35,10 @@ pub(crate) fn chunks<const N: usize>(words: &[u64]) -> [u64; N] {
     for (k, c) in out.iter_mut().enumerate() {
         let (j, s) = (k * CHUNK / 64, k * CHUNK % 64);
         let mut v = words.get(j).copied().unwrap_or(0) >> s;
-        if s > 64 - CHUNK {
-            if let Some(&next) = words.get(j + 1) {
-                v |= next << (64 - s);
-            }
+        if s > 64 - CHUNK
+            && let Some(&next) = words.get(j + 1)
+        {
+            v |= next << (64 - s);
         }
         *c = v & CHUNK_MASK;
     }

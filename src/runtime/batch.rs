@@ -9,13 +9,13 @@ use std::time::Instant;
 use bytemuck::Pod;
 
 use crate::error::{Error, Result, TaskStatus};
-use crate::layout::PACK_TASKS;
-use crate::ops::Op;
-use crate::queue::Completed;
-use crate::ring::seq_add;
+use crate::ops::op::Op;
+use crate::proto::layout::PACK_TASKS;
+use crate::proto::queue::Completed;
+use crate::proto::ring::seq_add;
+use crate::proto::slot::SlotImage;
+use crate::runtime::ticket::{Completion, outcome_of};
 use crate::runtime::{RingPtr, Runtime, Watch};
-use crate::slot::SlotImage;
-use crate::ticket::{Completion, outcome_of};
 
 /// What one task of a batch came to: its completion, or the status its
 /// handler reported.
@@ -152,7 +152,12 @@ fn reserve_run(ring: RingPtr, slots: usize, n: usize) -> Result<u64> {
         )));
     }
     if slots == 0 {
-        return Ok(0);
+        // Nothing to reserve, but a closed ring refuses even that.
+        return if queue.is_closed() {
+            Err(Error::Closed)
+        } else {
+            Ok(0)
+        };
     }
     ring.shared()
         .reserve(true, || queue.try_reserve_many(slots))
@@ -220,10 +225,14 @@ impl Batch {
     /// submission order. Errors: a device fault, a stop, a cancel, or
     /// [`Error::Stalled`] if a worker went silent past the stall bound.
     pub fn wait(mut self) -> Result<Vec<TaskResult>> {
-        let ring = self.ring;
-        ring.shared().wait_for(None, Watch::AnyWorker, || {
-            self.take_in_order().then_some(())
-        })?;
+        // With every task taken (or none to take), the batch owns no slot
+        // and may hold no share: the runtime's memory may be gone.
+        if self.done < self.len() {
+            let ring = self.ring;
+            ring.shared().wait_for(None, Watch::AnyWorker, || {
+                self.take_in_order().then_some(())
+            })?;
+        }
         Ok(std::mem::take(&mut self.results)
             .into_iter()
             .map(|r| r.expect("every task taken"))

@@ -5,7 +5,7 @@ use std::mem::{offset_of, size_of};
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::layout::{
+use crate::proto::layout::{
     ARGS_BYTES, AXPY_ARGS_BYTES, AXPY_OFF_A, AXPY_OFF_N, AXPY_OFF_X, AXPY_OFF_Y, OP_AXPY, OP_DOT,
     OP_ECHO, OP_FIR, OP_GEMV, OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP, OP_USER,
 };
@@ -92,10 +92,10 @@ pub fn echo_fold(args: &[u64; ARGS_BYTES / 8]) -> u64 {
 }
 
 /// The longest wait of an [`Op::SPIN`] task (10 s).
-pub const SPIN_MAX_NS: u64 = crate::layout::SPIN_MAX_NS;
+pub const SPIN_MAX_NS: u64 = crate::proto::layout::SPIN_MAX_NS;
 
 /// The largest `n` of an [`Op::AXPY`] task.
-pub const AXPY_MAX_N: usize = crate::layout::AXPY_MAX_N;
+pub const AXPY_MAX_N: usize = crate::proto::layout::AXPY_MAX_N;
 
 /// Arguments of [`Op::AXPY`]: `y[i] = a * x[i] + y[i]` for `i < n`, `x` and
 /// `y` device addresses of `n` `f32`s each (`struct pkq_axpy_args`).
@@ -135,7 +135,7 @@ mod tests {
     fn op_names() {
         assert_eq!(format!("{}", Op::AXPY), "AXPY");
         assert_eq!(format!("{:?}", Op(77)), "Op(77)");
-        use crate::builtin::{AXPY, ECHO, SPIN, TRAP};
+        use crate::ops::builtin::{AXPY, ECHO, SPIN, TRAP};
         assert!(AXPY.takes_pointers() && TRAP.takes_pointers());
         assert!(!ECHO.takes_pointers() && !SPIN.takes_pointers());
     }

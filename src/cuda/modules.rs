@@ -25,10 +25,10 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys};
 
+use crate::cuda::kernel::{Image, check_one_parameter, function, read_op_table};
 use crate::error::{Error, Result};
-use crate::kernel::{Image, check_one_parameter, function, read_op_table};
-use crate::layout::PARAMS_BYTES;
-use crate::typed_op::OpTable;
+use crate::ops::typed::OpTable;
+use crate::proto::layout::PARAMS_BYTES;
 
 /// The embedded module's kernels that the library launches, loaded with it;
 /// `true`: a worker kernel, whose op table is read too.
@@ -156,7 +156,8 @@ fn load_kernel(
         check_one_parameter(ctx, &f, name, PARAMS_BYTES)?;
     }
     // SAFETY: a function of `ctx`, made current around the call.
-    crate::driver::with_current(ctx, || unsafe { sys::cuFuncLoad(f.cu_function()) })?.result()?;
+    crate::cuda::driver::with_current(ctx, || unsafe { sys::cuFuncLoad(f.cu_function()) })?
+        .result()?;
     let ops = if worker {
         let stream = ctx.new_stream()?;
         read_op_table(module, &stream, name)?
@@ -193,7 +194,7 @@ pub(crate) fn ended(ctx: &Arc<CudaContext>) {
     for (c, host) in now {
         // SAFETY: handed over by `free_pinned` under its contract, and
         // taken out of the list before this, its only free.
-        unsafe { crate::mapped::free(&c, host as *mut u64) };
+        unsafe { crate::cuda::mapped::free(&c, host as *mut u64) };
     }
 }
 
@@ -212,5 +213,5 @@ pub(crate) unsafe fn free_pinned(ctx: &Arc<CudaContext>, host: *mut u64) {
         return;
     }
     // SAFETY: the caller's contract.
-    unsafe { crate::mapped::free(ctx, host) };
+    unsafe { crate::cuda::mapped::free(ctx, host) };
 }

@@ -11,10 +11,10 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
-use crate::driver::error_name;
+use crate::cuda::driver::error_name;
+use crate::cuda::mapped::MappedBuffer;
 use crate::error::{Error, Result};
-use crate::mapped::MappedBuffer;
-use crate::typed_op::OpTable;
+use crate::ops::typed::OpTable;
 
 include!(concat!(env!("OUT_DIR"), "/kernel_gen.rs"));
 
@@ -82,7 +82,7 @@ pub(crate) fn check_one_parameter(
         let (mut offset, mut size) = (0usize, 0usize);
         // SAFETY: a function of `ctx`, made current around the call, and two
         // valid out-pointers.
-        let r = crate::driver::with_current(ctx, || unsafe {
+        let r = crate::cuda::driver::with_current(ctx, || unsafe {
             sys::cuFuncGetParamInfo(f.cu_function(), index, &mut offset, &mut size)
         })?;
         Ok::<_, Error>((r, size))
@@ -148,19 +148,19 @@ pub(crate) enum KernelState {
     Unknown(&'static str, DriverError),
 }
 
-/// A kernel that stays resident on its own stream, with the mapped memory it
-/// works on. The memory and the stream are released only once the kernel is
+/// A kernel that stays resident on its own stream, with a reference to the
+/// mapped memory it works on. The memory and the stream are released only once the kernel is
 /// known to have ended; if it never ends they are leaked, never freed under
-/// it. (Its module stays loaded for the process: see [`crate::modules`].)
+/// it. (Its module stays loaded for the process: see [`crate::cuda::modules`].)
 pub(crate) struct Kernel {
     ctx: Arc<CudaContext>,
     stream: ManuallyDrop<Arc<CudaStream>>,
     function: ManuallyDrop<CudaFunction>,
-    memory: ManuallyDrop<Vec<MappedBuffer>>,
+    memory: ManuallyDrop<Vec<Arc<MappedBuffer>>>,
     /// Launched and not yet seen to end.
     live: AtomicBool,
     /// Counted among the context's running pkq kernels
-    /// ([`crate::modules::started`]): from just before the launch until the
+    /// ([`crate::cuda::modules::started`]): from just before the launch until the
     /// stream is first seen to have ended, or the launch failed.
     counted: AtomicBool,
     /// The module's op table for this kernel (worker kernels; empty for the
@@ -169,13 +169,13 @@ pub(crate) struct Kernel {
 }
 
 impl Kernel {
-    /// Kernel `name` of the embedded module (see [`crate::modules`]) with
+    /// Kernel `name` of the embedded module (see [`crate::cuda::modules`]) with
     /// its own stream. `ctx` must not track events (`driver::open` turns it
     /// off), so that creating the stream never synchronizes the context.
     pub(crate) fn new(
         ctx: &Arc<CudaContext>,
         name: &str,
-        memory: Vec<MappedBuffer>,
+        memory: Vec<Arc<MappedBuffer>>,
     ) -> Result<Self> {
         Self::from_image(ctx, &Image::Embedded, name, false, memory)
     }
@@ -190,9 +190,9 @@ impl Kernel {
         image: &Image,
         name: &str,
         worker: bool,
-        memory: Vec<MappedBuffer>,
+        memory: Vec<Arc<MappedBuffer>>,
     ) -> Result<Self> {
-        let loaded = crate::modules::kernel(ctx, image, name, worker)?;
+        let loaded = crate::cuda::modules::kernel(ctx, image, name, worker)?;
         let stream = ctx.new_stream()?;
         Ok(Self {
             ctx: ctx.clone(),
@@ -225,7 +225,7 @@ impl Kernel {
         // Counted before it can run: a module load that starts after this
         // is refused rather than left waiting for this kernel.
         self.counted.store(true, Ordering::Release);
-        crate::modules::started(&self.ctx);
+        crate::cuda::modules::started(&self.ctx);
         // SAFETY: the caller vouches for the arguments.
         if let Err(e) = unsafe { builder.launch(cfg) } {
             self.uncount();
@@ -240,7 +240,7 @@ impl Kernel {
     pub(crate) fn state(&self) -> KernelState {
         use sys::CUresult::*;
         // SAFETY: a valid stream of the context made current around the call.
-        let queried = crate::driver::with_current(&self.ctx, || unsafe {
+        let queried = crate::cuda::driver::with_current(&self.ctx, || unsafe {
             sys::cuStreamQuery(self.stream.cu_stream())
         });
         let result = match queried {
@@ -263,14 +263,17 @@ impl Kernel {
         state
     }
 
-    /// Polls until the kernel has ended (normally or by a fault) or `deadline`.
-    pub(crate) fn wait_finished(&self, deadline: Instant) -> Result<()> {
+    /// Polls until the kernel has ended (normally or by a fault) or
+    /// `deadline` (none: no limit).
+    pub(crate) fn wait_finished(&self, deadline: Option<Instant>) -> Result<()> {
         if !self.live.load(Ordering::Acquire) {
             return Ok(());
         }
         loop {
             match self.state() {
-                KernelState::Running | KernelState::Unknown(..) if Instant::now() < deadline => {
+                KernelState::Running | KernelState::Unknown(..)
+                    if deadline.is_none_or(|d| Instant::now() < d) =>
+                {
                     std::thread::sleep(Duration::from_micros(20));
                 }
                 KernelState::Running | KernelState::Unknown(..) => {
@@ -294,8 +297,22 @@ impl Kernel {
     /// Takes the kernel out of the running count, once.
     fn uncount(&self) {
         if self.counted.swap(false, Ordering::AcqRel) {
-            crate::modules::ended(&self.ctx);
+            crate::cuda::modules::ended(&self.ctx);
         }
+    }
+
+    /// How many blocks of `threads` threads of this kernel the device keeps
+    /// resident at once: the driver's occupancy figure per multiprocessor
+    /// (registers, shared memory, launch bounds) times the multiprocessors.
+    pub(crate) fn max_resident_blocks(&self, threads: u32) -> Result<usize> {
+        let per_sm = crate::cuda::driver::with_current(&self.ctx, || {
+            self.function
+                .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)
+        })??;
+        let sms = self
+            .ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        Ok(per_sm as usize * sms.max(0) as usize)
     }
 
     /// Whether the kernel may still run (launched, and not yet seen to end).

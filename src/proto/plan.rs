@@ -1,0 +1,178 @@
+//! Where each section of the shared memory lives (the allocation diagram
+//! of `cuda/pkq_layout.h`): word offsets into the host-written and the
+//! device-written allocation, from which both the kernel's parameters and
+//! the host's views are made, so the two cannot disagree.
+
+use crate::proto::layout::{
+    CQE_WORDS, CTRL_BYTES, KernelParams, PACK_TASKS, SECTION_ALIGN, SLOT_WORDS,
+};
+use crate::proto::queue::Queue;
+use crate::proto::ring::{Geometry, SEQ_MASK};
+use crate::proto::words::Words;
+
+/// The shape of a runtime's shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub(crate) geo: Geometry,
+    /// Submission rings.
+    pub(crate) rings: usize,
+    /// Workers, over all rings.
+    pub(crate) workers: usize,
+    /// Poller warps per worker; also the copies of the slots.
+    pub(crate) pollers: usize,
+    /// Every ring's first sequence number.
+    pub(crate) start_seq: u64,
+    /// Host-written: the control lines.
+    ctrl_at: usize,
+    /// Host-written: the pack arguments.
+    args_at: usize,
+    /// Host-written words in all.
+    pub(crate) h2d_len: usize,
+    /// Device-written: the poller state words, then their heartbeats.
+    states_at: usize,
+    /// Device-written: the pack results.
+    results_at: usize,
+    /// Device-written words in all.
+    pub(crate) d2h_len: usize,
+}
+
+impl Plan {
+    /// The sections of `rings` rings of `geo`, served by `workers` workers of
+    /// `pollers` pollers each (settings already checked by the builder).
+    pub(crate) fn new(
+        geo: Geometry,
+        rings: usize,
+        workers: usize,
+        pollers: usize,
+        start_seq: u64,
+    ) -> Self {
+        let cap = geo.capacity();
+        let align = SECTION_ALIGN / 8;
+        let ctrl_at = (pollers * rings * cap * SLOT_WORDS).next_multiple_of(align);
+        let args_at = (ctrl_at + workers * CTRL_BYTES / 8).next_multiple_of(align);
+        let states_at = (rings * cap * CQE_WORDS).next_multiple_of(align);
+        let results_at = (states_at + 2 * workers * pollers).next_multiple_of(align);
+        let pack = rings * cap * PACK_TASKS;
+        Self {
+            geo,
+            rings,
+            workers,
+            pollers,
+            start_seq: start_seq & SEQ_MASK,
+            ctrl_at,
+            args_at,
+            h2d_len: args_at + pack,
+            states_at,
+            results_at,
+            d2h_len: results_at + pack,
+        }
+    }
+
+    /// Poller warps in all.
+    pub(crate) fn all_pollers(&self) -> usize {
+        self.workers * self.pollers
+    }
+
+    /// Words of one copy of every ring's slots.
+    pub(crate) fn copy_words(&self) -> usize {
+        self.rings * self.geo.capacity() * SLOT_WORDS
+    }
+
+    /// The word of worker `w`'s stop word, in the host-written allocation.
+    #[cfg(test)]
+    pub(crate) fn stop_word(&self, w: usize) -> usize {
+        self.ctrl_at + w * CTRL_BYTES / 8 + crate::proto::layout::CTRL_STOP
+    }
+
+    /// The word of poller `p`'s state (`p = worker * pollers + j`), in the
+    /// device-written allocation; its heartbeat is `all_pollers()` after.
+    #[cfg(test)]
+    pub(crate) fn state_word(&self, p: usize) -> usize {
+        self.states_at + p
+    }
+
+    /// The first pack word of global slot `slot` (`ring * capacity +
+    /// index`), in either allocation's pack section.
+    pub(crate) fn pack_at(&self, slot: usize, device_written: bool) -> usize {
+        let base = if device_written {
+            self.results_at
+        } else {
+            self.args_at
+        };
+        base + slot * PACK_TASKS
+    }
+
+    /// Ring `w % rings`, and the first of worker `w`'s sequence numbers
+    /// (after the start) and the stride between them (RINGS in
+    /// pkq_layout.h).
+    #[cfg(test)]
+    pub(crate) fn worker_ring(&self, w: usize) -> (usize, u64, u64) {
+        let per_ring = self.workers / self.rings;
+        (w % self.rings, (w / self.rings) as u64, per_ring as u64)
+    }
+
+    /// Every ring's queue over the two allocations, with the copies of its
+    /// slots when there are several pollers.
+    pub(crate) fn queues(&self, h2d: &Words, d2h: &Words) -> Box<[Queue]> {
+        let cap = self.geo.capacity();
+        let section = |w: &Words, at: usize, len: usize| {
+            w.sub(at, len).expect("a section inside its allocation")
+        };
+        (0..self.rings)
+            .map(|r| {
+                let slots = |copy: usize| {
+                    section(
+                        h2d,
+                        copy * self.copy_words() + r * cap * SLOT_WORDS,
+                        cap * SLOT_WORDS,
+                    )
+                };
+                let mem = [
+                    slots(0),
+                    section(d2h, r * cap * CQE_WORDS, cap * CQE_WORDS),
+                    section(h2d, self.pack_at(r * cap, false), cap * PACK_TASKS),
+                    section(d2h, self.pack_at(r * cap, true), cap * PACK_TASKS),
+                ];
+                let copies = (1..self.pollers).map(slots).collect();
+                Queue::new(self.geo, mem, self.start_seq).with_copies(copies)
+            })
+            .collect()
+    }
+
+    /// The control lines, poller states and heartbeats.
+    pub(crate) fn control(&self, h2d: &Words, d2h: &Words) -> [Words; 3] {
+        let n = self.all_pollers();
+        let ctrl = h2d.sub(self.ctrl_at, self.workers * CTRL_BYTES / 8);
+        let states = d2h.sub(self.states_at, n);
+        let beats = d2h.sub(self.states_at + n, n);
+        [ctrl, states, beats].map(|w| w.expect("a section inside its allocation"))
+    }
+
+    /// The kernel's parameters for the allocations at device addresses
+    /// `h2d` and `d2h`, with an idle spin and longest sleep in ns (0, 0:
+    /// always spin).
+    pub(crate) fn params(
+        &self,
+        h2d: u64,
+        d2h: u64,
+        idle_spin_ns: u32,
+        idle_sleep_max_ns: u32,
+    ) -> KernelParams {
+        let at = |base: u64, word: usize| base + 8 * word as u64;
+        KernelParams {
+            sq: h2d,
+            cq: d2h,
+            ctrl: at(h2d, self.ctrl_at),
+            states: at(d2h, self.states_at),
+            start_seq: self.start_seq,
+            capacity_log2: self.geo.log2(),
+            workers: self.workers as u32,
+            pollers: self.pollers as u32,
+            idle_spin_ns,
+            idle_sleep_max_ns,
+            rings: self.rings as u32,
+            pack_args: at(h2d, self.args_at),
+            pack_results: at(d2h, self.results_at),
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Views of 8-byte words shared with the device: mapped pinned memory, or
+//! heap memory for the software device of the tests.
+//!
+//! A view owns a reference to the allocation it looks into, so the memory
+//! lives as long as any view of it, whatever order views and owners are
+//! dropped in. A resident kernel that may still run keeps its own reference
+//! and leaks it rather than drop it (`cuda::Kernel`), so memory the device
+//! may touch is never freed under it.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::proto::sync::AtomicU64;
+
+/// An allocation of shared words: its first word and its length. Whoever
+/// implements it keeps the words valid, 8-byte aligned and accessed by this
+/// process only through atomics, for as long as the value lives.
+///
+/// # Safety
+/// `base` must point to `len` words that stay valid for reads and writes
+/// while the implementor lives, and are accessed by this process only as
+/// atomics.
+pub(crate) unsafe trait Backing: Send + Sync + 'static {
+    /// The first word.
+    fn base(&self) -> NonNull<AtomicU64>;
+    /// How many words.
+    fn len(&self) -> usize;
+}
+
+/// Heap words standing in for a mapped allocation (the software device).
+pub(crate) struct HeapWords(Box<[AtomicU64]>);
+
+impl HeapWords {
+    /// `len` zeroed words.
+    pub(crate) fn new(len: usize) -> Arc<Self> {
+        Arc::new(Self((0..len).map(|_| AtomicU64::new(0)).collect()))
+    }
+}
+
+// SAFETY: a boxed slice of atomics, valid (and only atomically accessed)
+// while the box lives; a `NonNull` of it carries the box's provenance.
+unsafe impl Backing for HeapWords {
+    fn base(&self) -> NonNull<AtomicU64> {
+        NonNull::from(&*self.0).cast()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// Words `from..from + len` of an allocation, keeping it alive. Only ever
+/// accessed through atomics, so concurrent device access is not a data race
+/// on the Rust side.
+#[derive(Clone)]
+pub(crate) struct Words {
+    ptr: NonNull<AtomicU64>,
+    len: usize,
+    _owner: Arc<dyn Backing>,
+}
+
+// SAFETY: a `Words` is a pointer to atomics of an allocation it keeps alive
+// (`Backing` is Send + Sync); sharing it shares only atomic accesses.
+unsafe impl Send for Words {}
+// SAFETY: as above.
+unsafe impl Sync for Words {}
+
+impl std::fmt::Debug for Words {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Words({:p}, {})", self.ptr, self.len)
+    }
+}
+
+impl Words {
+    /// Words `from..from + len` of `owner`, or `None` if out of its bounds.
+    pub(crate) fn of(owner: &Arc<impl Backing>, from: usize, len: usize) -> Option<Self> {
+        if from > owner.len() || len > owner.len() - from {
+            return None;
+        }
+        // SAFETY: in bounds of the allocation (checked above), whose base
+        // pointer is valid for all of it.
+        let ptr = unsafe { owner.base().add(from) };
+        Some(Self {
+            ptr,
+            len,
+            _owner: owner.clone(),
+        })
+    }
+
+    /// All of a fresh heap allocation of `len` zeroed words.
+    pub(crate) fn heap(len: usize) -> Self {
+        Self::of(&HeapWords::new(len), 0, len).expect("the whole allocation")
+    }
+
+    /// Words `from..from + len` of this view, or `None` if out of bounds.
+    pub(crate) fn sub(&self, from: usize, len: usize) -> Option<Self> {
+        if from > self.len || len > self.len - from {
+            return None;
+        }
+        Some(Self {
+            // SAFETY: in bounds of this view (checked above).
+            ptr: unsafe { self.ptr.add(from) },
+            len,
+            _owner: self._owner.clone(),
+        })
+    }
+
+    #[inline(always)]
+    pub(crate) fn at(&self, i: usize) -> &AtomicU64 {
+        assert!(i < self.len);
+        // SAFETY: `i < len`, and the owner this view holds keeps the words
+        // valid and only atomically accessed.
+        unsafe { self.ptr.add(i).as_ref() }
+    }
+
+    /// Words `from..from + N`, with one bounds check for all of them.
+    #[inline(always)]
+    pub(crate) fn run<const N: usize>(&self, from: usize) -> &[AtomicU64; N] {
+        assert!(from <= self.len && N <= self.len - from);
+        // SAFETY: in bounds (checked above); atomics of the same layout as
+        // the words, kept valid by the owner this view holds.
+        unsafe { self.ptr.add(from).cast::<[AtomicU64; N]>().as_ref() }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::proto::sync::Ordering;
+
+    #[test]
+    fn views_keep_their_memory_alive_and_check_bounds() {
+        let all = Words::heap(16);
+        let part = all.sub(4, 8).unwrap();
+        assert!(all.sub(9, 8).is_none() && all.sub(17, 0).is_none());
+        assert!(all.sub(16, 0).is_some());
+        drop(all);
+        // The allocation outlives the view it was cut from.
+        part.at(7).store(5, Ordering::Relaxed);
+        assert_eq!(part.run::<8>(0)[7].load(Ordering::Relaxed), 5);
+        let copy = part.clone();
+        drop(part);
+        assert_eq!(copy.at(7).load(Ordering::Relaxed), 5);
+    }
+}

@@ -1,0 +1,479 @@
+//! Settings of a runtime, and starting one.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytemuck::Pod;
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use crate::cuda::driver;
+use crate::cuda::kernel::{Image, Kernel};
+use crate::cuda::mapped::MappedBuffer;
+use crate::error::{Error, Result};
+use crate::ops::typed::{Signature, TypedOp};
+use crate::proto::layout::{MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS};
+use crate::proto::plan::Plan;
+use crate::proto::ring::Geometry;
+use crate::runtime::Runtime;
+use crate::runtime::engine::Engine;
+use crate::runtime::shared::Shared;
+
+/// How often waiters ask the driver whether the kernel still lives.
+const PROBE_EVERY: Duration = Duration::from_millis(1);
+/// The resident kernel of pkq's embedded module.
+const WORKER_KERNEL: &str = "pkq_worker_kernel";
+
+/// What a worker does while no task is waiting for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdlePolicy {
+    /// Poll without pause: the lowest latency. Each worker keeps `pollers`
+    /// warps busy, each with a PCIe read in flight.
+    Spin,
+    /// Poll without pause for `spin`, then sleep (`__nanosleep`) between
+    /// polls, doubling from 64 ns up to `max_sleep` (at most 1 ms). A task
+    /// that arrives while its worker sleeps waits up to `max_sleep` more.
+    Backoff {
+        /// How long an idle worker spins before it sleeps.
+        spin: Duration,
+        /// The longest sleep between two polls.
+        max_sleep: Duration,
+    },
+}
+
+/// Configures and starts a [`Runtime`].
+#[derive(Clone, Debug)]
+pub struct Builder {
+    pub(crate) device: usize,
+    pub(crate) capacity: usize,
+    pub(crate) workers: usize,
+    pub(crate) rings: usize,
+    pub(crate) pollers: u32,
+    pub(crate) idle: IdlePolicy,
+    pub(crate) start_timeout: Duration,
+    pub(crate) stop_timeout: Duration,
+    pub(crate) image: Image,
+    pub(crate) kernel: String,
+    pub(crate) ops: Vec<Signature>,
+    pub(crate) start_seq: u64,
+    pub(crate) probe_every: Duration,
+    pub(crate) stall_after: Duration,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self {
+            device: 0,
+            capacity: 1024,
+            workers: 4,
+            rings: 1,
+            pollers: 1,
+            idle: IdlePolicy::Spin,
+            start_timeout: Duration::from_secs(10),
+            stop_timeout: Duration::from_secs(10),
+            image: Image::Embedded,
+            kernel: WORKER_KERNEL.to_string(),
+            ops: Vec::new(),
+            start_seq: 0,
+            probe_every: PROBE_EVERY,
+            stall_after: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Builder {
+    /// The CUDA device index (default 0).
+    pub fn device(mut self, index: usize) -> Self {
+        self.device = index;
+        self
+    }
+
+    /// Slots in each submission ring: a power of two from 1 to 2^20 (default
+    /// 1024). At most this many tasks of a ring are submitted and not yet
+    /// completed; completions their tickets have not read yet move to the
+    /// host when a producer needs their slot.
+    pub fn capacity(mut self, slots: usize) -> Self {
+        self.capacity = slots;
+        self
+    }
+
+    /// Workers of the resident kernel: a power of two, at most 1024 and the
+    /// capacity times the rings (default 4, on one multiprocessor), each
+    /// `pollers` warps, eight warps to a multiprocessor (so the default
+    /// leaves every other multiprocessor to the application; 64 workers take
+    /// 8 of the H100's 132). Each ring has `workers / rings` of them; within
+    /// a ring, worker `i` runs the tasks whose sequence number is `i` modulo
+    /// that count, in order. Different workers run concurrently and complete
+    /// out of order. A slow task delays only the tasks queued behind it on
+    /// its own worker (every `workers / rings`-th task of its ring after
+    /// it), by its run time; the others go on.
+    ///
+    /// Each idle worker keeps one PCIe read of host memory in flight, and
+    /// serves at most one task per read round trip (~1.8 µs with its
+    /// completion): more workers serve more tasks per second, until the
+    /// producing threads are the limit. On the H100 of
+    /// `benches/results/throughput*.json`, 4 workers serve ~2.4 M tasks/s,
+    /// 16 ~9 M/s, 64 ~36 M/s (with an application kernel's launch + sync
+    /// ~1.06x as long as alone while pkq idles or serves), 256 ~130-137 M/s
+    /// from four to eight threads batching; one thread alone stays near
+    /// 35-40 M/s (see benches/NOTES.md, issue 4).
+    pub fn workers(mut self, warps: usize) -> Self {
+        self.workers = warps;
+        self
+    }
+
+    /// Submission rings: a power of two, at most the workers (default 1).
+    /// Each ring has its own slots, tail and `workers / rings` workers; a
+    /// thread submits to ring `t % rings`, `t` being the order in which
+    /// threads first submitted to any pkq runtime, so up to `rings` threads
+    /// that start submitting one after another share no cache line on the
+    /// submit path (the tail's compare-and-swap and the tickets' reference
+    /// count are per ring). A thread's tasks run only on its ring's
+    /// workers: for one producing thread, keep one ring. Measured on an
+    /// H100 (`benches/results/throughput*.json`, two runs): four threads
+    /// submitting one task at a time ran 6.8-7.3 M tasks/s on one ring and
+    /// 35.0-36.3 M/s on four rings of 64 workers; eight threads on eight
+    /// rings of 256 workers 66.8-68.6 M/s.
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// let rt = pkq::Runtime::builder().workers(64).rings(4).build()?;
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..4 {
+    ///         s.spawn(|| rt.submit(pkq::Op::NOP, &())?.wait().map(|_| ()));
+    ///     }
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn rings(mut self, n: usize) -> Self {
+        self.rings = n;
+        self
+    }
+
+    /// Poller warps per worker: 1, 2, 4 or 8 (default 1); more is the latency
+    /// setting. Each of a worker's pollers polls a copy of the worker's
+    /// slots of its own (the producer writes every copy), started a
+    /// fraction of a read round trip apart, so that a task lands in front
+    /// of a poll sooner; the first to see it claims it and runs it.
+    ///
+    /// Costs: each submit stores its slot once per poller (tens of ns per
+    /// copy on an H100's host), the slots take that many times the pinned
+    /// memory, and the kernel that many warps per worker. Measured on an
+    /// H100 (`benches/results/latency.json`, benches/NOTES.md, tenth and
+    /// eleventh sessions): four pollers cut the round trip of a NOP by
+    /// ~0.3 µs for tasks arriving at random moments and by ~0.6 µs back to
+    /// back; eight take ~0.1 µs more off the dispatch. The latency setting
+    /// is one worker of eight pollers: with four such workers the device's
+    /// reads of host memory quadruple and the p99 rises by ~0.2-0.5 µs. One
+    /// worker runs its tasks one after another (one task per round trip at
+    /// most, and a long task holds up those behind it): for one task in
+    /// flight at a time, as a control loop has (see [`Builder::workers`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// let rt = pkq::Runtime::builder().workers(1).pollers(8).build()?;
+    /// rt.submit(pkq::Op::NOP, &())?.wait()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn pollers(mut self, n: u32) -> Self {
+        self.pollers = n;
+        self
+    }
+
+    /// What idle workers do (default [`IdlePolicy::Spin`]).
+    pub fn idle(mut self, policy: IdlePolicy) -> Self {
+        self.idle = policy;
+        self
+    }
+
+    /// How long a worker may go without polling before waits on its tasks
+    /// return [`Error::Stalled`] (default 1 s; at least 10 ms). Workers beat
+    /// a heartbeat while they poll, not while a task runs: set this above
+    /// your longest task. Nothing is latched by a stall.
+    pub fn stall_after(mut self, bound: Duration) -> Self {
+        self.stall_after = bound;
+        self
+    }
+
+    /// How long `build` waits for every worker to report in (default 10 s).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// How long shutdown waits for in-flight tasks and then for the kernel to
+    /// exit (default 10 s each).
+    pub fn stop_timeout(mut self, timeout: Duration) -> Self {
+        self.stop_timeout = timeout;
+        self
+    }
+
+    /// The first sequence number (for testing the wrap at 2^63).
+    #[doc(hidden)]
+    pub fn start_sequence(mut self, seq: u64) -> Self {
+        self.start_seq = seq;
+        self
+    }
+
+    /// Serves with kernel `kernel` of a device module of your own (fatbin,
+    /// cubin or PTX bytes) instead of pkq's embedded kernel. The kernel must
+    /// be built from pkq's device headers: it takes one `pkq_params` by value
+    /// and serves the ring as `pkq_worker_kernel` does.
+    ///
+    /// [`build`](Builder::build) refuses an image the driver cannot load or
+    /// a kernel of other parameters ([`Error::InvalidModule`]), a name
+    /// the module lacks ([`Error::KernelMissing`]), and a module or kernel
+    /// not loaded before while a pkq kernel runs on the device
+    /// ([`Error::InvalidConfig`]: see [`Runtime`]).
+    ///
+    /// The module's code is trusted as any device code you load is: pkq
+    /// checks the argument layouts its op table declares and refuses, on the
+    /// safe calls, ops the table flags as dereferencing pointers and ops it
+    /// does not list; what the handlers do with their arguments is theirs.
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// let image = std::fs::read("my_kernels.fatbin").expect("built by build.rs");
+    /// let rt = pkq::Runtime::builder().module(image, "my_worker_kernel").build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn module(mut self, image: impl Into<Arc<[u8]>>, kernel: &str) -> Self {
+        self.image = Image::Caller(image.into());
+        self.kernel = kernel.to_string();
+        self
+    }
+
+    /// Declares an op the kernel must serve with arguments like `A`:
+    /// [`build`](Builder::build) checks its code, argument size, alignment
+    /// and pointer flag against the module's op table (`PKQ_OP_TABLE`) and
+    /// refuses a mismatch with [`Error::OpMismatch`] naming the op. (pkq's
+    /// built-in ops are always checked against its own kernel.)
+    pub fn op<A: Pod>(mut self, op: &TypedOp<A>) -> Self {
+        self.ops.push(op.signature());
+        self
+    }
+
+    /// How often waiters probe the kernel's liveness (for tests).
+    #[doc(hidden)]
+    pub fn probe_interval(mut self, every: Duration) -> Self {
+        self.probe_every = every;
+        self
+    }
+
+    /// Checks the settings without touching the driver.
+    pub(crate) fn validate(&self) -> Result<Geometry> {
+        let geo = Geometry::new(self.capacity)?;
+        let (w, r) = (self.workers, self.rings);
+        if r == 0 || !r.is_power_of_two() || r > w.max(1) {
+            return Err(Error::InvalidConfig(format!(
+                "rings {r} must be a power of two from 1 to the workers ({w})"
+            )));
+        }
+        if w == 0 || !w.is_power_of_two() || w > MAX_WORKERS || w / r > self.capacity {
+            return Err(Error::InvalidConfig(format!(
+                "workers {w} must be a power of two from 1 to min(capacity {} x rings {r}, {MAX_WORKERS})",
+                self.capacity
+            )));
+        }
+        if !matches!(self.pollers, 1 | 2 | 4 | 8) || self.pollers as usize > MAX_POLLERS {
+            return Err(Error::InvalidConfig(format!(
+                "pollers {} must be 1, 2, 4 or 8",
+                self.pollers
+            )));
+        }
+        if self.stall_after < Duration::from_millis(10) {
+            return Err(Error::InvalidConfig(format!(
+                "stall_after {:?} must be at least 10 ms (workers beat every 0.1 ms, every 8 polls)",
+                self.stall_after
+            )));
+        }
+        if let IdlePolicy::Backoff { spin, max_sleep } = self.idle
+            && (max_sleep.is_zero()
+                || max_sleep > Duration::from_millis(1)
+                || spin.as_nanos() > u32::MAX as u128)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "idle backoff needs 0 < max_sleep <= 1 ms and spin <= {} ns (got {max_sleep:?}, {spin:?})",
+                u32::MAX
+            )));
+        }
+        Ok(geo)
+    }
+
+    /// Starts the resident kernel and returns the runtime once every worker
+    /// is serving.
+    ///
+    /// Errors: [`Error::InvalidConfig`] (a setting out of range, or more
+    /// workers and pollers than the device can keep resident at once),
+    /// [`Error::KernelNotBuilt`], [`Error::NoDriver`], [`Error::NoDevice`],
+    /// [`Error::DeviceOutOfRange`], [`Error::UnsupportedDevice`],
+    /// [`Error::KernelTimeout`], or the CUDA error of a failed driver call.
+    pub fn build(self) -> Result<Runtime> {
+        let plan = self.plan()?;
+        if let Image::Embedded = self.image {
+            crate::cuda::kernel::image()?;
+        }
+        let ctx = driver::open(self.device)?;
+        let h2d = MappedBuffer::new(&ctx, plan.h2d_len)?;
+        let d2h = MappedBuffer::new(&ctx, plan.d2h_len)?;
+        let (spin, sleep) = match self.idle {
+            IdlePolicy::Spin => (0, 0),
+            IdlePolicy::Backoff { spin, max_sleep } => (spin.as_nanos(), max_sleep.as_nanos()),
+        };
+        // Both fit (checked by `validate`).
+        let params = plan.params(
+            h2d.device_addr(0),
+            d2h.device_addr(0),
+            spin as u32,
+            sleep as u32,
+        );
+        let words = [h2d.words(0, plan.h2d_len), d2h.words(0, plan.d2h_len)];
+        let mut kernel = Kernel::from_image(&ctx, &self.image, &self.kernel, true, vec![h2d, d2h])?;
+        let mut ops = std::mem::take(&mut kernel.ops);
+        if let Image::Caller(_) = self.image {
+            ops = ops.refusing_unlisted();
+        }
+        if let Image::Embedded = self.image {
+            for sig in crate::ops::builtin::signatures() {
+                ops.check(&sig)?;
+            }
+        }
+        for sig in &self.ops {
+            ops.check(sig)?;
+        }
+        // A worker's pollers share a block (and its claim counter); both
+        // counts are powers of two, so blocks are full.
+        let pollers = plan.all_pollers();
+        let warps = pollers.min(MAX_WARPS_PER_BLOCK);
+        let cfg = LaunchConfig {
+            grid_dim: ((pollers / warps) as u32, 1, 1),
+            block_dim: (warps as u32 * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // Every block must be resident at once, or the workers that are not
+        // wait for ones that never end: refuse what cannot be.
+        let resident = kernel.max_resident_blocks(cfg.block_dim.0)?;
+        if (cfg.grid_dim.0 as usize) > resident {
+            return Err(Error::InvalidConfig(format!(
+                "{} workers of {} pollers need {} blocks of {} warps resident at once; device {} \
+                 holds at most {resident} such blocks of this kernel ({} warps): use fewer \
+                 workers or pollers",
+                plan.workers,
+                plan.pollers,
+                cfg.grid_dim.0,
+                warps,
+                self.device,
+                resident * warps,
+            )));
+        }
+        let shared = Shared::new(&self, &plan, words, ops, Engine::Cuda(kernel));
+        let kernel = shared.engine.cuda().expect("built on the CUDA engine");
+        // SAFETY: the kernel takes one `pkq_params` by value (checked at
+        // load for a caller's module, in layout.rs for pkq's own); its
+        // addresses point into the kernel's own mapped memory, which it
+        // holds for as long as it may run (see `Kernel`).
+        unsafe {
+            kernel.launch(cfg, |b| {
+                b.arg(&params);
+            })?
+        };
+        let rt = Runtime { shared };
+        // A timeout too long to add to now has no deadline.
+        rt.shared
+            .await_workers(Instant::now().checked_add(self.start_timeout))?;
+        Ok(rt)
+    }
+
+    /// The memory plan of these settings, once they are checked.
+    fn plan(&self) -> Result<Plan> {
+        let geo = self.validate()?;
+        Ok(Plan::new(
+            geo,
+            self.rings,
+            self.workers,
+            self.pollers as usize,
+            self.start_seq,
+        ))
+    }
+
+    /// As [`Builder::build`], served by the software device
+    /// (`proto::soft`) over heap memory: a thread per poller if `threads`,
+    /// else only when a test steps it (loom). Its op table lists the
+    /// built-in ops.
+    #[cfg(test)]
+    pub(crate) fn build_soft(self, threads: bool) -> Result<Runtime> {
+        use crate::proto::words::Words;
+        let plan = self.plan()?;
+        let words = [Words::heap(plan.h2d_len), Words::heap(plan.d2h_len)];
+        let device = crate::proto::soft::SoftDevice::new(plan, words[0].clone(), words[1].clone());
+        let ops = crate::ops::typed::OpTable::of(&crate::ops::builtin::signatures());
+        // The queues write every slot's first tags: the device starts after.
+        let shared = Shared::new(&self, &plan, words, ops, Engine::Soft(device.clone()));
+        #[cfg(not(loom))]
+        if threads {
+            device.start_threads();
+        }
+        #[cfg(loom)]
+        assert!(!threads, "loom models step the software device themselves");
+        let rt = Runtime { shared };
+        rt.shared
+            .await_workers(Instant::now().checked_add(self.start_timeout))?;
+        Ok(rt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builder_validation_needs_no_driver() {
+        let bad = |b: Builder| matches!(b.validate(), Err(Error::InvalidConfig(_)));
+        assert!(bad(Runtime::builder().capacity(0)));
+        assert!(bad(Runtime::builder().capacity(100)));
+        assert!(bad(Runtime::builder().capacity(1 << 21)));
+        assert!(bad(Runtime::builder().workers(0)));
+        assert!(bad(Runtime::builder().workers(3)));
+        assert!(bad(Runtime::builder().capacity(4).workers(8)));
+        assert!(bad(Runtime::builder().capacity(1 << 20).workers(2048)));
+        assert!(bad(Runtime::builder().rings(0)));
+        assert!(bad(Runtime::builder().workers(8).rings(3)));
+        assert!(bad(Runtime::builder().workers(4).rings(8)));
+        assert!(bad(Runtime::builder().capacity(4).workers(16).rings(2)));
+        assert!(bad(Runtime::builder().pollers(0)));
+        assert!(bad(Runtime::builder().pollers(3)));
+        assert!(bad(Runtime::builder().pollers(16)));
+        let backoff = |spin, max_sleep| IdlePolicy::Backoff { spin, max_sleep };
+        assert!(bad(
+            Runtime::builder().idle(backoff(Duration::ZERO, Duration::ZERO))
+        ));
+        assert!(bad(
+            Runtime::builder().idle(backoff(Duration::ZERO, Duration::from_millis(2)))
+        ));
+        assert!(bad(Runtime::builder().idle(backoff(
+            Duration::from_secs(5),
+            Duration::from_micros(10)
+        ))));
+        assert!(Runtime::builder().pollers(2).validate().is_ok());
+        assert!(Runtime::builder().pollers(8).validate().is_ok());
+        assert!(
+            Runtime::builder()
+                .idle(backoff(
+                    Duration::from_micros(100),
+                    Duration::from_micros(20)
+                ))
+                .validate()
+                .is_ok()
+        );
+        assert!(Runtime::builder().validate().is_ok());
+        assert!(Runtime::builder().capacity(1).workers(1).validate().is_ok());
+        assert!(
+            Runtime::builder()
+                .capacity(4)
+                .workers(16)
+                .rings(4)
+                .validate()
+                .is_ok()
+        );
+        assert!(Runtime::builder().workers(4).rings(4).validate().is_ok());
+    }
+}

@@ -1,0 +1,59 @@
+//! What serves a runtime's rings: the resident CUDA kernel, or (in the
+//! tests) the software device, which plays the kernel's part over heap
+//! memory so that loom and Miri run the real runtime, tickets and batches.
+
+use std::time::Instant;
+
+use crate::cuda::kernel::{Kernel, KernelState};
+use crate::error::Result;
+
+/// The device side of a runtime.
+pub(crate) enum Engine {
+    Cuda(Kernel),
+    #[cfg(test)]
+    Soft(std::sync::Arc<crate::proto::soft::SoftDevice>),
+}
+
+impl Engine {
+    /// Whether it still serves (never blocks).
+    pub(crate) fn state(&self) -> KernelState {
+        match self {
+            Self::Cuda(k) => k.state(),
+            #[cfg(test)]
+            Self::Soft(d) if d.finished() => KernelState::Finished,
+            #[cfg(test)]
+            Self::Soft(_) => KernelState::Running,
+        }
+    }
+
+    /// Waits until it has ended (normally or by a fault), or `deadline`
+    /// (none: no limit).
+    pub(crate) fn wait_finished(&self, deadline: Option<Instant>) -> Result<()> {
+        match self {
+            Self::Cuda(k) => k.wait_finished(deadline),
+            #[cfg(test)]
+            Self::Soft(d) => {
+                d.wait_stopped();
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether it may still run (launched and not yet seen to end).
+    pub(crate) fn is_live(&self) -> bool {
+        match self {
+            Self::Cuda(k) => k.is_live(),
+            #[cfg(test)]
+            Self::Soft(d) => !d.finished(),
+        }
+    }
+
+    /// The CUDA kernel, if this is one.
+    pub(crate) fn cuda(&self) -> Option<&Kernel> {
+        match self {
+            Self::Cuda(k) => Some(k),
+            #[cfg(test)]
+            Self::Soft(_) => None,
+        }
+    }
+}

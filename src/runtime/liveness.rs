@@ -1,0 +1,113 @@
+//! Liveness: the shared schedule of probes of the kernel, and the
+//! heartbeats that tell a stalled worker.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The shared schedule of liveness probes: at most one waiter asks the
+/// driver at a time, once per interval; the others go on polling.
+pub(crate) struct Liveness {
+    pub(crate) epoch: Instant,
+    pub(crate) every: Duration,
+    /// Nanoseconds after `epoch` when the next probe is due.
+    pub(crate) next_ns: AtomicU64,
+    pub(crate) busy: AtomicBool,
+    /// Nanoseconds after `epoch` since the stream could not be queried (0: it could).
+    pub(crate) unknown_since_ns: AtomicU64,
+    /// A worker one of whose pollers' heartbeat stayed the same this long
+    /// is stalled (its pollers beat while idle and while waiting their turn,
+    /// never while running a task).
+    pub(crate) stall_after: Duration,
+    /// Per poller: the heartbeat word as the last probe read it, and when
+    /// (ns after `epoch`) a probe first saw that value. Written only by the
+    /// probing thread (`busy`), read by any waiter.
+    pub(crate) beat_seen: Box<[AtomicU64]>,
+    pub(crate) beat_since_ns: Box<[AtomicU64]>,
+    /// When (ns after `epoch`) the last probe finished reading the
+    /// heartbeats: silences are measured up to it, never up to "now", so a
+    /// waiter that finds another thread probing (or no probe for a long
+    /// while) cannot mistake the time since the last probe for silence.
+    /// Stored with release after the per-poller words, loaded with acquire
+    /// before them.
+    pub(crate) probed_ns: AtomicU64,
+}
+
+impl Liveness {
+    pub(crate) fn new(every: Duration, stall_after: Duration, pollers: usize) -> Self {
+        let zeros = || (0..pollers).map(|_| AtomicU64::new(0)).collect();
+        Self {
+            epoch: Instant::now(),
+            every,
+            next_ns: AtomicU64::new(0),
+            busy: AtomicBool::new(false),
+            unknown_since_ns: AtomicU64::new(0),
+            stall_after,
+            beat_seen: zeros(),
+            beat_since_ns: zeros(),
+            probed_ns: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn ns(&self, t: Instant) -> u64 {
+        (t - self.epoch).as_nanos() as u64 + 1
+    }
+
+    /// Notes the heartbeat words `beat(p)` read at `t` (ns after `epoch`):
+    /// when each was first seen with its value. Only the probing thread
+    /// (`busy`) calls this.
+    pub(crate) fn record_beats(&self, t: u64, beat: impl Fn(usize) -> u64) {
+        for p in 0..self.beat_seen.len() {
+            let v = beat(p);
+            if v != self.beat_seen[p].load(Ordering::Relaxed)
+                || self.beat_since_ns[p].load(Ordering::Relaxed) == 0
+            {
+                self.beat_seen[p].store(v, Ordering::Relaxed);
+                self.beat_since_ns[p].store(t, Ordering::Relaxed);
+            }
+        }
+        self.probed_ns.store(t, Ordering::Release);
+    }
+
+    /// How long the most silent poller in `pollers` had shown the same
+    /// heartbeat as of the last probe (zero before the first): a worker runs
+    /// one task at a time, and only the poller running it stops beating.
+    pub(crate) fn silence(&self, pollers: std::ops::Range<usize>) -> Duration {
+        let probed = self.probed_ns.load(Ordering::Acquire);
+        pollers
+            .map(|p| match self.beat_since_ns[p].load(Ordering::Relaxed) {
+                0 => Duration::ZERO,
+                since => Duration::from_nanos(probed.saturating_sub(since)),
+            })
+            .max()
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The soak's false stalls (examples/soak, 61f463d): a waiter that found
+    /// another thread probing measured silence up to "now" from heartbeats
+    /// a probe had read minutes before. Silence ends at the last probe.
+    #[test]
+    fn silence_is_measured_up_to_the_last_probe() {
+        let l = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 2);
+        assert_eq!(l.silence(0..2), Duration::ZERO);
+        let ms = 1_000_000;
+        l.record_beats(5 * ms, |p| [100, 200][p]);
+        // No probe for a long while: nothing looks silent.
+        assert_eq!(l.silence(0..2), Duration::ZERO);
+        // Both beat by the next probe; by the one after, only poller 0.
+        l.record_beats(200_000 * ms, |p| [101, 201][p]);
+        l.record_beats(200_500 * ms, |p| [102, 201][p]);
+        assert_eq!(l.silence(0..1), Duration::ZERO);
+        assert_eq!(l.silence(1..2), Duration::from_millis(500));
+        // A worker is as silent as its most silent poller.
+        assert_eq!(l.silence(0..2), Duration::from_millis(500));
+        // Silence runs from the probe that first saw a value to the latest.
+        l.record_beats(202_000 * ms, |p| [102, 201][p]);
+        assert_eq!(l.silence(0..1), Duration::from_millis(1500));
+        assert_eq!(l.silence(0..2), Duration::from_millis(2000));
+    }
+}

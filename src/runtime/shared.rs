@@ -1,0 +1,404 @@
+//! What a runtime and its tickets share: the rings, the control and state
+//! words, the latched fault, liveness probes and stall checks, waiting, and
+//! stopping (shutdown's drain and cancel).
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::Backoff;
+
+use crate::cuda::driver;
+use crate::cuda::kernel::KernelState;
+use crate::error::{Error, Result};
+use crate::ops::typed::OpTable;
+use crate::proto::layout::{
+    CTRL_BYTES, CTRL_STOP, STATE_BITS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
+};
+use crate::proto::plan::Plan;
+use crate::proto::queue::{Queue, Refusal};
+use crate::proto::words::Words;
+use crate::runtime::LIVE;
+use crate::runtime::builder::Builder;
+use crate::runtime::engine::Engine;
+use crate::runtime::liveness::Liveness;
+
+/// How long a waiter spins before it starts yielding the CPU.
+const SPIN_FOR: Duration = Duration::from_micros(200);
+/// How long the kernel's stream may stay unqueryable before waiters give up.
+const UNKNOWN_FOR: Duration = Duration::from_millis(200);
+/// Polls between two looks at the clock.
+const POLLS_PER_CHECK: u32 = 64;
+/// `Shared::stopping`: a shutdown (drain first) began.
+const DRAIN: u8 = 1;
+/// `Shared::stopping`: a cancel began.
+const CANCEL: u8 = 2;
+
+/// What a wait watches for silence (see [`Error::Stalled`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Watch {
+    Nothing,
+    Worker(usize),
+    AnyWorker,
+}
+
+/// What the runtime and its tickets share.
+pub(crate) struct Shared {
+    /// One per ring.
+    pub(crate) queues: Box<[Queue]>,
+    /// Host-written control line (the stop word; see pkq_layout.h).
+    pub(crate) ctrl: Words,
+    /// Device-written worker state words (see pkq_layout.h).
+    pub(crate) states: Words,
+    /// Device-written heartbeat words, one per poller (see pkq_layout.h).
+    pub(crate) beats: Words,
+    /// The kernel's op table (which ops it serves, with what arguments).
+    pub(crate) ops: OpTable,
+    /// Every ring's first sequence number (see `RingPtr::worker_of`).
+    pub(crate) start_seq: u64,
+    /// Why the kernel no longer serves, once known (a fault, or the end
+    /// of a shutdown); every later wait reports it.
+    fault: OnceLock<Error>,
+    liveness: Liveness,
+    /// The outcome of shutdown, once it ran.
+    stopped: Mutex<Option<Result<()>>>,
+    stop_timeout: Duration,
+    pub(crate) device: usize,
+    pub(crate) workers: usize,
+    /// Each ring's workers less one (a power of two less one).
+    pub(crate) ring_worker_mask: u64,
+    /// Orphan shares: 1 (the runtime's own) until the runtime is dropped,
+    /// then one more per task whose ticket or batch outlived it
+    /// (`Queue::orphan`); the last given back frees this memory.
+    pub(crate) orphans: crate::proto::sync::AtomicU64,
+    /// What stop began, if any (`DRAIN`, `CANCEL`; 0: none yet).
+    stopping: AtomicU8,
+    /// The device side: the CUDA kernel, or the software device.
+    pub(crate) engine: Engine,
+}
+
+impl Shared {
+    /// The state of a runtime laid out by `plan` over `h2d` and `d2h`,
+    /// served by `engine`, with `b`'s settings; counted in `live_runtimes`.
+    pub(crate) fn new(
+        b: &Builder,
+        plan: &Plan,
+        [h2d, d2h]: [Words; 2],
+        ops: OpTable,
+        engine: Engine,
+    ) -> Arc<Self> {
+        let [ctrl, states, beats] = plan.control(&h2d, &d2h);
+        let shared = Arc::new(Shared {
+            queues: plan.queues(&h2d, &d2h),
+            ctrl,
+            states,
+            beats,
+            ops,
+            fault: OnceLock::new(),
+            liveness: Liveness::new(b.probe_every, b.stall_after, plan.all_pollers()),
+            start_seq: plan.start_seq,
+            stopped: Mutex::new(None),
+            stop_timeout: b.stop_timeout,
+            device: b.device,
+            workers: plan.workers,
+            ring_worker_mask: (plan.workers / plan.rings) as u64 - 1,
+            orphans: crate::proto::sync::AtomicU64::new(1),
+            stopping: AtomicU8::new(0),
+            engine,
+        });
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        shared
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Shared {
+    /// Whether shutdown began (every ring closes at once).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.queues[0].is_closed()
+    }
+
+    /// [`Shared::check`] as a submit reports it: after shutdown the latched
+    /// reason is "shut down", so say [`Error::Closed`].
+    #[inline]
+    pub(crate) fn check_open(&self) -> Result<()> {
+        self.check()
+            .map_err(|e| if self.is_closed() { Error::Closed } else { e })
+    }
+
+    /// Reserves with `try_once` (one slot, or a batch's run); while the ring
+    /// is full, waits for room if `wait`, else returns [`Error::Full`].
+    #[inline]
+    pub(crate) fn reserve(
+        &self,
+        wait: bool,
+        try_once: impl Fn() -> std::result::Result<u64, Refusal>,
+    ) -> Result<u64> {
+        match try_once() {
+            Ok(seq) => Ok(seq),
+            Err(Refusal::Full) if wait => {
+                self.wait_for(None, Watch::AnyWorker, || match try_once() {
+                    Ok(seq) => Some(Ok(seq)),
+                    Err(Refusal::Closed) => Some(Err(Error::Closed)),
+                    Err(Refusal::Full) => None,
+                })?
+            }
+            Err(r) => Err(r.into()),
+        }
+    }
+
+    /// Poller `w`'s state, without its position or phase.
+    fn state(&self, w: usize) -> u64 {
+        self.states.at(w).load(Ordering::Acquire) & ((1 << STATE_BITS) - 1)
+    }
+
+    /// The latched fault, if any.
+    #[inline]
+    pub(crate) fn check(&self) -> Result<()> {
+        match self.fault.get() {
+            None => Ok(()),
+            Some(e) => Err(e.clone()),
+        }
+    }
+
+    /// Sets every worker's stop word: a release store each (the release
+    /// orders nothing the device relies on: the word alone is the message),
+    /// which the worker reads with one of its next slot polls.
+    fn tell_stop(&self) {
+        for w in 0..self.workers {
+            self.ctrl
+                .at(w * CTRL_BYTES / 8 + CTRL_STOP)
+                .store(STOP_VALUE, Ordering::Release);
+        }
+    }
+
+    /// What a kernel seen to have exited means for the tasks still
+    /// pending: the cancel that stopped it ([`Error::Cancelled`], whoever
+    /// sees the exit first: a probe or the cancel itself), a shutdown whose
+    /// drain gave up, or an exit nobody asked for.
+    fn exited(&self) -> Error {
+        match self.stopping.load(Ordering::SeqCst) {
+            CANCEL => Error::Cancelled,
+            DRAIN => {
+                Error::KernelStopped("the runtime was shut down before the task completed".into())
+            }
+            _ => Error::KernelStopped("it exited unexpectedly".into()),
+        }
+    }
+
+    /// Latches `e` as why the runtime no longer serves, and tells the kernel
+    /// to stop: after a fault is reported, no task starts (a waiter that
+    /// gave up must not find its task running later).
+    fn fail(&self, e: Error) -> Error {
+        let _ = self.fault.set(e);
+        self.tell_stop();
+        self.fault.get().cloned().unwrap()
+    }
+
+    /// Probes liveness if a probe is due and no other thread is probing.
+    pub(crate) fn probe_if_due(&self, now: Instant) -> Result<()> {
+        let t = self.liveness.ns(now);
+        if t < self.liveness.next_ns.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        self.probe_unless_busy(now).unwrap_or(Ok(()))
+    }
+
+    /// Probes now, and schedules the next probe one interval later, unless
+    /// another thread is probing (then `None`).
+    fn probe_unless_busy(&self, now: Instant) -> Option<Result<()>> {
+        if self.liveness.busy.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        let outcome = self.probe(now);
+        let every = self.liveness.every.as_nanos() as u64;
+        self.liveness
+            .next_ns
+            .store(self.liveness.ns(now) + every, Ordering::Relaxed);
+        self.liveness.busy.store(false, Ordering::Release);
+        Some(outcome)
+    }
+
+    /// Asks whether the kernel still serves (a stream query and a look at
+    /// the worker state words); latches what ended it.
+    fn probe(&self, now: Instant) -> Result<()> {
+        self.check()?;
+        let state = self.engine.state();
+        if !matches!(state, KernelState::Unknown(..)) {
+            self.liveness.unknown_since_ns.store(0, Ordering::Relaxed);
+        }
+        match state {
+            KernelState::Running => {
+                // Stamped after the stream query, which may have waited.
+                self.read_heartbeats(self.liveness.ns(Instant::now()));
+                for w in 0..self.states.len() {
+                    if self.state(w) == WORKER_BAD_TAG {
+                        return Err(self.fail(Error::KernelStopped(format!(
+                            "poller warp {w} found a slot with a corrupt tag and stopped"
+                        ))));
+                    }
+                }
+                Ok(())
+            }
+            KernelState::Finished => Err(self.fail(self.exited())),
+            KernelState::Faulted(e) => Err(self.fail(Error::DeviceFault(driver::error_name(e)))),
+            KernelState::Unknown(call, e) => {
+                let t = self.liveness.ns(now);
+                let since = match self.liveness.unknown_since_ns.load(Ordering::Relaxed) {
+                    0 => {
+                        self.liveness.unknown_since_ns.store(t, Ordering::Relaxed);
+                        t
+                    }
+                    since => since,
+                };
+                if Duration::from_nanos(t - since) < UNKNOWN_FOR {
+                    return Ok(());
+                }
+                Err(self.fail(Error::KernelStopped(format!(
+                    "its stream could not be queried for {UNKNOWN_FOR:?} ({call}: {})",
+                    driver::error_name(e)
+                ))))
+            }
+        }
+    }
+
+    /// Reads every heartbeat word and notes when each was first seen with
+    /// its current value (only the probing thread calls this).
+    fn read_heartbeats(&self, t: u64) {
+        self.liveness
+            .record_beats(t, |p| self.beats.at(p).load(Ordering::Acquire));
+    }
+
+    /// How long every poller of worker `w` had shown the same heartbeat, as
+    /// of the last probe.
+    fn silence(&self, w: usize) -> Duration {
+        let per = self.beats.len() / self.workers;
+        self.liveness.silence(w * per..(w + 1) * per)
+    }
+
+    /// [`Error::Stalled`] if a watched worker has been silent past the bound.
+    fn check_stall(&self, watch: Watch) -> Result<()> {
+        let workers = match watch {
+            Watch::Nothing => return Ok(()),
+            Watch::Worker(w) => w..w + 1,
+            Watch::AnyWorker => 0..self.workers,
+        };
+        for worker in workers {
+            let silent = self.silence(worker);
+            if silent > self.liveness.stall_after {
+                return Err(Error::Stalled { worker, silent });
+            }
+        }
+        Ok(())
+    }
+
+    /// Probes now (unless another thread is probing) and reports the first
+    /// problem: a latched fault or stop, or a stalled worker.
+    pub(crate) fn health(&self) -> Result<()> {
+        let now = Instant::now();
+        self.probe_unless_busy(now).unwrap_or(Ok(()))?;
+        self.check()?;
+        self.check_stall(Watch::AnyWorker)
+    }
+
+    /// Polls `ready` until it yields, spinning first and then yielding the
+    /// CPU, with a liveness probe every millisecond; `Timeout` at `deadline`,
+    /// [`Error::Stalled`] if what `watch` names goes silent.
+    pub(crate) fn wait_for<T>(
+        &self,
+        deadline: Option<Instant>,
+        watch: Watch,
+        mut ready: impl FnMut() -> Option<T>,
+    ) -> Result<T> {
+        // The clock is first read after a round of polls: a round trip that
+        // ends within it never pays for a clock read.
+        let mut start = None;
+        let backoff = Backoff::new();
+        loop {
+            for _ in 0..POLLS_PER_CHECK {
+                if let Some(v) = ready() {
+                    return Ok(v);
+                }
+                std::hint::spin_loop();
+            }
+            self.check()?;
+            let now = Instant::now();
+            let start = *start.get_or_insert(now);
+            // Probes begin after one interval of waiting: a healthy round
+            // trip never pays for one.
+            if now - start >= self.liveness.every {
+                self.probe_if_due(now)?;
+                self.check_stall(watch)?;
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(Error::Timeout);
+            }
+            if now - start >= SPIN_FOR {
+                backoff.snooze();
+            }
+        }
+    }
+
+    /// Waits until every poller reported in, or `deadline` (none: no limit).
+    pub(crate) fn await_workers(&self, deadline: Option<Instant>) -> Result<()> {
+        loop {
+            let running = (0..self.states.len()).all(|w| self.state(w) == WORKER_RUNNING);
+            if running {
+                return Ok(());
+            }
+            self.probe(Instant::now())?;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                let _ = self.stop(false);
+                return Err(Error::KernelTimeout(
+                    "start in time (not all workers reported in)",
+                ));
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    /// Close, drain (if `drain`), stop the kernel, wait for it; without the
+    /// drain, latch [`Error::Cancelled`] for the tasks left. Runs once; later
+    /// calls return the first outcome.
+    pub(crate) fn stop(&self, drain: bool) -> Result<()> {
+        let mut stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(outcome) = &*stopped {
+            return outcome.clone();
+        }
+        // Said before anything closes: a probe that then sees the kernel
+        // gone reports what this stop means (`exited`).
+        self.stopping
+            .store(if drain { DRAIN } else { CANCEL }, Ordering::SeqCst);
+        let ends: Vec<u64> = self.queues.iter().map(Queue::close).collect();
+        // A timeout too long to add to now has no deadline.
+        let drained = if drain {
+            let deadline = Instant::now().checked_add(self.stop_timeout);
+            self.wait_for(deadline, Watch::Nothing, || {
+                let mut rings = self.queues.iter().zip(&ends);
+                rings.all(|(q, &end)| q.incomplete(end) == 0).then_some(())
+            })
+        } else {
+            Ok(())
+        };
+        self.tell_stop();
+        let exited = self
+            .engine
+            .wait_finished(Instant::now().checked_add(self.stop_timeout));
+        if !drain && exited.is_ok() {
+            // No completion can come any more: pending tickets resolve.
+            self.fail(Error::Cancelled);
+        }
+        let outcome = match (drained, exited) {
+            (Ok(()), Ok(())) => Ok(()),
+            // The drain ended because the kernel already stopped: report why.
+            (Err(e), _) | (Ok(()), Err(e)) => Err(e),
+        };
+        *stopped = Some(outcome.clone());
+        outcome
+    }
+}

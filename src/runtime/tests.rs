@@ -1,0 +1,219 @@
+//! The runtime's lifecycle against the software device (`proto::soft`): the
+//! real `Runtime`, `Ticket` and `Batch`, on any machine, and under Miri.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::ops::op::Op;
+use crate::runtime::{Builder, Runtime, Shared};
+
+/// A runtime on the software device, a thread per poller.
+fn soft(b: Builder) -> Runtime {
+    b.build_soft(true).expect("the software device starts")
+}
+
+/// Whether the runtime's memory was freed (its `Shared` dropped).
+fn freed(w: &Weak<Shared>) -> bool {
+    w.strong_count() == 0
+}
+
+#[test]
+fn a_batch_outliving_its_runtime_never_touches_it() {
+    let rt = soft(Runtime::builder().capacity(4).workers(1));
+    let mut taken = rt.submit_batch(Op::ECHO, &[[1u64], [2]]).unwrap();
+    while taken.poll().unwrap() < 2 {
+        std::thread::yield_now();
+    }
+    let empty = rt.submit_batch(Op::ECHO, &[] as &[[u64; 1]]).unwrap();
+    let memory = Arc::downgrade(&rt.shared);
+    drop(rt);
+    // No task left to any handle: the memory is gone, and the batches must
+    // not read it (Miri reports the use after free if they do).
+    assert!(freed(&memory));
+    let values: Vec<u64> = taken
+        .wait()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.unwrap().value)
+        .collect();
+    assert_eq!(values, [1, 2]);
+    assert!(empty.wait().unwrap().is_empty());
+}
+
+#[test]
+fn the_last_share_frees_through_the_arc_pointer() {
+    let rt = soft(Runtime::builder().capacity(4).workers(1));
+    let ticket = rt.submit(Op::ECHO, &[5u64]).unwrap();
+    let batch = rt.submit_packed(Op::ECHO, &[6u64, 7]).unwrap();
+    let memory = Arc::downgrade(&rt.shared);
+    // The drop drains both tasks, then hands each holder a share: the
+    // memory lives on for them.
+    drop(rt);
+    assert!(!freed(&memory));
+    assert_eq!(ticket.wait().unwrap().value, 5);
+    assert!(!freed(&memory));
+    // The last share given back rebuilds the `Arc` from the handle's
+    // pointer to drop it (Miri checks the pointer may do that).
+    let results = batch.wait().unwrap();
+    assert_eq!(results[1].as_ref().unwrap().value, 7);
+    assert!(freed(&memory));
+}
+
+#[test]
+fn huge_durations_never_panic() {
+    let rt = soft(
+        Runtime::builder()
+            .capacity(4)
+            .workers(1)
+            .start_timeout(Duration::MAX)
+            .stop_timeout(Duration::MAX),
+    );
+    let mut t = rt.submit(Op::ECHO, &[3u64]).unwrap();
+    assert_eq!(t.wait_timeout(Duration::MAX).unwrap().value, 3);
+    // Once more, on the completed ticket.
+    assert_eq!(t.wait_timeout(Duration::MAX).unwrap().value, 3);
+    rt.cancel().unwrap();
+    rt.shutdown().unwrap();
+    let rt = soft(Runtime::builder().stop_timeout(Duration::MAX));
+    rt.shutdown().unwrap();
+}
+
+#[test]
+fn submits_after_close_are_closed() {
+    for cancel in [false, true] {
+        let rt = soft(Runtime::builder().capacity(4).workers(1));
+        if cancel {
+            rt.cancel().unwrap();
+        } else {
+            rt.shutdown().unwrap();
+        }
+        let none: &[u64] = &[];
+        assert!(matches!(
+            rt.submit_batch(Op::ECHO, none),
+            Err(Error::Closed)
+        ));
+        assert!(matches!(
+            rt.submit_packed(Op::ECHO, none),
+            Err(Error::Closed)
+        ));
+        assert!(matches!(
+            rt.submit_batch(Op::ECHO, &[1u64]),
+            Err(Error::Closed)
+        ));
+        assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
+        assert!(matches!(rt.try_submit(Op::NOP, &()), Err(Error::Closed)));
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "many runtimes, each with threads: minutes under Miri")]
+fn cancel_wins_over_the_liveness_probe() {
+    // A supervisor probing health while a cancel stops the kernel: whoever
+    // sees the kernel gone first, pending tasks report the cancel.
+    for round in 0..200 {
+        let rt = Arc::new(soft(
+            Runtime::builder()
+                .capacity(16)
+                .workers(1)
+                .probe_interval(Duration::from_micros(1)),
+        ));
+        let tickets: Vec<_> = (0..8)
+            .map(|_| rt.submit(Op::SPIN, &200_000u64).unwrap())
+            .collect();
+        let done = Arc::new(AtomicBool::new(false));
+        let prober = {
+            let (rt, done) = (rt.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    let _ = rt.health();
+                }
+            })
+        };
+        rt.cancel().unwrap();
+        done.store(true, Ordering::Relaxed);
+        prober.join().unwrap();
+        for t in tickets {
+            match t.wait() {
+                Ok(_) | Err(Error::Cancelled) => {}
+                Err(e) => panic!("round {round}: a cancelled task reported {e}"),
+            }
+        }
+        assert!(matches!(rt.health(), Err(Error::Cancelled)));
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "waits out a stall bound of real time")]
+fn a_long_task_stalls_its_worker_whatever_its_pollers() {
+    // A worker runs its tasks one after another, whatever its pollers: a
+    // long task holds up the one behind it, and both waiters learn of the
+    // stall, though the worker's other pollers keep beating.
+    let bound = Duration::from_millis(20);
+    let rt = soft(
+        Runtime::builder()
+            .capacity(8)
+            .workers(1)
+            .pollers(4)
+            .stall_after(bound),
+    );
+    let mut long = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
+    let mut behind = rt.submit(Op::ECHO, &[9u64]).unwrap();
+    for t in [&mut long, &mut behind] {
+        match t.wait_timeout(Duration::from_millis(250)) {
+            Err(Error::Stalled { worker: 0, silent }) => assert!(silent > bound),
+            other => panic!("expected Stalled on worker 0, got {other:?}"),
+        }
+    }
+    // Each wait reports the stall again until the long task is done; the
+    // tickets stay valid.
+    for (t, want) in [(&mut long, 300_000_000), (&mut behind, 9)] {
+        let value = loop {
+            match t.wait_timeout(Duration::from_secs(5)) {
+                Ok(c) => break c.value,
+                Err(Error::Stalled { worker: 0, .. }) => std::thread::sleep(bound),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(value, want);
+    }
+    rt.shutdown().unwrap();
+}
+
+#[test]
+fn every_task_once_through_the_real_runtime() {
+    // Several producers, every submit path, against the software device's
+    // multi-poller workers: every result arrives, once.
+    let n = if cfg!(miri) { 40 } else { 4000 };
+    let rt = soft(Runtime::builder().capacity(16).workers(2).pollers(2));
+    std::thread::scope(|s| {
+        for p in 0..3u64 {
+            let rt = &rt;
+            s.spawn(move || {
+                for i in 0..n {
+                    let id = p << 32 | i;
+                    match i % 3 {
+                        0 => assert_eq!(
+                            rt.submit(Op::ECHO, &[id]).unwrap().wait().unwrap().value,
+                            id
+                        ),
+                        1 => {
+                            let args = [[id], [id + 1]];
+                            let r = rt.submit_batch(Op::ECHO, &args).unwrap().wait().unwrap();
+                            assert_eq!(r[1].as_ref().unwrap().value, id + 1);
+                        }
+                        _ => {
+                            let args: Vec<u64> = (0..40).map(|k| id + k).collect();
+                            let r = rt.submit_packed(Op::ECHO, &args).unwrap().wait().unwrap();
+                            for (a, r) in args.iter().zip(&r) {
+                                assert_eq!(r.as_ref().unwrap().value, *a);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    rt.shutdown().unwrap();
+}
