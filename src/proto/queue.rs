@@ -29,9 +29,8 @@
 //!   results are read after the completion and before the turn's
 //!   compare-and-swap frees the slot (`Queue::completed`), and a completion
 //!   moved to `overflow` takes its results along.
-//! * Orphans: tickets and batches count no reference to the runtime (two
-//!   locked instructions a task cost four producers 12-36% of their rate:
-//!   benches/NOTES.md, eighth session). When the runtime is dropped,
+//! * Orphans: tickets and batches count no reference to the runtime (a
+//!   count costs two locked instructions a task; benches/NOTES.md). When the runtime is dropped,
 //!   [`Queue::orphan`] moves every task whose ticket or batch still lives
 //!   into `overflow` (as a producer would, with `None` for a task that will
 //!   never complete) and counts one share per entry there into the
@@ -348,7 +347,7 @@ impl Queue {
     /// written alongside its slots from now on, initialized as they are:
     /// with several poller warps per worker, each polls a copy of its own,
     /// so that their reads are independent (reads of one line are served
-    /// one after another; benches/NOTES.md, tenth session).
+    /// one after another; benches/NOTES.md).
     pub(crate) fn with_copies(mut self, copies: Box<[Words]>) -> Self {
         for copy in &copies {
             assert_eq!(copy.len(), self.sq.len());
@@ -404,11 +403,7 @@ impl Queue {
     /// way before the next single submit writes it: the locked instruction
     /// that follows those stores then waits for little. A hint only: it
     /// changes no memory.
-    /// Measured on an H100 (benches/NOTES.md, eighth session): one thread
-    /// submitting one task at a time 4.8-5.6 -> 6.8-7.6 M tasks/s, four
-    /// threads on four rings 20-26 -> 32-36 M/s, round trip unchanged;
-    /// prefetching the copies too (tenth session): four pollers' submit
-    /// call 211 / 230 -> 190 / 208 ns, round trip -0.08 µs.
+    /// Its gain for producers is measured in benches/NOTES.md.
     #[inline(always)]
     pub(crate) fn prefetch_next(&self, seq: u64) {
         self.prefetch(seq_add(seq, 1), 2);
@@ -420,9 +415,7 @@ impl Queue {
     /// the device's polls of that very slot make necessary again and again
     /// (with one worker the slot's lines are polled from the moment the
     /// previous task completes, so `prefetch_next`'s hint is undone by the
-    /// time they are written). Measured on an H100 (benches/NOTES.md,
-    /// eleventh session): with eight pollers, dispatch -30 ns and round
-    /// trip -30 ns (nine of ten same-call pairs).
+    /// time they are written; its gain is measured in benches/NOTES.md).
     #[inline(always)]
     pub(crate) fn prefetch_reservation(&self) {
         // The tail's load is a hint's input: not under loom, whose models

@@ -26,6 +26,7 @@ pub type TaskResult = std::result::Result<Completion, TaskStatus>;
 /// Reap them together ([`Batch::wait`]) or as they come ([`Batch::poll`],
 /// then [`Batch::results`]). Like a [`Ticket`](crate::Ticket), a batch may
 /// be dropped unread (its slots are reclaimed) and may outlive its runtime.
+#[must_use = "a batch is the only way to its tasks' results (dropping it lets them run unobserved)"]
 pub struct Batch {
     ring: RingPtr,
     op: Op,

@@ -42,6 +42,7 @@ pub enum IdlePolicy {
 
 /// Configures and starts a [`Runtime`].
 #[derive(Clone, Debug)]
+#[must_use = "a builder starts nothing until `build` is called"]
 pub struct Builder {
     pub(crate) device: usize,
     pub(crate) capacity: usize,
@@ -82,6 +83,7 @@ impl Default for Builder {
 
 impl Builder {
     /// The CUDA device index (default 0).
+    #[must_use = "a builder starts nothing until `build` is called"]
     pub fn device(mut self, index: usize) -> Self {
         self.device = index;
         self
@@ -91,31 +93,31 @@ impl Builder {
     /// 1024). At most this many tasks of a ring are submitted and not yet
     /// completed; completions their tickets have not read yet move to the
     /// host when a producer needs their slot.
+    #[must_use = "a builder starts nothing until `build` is called"]
     pub fn capacity(mut self, slots: usize) -> Self {
         self.capacity = slots;
         self
     }
 
     /// Workers of the resident kernel: a power of two, at most 1024 and the
-    /// capacity times the rings (default 4, on one multiprocessor), each
-    /// `pollers` warps, eight warps to a multiprocessor (so the default
-    /// leaves every other multiprocessor to the application; 64 workers take
-    /// 8 of the H100's 132). Each ring has `workers / rings` of them; within
-    /// a ring, worker `i` runs the tasks whose sequence number is `i` modulo
-    /// that count, in order. Different workers run concurrently and complete
-    /// out of order. A slow task delays only the tasks queued behind it on
-    /// its own worker (every `workers / rings`-th task of its ring after
-    /// it), by its run time; the others go on.
+    /// capacity times the rings (default 4), each `pollers` warps, eight
+    /// warps to a multiprocessor; [`build`](Builder::build) refuses more
+    /// workers and pollers than the device keeps resident at once
+    /// ([`Error::InvalidConfig`]). Each ring has `workers / rings` of them;
+    /// within a ring, worker `i` runs the tasks whose sequence number is `i`
+    /// modulo that count, one after another, whatever its pollers.
+    /// Different workers run concurrently and complete out of order. A slow
+    /// task delays only the tasks queued behind it on its own worker (every
+    /// `workers / rings`-th task of its ring after it), by its run time;
+    /// the others go on.
     ///
-    /// Each idle worker keeps one PCIe read of host memory in flight, and
-    /// serves at most one task per read round trip (~1.8 µs with its
-    /// completion): more workers serve more tasks per second, until the
-    /// producing threads are the limit. On the H100 of
-    /// `benches/results/throughput*.json`, 4 workers serve ~2.4 M tasks/s,
-    /// 16 ~9 M/s, 64 ~36 M/s (with an application kernel's launch + sync
-    /// ~1.06x as long as alone while pkq idles or serves), 256 ~130-137 M/s
-    /// from four to eight threads batching; one thread alone stays near
-    /// 35-40 M/s (see benches/NOTES.md, issue 4).
+    /// Each idle worker keeps one PCIe read of host memory in flight per
+    /// poller, and serves at most one task per read round trip with its
+    /// completion: more workers serve more tasks per second, until the
+    /// producing threads are the limit. `benches/results/throughput*.json`
+    /// has the rates of 4 to 256 workers, and what a running pkq costs an
+    /// application kernel beside it.
+    #[must_use = "a builder starts nothing until `build` is called"]
     pub fn workers(mut self, warps: usize) -> Self {
         self.workers = warps;
         self
@@ -126,13 +128,10 @@ impl Builder {
     /// thread submits to ring `t % rings`, `t` being the order in which
     /// threads first submitted to any pkq runtime, so up to `rings` threads
     /// that start submitting one after another share no cache line on the
-    /// submit path (the tail's compare-and-swap and the tickets' reference
-    /// count are per ring). A thread's tasks run only on its ring's
-    /// workers: for one producing thread, keep one ring. Measured on an
-    /// H100 (`benches/results/throughput*.json`, two runs): four threads
-    /// submitting one task at a time ran 6.8-7.3 M tasks/s on one ring and
-    /// 35.0-36.3 M/s on four rings of 64 workers; eight threads on eight
-    /// rings of 256 workers 66.8-68.6 M/s.
+    /// submit path (the tail's compare-and-swap is per ring). A thread's
+    /// tasks run only on its ring's workers: for one producing thread, keep
+    /// one ring. `benches/results/throughput*.json` compares threads
+    /// submitting one task at a time on one ring and on a ring each.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
@@ -144,6 +143,7 @@ impl Builder {
     /// });
     /// # Ok(()) }
     /// ```
+    #[must_use = "a builder starts nothing until `build` is called"]
     pub fn rings(mut self, n: usize) -> Self {
         self.rings = n;
         self
@@ -153,20 +153,19 @@ impl Builder {
     /// setting. Each of a worker's pollers polls a copy of the worker's
     /// slots of its own (the producer writes every copy), started a
     /// fraction of a read round trip apart, so that a task lands in front
-    /// of a poll sooner; the first to see it claims it and runs it.
+    /// of a poll sooner; the first to see it claims it, and runs it once
+    /// the worker's task before it has completed: a worker runs its tasks
+    /// one after another whatever its pollers, and a long task holds up
+    /// those behind it on its worker (and draws [`Error::Stalled`] past the
+    /// stall bound, for its own waiter and theirs).
     ///
-    /// Costs: each submit stores its slot once per poller (tens of ns per
-    /// copy on an H100's host), the slots take that many times the pinned
-    /// memory, and the kernel that many warps per worker. Measured on an
-    /// H100 (`benches/results/latency.json`, benches/NOTES.md, tenth and
-    /// eleventh sessions): four pollers cut the round trip of a NOP by
-    /// ~0.3 µs for tasks arriving at random moments and by ~0.6 µs back to
-    /// back; eight take ~0.1 µs more off the dispatch. The latency setting
-    /// is one worker of eight pollers: with four such workers the device's
-    /// reads of host memory quadruple and the p99 rises by ~0.2-0.5 µs. One
-    /// worker runs its tasks one after another (one task per round trip at
-    /// most, and a long task holds up those behind it): for one task in
-    /// flight at a time, as a control loop has (see [`Builder::workers`]).
+    /// Costs: each submit stores its slot once per poller, the slots take
+    /// that many times the pinned memory, and the kernel that many warps
+    /// per worker. The latency setting is one worker of eight pollers, for
+    /// one task in flight at a time, as a control loop has:
+    /// `benches/results/latency.json` has its round trip and submit call
+    /// beside the default's and the raw floor's, and `benches/NOTES.md` the
+    /// design sweep behind it.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
@@ -174,12 +173,14 @@ impl Builder {
     /// rt.submit(pkq::Op::NOP, &())?.wait()?;
     /// # Ok(()) }
     /// ```
+    #[must_use = "a builder starts nothing until `build` is called"]
     pub fn pollers(mut self, n: u32) -> Self {
         self.pollers = n;
         self
     }
 
     /// What idle workers do (default [`IdlePolicy::Spin`]).
+    #[must_use = "a builder starts nothing until `build` is called"]
     pub fn idle(mut self, policy: IdlePolicy) -> Self {
         self.idle = policy;
         self
@@ -189,12 +190,14 @@ impl Builder {
     /// return [`Error::Stalled`] (default 1 s; at least 10 ms). Workers beat
     /// a heartbeat while they poll, not while a task runs: set this above
     /// your longest task. Nothing is latched by a stall.
+    #[must_use = "a builder starts nothing until `build` is called"]
     pub fn stall_after(mut self, bound: Duration) -> Self {
         self.stall_after = bound;
         self
     }
 
     /// How long `build` waits for every worker to report in (default 10 s).
+    #[must_use = "a builder starts nothing until `build` is called"]
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = timeout;
         self
@@ -202,6 +205,7 @@ impl Builder {
 
     /// How long shutdown waits for in-flight tasks and then for the kernel to
     /// exit (default 10 s each).
+    #[must_use = "a builder starts nothing until `build` is called"]
     pub fn stop_timeout(mut self, timeout: Duration) -> Self {
         self.stop_timeout = timeout;
         self
@@ -209,6 +213,7 @@ impl Builder {
 
     /// The first sequence number (for testing the wrap at 2^63).
     #[doc(hidden)]
+    #[must_use = "a builder starts nothing until `build` is called"]
     pub fn start_sequence(mut self, seq: u64) -> Self {
         self.start_seq = seq;
         self
@@ -236,6 +241,7 @@ impl Builder {
     /// let rt = pkq::Runtime::builder().module(image, "my_worker_kernel").build()?;
     /// # Ok(()) }
     /// ```
+    #[must_use = "a builder starts nothing until `build` is called"]
     pub fn module(mut self, image: impl Into<Arc<[u8]>>, kernel: &str) -> Self {
         self.image = Image::Caller(image.into());
         self.kernel = kernel.to_string();
@@ -247,6 +253,7 @@ impl Builder {
     /// and pointer flag against the module's op table (`PKQ_OP_TABLE`) and
     /// refuses a mismatch with [`Error::OpMismatch`] naming the op. (pkq's
     /// built-in ops are always checked against its own kernel.)
+    #[must_use = "a builder starts nothing until `build` is called"]
     pub fn op<A: Pod>(mut self, op: &TypedOp<A>) -> Self {
         self.ops.push(op.signature());
         self
@@ -254,6 +261,7 @@ impl Builder {
 
     /// How often waiters probe the kernel's liveness (for tests).
     #[doc(hidden)]
+    #[must_use = "a builder starts nothing until `build` is called"]
     pub fn probe_interval(mut self, every: Duration) -> Self {
         self.probe_every = every;
         self

@@ -13,7 +13,8 @@ use crate::runtime::{RingPtr, Watch};
 pub struct Completion {
     /// The handler's 8-byte result.
     pub value: u64,
-    /// The GPU's `%globaltimer` (ns) when the worker had the whole slot.
+    /// The GPU's `%globaltimer` (ns) when the task started: its worker had
+    /// the whole slot, and the task before it on that worker had completed.
     pub device_start_ns: u64,
     /// The GPU's `%globaltimer` (ns) when the handler returned.
     pub device_end_ns: u64,
@@ -39,6 +40,7 @@ impl Completion {
 /// task); a dropped runtime hands its memory to the tickets and batches
 /// whose tasks it still holds, and the last of them to read or drop its
 /// task frees it.
+#[must_use = "a ticket is the only way to the task's result (dropping it lets the task run unobserved)"]
 pub struct Ticket {
     ring: RingPtr,
     seq: u64,
