@@ -188,6 +188,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
 
         Wait outcome = Wait::Pending;
         uint64_t w = 0;
+        uint64_t seen_done = 0;
         uint64_t idle_since = 0;
         uint32_t sleep_ns = 0;
         bool taken = false;
@@ -211,6 +212,10 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                 sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);
             }
             w = poll_load(addr, lane, polls % PKQ_STOP_POLL_INTERVAL == 0);
+            // The worker's tasks completed so far, read while the poll is in
+            // flight (a shared-memory load, back long before it): the turn
+            // check below then costs the way to the task nothing.
+            if (shared_claims) seen_done = *reinterpret_cast<volatile unsigned long long*>(done);
             outcome = judge(w, lane, tag, poller > 0);  // waits for the load
             // Read after the load returned: if another poller took this task
             // meanwhile, the slot may since hold a later lap, so a bad tag
@@ -250,18 +255,25 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             unsigned long long* target = lane == 0 ? claim : scratch + lane;
             const unsigned long long old = atomicCAS(target, k, k + 1);
             // The claim is seen by the block before the completion can be (a
-            // poller that then reads the next lap sees it taken).
+            // poller that then reads the next lap sees it taken); and the
+            // task before's writes, once `done` said it completed, before
+            // this task's.
             __threadfence_block();
-            if (__shfl_sync(FULL_MASK, old, 0) != k) continue;  // another poller won
-            // One after another: the worker's task before this one has
-            // completed (its poller moves `done` after its completion, with
-            // a block fence after the task's writes). Rarely waits: one
-            // task in flight at a time finds it done long before.
-            if (read_claim(done) != k) {
+            // Lane 0's verdict, in the one shuffle the claim needs anyway:
+            // another poller won (0); won, the worker's task before this one
+            // completed as of the poll (1); won, not yet (2).
+            const uint32_t verdict =
+                __shfl_sync(FULL_MASK, old != k ? 0u : (seen_done == k ? 1u : 2u), 0);
+            if (verdict == 0) continue;
+            if (verdict == 2) {
+                // One after another: wait for the worker's task before this
+                // one (its poller moves `done` after its completion, with a
+                // block fence after the task's writes), beating meanwhile.
+                // Rare: one task in flight at a time finds it done.
                 while (read_claim(done) != k) beat_if_due();
+                __threadfence_block();
                 t_start = globaltimer();  // the task starts now
             }
-            __threadfence_block();
         }
         // The header's low 32 bits (op, length, pack count; chunk 0 is lane
         // 0's word), warp-uniform: what the warp does next depends on them.
@@ -298,7 +310,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             // that runs it.
             __syncwarp();
             __threadfence_block();
-            if (lane == 0) *reinterpret_cast<volatile unsigned long long*>(done) = k + 1;
+            if (lane == 0) atomicExch(done, k + 1);
         }
         ++k;
         beat_if_due();
