@@ -122,11 +122,12 @@ __device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) 
 // rather than RTT/2. (Several loads in flight from one warp gain nothing:
 // they are served one after another.) The first poller to see a whole slot
 // claims it with a compare-and-swap on the worker's counter in shared
-// memory (`claim`: tasks of this worker taken so far) and runs it once the
-// worker's task before it has completed (`done`: tasks of this worker
-// completed so far), so a worker runs its tasks one after another whatever
-// its pollers; the others see the counter move and go on to the next slot.
-// A poller beats while it waits for its turn, not while it runs a task.
+// memory (`claim`: tasks of this worker taken so far) if the worker's task
+// before it has completed (`done`: tasks of this worker completed so far),
+// and runs it, so a worker runs its tasks one after another whatever its
+// pollers (no poller waits for another: one that finds the slot whole
+// before its turn polls again); the others see the counter move and go on
+// to the next slot. A poller beats while it polls, not while it runs a task.
 // `scratch`: 32 words of shared memory of this warp's own (see the claim
 // below).
 template <class Handlers>
@@ -245,35 +246,29 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         // and handler outcome: nothing else on the way from the poll to the
         // completion needs a shuffle (each costs that path tens of cycles;
         // benches/NOTES.md).
-        uint64_t t_start = globaltimer();
+        const uint64_t t_start = globaltimer();
         if (shared_claims) {
             // Every lane issues the compare-and-swap, lane 0 on the claim and
             // the others on scratch words of their own, whose outcome nobody
             // reads: the same atomic from lane 0 alone (a divergent branch,
             // which ptxas wraps in a yielding convergence region) cost ~450
-            // more SM cycles between the poll and the completion.
-            unsigned long long* target = lane == 0 ? claim : scratch + lane;
+            // more SM cycles between the poll and the completion. Lane 0
+            // claims only when it is the task's turn: the worker's task
+            // before it completed as of the poll (`done`, read while the
+            // poll was in flight), so a worker runs its tasks one after
+            // another; otherwise it swaps its own scratch word and polls
+            // again, and the task goes to the first poll after its turn.
+            const bool turn = seen_done == k;
+            unsigned long long* target = lane == 0 && turn ? claim : scratch + lane;
             const unsigned long long old = atomicCAS(target, k, k + 1);
             // The claim is seen by the block before the completion can be (a
             // poller that then reads the next lap sees it taken); and the
-            // task before's writes, once `done` said it completed, before
-            // this task's.
+            // task before's writes (`done` moved after them) before this
+            // task's.
             __threadfence_block();
-            // Lane 0's verdict, in the one shuffle the claim needs anyway:
-            // another poller won (0); won, the worker's task before this one
-            // completed as of the poll (1); won, not yet (2).
-            const uint32_t verdict =
-                __shfl_sync(FULL_MASK, old != k ? 0u : (seen_done == k ? 1u : 2u), 0);
-            if (verdict == 0) continue;
-            if (verdict == 2) {
-                // One after another: wait for the worker's task before this
-                // one (its poller moves `done` after its completion, with a
-                // block fence after the task's writes), beating meanwhile.
-                // Rare: one task in flight at a time finds it done.
-                while (read_claim(done) != k) beat_if_due();
-                __threadfence_block();
-                t_start = globaltimer();  // the task starts now
-            }
+            // Lane 0's verdict, in the claim's one shuffle: claimed (1), or
+            // not (0: another poller won, or not its turn yet).
+            if (__shfl_sync(FULL_MASK, turn && old == k ? 1u : 0u, 0) == 0) continue;
         }
         // The header's low 32 bits (op, length, pack count; chunk 0 is lane
         // 0's word), warp-uniform: what the warp does next depends on them.
@@ -305,9 +300,9 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                              t_end);
         }
         if (shared_claims) {
-            // The next task of this worker may start: every lane's writes
-            // first (cumulative through the warp barrier), for the poller
-            // that runs it.
+            // The next task of this worker may be claimed: every lane's
+            // writes first (cumulative through the warp barrier), for the
+            // poller that runs it.
             __syncwarp();
             __threadfence_block();
             if (lane == 0) atomicExch(done, k + 1);

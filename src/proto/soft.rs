@@ -7,10 +7,10 @@
 //! polls copy `j` of the worker's slots (COPIES in pkq_layout.h) and judges
 //! what it read (whole; not yet published; in a copy other than 0 also the
 //! lap before last; anything else is corrupt and stops it), claims a whole
-//! slot's task with a compare-and-swap on the worker's claim counter, waits
-//! until the worker's tasks before it have completed (a worker runs its
-//! tasks one after another, whatever its pollers), runs it and writes the
-//! completion. A poller reads its worker's stop word with every poll and
+//! slot's task with a compare-and-swap on the worker's claim counter once
+//! the worker's task before it has completed (a worker runs its tasks one
+//! after another, whatever its pollers; a poller that finds the slot whole
+//! before its turn polls again), runs it and writes the completion. A poller reads its worker's stop word with every poll and
 //! stops on it, ahead of a task read with it.
 //!
 //! Ops: NOP; ECHO (folded as the kernel does); SPIN (sleeps its argument's
@@ -176,16 +176,15 @@ impl SoftDevice {
             // corrupt only if the task is not taken.
             Judged::Corrupt if claim.load(Ordering::Acquire) > k => Step::Idle,
             Judged::Corrupt => self.stop(p, WORKER_BAD_TAG),
+            // One after another: claimed only once the worker's task before
+            // it has completed; until then the poller polls again.
+            Judged::Whole if self.done[w].load(Ordering::Acquire) != k => Step::Idle,
             Judged::Whole => {
                 if claim
                     .compare_exchange(k, k + 1, Ordering::AcqRel, Ordering::Acquire)
                     .is_err()
                 {
                     return Step::Idle; // another poller won it
-                }
-                // One after another: the worker's earlier tasks first.
-                while self.done[w].load(Ordering::Acquire) != k {
-                    yield_now();
                 }
                 let task = DecodedSlot::decode(&words, tag).expect("a whole slot decodes");
                 let cqe = self.run(slot, &task, seq);
