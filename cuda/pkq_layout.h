@@ -269,6 +269,10 @@
 /* Flag: the handler dereferences device addresses taken from its arguments
    (the host's safe calls refuse such an op). */
 #define PKQ_OP_DEREFS 1 /* u32 */
+/* Flag: the handler takes up to arg_bytes argument bytes, shorter arguments
+   zero-filled (ECHO); without it, exactly arg_bytes (the host's safe submits
+   refuse other sizes). */
+#define PKQ_OP_UP_TO 2 /* u32 */
 
 #define PKQ_AXPY_MAX_N 4096
 

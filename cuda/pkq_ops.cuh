@@ -229,10 +229,10 @@ struct BuiltinOps {
 
 }  // namespace pkq
 
-// What each built-in op takes (checked against src/builtin.rs at load).
+// What each built-in op takes (checked against src/ops/builtin.rs at load).
 #define PKQ_BUILTIN_OP_TABLE(kernel)                                              \
     PKQ_OP_TABLE(kernel, PKQ_OP_INFO_NO_ARGS(PKQ_OP_NOP),                         \
-                 pkq_op_info{PKQ_OP_ECHO, PKQ_ARGS_BYTES, 8, 0},                  \
+                 pkq_op_info{PKQ_OP_ECHO, PKQ_ARGS_BYTES, 8, PKQ_OP_UP_TO},       \
                  PKQ_OP_INFO_POINTERS(PKQ_OP_AXPY, pkq_axpy_args),                \
                  PKQ_OP_INFO(PKQ_OP_SPIN, uint64_t),                              \
                  pkq_op_info{PKQ_OP_TRAP, 0, 1, PKQ_OP_DEREFS},                   \

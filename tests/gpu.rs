@@ -812,6 +812,20 @@ fn bad_input_is_a_typed_error() {
         rt.submit(Op::AXPY, &AxpyArgs::default()),
         Err(Error::UncheckedOp(Op::AXPY))
     ));
+    // A listed op's arguments are what its table says: SPIN takes a u64,
+    // NOP nothing; ECHO up to 48 bytes.
+    for refused in [
+        rt.submit(Op::SPIN, &1u32).map(drop),
+        rt.submit(Op::NOP, &1u64).map(drop),
+        rt.submit_batch(Op::SPIN, &[[1u64; 2]]).map(drop),
+        rt.submit_packed(Op::NOP, &[1u8]).map(drop),
+    ] {
+        assert!(
+            matches!(refused, Err(Error::OpMismatch { .. })),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(rt.submit(Op::ECHO, &7u16).unwrap().wait().unwrap().value, 7);
     assert!(matches!(
         rt.submit(Op(999), &()).unwrap().wait(),
         Err(Error::Task {

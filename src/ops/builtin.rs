@@ -139,7 +139,8 @@ const _: () = {
 /// [`Op::NOP`].
 pub const NOP: TypedOp<()> = TypedOp::new(Op::NOP.0, "NOP");
 /// [`Op::ECHO`], with all six argument words.
-pub const ECHO: TypedOp<[u64; ARGS_BYTES / 8]> = TypedOp::new(Op::ECHO.0, "ECHO");
+/// Its handler takes up to 48 bytes: shorter arguments are zero-filled.
+pub const ECHO: TypedOp<[u64; ARGS_BYTES / 8]> = TypedOp::new(Op::ECHO.0, "ECHO").up_to();
 /// [`Op::SPIN`]: busy-waits its argument's nanoseconds.
 pub const SPIN: TypedOp<u64> = TypedOp::new(Op::SPIN.0, "SPIN");
 /// [`Op::AXPY`]; safe call: [`Runtime::axpy`](crate::Runtime::axpy).

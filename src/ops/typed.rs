@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::ops::op::Op;
 use crate::proto::layout::{
     OP_DEREFS, OP_INFO_BYTES, OP_INFO_OFF_ARG_ALIGN, OP_INFO_OFF_ARG_BYTES, OP_INFO_OFF_FLAGS,
-    OP_INFO_OFF_OP,
+    OP_INFO_OFF_OP, OP_UP_TO,
 };
 
 /// An op and the type of its arguments, declared once:
@@ -38,6 +38,8 @@ pub struct TypedOp<A> {
     op: Op,
     name: &'static str,
     derefs: bool,
+    /// Its handler takes up to `size_of::<A>()` bytes (pkq's ECHO).
+    up_to: bool,
     _args: PhantomData<fn(&A)>,
 }
 
@@ -61,6 +63,7 @@ impl<A: Pod> TypedOp<A> {
             op: Op(code),
             name,
             derefs: false,
+            up_to: false,
             _args: PhantomData,
         }
     }
@@ -74,8 +77,16 @@ impl<A: Pod> TypedOp<A> {
             op: Op(code),
             name,
             derefs: true,
+            up_to: false,
             _args: PhantomData,
         }
+    }
+
+    /// The same op, its handler taking up to `size_of::<A>()` bytes
+    /// (shorter arguments zero-filled), as pkq's ECHO does.
+    pub(crate) const fn up_to(mut self) -> Self {
+        self.up_to = true;
+        self
     }
 
     /// The op code.
@@ -100,6 +111,7 @@ impl<A: Pod> TypedOp<A> {
             bytes: size_of::<A>() as u32,
             align: align_of::<A>() as u32,
             derefs: self.derefs,
+            up_to: self.up_to,
         }
     }
 }
@@ -112,6 +124,9 @@ pub(crate) struct Signature {
     pub(crate) bytes: u32,
     pub(crate) align: u32,
     pub(crate) derefs: bool,
+    /// Read by the software device's table (tests).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) up_to: bool,
 }
 
 /// One entry of a module's op table (`struct pkq_op_info`).
@@ -191,7 +206,7 @@ impl OpTable {
                 op: u32::from(s.op),
                 arg_bytes: s.bytes,
                 arg_align: s.align,
-                flags: if s.derefs { OP_DEREFS } else { 0 },
+                flags: if s.derefs { OP_DEREFS } else { 0 } | if s.up_to { OP_UP_TO } else { 0 },
             })
             .collect();
         Self::parse(bytemuck::cast_slice(&rows), rows.len() as u32).expect("distinct ops")
@@ -212,19 +227,34 @@ impl OpTable {
     }
 
     /// What the safe submits refuse: an op whose handler dereferences
-    /// device addresses ([`Error::UncheckedOp`]), and in a caller's module
-    /// an op its table does not list ([`Error::OpMismatch`]).
+    /// device addresses ([`Error::UncheckedOp`]); arguments of `len` bytes
+    /// that are not what the op table lists for the op (its size, or up to
+    /// it for an op flagged so, as ECHO is: [`Error::OpMismatch`]); and in a
+    /// caller's module an op its table does not list ([`Error::OpMismatch`]).
     #[inline]
-    pub(crate) fn refuse(&self, op: Op) -> Result<()> {
-        match self.get(op.0) {
-            Some(o) if o.flags & OP_DEREFS != 0 => Err(Error::UncheckedOp(op)),
-            None if self.refuse_unlisted => Err(Error::OpMismatch {
+    pub(crate) fn refuse(&self, op: Op, len: usize) -> Result<()> {
+        let mismatch = |why: String| {
+            Err(Error::OpMismatch {
                 op: op.to_string(),
                 code: op.0,
-                why: "the module's op table does not list it, and its handlers might serve it \
-                      anyway (a fallback): only submit_unchecked sends it"
+                why,
+            })
+        };
+        match self.get(op.0) {
+            Some(o) if o.flags & OP_DEREFS != 0 => Err(Error::UncheckedOp(op)),
+            Some(o) if o.flags & OP_UP_TO != 0 && len > o.arg_bytes as usize => mismatch(format!(
+                "the op table takes up to {} argument bytes; the submit sends {len}",
+                o.arg_bytes
+            )),
+            Some(o) if o.flags & OP_UP_TO == 0 && len != o.arg_bytes as usize => mismatch(format!(
+                "the op table takes {} argument bytes; the submit sends {len}",
+                o.arg_bytes
+            )),
+            None if self.refuse_unlisted => mismatch(
+                "the module's op table does not list it, and its handlers might serve it \
+                 anyway (a fallback): only submit_unchecked sends it"
                     .into(),
-            }),
+            ),
             _ => Ok(()),
         }
     }
@@ -300,13 +330,34 @@ mod tests {
             t.check(&TypedOp::<Args>::with_pointers(256, "B").signature())
                 .is_ok()
         );
-        assert!(matches!(t.refuse(Op(256)), Err(Error::UncheckedOp(_))));
-        assert!(t.refuse(Op(300)).is_ok() && t.refuse(Op(1)).is_ok());
+        assert!(matches!(t.refuse(Op(256), 16), Err(Error::UncheckedOp(_))));
+        assert!(t.refuse(Op(300), 16).is_ok() && t.refuse(Op(1), 5).is_ok());
         let strict = t.clone().refusing_unlisted();
-        assert!(strict.refuse(Op(300)).is_ok());
+        assert!(strict.refuse(Op(300), 16).is_ok());
         assert!(matches!(
-            strict.refuse(Op(1)),
+            strict.refuse(Op(1), 0),
             Err(Error::OpMismatch { code: 1, .. })
+        ));
+        // A listed op's arguments are its table's size, or up to it where
+        // the table says so.
+        for len in [0, 8, 24] {
+            match t.refuse(Op(300), len) {
+                Err(Error::OpMismatch { code: 300, why, .. }) => {
+                    assert!(why.contains("16"), "{why}")
+                }
+                other => panic!("{len} bytes: {other:?}"),
+            }
+        }
+        let up_to = table(&[OpInfo {
+            op: 1,
+            arg_bytes: 48,
+            arg_align: 8,
+            flags: OP_UP_TO,
+        }]);
+        assert!(up_to.refuse(Op(1), 0).is_ok() && up_to.refuse(Op(1), 48).is_ok());
+        assert!(matches!(
+            up_to.refuse(Op(1), 49),
+            Err(Error::OpMismatch { .. })
         ));
         for (sig, what) in [
             (TypedOp::<[u64; 3]>::new(300, "size").signature(), "bytes"),

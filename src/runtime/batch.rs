@@ -68,9 +68,10 @@ impl Runtime {
     /// Refuses, with nothing submitted: more tasks than the capacity
     /// ([`Error::InvalidArgument`]: split the batch); ops whose handler
     /// dereferences device addresses ([`Error::UncheckedOp`]); arguments over
-    /// 48 bytes ([`Error::PayloadTooLarge`]); after shutdown,
-    /// [`Error::Closed`]; a device fault, a stop, or [`Error::Stalled`]
-    /// while it waited for room.
+    /// 48 bytes ([`Error::PayloadTooLarge`]); arguments of another size than
+    /// the op table lists ([`Error::OpMismatch`], as [`Runtime::submit`]);
+    /// after shutdown or cancel, [`Error::Closed`] (an empty batch too); a
+    /// device fault, a stop, or [`Error::Stalled`] while it waited for room.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
@@ -86,9 +87,9 @@ impl Runtime {
     pub fn submit_batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
         let ring = self.ring();
         let shared = ring.shared();
-        shared.ops.refuse(op)?;
         // Every element has the same size: one check for all.
         SlotImage::check_len(std::mem::size_of::<A>())?;
+        shared.ops.refuse(op, std::mem::size_of::<A>())?;
         shared.check_open()?;
         let first = reserve_run(ring, args.len(), args.len())?;
         // Nothing between the reservation and the stores can fail.
@@ -130,8 +131,8 @@ impl Runtime {
     pub fn submit_packed<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
         let ring = self.ring();
         let shared = ring.shared();
-        shared.ops.refuse(op)?;
         SlotImage::check_pack_len(std::mem::size_of::<A>())?;
+        shared.ops.refuse(op, std::mem::size_of::<A>())?;
         shared.check_open()?;
         let n = args.len();
         let first = reserve_run(ring, n.div_ceil(PACK_TASKS), n)?;

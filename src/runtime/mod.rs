@@ -84,9 +84,13 @@ impl Runtime {
     /// Submits a task, waiting (spinning, then yielding) while the ring is
     /// full. `args` is copied inline into the slot: at most 48 bytes.
     ///
-    /// Refuses ops that dereference device pointers or fault the device on
-    /// purpose ([`Error::UncheckedOp`]);
-    /// after [`Runtime::shutdown`] began, returns [`Error::Closed`].
+    /// Refuses, with nothing submitted: arguments over 48 bytes
+    /// ([`Error::PayloadTooLarge`]); ops that dereference device pointers
+    /// or fault the device on purpose ([`Error::UncheckedOp`]); arguments of
+    /// another size than the kernel's op table lists for the op (ECHO takes
+    /// up to 48 bytes), and in a module of your own an op its table does not
+    /// list ([`Error::OpMismatch`]); after [`Runtime::shutdown`] or
+    /// [`Runtime::cancel`] began, [`Error::Closed`].
     pub fn submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
         self.submit_bytes(op, bytemuck::bytes_of(args))
     }
@@ -94,8 +98,9 @@ impl Runtime {
     /// Like [`Runtime::submit`], but returns [`Error::Full`] instead of
     /// waiting for a free slot.
     pub fn try_submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
-        self.shared.ops.refuse(op)?;
-        let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
+        let bytes = bytemuck::bytes_of(args);
+        let image = SlotImage::new(op.0, bytes)?;
+        self.shared.ops.refuse(op, bytes.len())?;
         match submit(self.ring(), op, &image, false) {
             // A caller looping on Full must learn if the kernel died.
             Err(Error::Full) => {
@@ -108,8 +113,8 @@ impl Runtime {
 
     /// Submits a task whose arguments are raw bytes (at most 48).
     pub fn submit_bytes(&self, op: Op, args: &[u8]) -> Result<Ticket> {
-        self.shared.ops.refuse(op)?;
         let image = SlotImage::new(op.0, args)?;
+        self.shared.ops.refuse(op, args.len())?;
         submit(self.ring(), op, &image, true)
     }
 
@@ -290,3 +295,6 @@ fn submit(ring: RingPtr, op: Op, image: &SlotImage, wait: bool) -> Result<Ticket
 
 #[cfg(all(test, not(loom)))]
 mod tests;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
