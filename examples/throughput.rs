@@ -76,7 +76,7 @@ enum Mode {
 }
 
 /// Waits for `batch`, whose every result must be Ok; returns its size.
-fn reap(batch: pkq::Batch) -> u64 {
+fn reap(mut batch: pkq::Batch) -> u64 {
     let r = batch.wait().unwrap();
     assert!(r.iter().all(Result::is_ok));
     r.len() as u64
@@ -181,7 +181,7 @@ fn echo_checked(rt: &Runtime, secs: f64, packed: bool) -> f64 {
                     let mut id = p << 48;
                     // Each batch with the values its results must have.
                     let mut q: VecDeque<(pkq::Batch, Vec<u64>)> = VecDeque::new();
-                    let check = |batch: pkq::Batch, want: Vec<u64>| {
+                    let check = |mut batch: pkq::Batch, want: Vec<u64>| {
                         let r = batch.wait().unwrap();
                         for (r, w) in r.iter().zip(&want) {
                             assert_eq!(r.as_ref().unwrap().value, *w);
@@ -310,7 +310,7 @@ fn device_drain(workers: usize) -> Result<[f64; 3], Box<dyn std::error::Error>> 
             .collect::<pkq::Result<Vec<_>>>()?;
         let publish = t0.elapsed().as_secs_f64();
         let mut starts = Vec::with_capacity(BATCHES * BATCH);
-        for b in batches {
+        for mut b in batches {
             for r in b.wait()? {
                 starts.push(r.expect("NOP task failed").device_start_ns);
             }

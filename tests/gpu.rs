@@ -555,7 +555,7 @@ fn drop_with_tickets_alive() {
         .map(|i| rt.submit(Op::ECHO, &[i]).unwrap())
         .collect();
     let args: Vec<[u64; 1]> = (3000..3500u64).map(|i| [i]).collect();
-    let batch = rt.submit_batch(Op::ECHO, &args).unwrap();
+    let mut batch = rt.submit_batch(Op::ECHO, &args).unwrap();
     let unread = rt.submit(Op::ECHO, &[1u64]).unwrap();
     let mut early = rt.submit(Op::ECHO, &[2u64]).unwrap();
     let wait = Duration::from_secs(5);
@@ -571,6 +571,10 @@ fn drop_with_tickets_alive() {
     for (r, a) in results.iter().zip(&args) {
         assert_eq!(r.unwrap().value, a[0]);
     }
+    // A batch keeps its shares until it is dropped (it may be waited on
+    // again).
+    assert_eq!(pkq::live_runtimes(), before + 1, "kept until the batch goes");
+    drop(batch);
     assert_eq!(pkq::live_runtimes(), before, "freed with the last");
     // A ticket taken before the drop keeps its result, and no share.
     assert_eq!(early.wait_timeout(wait).unwrap().value, 2);
@@ -594,7 +598,7 @@ fn packed_batches_random_vs_cpu() {
             s.spawn(move || {
                 let mut rng = Rng::new(40 + t);
                 let mut inflight: VecDeque<(pkq::Batch, Vec<Option<u64>>)> = VecDeque::new();
-                let check = |(batch, want): (pkq::Batch, Vec<Option<u64>>)| {
+                let check = |(mut batch, want): (pkq::Batch, Vec<Option<u64>>)| {
                     let got = batch.wait().unwrap();
                     assert_eq!(got.len(), want.len());
                     for (g, w) in got.iter().zip(&want) {
@@ -698,7 +702,7 @@ fn cancelled_tickets_outlive_their_runtime() {
         .map(|_| rt.submit(Op::SPIN, &100_000u64).unwrap())
         .collect();
     let args = [[0u64; 1]; 50];
-    let batch = rt.submit_batch(Op::ECHO, &args).unwrap();
+    let mut batch = rt.submit_batch(Op::ECHO, &args).unwrap();
     rt.cancel().unwrap();
     drop(rt);
     assert_eq!(pkq::live_runtimes(), before + 1);
@@ -712,6 +716,7 @@ fn cancelled_tickets_outlive_their_runtime() {
     }
     assert!(cancelled > 0, "{done} done, {cancelled} cancelled");
     assert!(matches!(batch.wait(), Err(Error::Cancelled)));
+    drop(batch);
     assert_eq!(pkq::live_runtimes(), before, "freed with the last");
 }
 
@@ -1901,7 +1906,7 @@ fn batches_submit_and_reap() {
     ));
     for len in [1usize, 7, 63, 64, 64, 33] {
         let args: Vec<_> = (0..len as u64).map(|i| echo_args(&mut rng, i)).collect();
-        let batch = rt.submit_batch(Op::ECHO, &args).unwrap();
+        let mut batch = rt.submit_batch(Op::ECHO, &args).unwrap();
         assert_eq!(batch.len(), len);
         let seqs: Vec<u64> = batch.seqs().collect();
         assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order");
@@ -2013,7 +2018,7 @@ fn rings_spread_threads_and_lose_nothing() {
                     let mut rng = Rng::new(500 + p);
                     let mut inflight: VecDeque<(pkq::Batch, Vec<[u64; 6]>)> = VecDeque::new();
                     let mut done = 0u64;
-                    let mut check = |(b, args): (pkq::Batch, Vec<[u64; 6]>)| {
+                    let mut check = |(mut b, args): (pkq::Batch, Vec<[u64; 6]>)| {
                         let results = b.wait().unwrap();
                         for (r, a) in results.iter().zip(&args) {
                             assert_eq!(r.unwrap().value, echo_fold(a));
@@ -2142,7 +2147,7 @@ fn eight_producers_ten_million_each() {
                     let mut rng = Rng::new(1000 + p);
                     let mut done = 0u64;
                     let mut inflight: VecDeque<(pkq::Batch, Op, Vec<[u64; 6]>)> = VecDeque::new();
-                    let check = |batch: pkq::Batch, op: Op, args: Vec<[u64; 6]>| -> u64 {
+                    let check = |mut batch: pkq::Batch, op: Op, args: Vec<[u64; 6]>| -> u64 {
                         let results = batch.wait().unwrap();
                         assert_eq!(results.len(), args.len());
                         for (r, a) in results.iter().zip(&args) {

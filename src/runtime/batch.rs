@@ -4,7 +4,7 @@
 //! of them, no ticket per task.
 
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
 
@@ -225,18 +225,45 @@ impl Batch {
     /// Waits for every task (spinning, then yielding, as
     /// [`Ticket::wait`](crate::Ticket::wait)) and returns their results in
     /// submission order. Errors: a device fault, a stop, a cancel, or
-    /// [`Error::Stalled`] if a worker went silent past the stall bound.
-    pub fn wait(mut self) -> Result<Vec<TaskResult>> {
+    /// [`Error::Stalled`] if a worker went silent past the stall bound; the
+    /// batch then keeps what it collected ([`Batch::results`]) and may be
+    /// waited on again.
+    pub fn wait(&mut self) -> Result<Vec<TaskResult>> {
+        self.wait_until(None)
+    }
+
+    /// As [`Batch::wait`], for at most `timeout`: [`Error::Timeout`] leaves
+    /// the batch pending, with what it collected so far in
+    /// [`Batch::results`]. A timeout too long to add to now (such as
+    /// `Duration::MAX`) waits without a deadline.
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use std::time::Duration;
+    /// let rt = pkq::Runtime::builder().build()?;
+    /// let mut batch = rt.submit_batch(pkq::Op::SPIN, &[1_000_000u64; 8])?;
+    /// while let Err(pkq::Error::Timeout) = batch.wait_timeout(Duration::from_micros(100)) {
+    ///     let done = batch.results().iter().filter(|r| r.is_some()).count();
+    ///     println!("{done} of {} done", batch.len());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Vec<TaskResult>> {
+        self.wait_until(Instant::now().checked_add(timeout))
+    }
+
+    fn wait_until(&mut self, deadline: Option<Instant>) -> Result<Vec<TaskResult>> {
         // With every task taken (or none to take), the batch owns no slot
         // and may hold no share: the runtime's memory may be gone.
         if self.done < self.len() {
             let ring = self.ring;
-            ring.shared().wait_for(None, Watch::AnyWorker, || {
+            ring.shared().wait_for(deadline, Watch::AnyWorker, || {
                 self.take_in_order().then_some(())
             })?;
         }
-        Ok(std::mem::take(&mut self.results)
-            .into_iter()
+        Ok(self
+            .results
+            .iter()
             .map(|r| r.expect("every task taken"))
             .collect())
     }

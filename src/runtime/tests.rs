@@ -26,7 +26,7 @@ fn a_batch_outliving_its_runtime_never_touches_it() {
     while taken.poll().unwrap() < 2 {
         std::thread::yield_now();
     }
-    let empty = rt.submit_batch(Op::ECHO, &[] as &[[u64; 1]]).unwrap();
+    let mut empty = rt.submit_batch(Op::ECHO, &[] as &[[u64; 1]]).unwrap();
     let memory = Arc::downgrade(&rt.shared);
     drop(rt);
     // No task left to any handle: the memory is gone, and the batches must
@@ -46,7 +46,7 @@ fn a_batch_outliving_its_runtime_never_touches_it() {
 fn the_last_share_frees_through_the_arc_pointer() {
     let rt = soft(Runtime::builder().capacity(4).workers(1));
     let ticket = rt.submit(Op::ECHO, &[5u64]).unwrap();
-    let batch = rt.submit_packed(Op::ECHO, &[6u64, 7]).unwrap();
+    let mut batch = rt.submit_packed(Op::ECHO, &[6u64, 7]).unwrap();
     let memory = Arc::downgrade(&rt.shared);
     // The drop drains both tasks, then hands each holder a share: the
     // memory lives on for them.
@@ -58,6 +58,7 @@ fn the_last_share_frees_through_the_arc_pointer() {
     // pointer to drop it (Miri checks the pointer may do that).
     let results = batch.wait().unwrap();
     assert_eq!(results[1].as_ref().unwrap().value, 7);
+    drop(batch);
     assert!(freed(&memory));
 }
 
