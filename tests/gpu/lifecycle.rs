@@ -1,0 +1,548 @@
+//! The lifecycle of runtimes and their handles: shutdown, drop, cancel,
+//! stalls and liveness, refusals of bad settings and input.
+
+use super::*;
+
+pub(crate) fn shutdown_with_tasks_in_flight() {
+    let rt = Runtime::builder().capacity(8192).build().unwrap();
+    let mut rng = Rng::new(3);
+    let tickets: Vec<_> = (0..8000u64)
+        .map(|id| {
+            let args = echo_args(&mut rng, id);
+            (rt.submit(Op::ECHO, &args).unwrap(), echo_fold(&args))
+        })
+        .collect();
+    let t0 = Instant::now();
+    rt.shutdown().unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "shutdown took {:?}",
+        t0.elapsed()
+    );
+    assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
+    for (t, want) in tickets {
+        assert_eq!(t.wait().unwrap().value, want);
+    }
+}
+
+pub(crate) fn drop_with_tickets_alive() {
+    // Tickets and batches count no reference to the runtime: its memory
+    // must live exactly as long as the last of them that still needs it.
+    let before = pkq::live_runtimes();
+    let rt = Runtime::builder().capacity(4096).build().unwrap();
+    let tickets: Vec<_> = (0..3000u64)
+        .map(|i| rt.submit(Op::ECHO, &[i]).unwrap())
+        .collect();
+    let args: Vec<[u64; 1]> = (3000..3500u64).map(|i| [i]).collect();
+    let mut batch = rt.submit_batch(Op::ECHO, &args).unwrap();
+    let unread = rt.submit(Op::ECHO, &[1u64]).unwrap();
+    let mut early = rt.submit(Op::ECHO, &[2u64]).unwrap();
+    let wait = Duration::from_secs(5);
+    assert_eq!(early.wait_timeout(wait).unwrap().value, 2);
+    drop(rt);
+    assert_eq!(pkq::live_runtimes(), before + 1, "kept for its tickets");
+    drop(unread);
+    for (i, t) in tickets.into_iter().enumerate() {
+        assert_eq!(t.wait().unwrap().value, i as u64);
+    }
+    assert_eq!(pkq::live_runtimes(), before + 1, "kept for the batch");
+    let results = batch.wait().unwrap();
+    for (r, a) in results.iter().zip(&args) {
+        assert_eq!(r.unwrap().value, a[0]);
+    }
+    // A batch keeps its shares until it is dropped (it may be waited on
+    // again).
+    assert_eq!(
+        pkq::live_runtimes(),
+        before + 1,
+        "kept until the batch goes"
+    );
+    drop(batch);
+    assert_eq!(pkq::live_runtimes(), before, "freed with the last");
+    // A ticket taken before the drop keeps its result, and no share.
+    assert_eq!(early.wait_timeout(wait).unwrap().value, 2);
+}
+
+pub(crate) fn dropped_tickets_free_their_slots() {
+    let rt = Runtime::builder().capacity(64).build().unwrap();
+    for round in 0..200u64 {
+        // Drop 40 tickets unread, then make sure the ring still cycles.
+        for i in 0..40u64 {
+            drop(rt.submit(Op::ECHO, &[round * 100 + i]).unwrap());
+        }
+        let v = rt.submit(Op::ECHO, &[round]).unwrap().wait().unwrap().value;
+        assert_eq!(v, round);
+    }
+    rt.shutdown().unwrap();
+}
+
+pub(crate) fn two_runtimes_in_sequence() {
+    for round in 0..2u64 {
+        let rt = Runtime::builder().capacity(256).build().unwrap();
+        for i in 0..10_000u64 {
+            assert_eq!(
+                rt.submit(Op::ECHO, &[i ^ round])
+                    .unwrap()
+                    .wait()
+                    .unwrap()
+                    .value,
+                i ^ round
+            );
+        }
+        drop(rt);
+    }
+}
+
+pub(crate) fn runtimes_side_by_side() {
+    // The driver waits for running kernels before it loads a module (a
+    // resident kernel never ends): a second runtime, a floor, and a runtime
+    // started and stopped beside the others all use what the first runtime
+    // loaded, and anything new is refused rather than waited for.
+    if under_sanitizer() {
+        // compute-sanitizer runs one kernel at a time: the second resident
+        // kernel would wait for the first forever.
+        return skip("two resident kernels at once, which a sanitizer runs one after the other");
+    }
+    let a = Runtime::builder().workers(2).capacity(256).build().unwrap();
+    let b = Runtime::builder().workers(2).capacity(256).build().unwrap();
+    let echo_on = |rt: &Runtime, salt: u64| {
+        for i in 0..20_000u64 {
+            let v = (i << 1) | salt;
+            assert_eq!(rt.submit(Op::ECHO, &[v]).unwrap().wait().unwrap().value, v);
+        }
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| echo_on(&a, 0));
+        s.spawn(|| echo_on(&b, 1));
+    });
+    let mut floor = Floor::start(0, Shape::pollers(1)).unwrap();
+    floor.round_trip().unwrap();
+    floor.stop().unwrap();
+    let image = pkq::kernel_image().unwrap();
+    match Runtime::builder()
+        .module(image, "no_kernel_loaded_yet")
+        .build()
+    {
+        Err(Error::InvalidConfig(why)) => {
+            assert!(why.contains("while a pkq kernel"), "{why}");
+            println!("    refused: {why}");
+        }
+        other => panic!("a new module while runtimes run: {other:?}"),
+    }
+    b.shutdown().unwrap();
+    let c = Runtime::builder().workers(1).capacity(64).build().unwrap();
+    echo_on(&c, 1);
+    echo_on(&a, 0);
+    a.shutdown().unwrap();
+    c.shutdown().unwrap();
+}
+
+pub(crate) fn bad_input_is_a_typed_error() {
+    let count = pkq::device_count().unwrap();
+    assert!(matches!(
+        Runtime::builder().device(count + 3).build(),
+        Err(Error::DeviceOutOfRange { index, count: c }) if index == count + 3 && c == count
+    ));
+    assert!(matches!(
+        Runtime::builder().capacity(1000).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        Runtime::builder().workers(3).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    let rt = Runtime::builder().build().unwrap();
+    assert!(matches!(
+        rt.submit_bytes(Op::ECHO, &[0u8; ARGS_BYTES + 1]),
+        Err(Error::PayloadTooLarge { len: 49, max: 48 })
+    ));
+    assert!(matches!(
+        rt.submit(Op::AXPY, &AxpyArgs::default()),
+        Err(Error::UncheckedOp(Op::AXPY))
+    ));
+    // A listed op's arguments are what its table says: SPIN takes a u64,
+    // NOP nothing; ECHO up to 48 bytes.
+    for refused in [
+        rt.submit(Op::SPIN, &1u32).map(drop),
+        rt.submit(Op::NOP, &1u64).map(drop),
+        rt.submit_batch(Op::SPIN, &[[1u64; 2]]).map(drop),
+        rt.submit_packed(Op::NOP, &[1u8]).map(drop),
+    ] {
+        assert!(
+            matches!(refused, Err(Error::OpMismatch { .. })),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(rt.submit(Op::ECHO, &7u16).unwrap().wait().unwrap().value, 7);
+    assert!(matches!(
+        rt.submit(Op(999), &()).unwrap().wait(),
+        Err(Error::Task {
+            op: Op(999),
+            status: TaskStatus::UnknownOp
+        })
+    ));
+    // Still serving after every refusal.
+    assert_eq!(
+        rt.submit(Op::ECHO, &[77u64]).unwrap().wait().unwrap().value,
+        77
+    );
+    rt.shutdown().unwrap();
+    assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
+}
+
+pub(crate) fn liveness_probes_from_many_threads() {
+    // Probe on every check (interval 0) from 8 threads at once: probing is
+    // shared, never mistaken for a fault, and costs no correctness.
+    let rt = Runtime::builder()
+        .capacity(64)
+        .workers(2)
+        .probe_interval(Duration::ZERO)
+        .build()
+        .unwrap();
+    pump_from_threads(&rt, 80_000, 8, 16, 500);
+    rt.shutdown().unwrap();
+}
+
+pub(crate) fn idle_backoff_wakes_up_for_each_task() {
+    let rt = Runtime::builder()
+        .idle(IdlePolicy::Backoff {
+            spin: Duration::from_micros(10),
+            max_sleep: Duration::from_micros(50),
+        })
+        .pollers(2)
+        .build()
+        .unwrap();
+    let mut worst = Duration::ZERO;
+    for i in 0..300u64 {
+        std::thread::sleep(Duration::from_micros(300));
+        let t0 = Instant::now();
+        assert_eq!(rt.submit(Op::ECHO, &[i]).unwrap().wait().unwrap().value, i);
+        worst = worst.max(t0.elapsed());
+    }
+    println!("    slowest wake-up round trip: {worst:?}");
+    assert!(
+        worst < Duration::from_millis(50),
+        "a sleeping worker took {worst:?} to answer"
+    );
+    rt.shutdown().unwrap();
+}
+
+pub(crate) fn spin_op_and_wait_timeout_keeps_the_task() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let mut t = rt.submit(Op::SPIN, &50_000_000u64).unwrap();
+    let t0 = Instant::now();
+    assert!(matches!(
+        t.wait_timeout(Duration::from_millis(5)),
+        Err(Error::Timeout)
+    ));
+    // Still tracked: the same ticket completes.
+    let c = t.wait_timeout(Duration::from_secs(5)).unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(40));
+    assert!(c.value >= 50_000_000 && c.value < 60_000_000, "{c:?}");
+    assert!(c.device_time() >= Duration::from_millis(49));
+    assert!(matches!(
+        rt.submit(Op::SPIN, &(pkq::SPIN_MAX_NS + 1)).unwrap().wait(),
+        Err(Error::Task {
+            op: Op::SPIN,
+            status: TaskStatus::BadArgs
+        })
+    ));
+    rt.shutdown().unwrap();
+}
+
+pub(crate) fn stalled_worker_is_reported() {
+    let bound = Duration::from_millis(30);
+    let rt = Runtime::builder()
+        .workers(2)
+        .stall_after(bound)
+        .build()
+        .unwrap();
+    // Worker 0 runs a 400 ms task; worker 1 stays free.
+    let long = rt.submit(Op::SPIN, &400_000_000u64).unwrap();
+    assert_eq!(
+        rt.submit(Op::ECHO, &[5u64]).unwrap().wait().unwrap().value,
+        5
+    );
+    let mut behind = rt.submit(Op::ECHO, &[6u64]).unwrap(); // worker 0, queued
+    let t0 = Instant::now();
+    match behind.wait_timeout(Duration::from_secs(2)) {
+        Err(Error::Stalled { worker: 0, silent }) => assert!(silent > bound),
+        other => panic!("expected Stalled on worker 0, got {other:?}"),
+    }
+    let took = t0.elapsed();
+    println!("    stall of worker 0 reported after {took:?} (bound {bound:?})");
+    assert!(took < Duration::from_millis(200), "{took:?}");
+    assert!(matches!(rt.health(), Err(Error::Stalled { worker: 0, .. })));
+    // Worker 1 still serves meanwhile; nothing was latched.
+    assert_eq!(
+        rt.submit(Op::ECHO, &[7u64]).unwrap().wait().unwrap().value,
+        7
+    );
+    // The queued task completes once the long one is done; until then each
+    // wait reports the stall again, and the ticket stays valid.
+    let value = loop {
+        match behind.wait_timeout(Duration::from_secs(2)) {
+            Ok(c) => break c.value,
+            Err(Error::Stalled { worker: 0, .. }) => {
+                assert!(t0.elapsed() < Duration::from_secs(2))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(value, 6);
+    assert!(long.wait().unwrap().value >= 400_000_000);
+    let t1 = Instant::now();
+    while rt.health().is_err() {
+        assert!(t1.elapsed() < Duration::from_secs(1), "{:?}", rt.health());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    rt.shutdown().unwrap();
+}
+
+/// With one worker per ring, a long task stalls only its own ring: a wait
+/// behind it reports that ring's worker, and another thread's ring serves.
+pub(crate) fn a_stall_is_reported_on_its_ring() {
+    let bound = Duration::from_millis(30);
+    let rt = Runtime::builder()
+        .workers(2)
+        .rings(2)
+        .stall_after(bound)
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let rt = &rt;
+        s.spawn(move || {
+            let long = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
+            let ring = long.ring();
+            let mut behind = rt.submit(Op::ECHO, &[9u64]).unwrap();
+            tx.send(ring).unwrap();
+            match behind.wait_timeout(Duration::from_secs(2)) {
+                // One worker per ring: the worker's index is the ring's.
+                Err(Error::Stalled { worker, silent }) => {
+                    assert_eq!(worker, ring);
+                    assert!(silent > bound);
+                }
+                other => panic!("expected Stalled on worker {ring}, got {other:?}"),
+            }
+            let value = loop {
+                match behind.wait_timeout(Duration::from_secs(2)) {
+                    Ok(c) => break c.value,
+                    Err(Error::Stalled { .. }) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!(value, 9);
+            assert!(long.wait().unwrap().value >= 300_000_000);
+        });
+        s.spawn(move || {
+            let stalled = rx.recv().unwrap();
+            let t0 = Instant::now();
+            let t = rt.submit(Op::ECHO, &[4u64]).unwrap();
+            assert_ne!(t.ring(), stalled, "the second thread is on the other ring");
+            assert_eq!(t.wait().unwrap().value, 4);
+            assert!(
+                t0.elapsed() < Duration::from_millis(100),
+                "{:?}",
+                t0.elapsed()
+            );
+        });
+    });
+    rt.shutdown().unwrap();
+}
+
+/// A worker running long tasks back to back polls once per task; it must
+/// still beat between them, so that only a task longer than the stall bound
+/// is reported (review of 4dc8bec: it beat every 8th poll only).
+pub(crate) fn back_to_back_long_tasks_are_not_stalls() {
+    let rt = Runtime::builder()
+        .workers(1)
+        .stall_after(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let tickets: Vec<_> = (0..6)
+        .map(|_| rt.submit(Op::SPIN, &150_000_000u64).unwrap())
+        .collect();
+    let t0 = Instant::now();
+    for t in tickets {
+        let c = t.wait().unwrap();
+        assert!(c.value >= 150_000_000);
+    }
+    assert!(t0.elapsed() >= Duration::from_millis(850));
+    // The tasks of a pack, too: the worker beats between them.
+    let t0 = Instant::now();
+    let results = rt
+        .submit_packed(Op::SPIN, &[150_000_000u64; 6])
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(results.iter().all(|r| r.unwrap().value >= 150_000_000));
+    assert!(t0.elapsed() >= Duration::from_millis(850));
+    rt.shutdown().unwrap();
+}
+
+pub(crate) fn cancel_resolves_every_ticket() {
+    let rt = Arc::new(Runtime::builder().workers(2).build().unwrap());
+    let tickets: Vec<_> = (0..400)
+        .map(|_| rt.submit(Op::SPIN, &1_000_000u64).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(20));
+    let t0 = Instant::now();
+    rt.cancel().unwrap();
+    let cancel_took = t0.elapsed();
+    let (mut done, mut cancelled) = (0, 0);
+    for t in tickets {
+        let t1 = Instant::now();
+        match t.wait() {
+            Ok(c) => {
+                assert!(c.value >= 1_000_000);
+                done += 1;
+            }
+            Err(Error::Cancelled) => cancelled += 1,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(t1.elapsed() < Duration::from_millis(100));
+    }
+    println!("    cancel took {cancel_took:?}: {done} tasks had completed, {cancelled} cancelled");
+    assert!(cancel_took < Duration::from_millis(100), "{cancel_took:?}");
+    assert!(
+        done >= 2 && cancelled >= 100,
+        "{done} done, {cancelled} cancelled"
+    );
+    assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
+    assert!(matches!(rt.health(), Err(Error::Cancelled)));
+    rt.shutdown().unwrap(); // the first outcome
+}
+
+pub(crate) fn cancelled_tickets_outlive_their_runtime() {
+    let before = pkq::live_runtimes();
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let tickets: Vec<_> = (0..100)
+        .map(|_| rt.submit(Op::SPIN, &100_000u64).unwrap())
+        .collect();
+    let args = [[0u64; 1]; 50];
+    let mut batch = rt.submit_batch(Op::ECHO, &args).unwrap();
+    rt.cancel().unwrap();
+    drop(rt);
+    assert_eq!(pkq::live_runtimes(), before + 1);
+    let (mut done, mut cancelled) = (0, 0);
+    for t in tickets {
+        match t.wait() {
+            Ok(_) => done += 1,
+            Err(Error::Cancelled) => cancelled += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(cancelled > 0, "{done} done, {cancelled} cancelled");
+    assert!(matches!(batch.wait(), Err(Error::Cancelled)));
+    drop(batch);
+    assert_eq!(pkq::live_runtimes(), before, "freed with the last");
+}
+
+pub(crate) fn panicking_producers_leave_the_runtime_usable() {
+    let rt = Arc::new(Runtime::builder().capacity(64).workers(2).build().unwrap());
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {})); // the panics are expected
+    let handles: Vec<_> = (0..8u64)
+        .map(|p| {
+            let rt = rt.clone();
+            std::thread::spawn(move || {
+                let mut held = Vec::new();
+                for i in 0..1000u64 {
+                    held.push(rt.submit(Op::ECHO, &[p * 1_000_000 + i]).unwrap());
+                    if i == 100 + 50 * p {
+                        panic!("producer {p} panics holding {} tickets", held.len());
+                    }
+                }
+            })
+        })
+        .collect();
+    let panicked = handles
+        .into_iter()
+        .map(|h| h.join())
+        .filter(Result::is_err)
+        .count();
+    std::panic::set_hook(prev);
+    assert_eq!(panicked, 8);
+    // Every slot the dropped tickets held is reclaimed: a full run of ECHOs
+    // through the 64-slot ring, checked.
+    let seen: Vec<AtomicU64> = (0..20_000).map(|_| AtomicU64::new(0)).collect();
+    pump_echo(&rt, 0..20_000, 48, 11, &seen);
+    assert!(seen.iter().all(|s| s.load(Ordering::Relaxed) == 1));
+    rt.shutdown().unwrap();
+}
+
+/// Workers and pollers that the device cannot keep resident at once would
+/// wait for each other forever: refused before the launch, saying the
+/// limit; the largest shape that fits runs.
+pub(crate) fn settings_that_cannot_be_resident_are_refused() {
+    let sms = pkq::device_info(0).unwrap().multiprocessors as usize;
+    // One block of 8 warps per worker of 8 pollers, one such block per
+    // multiprocessor at most (the kernel's registers).
+    let too_many = (sms + 1).next_power_of_two();
+    for (workers, pollers) in [(1024, 8), (too_many, 8)] {
+        let t0 = Instant::now();
+        match Runtime::builder()
+            .capacity(1024)
+            .workers(workers)
+            .pollers(pollers)
+            .build()
+        {
+            Err(Error::InvalidConfig(msg)) => {
+                assert!(msg.contains("resident at once"), "{msg}")
+            }
+            other => panic!("{workers} x {pollers}: expected InvalidConfig, got {other:?}"),
+        }
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    }
+    let fits = too_many / 2;
+    let rt = Runtime::builder()
+        .capacity(1024)
+        .workers(fits)
+        .pollers(8)
+        .build()
+        .unwrap();
+    let tickets: Vec<_> = (0..4 * fits as u64)
+        .map(|i| rt.submit(Op::ECHO, &[i]).unwrap())
+        .collect();
+    for (i, t) in tickets.into_iter().enumerate() {
+        assert_eq!(t.wait().unwrap().value, i as u64);
+    }
+    rt.shutdown().unwrap();
+}
+
+/// A supervisor probing health while a cancel stops the kernel: pending
+/// tasks report the cancel, whoever sees the kernel gone first.
+pub(crate) fn cancel_wins_over_the_liveness_probe() {
+    for round in 0..20 {
+        let rt = Arc::new(
+            Runtime::builder()
+                .workers(2)
+                .probe_interval(Duration::from_micros(10))
+                .build()
+                .unwrap(),
+        );
+        let tickets: Vec<_> = (0..200)
+            .map(|_| rt.submit(Op::SPIN, &100_000u64).unwrap())
+            .collect();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let prober = {
+            let (rt, stop) = (rt.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = rt.health();
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(2));
+        rt.cancel().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        prober.join().unwrap();
+        for t in tickets {
+            match t.wait() {
+                Ok(_) | Err(Error::Cancelled) => {}
+                Err(e) => panic!("round {round}: a cancelled task reported {e}"),
+            }
+        }
+    }
+}

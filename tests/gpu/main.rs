@@ -1,0 +1,409 @@
+//! GPU tests: the real kernel on random inputs, checked against CPU
+//! references, every task counted (none lost, none twice).
+//!
+//! Our own runner (harness = false): on a machine without a usable GPU it
+//! says so and how many tests it skipped, instead of reporting tests that
+//! checked nothing as passed. A watchdog fails any test that hangs.
+//!
+//! Usage: `cargo test --release --test gpu [-- NAME_FILTER...]`.
+
+#[path = "../../examples/custom_handler/fk.rs"]
+mod fk;
+#[path = "../support/mod.rs"]
+mod support;
+
+mod faults;
+mod lifecycle;
+mod ops;
+mod protocol;
+mod tools;
+
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pkq::cudarc::driver::CudaContext;
+use pkq::floor::{Floor, Shape};
+use pkq::{ARGS_BYTES, AxpyArgs, Error, IdlePolicy, Op, Runtime, TaskStatus, echo_fold};
+use support::Rng;
+
+/// A test fails if it runs longer than this (hangs are failures, not waits);
+/// under compute-sanitizer, which slows the kernel tens of times, three
+/// times as long.
+fn watchdog() -> Duration {
+    Duration::from_secs(if under_sanitizer() { 360 } else { 120 })
+}
+const SEQ_WRAP: u64 = 1 << 63;
+
+type Test = (&'static str, fn());
+
+const TESTS: &[Test] = &[
+    (
+        "echo_million_through_1024_slots",
+        protocol::echo_million_through_1024_slots,
+    ),
+    (
+        "echo_from_four_producers",
+        protocol::echo_from_four_producers,
+    ),
+    ("workers_1_8_32_64", protocol::workers_1_8_32_64),
+    (
+        "sequence_wrap_at_2_pow_63",
+        protocol::sequence_wrap_at_2_pow_63,
+    ),
+    ("axpy_random_vs_cpu", ops::axpy_random_vs_cpu),
+    (
+        "axpy_bad_args_reported_by_device",
+        ops::axpy_bad_args_reported_by_device,
+    ),
+    (
+        "shutdown_with_tasks_in_flight",
+        lifecycle::shutdown_with_tasks_in_flight,
+    ),
+    (
+        "drop_with_tickets_alive",
+        lifecycle::drop_with_tickets_alive,
+    ),
+    (
+        "dropped_tickets_free_their_slots",
+        lifecycle::dropped_tickets_free_their_slots,
+    ),
+    (
+        "two_runtimes_in_sequence",
+        lifecycle::two_runtimes_in_sequence,
+    ),
+    ("runtimes_side_by_side", lifecycle::runtimes_side_by_side),
+    (
+        "bad_input_is_a_typed_error",
+        lifecycle::bad_input_is_a_typed_error,
+    ),
+    (
+        "modules_without_a_fitting_kernel_are_refused",
+        ops::modules_without_a_fitting_kernel_are_refused,
+    ),
+    (
+        "no_visible_gpu_is_no_device",
+        faults::no_visible_gpu_is_no_device,
+    ),
+    ("builtin_ops_random_vs_cpu", ops::builtin_ops_random_vs_cpu),
+    (
+        "typed_ops_are_checked_against_the_op_table",
+        ops::typed_ops_are_checked_against_the_op_table,
+    ),
+    (
+        "custom_handler_vs_reference",
+        ops::custom_handler_vs_reference,
+    ),
+    ("batches_submit_and_reap", protocol::batches_submit_and_reap),
+    (
+        "host_access_rate_is_measured",
+        tools::host_access_rate_is_measured,
+    ),
+    (
+        "back_to_back_long_tasks_are_not_stalls",
+        lifecycle::back_to_back_long_tasks_are_not_stalls,
+    ),
+    (
+        "eight_producers_ten_million_each",
+        protocol::eight_producers_ten_million_each,
+    ),
+    (
+        "holding_tickets_never_blocks_submit",
+        protocol::holding_tickets_never_blocks_submit,
+    ),
+    (
+        "producers_holding_more_than_the_ring",
+        protocol::producers_holding_more_than_the_ring,
+    ),
+    (
+        "liveness_probes_from_many_threads",
+        lifecycle::liveness_probes_from_many_threads,
+    ),
+    ("floor_ping_pong", tools::floor_ping_pong),
+    (
+        "pollers_race_for_every_task",
+        protocol::pollers_race_for_every_task,
+    ),
+    (
+        "idle_backoff_wakes_up_for_each_task",
+        lifecycle::idle_backoff_wakes_up_for_each_task,
+    ),
+    (
+        "device_costs_and_clock_map",
+        tools::device_costs_and_clock_map,
+    ),
+    (
+        "callers_context_is_kept_and_foreign_buffers_refused",
+        ops::callers_context_is_kept_and_foreign_buffers_refused,
+    ),
+    (
+        "spin_op_and_wait_timeout_keeps_the_task",
+        lifecycle::spin_op_and_wait_timeout_keeps_the_task,
+    ),
+    (
+        "stalled_worker_is_reported",
+        lifecycle::stalled_worker_is_reported,
+    ),
+    (
+        "rings_spread_threads_and_lose_nothing",
+        protocol::rings_spread_threads_and_lose_nothing,
+    ),
+    (
+        "a_stall_is_reported_on_its_ring",
+        lifecycle::a_stall_is_reported_on_its_ring,
+    ),
+    (
+        "cancel_resolves_every_ticket",
+        lifecycle::cancel_resolves_every_ticket,
+    ),
+    (
+        "packed_batches_random_vs_cpu",
+        protocol::packed_batches_random_vs_cpu,
+    ),
+    (
+        "cancelled_tickets_outlive_their_runtime",
+        lifecycle::cancelled_tickets_outlive_their_runtime,
+    ),
+    (
+        "panicking_producers_leave_the_runtime_usable",
+        lifecycle::panicking_producers_leave_the_runtime_usable,
+    ),
+    (
+        "settings_that_cannot_be_resident_are_refused",
+        lifecycle::settings_that_cannot_be_resident_are_refused,
+    ),
+    (
+        "a_worker_runs_its_tasks_one_after_another",
+        protocol::a_worker_runs_its_tasks_one_after_another,
+    ),
+    (
+        "cancel_wins_over_the_liveness_probe",
+        lifecycle::cancel_wins_over_the_liveness_probe,
+    ),
+    // Faults leave a sticky error in the process's CUDA context: each runs
+    // in a child process of this binary.
+    ("trap_faults_every_waiter", faults::trap_faults_every_waiter),
+    (
+        "illegal_address_faults_every_waiter",
+        faults::illegal_address_faults_every_waiter,
+    ),
+];
+
+/// Faults, run in a child process (`PKQ_GPU_CHILD=<name>`).
+const CHILDREN: &[Test] = &[
+    ("trap", faults::child_trap),
+    ("illegal_address", faults::child_illegal_address),
+    ("no_visible_gpu", faults::child_no_visible_gpu),
+];
+
+/// Why the running test skipped itself, if it did.
+static SKIPPED: Mutex<Option<String>> = Mutex::new(None);
+
+/// Whether the suite runs under compute-sanitizer (bundle-run.sh says so).
+fn under_sanitizer() -> bool {
+    std::env::var_os("PKQ_UNDER_SANITIZER").is_some()
+}
+
+/// Ends the calling test as skipped (with the reason), not passed.
+fn skip(why: &str) {
+    *SKIPPED.lock().unwrap() = Some(why.to_string());
+}
+
+fn main() {
+    if let Ok(child) = std::env::var("PKQ_GPU_CHILD") {
+        let (_, run) = CHILDREN
+            .iter()
+            .find(|(name, _)| *name == child)
+            .expect("known child scenario");
+        run();
+        println!("child {child}: all checks passed");
+        return;
+    }
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let selected: Vec<&Test> = TESTS
+        .iter()
+        .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
+        .collect();
+    if let Err(why) = gpu_ready() {
+        println!("\nrunning {} GPU tests", selected.len());
+        println!("SKIPPED all {} GPU tests: {why}", selected.len());
+        println!(
+            "test result: ok. 0 passed; 0 failed; {} skipped (no GPU); nothing was checked\n",
+            selected.len()
+        );
+        return;
+    }
+    let info = pkq::device_info(0).expect("device info");
+    println!(
+        "\nrunning {} GPU tests on {} (driver {})",
+        selected.len(),
+        info.name,
+        info.driver
+    );
+
+    let current: Arc<Mutex<(&'static str, Instant)>> = Arc::new(Mutex::new(("", Instant::now())));
+    {
+        let current = current.clone();
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+                let (name, since) = *current.lock().unwrap();
+                if !name.is_empty() && since.elapsed() > watchdog() {
+                    println!(
+                        "test {name} ... FAILED: still running after {:?} (hang)",
+                        watchdog()
+                    );
+                    std::process::exit(2);
+                }
+            }
+        });
+    }
+    let (mut passed, mut failed, mut skipped) = (0, Vec::new(), 0);
+    for (name, test) in selected {
+        *current.lock().unwrap() = (name, Instant::now());
+        let t0 = Instant::now();
+        let live = pkq::live_runtimes();
+        let outcome = catch_unwind(AssertUnwindSafe(test));
+        let secs = t0.elapsed().as_secs_f64();
+        let skip = SKIPPED.lock().unwrap().take();
+        // Every runtime a test built, and every ticket and batch of it, is
+        // gone when it returns: its memory must be freed by then.
+        let left = pkq::live_runtimes().saturating_sub(live);
+        if outcome.is_ok() && left > 0 {
+            println!("    {left} runtime(s) still allocated after the test");
+        }
+        let outcome = outcome.and_then(|()| {
+            if left > 0 {
+                Err(Box::new("leak"))
+            } else {
+                Ok(())
+            }
+        });
+        match outcome {
+            Ok(()) if skip.is_some() => {
+                skipped += 1;
+                println!("test {name} ... SKIPPED: {}", skip.unwrap());
+            }
+            Ok(()) => {
+                passed += 1;
+                println!("test {name} ... ok ({secs:.2} s)");
+            }
+            Err(_) => {
+                failed.push(name);
+                println!("test {name} ... FAILED ({secs:.2} s)");
+            }
+        }
+    }
+    *current.lock().unwrap() = ("", Instant::now());
+    let verdict = if failed.is_empty() { "ok" } else { "FAILED" };
+    println!(
+        "\ntest result: {verdict}. {passed} passed; {} failed; {skipped} skipped\n",
+        failed.len()
+    );
+    if !failed.is_empty() {
+        println!("failures: {failed:?}");
+        std::process::exit(1);
+    }
+}
+
+/// Why GPU tests cannot run here, if they cannot.
+fn gpu_ready() -> Result<(), String> {
+    pkq::kernel_image().map_err(|e| e.to_string())?;
+    match pkq::device_count() {
+        Ok(0) => Err("the driver reports no CUDA device".into()),
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Random ECHO arguments whose first word is `id`.
+fn echo_args(rng: &mut Rng, id: u64) -> [u64; ARGS_BYTES / 8] {
+    let mut a: [u64; 6] = std::array::from_fn(|_| rng.next());
+    a[0] = id;
+    a
+}
+
+/// Pushes `tasks` ECHO tasks with ids `ids` through `rt`, keeping up to
+/// `window` tickets in flight; checks every result; marks `seen[id]`.
+fn pump_echo(
+    rt: &Runtime,
+    ids: impl Iterator<Item = u64>,
+    window: usize,
+    seed: u64,
+    seen: &[AtomicU64],
+) {
+    let mut rng = Rng::new(seed);
+    let mut inflight: VecDeque<(pkq::Ticket, u64, u64)> = VecDeque::with_capacity(window);
+    let mut ring = None;
+    let check = |(mut t, id, want): (pkq::Ticket, u64, u64)| {
+        let c = match t.wait_timeout(Duration::from_secs(20)) {
+            Ok(c) => c,
+            Err(Error::Timeout) => {
+                panic!("task {id} (seq {}) stalled:\n{}", t.seq(), rt.debug_state())
+            }
+            Err(e) => panic!("task {id}: {e}"),
+        };
+        assert_eq!(c.value, want, "task {id}: wrong echo");
+        assert!(c.device_end_ns >= c.device_start_ns);
+        seen[id as usize].fetch_add(1, Ordering::Relaxed);
+    };
+    for id in ids {
+        let args = echo_args(&mut rng, id);
+        let t = rt.submit(Op::ECHO, &args).expect("submit");
+        assert_eq!(
+            *ring.get_or_insert(t.ring()),
+            t.ring(),
+            "a thread stays on its ring"
+        );
+        inflight.push_back((t, id, echo_fold(&args)));
+        if inflight.len() >= window {
+            check(inflight.pop_front().unwrap());
+        }
+    }
+    inflight.into_iter().for_each(check);
+}
+
+/// `producers` threads push ECHO tasks 0..n (interleaved ids) through `rt`,
+/// each keeping up to `window` tickets; every result is checked and every
+/// task must be seen exactly once.
+fn pump_from_threads(rt: &Runtime, n: u64, producers: u64, window: usize, seed: u64) {
+    let seen = counters(n);
+    std::thread::scope(|s| {
+        for p in 0..producers {
+            let seen = &seen;
+            s.spawn(move || {
+                pump_echo(
+                    rt,
+                    (p..n).step_by(producers as usize),
+                    window,
+                    seed + p,
+                    seen,
+                )
+            });
+        }
+    });
+    assert_each_once(&seen);
+}
+
+fn assert_each_once(seen: &[AtomicU64]) {
+    let bad: Vec<(usize, u64)> = seen
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .enumerate()
+        .filter(|&(_, n)| n != 1)
+        .take(5)
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "tasks not seen exactly once (id, times): {bad:?}"
+    );
+}
+
+fn counters(n: u64) -> Vec<AtomicU64> {
+    (0..n).map(|_| AtomicU64::new(0)).collect()
+}

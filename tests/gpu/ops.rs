@@ -1,0 +1,546 @@
+//! Ops: the built-in ops and a custom module's, against CPU references;
+//! op tables and modules refused.
+
+use super::*;
+
+/// Every buffer is allocated before the runtime starts: compute-sanitizer's
+/// memcheck judges a kernel's accesses by the allocations that existed when
+/// it was launched, so it flags (falsely) a resident kernel's reads of
+/// buffers allocated later (benches/NOTES.md).
+pub(crate) fn axpy_random_vs_cpu() {
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let mut rng = Rng::new(42);
+    let mut sizes = vec![0usize, 1, 3, 4, 5, 31, 32, 33, 127, 1000, 4095, 4096];
+    sizes.extend((0..40).map(|_| 1 + rng.below(4096) as usize));
+    let cases: Vec<_> = sizes
+        .into_iter()
+        .map(|n| {
+            let a = rng.unit() * 4.0;
+            let x: Vec<f32> = (0..n).map(|_| rng.unit()).collect();
+            let y: Vec<f32> = (0..n).map(|_| rng.unit()).collect();
+            let xd = stream.clone_htod(&x).unwrap();
+            let yd = stream.clone_htod(&y).unwrap();
+            (a, x, y, xd, yd)
+        })
+        .collect();
+    let xd = stream.clone_htod(&[1.0f32; 8]).unwrap();
+    let mut yd = stream.clone_htod(&[1.0f32; 9]).unwrap();
+    let rt = Runtime::builder().build().unwrap();
+    assert!(matches!(
+        rt.axpy(1.0, &xd, &mut yd),
+        Err(Error::InvalidArgument(_))
+    ));
+    for (a, x, y, xd, mut yd) in cases {
+        let n = x.len();
+        rt.axpy(a, &xd, &mut yd).unwrap();
+        let got = stream.clone_dtoh(&yd).unwrap();
+        for i in 0..n {
+            let want = a.mul_add(x[i], y[i]);
+            assert_eq!(
+                got[i].to_bits(),
+                want.to_bits(),
+                "n {n}, i {i}: {} vs {want}",
+                got[i]
+            );
+        }
+        // Run again on the same buffers: the device must see the new y.
+        rt.axpy(-a, &xd, &mut yd).unwrap();
+        let back = stream.clone_dtoh(&yd).unwrap();
+        for i in 0..n {
+            assert_eq!(
+                back[i].to_bits(),
+                (-a).mul_add(x[i], got[i]).to_bits(),
+                "second pass n {n}, i {i}"
+            );
+        }
+    }
+    rt.shutdown().unwrap();
+}
+
+pub(crate) fn axpy_bad_args_reported_by_device() {
+    let rt = Runtime::builder().build().unwrap();
+    let args = AxpyArgs {
+        x: 0,
+        y: 0,
+        n: 4097,
+        a: 1.0,
+    };
+    // SAFETY: n is over the limit, so the device refuses the task before it
+    // touches any address.
+    let t = unsafe { rt.submit_unchecked(Op::AXPY, &args) }.unwrap();
+    assert!(matches!(
+        t.wait(),
+        Err(Error::Task {
+            op: Op::AXPY,
+            status: TaskStatus::BadArgs
+        })
+    ));
+    let args = AxpyArgs {
+        x: 0,
+        y: 0,
+        n: 16,
+        a: 1.0,
+    };
+    // SAFETY: null pointers are refused by the device before any access.
+    let t = unsafe { rt.submit_unchecked(Op::AXPY, &args) }.unwrap();
+    assert!(matches!(
+        t.wait(),
+        Err(Error::Task {
+            status: TaskStatus::BadArgs,
+            ..
+        })
+    ));
+    // The runtime still serves.
+    assert_eq!(
+        rt.submit(Op::ECHO, &[5u64]).unwrap().wait().unwrap().value,
+        5
+    );
+    rt.shutdown().unwrap();
+}
+
+/// `Builder::module` refuses, with typed errors and nothing started: an
+/// image the driver cannot load, a kernel the module lacks, and kernels
+/// whose parameters are not one `pkq_params`. The embedded image under the
+/// worker kernel's name serves.
+pub(crate) fn modules_without_a_fitting_kernel_are_refused() {
+    let image = pkq::kernel_image().unwrap();
+    let build = |bytes: &[u8], kernel: &str| Runtime::builder().module(bytes, kernel).build();
+    match build(&[0u8; 64], "pkq_worker_kernel") {
+        Err(Error::InvalidModule(why)) => println!("    garbage image: {why}"),
+        other => panic!("garbage image: {other:?}"),
+    }
+    match build(image, "no_such_kernel") {
+        Err(Error::KernelMissing(name)) => assert_eq!(name, "no_such_kernel"),
+        other => panic!("missing kernel: {other:?}"),
+    }
+    for wrong in ["pkq_empty_kernel", "pkq_floor_kernel", "pkq_costs_kernel"] {
+        match build(image, wrong) {
+            Err(Error::InvalidModule(why)) => assert!(why.contains(wrong), "{why}"),
+            other => panic!("{wrong}: {other:?}"),
+        }
+    }
+    let rt = build(image, "pkq_worker_kernel").unwrap();
+    assert_eq!(
+        rt.submit(Op::ECHO, &[8u64]).unwrap().wait().unwrap().value,
+        8
+    );
+    rt.shutdown().unwrap();
+}
+
+/// What one warp computes in `f32`: lane `l` chains fused multiply-adds over
+/// columns `l, l + 32, ...`, then the lanes add in the shuffle butterfly
+/// (16, 8, 4, 2, 1), as `warp_sum` does; bit for bit.
+pub(crate) fn warp_dot_f32(a: &[f32], x: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 32];
+    for (l, acc) in lanes.iter_mut().enumerate() {
+        for c in (l..a.len()).step_by(32) {
+            *acc = a[c].mul_add(x[c], *acc);
+        }
+    }
+    butterfly(lanes)
+}
+
+pub(crate) fn butterfly<T: Copy + std::ops::Add<Output = T>>(mut lanes: [T; 32]) -> T {
+    for o in [16, 8, 4, 2, 1] {
+        let before = lanes;
+        for l in 0..32 {
+            lanes[l] = before[l] + before[l ^ o];
+        }
+    }
+    lanes[0]
+}
+
+/// DOT's sum in `f64`, as the device adds it (each product is exact).
+pub(crate) fn warp_dot_f64(x: &[f32], y: Option<&[f32]>) -> f64 {
+    let mut lanes = [0.0f64; 32];
+    for (l, acc) in lanes.iter_mut().enumerate() {
+        for i in (l..x.len()).step_by(32) {
+            *acc += x[i] as f64 * y.map_or(1.0, |y| y[i] as f64);
+        }
+    }
+    butterfly(lanes)
+}
+
+/// MEMCPY, MEMSET, DOT, sum, GEMV and FIR on random inputs and sizes (edge
+/// sizes included, unaligned byte ranges for the copies), each compared
+/// with its CPU reference bit for bit; then the limits, refused on the host
+/// and (through `call_unchecked`) on the device. Buffers are allocated
+/// before the runtime starts (see axpy_random_vs_cpu).
+pub(crate) fn builtin_ops_random_vs_cpu() {
+    use pkq::builtin::{self, DotArgs, FirArgs, GemvArgs};
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let mut rng = Rng::new(5);
+    let vec = |rng: &mut Rng, n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit()).collect() };
+
+    // Copies: byte buffers, at offsets 0..16 for every alignment.
+    let bytes: Vec<u8> = (0..70_000).map(|_| rng.next() as u8).collect();
+    let src = stream.clone_htod(&bytes).unwrap();
+    let mut dst = stream.alloc_zeros::<u8>(70_000).unwrap();
+    let copies: Vec<(usize, usize, usize)> = [0usize, 1, 15, 16, 17, 4096, 65_535, 65_536]
+        .into_iter()
+        .chain((0..30).map(|_| rng.below(65_537) as usize))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|len| (len, rng.below(16) as usize, rng.below(16) as usize))
+        .collect();
+    // DOT / sum.
+    let dots: Vec<_> = [0usize, 1, 31, 32, 33, 65_536]
+        .into_iter()
+        .chain((0..10).map(|_| rng.below(65_537) as usize))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|n| {
+            let (x, y) = (vec(&mut rng, n), vec(&mut rng, n));
+            let xd = stream.clone_htod(&x).unwrap();
+            let yd = stream.clone_htod(&y).unwrap();
+            (x, y, xd, yd)
+        })
+        .collect();
+    // GEMV.
+    let gemvs: Vec<_> = [
+        (1usize, 1usize),
+        (256, 256),
+        (1, 256),
+        (256, 1),
+        (17, 255),
+        (0, 5),
+    ]
+    .into_iter()
+    .chain((0..12).map(|_| (1 + rng.below(256) as usize, 1 + rng.below(256) as usize)))
+    .collect::<Vec<_>>()
+    .into_iter()
+    .map(|(r, c)| {
+        let (a, x) = (vec(&mut rng, r * c), vec(&mut rng, c));
+        let ad = stream.clone_htod(&a).unwrap();
+        let xd = stream.clone_htod(&x).unwrap();
+        let yd = stream.alloc_zeros::<f32>(r).unwrap();
+        (r, c, a, x, ad, xd, yd)
+    })
+    .collect();
+    // FIR.
+    let firs: Vec<_> = [(1usize, 1usize), (65_536, 64), (33, 32), (1, 64), (0, 3)]
+        .into_iter()
+        .chain((0..12).map(|_| (rng.below(5000) as usize, 1 + rng.below(64) as usize)))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|(n, taps)| {
+            let (x, h) = (vec(&mut rng, n + taps - 1), vec(&mut rng, taps));
+            let xd = stream.clone_htod(&x).unwrap();
+            let hd = stream.clone_htod(&h).unwrap();
+            let yd = stream.alloc_zeros::<f32>(n).unwrap();
+            (n, taps, x, h, xd, hd, yd)
+        })
+        .collect();
+    let big = stream.alloc_zeros::<f32>(65_537).unwrap();
+    let mut big_out = stream.alloc_zeros::<f32>(65_537).unwrap();
+
+    let rt = Runtime::builder().build().unwrap();
+    let mut want = vec![0u8; 70_000];
+    for &(len, so, d_o) in &copies {
+        rt.memcpy(&mut dst.slice_mut(d_o..d_o + len), &src.slice(so..so + len))
+            .unwrap();
+        want[d_o..d_o + len].copy_from_slice(&bytes[so..so + len]);
+        assert_eq!(
+            stream.clone_dtoh(&dst).unwrap(),
+            want,
+            "memcpy {len} bytes, {so} -> {d_o}"
+        );
+        let byte = rng.next() as u8;
+        let at = rng.below(16) as usize;
+        rt.memset(&mut dst.slice_mut(at..at + len / 2), byte)
+            .unwrap();
+        want[at..at + len / 2].fill(byte);
+        assert_eq!(
+            stream.clone_dtoh(&dst).unwrap(),
+            want,
+            "memset {} at {at}",
+            len / 2
+        );
+    }
+    for (x, y, xd, yd) in &dots {
+        assert_eq!(
+            rt.dot(xd, yd).unwrap().to_bits(),
+            warp_dot_f64(x, Some(y)).to_bits()
+        );
+        assert_eq!(
+            rt.sum(xd).unwrap().to_bits(),
+            warp_dot_f64(x, None).to_bits()
+        );
+    }
+    for (r, c, a, x, ad, xd, mut yd) in gemvs {
+        rt.gemv(&ad, r, c, &xd, &mut yd).unwrap();
+        let got = stream.clone_dtoh(&yd).unwrap();
+        for i in 0..r {
+            let w = warp_dot_f32(&a[i * c..(i + 1) * c], &x);
+            assert_eq!(got[i].to_bits(), w.to_bits(), "gemv {r}x{c}, row {i}");
+        }
+    }
+    for (n, taps, x, h, xd, hd, mut yd) in firs {
+        rt.fir(&xd, &hd, &mut yd).unwrap();
+        let got = stream.clone_dtoh(&yd).unwrap();
+        for i in 0..n {
+            let w = (0..taps).fold(0.0f32, |s, k| h[k].mul_add(x[i + k], s));
+            assert_eq!(
+                got[i].to_bits(),
+                w.to_bits(),
+                "fir n {n}, taps {taps}, i {i}"
+            );
+        }
+    }
+
+    // Over the limits: refused on the host, before anything runs...
+    let bad = |r: pkq::Result<()>| assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    bad(rt.memcpy(&mut dst.slice_mut(0..65_537), &src.slice(0..65_537)));
+    bad(rt.memcpy(&mut dst.slice_mut(0..10), &src.slice(0..11)));
+    bad(rt.memset(&mut dst.slice_mut(0..65_537), 1));
+    bad(rt.dot(&big, &big).map(drop));
+    bad(rt.sum(&big).map(drop));
+    bad(rt.gemv(
+        &big,
+        257,
+        255,
+        &big.slice(0..255),
+        &mut big_out.slice_mut(0..257),
+    ));
+    bad(rt.gemv(&big, 2, 3, &big.slice(0..3), &mut big_out.slice_mut(0..2)));
+    bad(rt.fir(
+        &big.slice(0..10),
+        &big.slice(0..65),
+        &mut big_out.slice_mut(0..1),
+    ));
+    bad(rt.fir(
+        &big.slice(0..10),
+        &big.slice(0..0),
+        &mut big_out.slice_mut(0..10),
+    ));
+    bad(rt.fir(
+        &big.slice(0..10),
+        &big.slice(0..2),
+        &mut big_out.slice_mut(0..10),
+    ));
+    // ... and on the device, which checks every limit itself.
+    let bad_args = |t: pkq::Result<pkq::Ticket>| {
+        let r = t.unwrap().wait();
+        assert!(
+            matches!(
+                r,
+                Err(Error::Task {
+                    status: TaskStatus::BadArgs,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+    };
+    // SAFETY: each is refused by the device before it touches memory (sizes
+    // over the limits, or null addresses).
+    unsafe {
+        bad_args(rt.call_unchecked(
+            &builtin::DOT,
+            &DotArgs {
+                x: 0,
+                y: 0,
+                n: 65_537,
+                reserved: 0,
+            },
+        ));
+        bad_args(rt.call_unchecked(
+            &builtin::DOT,
+            &DotArgs {
+                x: 0,
+                y: 0,
+                n: 5,
+                reserved: 0,
+            },
+        ));
+        bad_args(rt.call_unchecked(
+            &builtin::GEMV,
+            &GemvArgs {
+                a: 0,
+                x: 0,
+                y: 0,
+                rows: 300,
+                cols: 1,
+            },
+        ));
+        bad_args(rt.call_unchecked(
+            &builtin::FIR,
+            &FirArgs {
+                x: 0,
+                h: 0,
+                y: 0,
+                n: 1,
+                taps: 65,
+            },
+        ));
+    }
+    // Still serving.
+    assert_eq!(
+        rt.call(&builtin::ECHO, &[6, 0, 0, 0, 0, 0])
+            .unwrap()
+            .wait()
+            .unwrap()
+            .value,
+        6
+    );
+    rt.shutdown().unwrap();
+}
+
+/// A declared op is checked against the kernel's op table, by name: at call
+/// and, with `Builder::op`, at load; ops that take pointers need the unsafe
+/// call.
+pub(crate) fn typed_ops_are_checked_against_the_op_table() {
+    use pkq::TypedOp;
+    let rt = Runtime::builder().build().unwrap();
+    let spun = rt.call(&pkq::builtin::SPIN, &1000).unwrap().wait().unwrap();
+    assert!(spun.value >= 1000, "{spun:?}");
+    let short_echo: TypedOp<[u64; 2]> = TypedOp::new(Op::ECHO.0, "SHORT_ECHO");
+    match rt.call(&short_echo, &[1, 2]) {
+        Err(Error::OpMismatch { op, code, why }) => {
+            assert_eq!((op.as_str(), code), ("SHORT_ECHO", Op::ECHO.0));
+            println!("    refused: {}", Error::OpMismatch { op, code, why });
+        }
+        other => panic!("{other:?}"),
+    }
+    let unknown: TypedOp<u64> = TypedOp::new(4000, "NOT_THERE");
+    assert!(matches!(
+        rt.call(&unknown, &1),
+        Err(Error::OpMismatch { code: 4000, .. })
+    ));
+    assert!(matches!(
+        rt.call(&pkq::builtin::GEMV, &Default::default()),
+        Err(Error::UncheckedOp(Op::GEMV))
+    ));
+    // Raw submits of ops the table flags as dereferencing are refused too.
+    assert!(matches!(
+        rt.submit(Op::MEMCPY, &[0u64; 3]),
+        Err(Error::UncheckedOp(_))
+    ));
+    rt.shutdown().unwrap();
+    match Runtime::builder().op(&short_echo).build() {
+        Err(Error::OpMismatch { op, .. }) => assert_eq!(op, "SHORT_ECHO"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The custom-handler example's module (fk.cu, built by build.rs with
+/// pkq-build): forward kinematics of random configurations against the
+/// `f64` reference, the handler's own status for a NaN, its length checks,
+/// and a stale argument struct refused at load by the op's name.
+pub(crate) fn custom_handler_vs_reference() {
+    if fk::IMAGE.is_empty() {
+        return skip("pkq was built without nvcc, so fk.cu was not compiled");
+    }
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let mut rng = Rng::new(12);
+    let batches: Vec<_> = [1usize, 31, 32, 33, 1000, fk::MAX_N]
+        .into_iter()
+        .map(|n| {
+            let q: Vec<f32> = (0..6 * n)
+                .map(|_| rng.unit() * std::f32::consts::PI)
+                .collect();
+            let qd = stream.clone_htod(&q).unwrap();
+            let pd = stream.alloc_zeros::<f32>(12 * n).unwrap();
+            (n, q, qd, pd)
+        })
+        .collect();
+    let mut nan = vec![0.5f32; 12];
+    nan[7] = f32::INFINITY;
+    let nan_d = stream.clone_htod(&nan).unwrap();
+    let mut out = stream.alloc_zeros::<f32>(24).unwrap();
+
+    #[repr(C)]
+    #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+    struct Stale {
+        q: u64,
+        pose: u64,
+    }
+    let stale: pkq::TypedOp<Stale> = pkq::TypedOp::with_pointers(fk::FK.op().0, "FK");
+    match Runtime::builder()
+        .module(fk::IMAGE, fk::KERNEL)
+        .op(&stale)
+        .build()
+    {
+        Err(e @ Error::OpMismatch { .. }) => {
+            assert!(e.to_string().contains("FK"), "{e}");
+            println!("    stale struct: {e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let rt = fk::runtime().unwrap();
+    for (n, q, qd, mut pd) in batches {
+        assert_eq!(fk::forward_kinematics(&rt, &qd, &mut pd).unwrap(), n as u64);
+        let err = fk::max_error(&q, &stream.clone_dtoh(&pd).unwrap());
+        assert!(err < 1e-4, "n {n}: largest error {err}");
+    }
+    assert!(matches!(
+        fk::forward_kinematics(&rt, &nan_d, &mut out),
+        Err(Error::Task {
+            status: TaskStatus::Other(fk::STATUS_NOT_FINITE),
+            ..
+        })
+    ));
+    assert!(matches!(
+        fk::forward_kinematics(&rt, &nan_d.slice(0..6), &mut out),
+        Err(Error::InvalidArgument(_))
+    ));
+    // An op the module's table does not list is refused by the safe calls
+    // (a module may fall back on anything); sent anyway, this module's
+    // handlers answer it UnknownOp.
+    assert!(matches!(
+        rt.submit(Op::ECHO, &[1u64]),
+        Err(Error::OpMismatch { code: 1, .. })
+    ));
+    // SAFETY: fk.cu's handlers answer ops other than FK without reading
+    // anything.
+    let t = unsafe { rt.submit_unchecked(Op::ECHO, &[1u64]) }.unwrap();
+    assert!(matches!(
+        t.wait(),
+        Err(Error::Task {
+            status: TaskStatus::UnknownOp,
+            ..
+        })
+    ));
+    rt.shutdown().unwrap();
+}
+
+pub(crate) fn callers_context_is_kept_and_foreign_buffers_refused() {
+    use pkq::cudarc::driver::sys;
+    // Buffers of another context on the same device are not the runtime's.
+    let other = CudaContext::new_non_primary(0, 0).unwrap();
+    let stream = other.default_stream();
+    let x = stream.clone_htod(&[1.0f32; 4]).unwrap();
+    let mut y = stream.clone_htod(&[1.0f32; 4]).unwrap();
+    let rt = Runtime::builder()
+        .probe_interval(Duration::ZERO)
+        .build()
+        .unwrap();
+    assert!(matches!(
+        rt.axpy(1.0, &x, &mut y),
+        Err(Error::InvalidArgument(_))
+    ));
+    // pkq's own driver calls (here the liveness probe of try_result, due on
+    // every call) leave the calling thread's current context as they found it.
+    other.bind_to_thread().unwrap();
+    let current = || {
+        let mut c = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        unsafe { sys::cuCtxGetCurrent(&mut c) };
+        c
+    };
+    let before = current();
+    assert_eq!(before, other.cu_ctx());
+    let mut t = rt.submit(Op::ECHO, &[3u64]).unwrap();
+    let c = loop {
+        if let Some(c) = t.try_result().unwrap() {
+            break c;
+        }
+    };
+    assert_eq!(c.value, 3);
+    assert_eq!(current(), before, "the thread's current context changed");
+    rt.shutdown().unwrap();
+    drop((x, y));
+}
