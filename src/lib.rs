@@ -23,6 +23,7 @@ mod cuda;
 mod error;
 pub mod floor;
 #[doc(hidden)]
+#[cfg(feature = "hooks")]
 pub mod host_ring;
 pub mod ops;
 mod proto;
@@ -39,6 +40,7 @@ pub use ops::builtin;
 pub use ops::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, TypedOp, echo_fold};
 pub use runtime::batch::{Batch, TaskResult};
 #[doc(hidden)]
+#[cfg(feature = "hooks")]
 pub use runtime::live_runtimes;
 pub use runtime::ticket::{Completion, Ticket};
 pub use runtime::{Builder, IdlePolicy, Runtime};

@@ -39,7 +39,7 @@ use crate::proto::layout::{
 use crate::proto::plan::Plan;
 use crate::proto::ring::seq_add;
 use crate::proto::slot::{Cqe, DecodedSlot, tag_of};
-use crate::proto::sync::{AtomicU64, Ordering, fence, yield_now};
+use crate::proto::sync::{AtomicU64, Ordering, fence};
 use crate::proto::words::Words;
 
 /// What one poll came to.
@@ -89,6 +89,7 @@ pub(crate) struct SoftDevice {
     positions: Box<[AtomicU64]>,
     /// Per poller: 1 once it stopped.
     stopped: Box<[AtomicU64]>,
+    #[cfg(not(loom))]
     epoch: std::time::Instant,
     #[cfg(not(loom))]
     threads: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -107,6 +108,7 @@ impl SoftDevice {
             stopped: counters(plan.all_pollers()),
             h2d,
             d2h,
+            #[cfg(not(loom))]
             epoch: std::time::Instant::now(),
             #[cfg(not(loom))]
             threads: std::sync::Mutex::new(Vec::new()),
@@ -271,7 +273,7 @@ impl SoftDevice {
                     loop {
                         match dev.step(w, j) {
                             Step::Stopped => break,
-                            Step::Idle => yield_now(),
+                            Step::Idle => std::thread::yield_now(),
                             Step::Ran => {}
                         }
                     }

@@ -11,13 +11,3 @@ pub(crate) use std::sync::{
     Mutex, MutexGuard,
     atomic::{AtomicU64, Ordering, fence},
 };
-
-/// Lets other threads run while this one waits for them (loom's yield
-/// under loom, which then explores the others' steps).
-#[cfg(test)]
-pub(crate) fn yield_now() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    std::thread::yield_now();
-}

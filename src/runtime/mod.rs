@@ -21,7 +21,6 @@ use bytemuck::Pod;
 use crate::error::{Error, Result};
 use crate::ops::op::Op;
 use crate::ops::typed::TypedOp;
-use crate::proto::layout::STATE_BITS;
 use crate::proto::queue::Queue;
 use crate::proto::slot::SlotImage;
 
@@ -220,7 +219,9 @@ impl Runtime {
 
     /// A snapshot of the ring and of every poller, for diagnosing a stall.
     #[doc(hidden)]
+    #[cfg(feature = "hooks")]
     pub fn debug_state(&self) -> String {
+        use crate::proto::layout::STATE_BITS;
         let s = &self.shared;
         let pollers_per_worker = s.states.len() / s.workers;
         let mut out = String::new();
@@ -276,6 +277,7 @@ pub(crate) static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// How many runtimes' memories are allocated now: built and not yet freed
 /// (dropped, and every ticket and batch of theirs gone). For tests.
 #[doc(hidden)]
+#[cfg(feature = "hooks")]
 pub fn live_runtimes() -> usize {
     LIVE.load(Ordering::Relaxed)
 }

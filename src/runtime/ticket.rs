@@ -81,6 +81,7 @@ impl Ticket {
 
     /// The ring the task is in (for tests of how threads spread).
     #[doc(hidden)]
+    #[cfg(feature = "hooks")]
     pub fn ring(&self) -> usize {
         self.ring.ring
     }
