@@ -43,7 +43,7 @@ pub use runtime::batch::{Batch, TaskResult};
 #[cfg(feature = "hooks")]
 pub use runtime::live_runtimes;
 pub use runtime::ticket::{Completion, Ticket};
-pub use runtime::{Builder, IdlePolicy, Runtime};
+pub use runtime::{Builder, IdlePolicy, Producer, Runtime};
 
 /// The most argument bytes a task carries inline in its slot.
 pub const ARGS_BYTES: usize = proto::layout::ARGS_BYTES;

@@ -6,16 +6,12 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use bytemuck::Pod;
-
 use crate::error::{Error, Result, TaskStatus};
 use crate::ops::op::Op;
-use crate::proto::layout::PACK_TASKS;
 use crate::proto::queue::Completed;
 use crate::proto::ring::seq_add;
-use crate::proto::slot::SlotImage;
 use crate::runtime::ticket::{Completion, outcome_of};
-use crate::runtime::{RingPtr, Runtime, Watch};
+use crate::runtime::{RingPtr, Watch};
 
 /// What one task of a batch came to: its completion, or the status its
 /// handler reported.
@@ -58,94 +54,10 @@ impl fmt::Debug for Batch {
     }
 }
 
-impl Runtime {
-    /// Submits one task of `op` per element of `args` (each at most 48
-    /// bytes, at most the ring's capacity of them): all or none, with one
-    /// compare-and-swap for the consecutive slots they take, waiting while
-    /// the ring has not that many free. The tasks are spread over the
-    /// workers as single submits are.
-    ///
-    /// Refuses, with nothing submitted: more tasks than the capacity
-    /// ([`Error::InvalidArgument`]: split the batch); ops whose handler
-    /// dereferences device addresses ([`Error::UncheckedOp`]); arguments over
-    /// 48 bytes ([`Error::PayloadTooLarge`]); arguments of another size than
-    /// the op table lists ([`Error::OpMismatch`], as [`Runtime::submit`]);
-    /// after shutdown or cancel, [`Error::Closed`] (an empty batch too); a
-    /// device fault, a stop, or [`Error::Stalled`] while it waited for room.
-    ///
-    /// ```no_run
-    /// # fn main() -> pkq::Result<()> {
-    /// use pkq::{Op, Runtime};
-    /// let rt = Runtime::builder().build()?;
-    /// let args: Vec<[u64; 1]> = (0..256).map(|i| [i]).collect();
-    /// let results = rt.submit_batch(Op::ECHO, &args)?.wait()?;
-    /// for (i, r) in results.iter().enumerate() {
-    ///     assert_eq!(r.as_ref().unwrap().value, i as u64);
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn submit_batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
-        let ring = self.ring();
-        let shared = ring.shared();
-        // Every element has the same size: one check for all.
-        SlotImage::check_len(std::mem::size_of::<A>())?;
-        shared.ops.refuse(op, std::mem::size_of::<A>())?;
-        shared.check_open()?;
-        let first = reserve_run(ring, args.len(), args.len())?;
-        // Nothing between the reservation and the stores can fail.
-        ring.queue().publish_run(first, op.0, args);
-        Ok(Batch::new(ring, op, first, args.len(), 1))
-    }
-
-    /// Submits one task of `op` per element of `args` as
-    /// [`Runtime::submit_batch`] does, but packs up to 32 tasks into one
-    /// slot: each argument is at most 8 bytes and goes into the slot's
-    /// 8-byte word of a side area; each result comes back as one 8-byte
-    /// word. A task then costs the host about one 8-byte store and one
-    /// 8-byte load, and the device one read of host memory per 32 tasks.
-    ///
-    /// The tasks of one slot run one after another on one worker (each by
-    /// its whole warp, as a single task runs), and share their completion
-    /// timestamps (the pack's start and end); slots spread over the workers
-    /// as single tasks do. A batch of `n` tasks takes `ceil(n / 32)`
-    /// slots. For many small tasks: a long task holds up the rest of its
-    /// slot.
-    ///
-    /// Refuses, with nothing submitted: more than 32 times the capacity
-    /// ([`Error::InvalidArgument`]: split it); arguments over 8 bytes
-    /// ([`Error::PayloadTooLarge`]); the rest as
-    /// [`Runtime::submit_batch`].
-    ///
-    /// ```no_run
-    /// # fn main() -> pkq::Result<()> {
-    /// use pkq::{Op, Runtime};
-    /// let rt = Runtime::builder().build()?;
-    /// let args: Vec<u64> = (0..4096).collect();
-    /// // ECHO of one word returns the word.
-    /// let results = rt.submit_packed(Op::ECHO, &args)?.wait()?;
-    /// for (a, r) in args.iter().zip(&results) {
-    ///     assert_eq!(r.as_ref().unwrap().value, *a);
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn submit_packed<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
-        let ring = self.ring();
-        let shared = ring.shared();
-        SlotImage::check_pack_len(std::mem::size_of::<A>())?;
-        shared.ops.refuse(op, std::mem::size_of::<A>())?;
-        shared.check_open()?;
-        let n = args.len();
-        let first = reserve_run(ring, n.div_ceil(PACK_TASKS), n)?;
-        // Nothing between the reservation and the stores can fail.
-        ring.queue().publish_packs(first, op.0, args);
-        Ok(Batch::new(ring, op, first, n, PACK_TASKS))
-    }
-}
-
 /// Reserves `slots` consecutive slots of `ring` for a batch of `n` tasks
 /// (none for an empty batch), waiting while the ring has not that many
 /// free; refuses more slots than the ring has. Returns the first.
-fn reserve_run(ring: RingPtr, slots: usize, n: usize) -> Result<u64> {
+pub(crate) fn reserve_run(ring: RingPtr, slots: usize, n: usize) -> Result<u64> {
     let queue = ring.queue();
     let capacity = queue.geometry().capacity();
     if slots > capacity {
@@ -166,7 +78,7 @@ fn reserve_run(ring: RingPtr, slots: usize, n: usize) -> Result<u64> {
 }
 
 impl Batch {
-    fn new(ring: RingPtr, op: Op, first: u64, n: usize, per_slot: usize) -> Self {
+    pub(crate) fn new(ring: RingPtr, op: Op, first: u64, n: usize, per_slot: usize) -> Self {
         Self {
             ring,
             op,

@@ -124,13 +124,15 @@ impl Builder {
     }
 
     /// Submission rings: a power of two, at most the workers (default 1).
-    /// Each ring has its own slots, tail and `workers / rings` workers; a
-    /// thread submits to ring `t % rings`, `t` being the order in which
-    /// threads first submitted to any pkq runtime, so up to `rings` threads
-    /// that start submitting one after another share no cache line on the
-    /// submit path (the tail's compare-and-swap is per ring). A thread's
-    /// tasks run only on its ring's workers: for one producing thread, keep
-    /// one ring. `benches/results/throughput*.json` compares threads
+    /// Each ring has its own slots, tail and `workers / rings` workers. A
+    /// [`Producer`](crate::Producer) submits to the ring it names
+    /// ([`Runtime::producer_on`](crate::Runtime::producer_on)); the
+    /// runtime's own submit calls use ring `t % rings`, `t` being the order
+    /// in which the calling thread first submitted to any pkq runtime. Up
+    /// to `rings` threads on rings of their own share no cache line on the
+    /// submit path (the tail's compare-and-swap is per ring). A ring's
+    /// tasks run only on its workers: for one producing thread, keep one
+    /// ring. `benches/results/throughput*.json` compares threads
     /// submitting one task at a time on one ring and on a ring each.
     ///
     /// ```no_run

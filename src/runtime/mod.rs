@@ -9,23 +9,25 @@ mod calls;
 pub(crate) mod engine;
 pub(crate) mod handle;
 pub(crate) mod liveness;
+pub(crate) mod producer;
 pub(crate) mod shared;
 pub(crate) mod ticket;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 use bytemuck::Pod;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::op::Op;
 use crate::ops::typed::TypedOp;
 use crate::proto::queue::Queue;
 use crate::proto::slot::SlotImage;
 
+use batch::Batch;
 pub use builder::{Builder, IdlePolicy};
 pub(crate) use handle::RingPtr;
+pub use producer::Producer;
 pub(crate) use shared::{Shared, Watch};
 use ticket::Ticket;
 
@@ -47,7 +49,7 @@ use ticket::Ticket;
 /// process: the first runtime with a given module and kernel must be built
 /// while no pkq kernel (a runtime, a floor, a probe) runs on the device;
 /// later ones reuse what it loaded. A new one is refused with
-/// [`Error::InvalidConfig`] rather than waited for. A runtime dropped while
+/// [`Error::InvalidConfig`](crate::Error::InvalidConfig) rather than waited for. A runtime dropped while
 /// another runs keeps its pinned rings until none runs.
 pub struct Runtime {
     /// Tickets and batches point here without counting (see `RingPtr`).
@@ -80,85 +82,66 @@ impl Runtime {
         Builder::default()
     }
 
-    /// Submits a task, waiting (spinning, then yielding) while the ring is
-    /// full. `args` is copied inline into the slot: at most 48 bytes.
-    ///
-    /// Refuses, with nothing submitted: arguments over 48 bytes
-    /// ([`Error::PayloadTooLarge`]); ops that dereference device pointers
-    /// or fault the device on purpose ([`Error::UncheckedOp`]); arguments of
-    /// another size than the kernel's op table lists for the op (ECHO takes
-    /// up to 48 bytes), and in a module of your own an op its table does not
-    /// list ([`Error::OpMismatch`]); after [`Runtime::shutdown`] or
-    /// [`Runtime::cancel`] began, [`Error::Closed`].
+    /// Submits a task to the calling thread's ring (see [`Builder::rings`];
+    /// [`Runtime::producer_on`] names one), waiting (spinning, then
+    /// yielding) while the ring is full: [`Producer::submit`].
     pub fn submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
-        self.submit_bytes(op, bytemuck::bytes_of(args))
+        self.thread_producer().submit(op, args)
     }
 
-    /// Like [`Runtime::submit`], but returns [`Error::Full`] instead of
-    /// waiting for a free slot.
+    /// [`Producer::try_submit`] on the calling thread's ring.
     pub fn try_submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
-        let bytes = bytemuck::bytes_of(args);
-        let image = SlotImage::new(op.0, bytes)?;
-        self.shared.ops.refuse(op, bytes.len())?;
-        match submit(self.ring(), op, &image, false) {
-            // A caller looping on Full must learn if the kernel died.
-            Err(Error::Full) => {
-                self.shared.probe_if_due(Instant::now())?;
-                Err(Error::Full)
-            }
-            other => other,
-        }
+        self.thread_producer().try_submit(op, args)
     }
 
-    /// Submits a task whose arguments are raw bytes (at most 48).
+    /// [`Producer::submit_bytes`] on the calling thread's ring.
     pub fn submit_bytes(&self, op: Op, args: &[u8]) -> Result<Ticket> {
-        let image = SlotImage::new(op.0, args)?;
-        self.shared.ops.refuse(op, args.len())?;
-        submit(self.ring(), op, &image, true)
+        self.thread_producer().submit_bytes(op, args)
     }
 
-    /// Submits any op, including those whose handler dereferences device
-    /// pointers from its arguments.
+    /// [`Producer::submit_unchecked`] on the calling thread's ring.
     ///
     /// # Safety
-    /// Every device address in `args` must be valid for what the op does with
-    /// it (for [`Op::AXPY`]: `n` `f32`s readable at `x`, writable at `y`, not
-    /// overlapping unless equal, in the runtime's context), with no other
-    /// work touching that memory until the task completed, and stay so until
-    /// the returned ticket has reported completion or the kernel is known to
-    /// have stopped ([`Runtime::shutdown`] returned `Ok`). An error from a
-    /// wait alone does not mean the kernel stopped.
+    /// As [`Producer::submit_unchecked`].
     pub unsafe fn submit_unchecked<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
-        let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
-        submit(self.ring(), op, &image, true)
+        // SAFETY: the caller's contract, which is the producer's.
+        unsafe { self.thread_producer().submit_unchecked(op, args) }
     }
 
-    /// Submits a task of a declared op with its typed arguments, waiting
-    /// while the ring is full. Refuses an op whose declaration disagrees with
-    /// the kernel's op table ([`Error::OpMismatch`]) and an op declared
-    /// [`with_pointers`](TypedOp::with_pointers) ([`Error::UncheckedOp`]: use
-    /// [`Runtime::call_unchecked`] or a safe wrapper).
+    /// [`Producer::call`] on the calling thread's ring.
     pub fn call<A: Pod>(&self, op: &TypedOp<A>, args: &A) -> Result<Ticket> {
-        self.shared.ops.check(&op.signature())?;
-        if op.takes_pointers() {
-            return Err(Error::UncheckedOp(op.op()));
-        }
-        // SAFETY: the kernel's op table agrees with the declaration, which
-        // says the op's handler dereferences no address from its arguments.
-        unsafe { self.submit_unchecked(op.op(), args) }
+        self.thread_producer().call(op, args)
     }
 
-    /// [`Runtime::call`] for any declared op, including those whose handler
-    /// dereferences device addresses among its arguments.
+    /// [`Producer::call_unchecked`] on the calling thread's ring.
     ///
     /// # Safety
-    /// As [`Runtime::submit_unchecked`]: every device address in `args` must
-    /// be valid for what the op does with it until the ticket reported
-    /// completion or the kernel is known to have stopped.
+    /// As [`Producer::call_unchecked`].
     pub unsafe fn call_unchecked<A: Pod>(&self, op: &TypedOp<A>, args: &A) -> Result<Ticket> {
-        self.shared.ops.check(&op.signature())?;
-        // SAFETY: the caller's contract, which is submit_unchecked's.
-        unsafe { self.submit_unchecked(op.op(), args) }
+        // SAFETY: the caller's contract, which is the producer's.
+        unsafe { self.thread_producer().call_unchecked(op, args) }
+    }
+
+    /// [`Producer::submit_batch`] on the calling thread's ring.
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Op, Runtime};
+    /// let rt = Runtime::builder().build()?;
+    /// let args: Vec<[u64; 1]> = (0..256).map(|i| [i]).collect();
+    /// let results = rt.submit_batch(Op::ECHO, &args)?.wait()?;
+    /// for (i, r) in results.iter().enumerate() {
+    ///     assert_eq!(r.as_ref().unwrap().value, i as u64);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn submit_batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
+        self.thread_producer().submit_batch(op, args)
+    }
+
+    /// [`Producer::submit_packed`] on the calling thread's ring.
+    pub fn submit_packed<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
+        self.thread_producer().submit_packed(op, args)
     }
 
     /// The slot count of each ring.
@@ -171,13 +154,11 @@ impl Runtime {
         self.shared.queues.len()
     }
 
-    /// The ring the calling thread submits to.
+    /// A producer on the calling thread's ring: ring `t % rings`, `t` the
+    /// order in which the thread first submitted to any pkq runtime.
     #[inline(always)]
-    pub(crate) fn ring(&self) -> RingPtr {
-        RingPtr::new(
-            &self.shared,
-            thread_index() & (self.shared.queues.len() - 1),
-        )
+    fn thread_producer(&self) -> Producer<'_> {
+        self.producer_at(thread_index() & (self.shared.queues.len() - 1))
     }
 
     /// The kernel's worker warps.
@@ -241,7 +222,7 @@ impl Runtime {
         out
     }
 
-    /// Shuts down: refuses new tasks ([`Error::Closed`] from then on), waits
+    /// Shuts down: refuses new tasks ([`Error::Closed`](crate::Error::Closed) from then on), waits
     /// for every submitted task to complete (up to the stop timeout), tells
     /// the kernel to exit and waits for it. Tickets stay valid and report
     /// their results. Memory the device may touch is freed only after the
@@ -251,10 +232,10 @@ impl Runtime {
         self.shared.stop(true)
     }
 
-    /// Stops now: refuses new tasks ([`Error::Closed`]), tells the kernel to
+    /// Stops now: refuses new tasks ([`Error::Closed`](crate::Error::Closed)), tells the kernel to
     /// exit without running what is still queued (tasks already running
     /// finish), and waits for it (up to the stop timeout). Then every ticket
-    /// whose task did not complete reports [`Error::Cancelled`]; completed
+    /// whose task did not complete reports [`Error::Cancelled`](crate::Error::Cancelled); completed
     /// ones still report their results. Later calls (and `shutdown`, and
     /// `Drop`) return the first outcome.
     pub fn cancel(&self) -> Result<()> {
@@ -262,8 +243,8 @@ impl Runtime {
     }
 
     /// Probes the kernel now: `Ok` while it serves; else the latched fault
-    /// or stop ([`Error::DeviceFault`], [`Error::KernelStopped`],
-    /// [`Error::Cancelled`]), or [`Error::Stalled`] for a worker silent past
+    /// or stop ([`Error::DeviceFault`](crate::Error::DeviceFault), [`Error::KernelStopped`](crate::Error::KernelStopped),
+    /// [`Error::Cancelled`](crate::Error::Cancelled)), or [`Error::Stalled`](crate::Error::Stalled) for a worker silent past
     /// the stall bound. For supervisors; waits check this by themselves.
     pub fn health(&self) -> Result<()> {
         self.shared.health()
@@ -284,7 +265,7 @@ pub fn live_runtimes() -> usize {
 
 /// Submits one task to `ring` (waiting for room if `wait`).
 #[inline]
-fn submit(ring: RingPtr, op: Op, image: &SlotImage, wait: bool) -> Result<Ticket> {
+pub(crate) fn submit(ring: RingPtr, op: Op, image: &SlotImage, wait: bool) -> Result<Ticket> {
     let queue = ring.queue();
     queue.prefetch_reservation();
     let shared = ring.shared();

@@ -71,6 +71,8 @@ pub(crate) struct Shared {
     /// then one more per task whose ticket or batch outlived it
     /// (`Queue::orphan`); the last given back frees this memory.
     pub(crate) orphans: crate::proto::sync::AtomicU64,
+    /// The ring of the next [`Runtime::producer`](crate::Runtime::producer).
+    pub(crate) next_producer: std::sync::atomic::AtomicUsize,
     /// What stop began, if any (`DRAIN`, `CANCEL`; 0: none yet).
     stopping: AtomicU8,
     /// The device side: the CUDA kernel, or the software device.
@@ -103,6 +105,7 @@ impl Shared {
             workers: plan.workers,
             ring_worker_mask: (plan.workers / plan.rings) as u64 - 1,
             orphans: crate::proto::sync::AtomicU64::new(1),
+            next_producer: std::sync::atomic::AtomicUsize::new(0),
             stopping: AtomicU8::new(0),
             engine,
         });

@@ -218,3 +218,28 @@ fn every_task_once_through_the_real_runtime() {
     });
     rt.shutdown().unwrap();
 }
+
+#[test]
+fn producers_name_their_ring() {
+    let rt = soft(Runtime::builder().capacity(8).workers(4).rings(4));
+    assert!(matches!(rt.producer_on(4), Err(Error::InvalidArgument(_))));
+    let turns: Vec<usize> = (0..8).map(|_| rt.producer().ring()).collect();
+    assert_eq!(turns, [0, 1, 2, 3, 0, 1, 2, 3]);
+    std::thread::scope(|s| {
+        for ring in 0..4 {
+            let p = rt.producer_on(ring).unwrap();
+            s.spawn(move || {
+                let t = p.submit(Op::ECHO, &[ring as u64]).unwrap();
+                assert_eq!(t.ring(), ring);
+                assert_eq!(t.wait().unwrap().value, ring as u64);
+                let r = p
+                    .submit_packed(Op::ECHO, &[7u64, 8])
+                    .unwrap()
+                    .wait()
+                    .unwrap();
+                assert_eq!(r[1].unwrap().value, 8);
+            });
+        }
+    });
+    rt.shutdown().unwrap();
+}

@@ -1,0 +1,256 @@
+//! Producers: handles that submit to one ring of a runtime. The runtime's
+//! own submit calls use the calling thread's ring; a producer names its
+//! ring ([`Runtime::producer_on`]) or takes the next in turn
+//! ([`Runtime::producer`]), so that threads need share no ring, whatever
+//! order they start in.
+
+use std::time::Instant;
+
+use bytemuck::Pod;
+
+use crate::error::{Error, Result};
+use crate::ops::op::Op;
+use crate::ops::typed::TypedOp;
+use crate::proto::layout::PACK_TASKS;
+use crate::proto::slot::SlotImage;
+use crate::runtime::batch::{Batch, reserve_run};
+use crate::runtime::ticket::Ticket;
+use crate::runtime::{RingPtr, Runtime, submit};
+
+/// Submits to one ring of a [`Runtime`]: the same calls as the runtime's,
+/// on the ring it was made for. Cheap to copy; any number of producers may
+/// share a ring (their reservations meet in a compare-and-swap of the
+/// ring's tail), and a producer may be used from any thread.
+///
+/// ```no_run
+/// # fn main() -> pkq::Result<()> {
+/// let rt = pkq::Runtime::builder().workers(64).rings(4).build()?;
+/// std::thread::scope(|s| {
+///     for ring in 0..4 {
+///         let p = rt.producer_on(ring)?;
+///         s.spawn(move || p.submit(pkq::Op::NOP, &())?.wait().map(|_| ()));
+///     }
+///     pkq::Result::Ok(())
+/// })?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy)]
+pub struct Producer<'rt> {
+    rt: &'rt Runtime,
+    ring: RingPtr,
+}
+
+impl std::fmt::Debug for Producer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("ring", &self.ring.ring)
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A producer on the next ring in turn (each call takes the ring after
+    /// the last call's, round the runtime's rings).
+    pub fn producer(&self) -> Producer<'_> {
+        let n = self
+            .shared
+            .next_producer
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.producer_at(n & (self.rings() - 1))
+    }
+
+    /// A producer on ring `ring`; [`Error::InvalidArgument`] unless it is
+    /// below [`Runtime::rings`].
+    pub fn producer_on(&self, ring: usize) -> Result<Producer<'_>> {
+        if ring >= self.rings() {
+            return Err(Error::InvalidArgument(format!(
+                "ring {ring} of a runtime of {} rings",
+                self.rings()
+            )));
+        }
+        Ok(self.producer_at(ring))
+    }
+
+    #[inline(always)]
+    pub(crate) fn producer_at(&self, ring: usize) -> Producer<'_> {
+        Producer {
+            rt: self,
+            ring: RingPtr::new(&self.shared, ring),
+        }
+    }
+}
+
+impl<'rt> Producer<'rt> {
+    /// The ring it submits to.
+    pub fn ring(&self) -> usize {
+        self.ring.ring
+    }
+
+    /// The runtime it submits to.
+    pub fn runtime(&self) -> &'rt Runtime {
+        self.rt
+    }
+
+    /// Submits a task, waiting (spinning, then yielding) while the ring is
+    /// full. `args` is copied inline into the slot: at most 48 bytes.
+    ///
+    /// Refuses, with nothing submitted: arguments over 48 bytes
+    /// ([`Error::PayloadTooLarge`]); ops that dereference device pointers
+    /// or fault the device on purpose ([`Error::UncheckedOp`]); arguments of
+    /// another size than the kernel's op table lists for the op (ECHO takes
+    /// up to 48 bytes), and in a module of your own an op its table does not
+    /// list ([`Error::OpMismatch`]); after [`Runtime::shutdown`] or
+    /// [`Runtime::cancel`] began, [`Error::Closed`].
+    pub fn submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
+        self.submit_bytes(op, bytemuck::bytes_of(args))
+    }
+
+    /// Like [`Producer::submit`], but returns [`Error::Full`] instead of
+    /// waiting for a free slot.
+    pub fn try_submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
+        let bytes = bytemuck::bytes_of(args);
+        let image = SlotImage::new(op.0, bytes)?;
+        self.rt.shared.ops.refuse(op, bytes.len())?;
+        match submit(self.ring, op, &image, false) {
+            // A caller looping on Full must learn if the kernel died.
+            Err(Error::Full) => {
+                self.rt.shared.probe_if_due(Instant::now())?;
+                Err(Error::Full)
+            }
+            other => other,
+        }
+    }
+
+    /// Submits a task whose arguments are raw bytes (at most 48).
+    pub fn submit_bytes(&self, op: Op, args: &[u8]) -> Result<Ticket> {
+        let image = SlotImage::new(op.0, args)?;
+        self.rt.shared.ops.refuse(op, args.len())?;
+        submit(self.ring, op, &image, true)
+    }
+
+    /// Submits any op, including those whose handler dereferences device
+    /// pointers from its arguments.
+    ///
+    /// # Safety
+    /// Every device address in `args` must be valid for what the op does with
+    /// it (for [`Op::AXPY`]: `n` `f32`s readable at `x`, writable at `y`, not
+    /// overlapping unless equal, in the runtime's context), with no other
+    /// work touching that memory until the task completed, and stay so until
+    /// the returned ticket has reported completion or the kernel is known to
+    /// have stopped ([`Runtime::shutdown`] returned `Ok`). An error from a
+    /// wait alone does not mean the kernel stopped.
+    pub unsafe fn submit_unchecked<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
+        let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
+        submit(self.ring, op, &image, true)
+    }
+
+    /// Submits a task of a declared op with its typed arguments, waiting
+    /// while the ring is full. Refuses an op whose declaration disagrees with
+    /// the kernel's op table ([`Error::OpMismatch`]) and an op declared
+    /// [`with_pointers`](TypedOp::with_pointers) ([`Error::UncheckedOp`]: use
+    /// [`Producer::call_unchecked`] or a safe wrapper).
+    pub fn call<A: Pod>(&self, op: &TypedOp<A>, args: &A) -> Result<Ticket> {
+        self.rt.shared.ops.check(&op.signature())?;
+        if op.takes_pointers() {
+            return Err(Error::UncheckedOp(op.op()));
+        }
+        // SAFETY: the kernel's op table agrees with the declaration, which
+        // says the op's handler dereferences no address from its arguments.
+        unsafe { self.submit_unchecked(op.op(), args) }
+    }
+
+    /// [`Producer::call`] for any declared op, including those whose handler
+    /// dereferences device addresses among its arguments.
+    ///
+    /// # Safety
+    /// As [`Producer::submit_unchecked`]: every device address in `args` must
+    /// be valid for what the op does with it until the ticket reported
+    /// completion or the kernel is known to have stopped.
+    pub unsafe fn call_unchecked<A: Pod>(&self, op: &TypedOp<A>, args: &A) -> Result<Ticket> {
+        self.rt.shared.ops.check(&op.signature())?;
+        // SAFETY: the caller's contract, which is submit_unchecked's.
+        unsafe { self.submit_unchecked(op.op(), args) }
+    }
+
+    /// Submits one task of `op` per element of `args` (each at most 48
+    /// bytes, at most the ring's capacity of them): all or none, with one
+    /// compare-and-swap for the consecutive slots they take, waiting while
+    /// the ring has not that many free. The tasks are spread over the
+    /// workers as single submits are.
+    ///
+    /// Refuses, with nothing submitted: more tasks than the capacity
+    /// ([`Error::InvalidArgument`]: split the batch); ops whose handler
+    /// dereferences device addresses ([`Error::UncheckedOp`]); arguments over
+    /// 48 bytes ([`Error::PayloadTooLarge`]); arguments of another size than
+    /// the op table lists ([`Error::OpMismatch`], as [`Producer::submit`]);
+    /// after shutdown or cancel, [`Error::Closed`] (an empty batch too); a
+    /// device fault, a stop, or [`Error::Stalled`] while it waited for room.
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Op, Runtime};
+    /// let rt = Runtime::builder().build()?;
+    /// let args: Vec<[u64; 1]> = (0..256).map(|i| [i]).collect();
+    /// let results = rt.submit_batch(Op::ECHO, &args)?.wait()?;
+    /// for (i, r) in results.iter().enumerate() {
+    ///     assert_eq!(r.as_ref().unwrap().value, i as u64);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn submit_batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
+        let ring = self.ring;
+        let shared = ring.shared();
+        // Every element has the same size: one check for all.
+        SlotImage::check_len(std::mem::size_of::<A>())?;
+        shared.ops.refuse(op, std::mem::size_of::<A>())?;
+        shared.check_open()?;
+        let first = reserve_run(ring, args.len(), args.len())?;
+        // Nothing between the reservation and the stores can fail.
+        ring.queue().publish_run(first, op.0, args);
+        Ok(Batch::new(ring, op, first, args.len(), 1))
+    }
+
+    /// Submits one task of `op` per element of `args` as
+    /// [`Producer::submit_batch`] does, but packs up to 32 tasks into one
+    /// slot: each argument is at most 8 bytes and goes into the slot's
+    /// 8-byte word of a side area; each result comes back as one 8-byte
+    /// word. A task then costs the host about one 8-byte store and one
+    /// 8-byte load, and the device one read of host memory per 32 tasks.
+    ///
+    /// The tasks of one slot run one after another on one worker (each by
+    /// its whole warp, as a single task runs), and share their completion
+    /// timestamps (the pack's start and end); slots spread over the workers
+    /// as single tasks do. A batch of `n` tasks takes `ceil(n / 32)`
+    /// slots. For many small tasks: a long task holds up the rest of its
+    /// slot.
+    ///
+    /// Refuses, with nothing submitted: more than 32 times the capacity
+    /// ([`Error::InvalidArgument`]: split it); arguments over 8 bytes
+    /// ([`Error::PayloadTooLarge`]); the rest as
+    /// [`Producer::submit_batch`].
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Op, Runtime};
+    /// let rt = Runtime::builder().build()?;
+    /// let args: Vec<u64> = (0..4096).collect();
+    /// // ECHO of one word returns the word.
+    /// let results = rt.submit_packed(Op::ECHO, &args)?.wait()?;
+    /// for (a, r) in args.iter().zip(&results) {
+    ///     assert_eq!(r.as_ref().unwrap().value, *a);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn submit_packed<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
+        let ring = self.ring;
+        let shared = ring.shared();
+        SlotImage::check_pack_len(std::mem::size_of::<A>())?;
+        shared.ops.refuse(op, std::mem::size_of::<A>())?;
+        shared.check_open()?;
+        let n = args.len();
+        let first = reserve_run(ring, n.div_ceil(PACK_TASKS), n)?;
+        // Nothing between the reservation and the stores can fail.
+        ring.queue().publish_packs(first, op.0, args);
+        Ok(Batch::new(ring, op, first, n, PACK_TASKS))
+    }
+}
