@@ -1,10 +1,14 @@
 //! Build script: generates the Rust side of the shared layout from
-//! `cuda/pkq_layout.h`, and compiles `cuda/pkq.cu` (the one translation unit;
-//! the other files in `cuda/` are headers it includes) with nvcc into one
-//! fatbin that the crate embeds.
+//! `cuda/pkq_layout.h`, and compiles `cuda/pkq.cu` (the worker kernel's
+//! translation unit; the other files in `cuda/` are headers it includes)
+//! with nvcc into one fatbin that the crate embeds.
 //!
-//! It also compiles the example's handlers (`examples/custom_handler/*.cu`)
-//! the way a downstream crate would, with `pkq-build`.
+//! With the crate feature `bench` (pkq's own tests, examples and benches
+//! turn it on through the dev-dependency on itself; a dependent never does)
+//! it also compiles the measurement kernels, `cuda/pkq_bench.cu`, into a
+//! second embedded fatbin (`pkq_bench.fatbin`), and the example's handlers
+//! (`examples/custom_handler/*.cu`) the way a downstream crate would, with
+//! `pkq-build`. Without the feature neither is compiled nor written.
 //!
 //! nvcc is found by `pkq_build::find_nvcc` (`NVCC`, then `CUDA_HOME`,
 //! `CUDA_PATH`, `CUDA_ROOT`, then `/usr/local/cuda/bin`, then `PATH`). Without
@@ -22,6 +26,8 @@ mod ptxas;
 
 const LAYOUT_HEADER: &str = "cuda/pkq_layout.h";
 const KERNEL_SOURCE: &str = "cuda/pkq.cu";
+/// The measurement kernels (feature `bench`), a fatbin of their own.
+const BENCH_SOURCE: &str = "cuda/pkq_bench.cu";
 /// The example's own translation unit, built as a downstream crate would.
 const EXAMPLE_SOURCE: &str = "examples/custom_handler/fk.cu";
 const WORKER_KERNEL: &str = "pkq_worker_kernel";
@@ -30,9 +36,16 @@ fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
 
+    // Cargo sets CARGO_FEATURE_BENCH itself, and a build with other
+    // features runs the script anew in an OUT_DIR of its own, so it needs
+    // no rerun-if-env-changed.
+    let bench = env::var_os("CARGO_FEATURE_BENCH").is_some();
+
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=cuda");
-    println!("cargo::rerun-if-changed=examples/custom_handler");
+    if bench {
+        println!("cargo::rerun-if-changed=examples/custom_handler");
+    }
     pkq_build::rerun_if_env_changed();
     println!("cargo::rerun-if-env-changed=DOCS_RS");
     // The cuda/ headers are exported for downstream build scripts
@@ -46,13 +59,20 @@ fn main() {
     fs::write(out.join("layout_gen.rs"), layout_consts(&header)).unwrap();
 
     let kernel = compile_kernel(&manifest, &out);
-    fs::write(out.join("kernel_gen.rs"), kernel_module(&kernel)).unwrap();
-    compile_example(
-        &manifest,
-        &out,
-        kernel.nvcc.as_deref(),
-        &kernel.nvcc_version,
-    );
+    let bench_fatbin = bench.then(|| compile_bench(&manifest, &out, &kernel));
+    fs::write(
+        out.join("kernel_gen.rs"),
+        kernel_module(&kernel, bench_fatbin.as_ref()),
+    )
+    .unwrap();
+    if bench {
+        compile_example(
+            &manifest,
+            &out,
+            kernel.nvcc.as_deref(),
+            &kernel.nvcc_version,
+        );
+    }
     fs::write(
         out.join("build_info_gen.rs"),
         build_info(&manifest, &kernel),
@@ -162,10 +182,36 @@ fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
     }
 }
 
+/// Compiles the measurement kernels (`cuda/pkq_bench.cu`, feature `bench`)
+/// into `$OUT_DIR/pkq_bench.fatbin` with the nvcc that built the worker
+/// kernel; Err(why) when there was none.
+fn compile_bench(manifest: &Path, out: &Path, kernel: &Kernel) -> Result<PathBuf, String> {
+    let nvcc = match (&kernel.fatbin, &kernel.nvcc) {
+        (Ok(_), Some(nvcc)) => nvcc,
+        (Err(why), _) => return Err(why.clone()),
+        (Ok(_), None) => unreachable!("a kernel built without nvcc"),
+    };
+    let fatbin = out.join("pkq_bench.fatbin");
+    let mut cmd = pkq_build::Fatbin::new(BENCH_SOURCE)
+        .include(manifest.join("cuda"))
+        .command(nvcc, &fatbin)
+        .unwrap_or_else(|e| panic!("pkq: {e}"));
+    cmd.current_dir(manifest);
+    let stamp = out.join("pkq_bench.fatbin.stamp");
+    let key = input_key(manifest, &cmd, &kernel.nvcc_version, &[]);
+    if fatbin.is_file() && fs::read_to_string(&stamp).is_ok_and(|s| s == key) {
+        return Ok(fatbin);
+    }
+    pkq_build::run(cmd, nvcc, &fatbin)
+        .unwrap_or_else(|e| panic!("pkq: compiling {BENCH_SOURCE}: {e}"));
+    fs::write(&stamp, &key).unwrap();
+    Ok(fatbin)
+}
+
 /// Compiles the custom-handler example's `.cu` into
 /// `$OUT_DIR/custom_handler.fatbin`, as a downstream build script would (an
 /// empty file when there is no nvcc: the example then says it cannot run),
-/// with the nvcc that built the kernel.
+/// with the nvcc that built the kernel. Only with the feature `bench`.
 fn compile_example(manifest: &Path, out: &Path, nvcc: Option<&Path>, nvcc_version: &str) {
     let fatbin = out.join("custom_handler.fatbin");
     let stamp = out.join("custom_handler.fatbin.stamp");
@@ -215,23 +261,34 @@ fn input_key(manifest: &Path, cmd: &Command, nvcc_version: &str, extra: &[PathBu
     format!("{:016x}", h.finish())
 }
 
-fn kernel_module(kernel: &Kernel) -> String {
-    match &kernel.fatbin {
-        Ok(path) => {
-            format!(
-                "// Generated by build.rs. Do not edit.\n\
-                 #[repr(C, align(16))]\n\
-                 struct Aligned<T: ?Sized>(T);\n\
-                 static IMAGE: &Aligned<[u8]> = &Aligned(*include_bytes!({path:?}));\n\
-                 /// The fatbin compiled from cuda/pkq.cu (16-byte aligned).\n\
-                 pub(crate) const FATBIN: Result<&[u8], &str> = Ok(&IMAGE.0);\n"
-            )
-        }
-        Err(why) => format!(
-            "// Generated by build.rs. Do not edit.\n\
-             pub(crate) const FATBIN: Result<&[u8], &str> = Err({why:?});\n"
-        ),
+/// `kernel_gen.rs`: `FATBIN`, the worker kernel's fatbin, and with the
+/// feature `bench`, `BENCH_FATBIN`, the measurement kernels' (each 16-byte
+/// aligned, or Err(why it was not built)).
+fn kernel_module(kernel: &Kernel, bench: Option<&Result<PathBuf, String>>) -> String {
+    let mut images = vec![("", "cuda/pkq.cu", &kernel.fatbin)];
+    if let Some(b) = bench {
+        images.push(("BENCH_", "cuda/pkq_bench.cu (feature `bench`)", b));
     }
+    let mut rs = String::from("// Generated by build.rs. Do not edit.\n");
+    if images.iter().any(|(.., f)| f.is_ok()) {
+        rs.push_str("#[repr(C, align(16))]\nstruct Aligned<T: ?Sized>(T);\n");
+    }
+    for (prefix, source, fatbin) in images {
+        match fatbin {
+            Ok(path) => writeln!(
+                rs,
+                "static {prefix}IMAGE: &Aligned<[u8]> = &Aligned(*include_bytes!({path:?}));\n\
+                 /// The fatbin compiled from {source} (16-byte aligned).\n\
+                 pub(crate) const {prefix}FATBIN: Result<&[u8], &str> = Ok(&{prefix}IMAGE.0);"
+            ),
+            Err(why) => writeln!(
+                rs,
+                "pub(crate) const {prefix}FATBIN: Result<&[u8], &str> = Err({why:?});"
+            ),
+        }
+        .unwrap();
+    }
+    rs
 }
 
 fn build_info(manifest: &Path, kernel: &Kernel) -> String {
@@ -249,7 +306,7 @@ fn build_info(manifest: &Path, kernel: &Kernel) -> String {
          pub const NVCC_VERSION: &str = {:?};\n\
          /// The architectures compiled to SASS (`PKQ_CUDA_ARCHS`).\n\
          pub const CUDA_ARCHS: &str = {:?};\n\
-         /// ptxas's `-v` report for the embedded kernels, empty when not built.\n\
+         /// ptxas's `-v` report for the worker kernel's fatbin (cuda/pkq.cu), empty when not built.\n\
          pub const PTXAS_REPORT: &str = {report};\n",
         kernel.nvcc_version, kernel.archs
     )

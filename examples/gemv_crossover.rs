@@ -39,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = one_stream_context()?;
     let stream = ctx.new_stream()?;
     let kernel = ctx
-        .load_module(Ptx::from_binary(pkq::kernel_image()?.to_vec()))?
+        .load_module(Ptx::from_binary(pkq::bench::image()?.to_vec()))?
         .load_function("pkq_gemv_kernel")?;
     let dims = [8usize, 16, 32, 64, 128, 192, 256];
     let mut bufs = Vec::new();

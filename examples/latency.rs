@@ -147,7 +147,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // cudarc launch + sync, and a CUDA graph + sync, of an empty kernel.
     let ctx = pkq::context(args.device)?;
     let stream = ctx.new_stream()?;
-    let module = ctx.load_module(Ptx::from_binary(pkq::kernel_image()?.to_vec()))?;
+    let module = ctx.load_module(Ptx::from_binary(pkq::bench::image()?.to_vec()))?;
     let empty = module.load_function("pkq_empty_kernel")?;
     let one = LaunchConfig {
         grid_dim: (1, 1, 1),

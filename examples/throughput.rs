@@ -342,7 +342,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Everything that may wait for the context comes before the runtime.
     let ctx = one_stream_context()?;
     let stream = ctx.new_stream()?;
-    let module = ctx.load_module(Ptx::from_binary(pkq::kernel_image()?.to_vec()))?;
+    let module = ctx.load_module(Ptx::from_binary(pkq::bench::image()?.to_vec()))?;
     let empty = module.load_function("pkq_empty_kernel")?;
     let gemv = module.load_function("pkq_gemv_kernel")?;
     const DIM: u32 = 4096;

@@ -12,10 +12,27 @@ out="${1:-target/gpu-bundle}"
 log=target/gpu-bundle-build.jsonl
 mkdir -p target
 cargo build --release --tests --examples --benches --message-format=json-render-diagnostics >"$log"
-if grep -qs 'FATBIN: Result<&\[u8\], &str> = Err' target/release/build/pkq-*/out/kernel_gen.rs; then
-  echo "error: pkq was built without its CUDA kernel (nvcc not found); see DEVELOPERS.md" >&2
-  exit 1
-fi
+# What pkq's build script made for this build (its own OUT_DIR, named in the
+# log: target/ may hold others, of other features or NVCC settings): the
+# worker's fatbin (FATBIN) and, with the feature `bench` that the tests,
+# examples and benches turn on, the measurement kernels' (BENCH_FATBIN) and
+# the custom-handler example's, all built by nvcc.
+python3 - "$log" <<'PY'
+import json, os, sys
+runs = [m for m in map(json.loads, open(sys.argv[1]))
+        if m.get("reason") == "build-script-executed" and "#pkq@" in m.get("package_id", "")]
+if not runs:
+    sys.exit("error: the build log shows no run of pkq's build script")
+for m in runs:
+    gen = open(os.path.join(m["out_dir"], "kernel_gen.rs")).read()
+    if "BENCH_FATBIN" not in gen:
+        sys.exit(f"error: {m['out_dir']}: pkq was built without its feature `bench`")
+    if "FATBIN: Result<&[u8], &str> = Err" in gen:
+        sys.exit("error: pkq was built without its CUDA kernels (nvcc not found); see DEVELOPERS.md")
+    fk = os.path.join(m["out_dir"], "custom_handler.fatbin")
+    if os.path.getsize(fk) == 0:
+        sys.exit(f"error: {fk} is empty (built without nvcc); see DEVELOPERS.md")
+PY
 rm -rf "$out"
 mkdir -p "$out/tests" "$out/examples" "$out/benches"
 python3 - "$out" "$log" <<'PY'
@@ -23,10 +40,6 @@ import json, os, shutil, sys
 out, log = sys.argv[1], sys.argv[2]
 for line in open(log):
     m = json.loads(line)
-    if m.get("reason") == "build-script-executed" and "#pkq@" in m.get("package_id", ""):
-        fk = os.path.join(m["out_dir"], "custom_handler.fatbin")
-        if os.path.getsize(fk) == 0:
-            sys.exit(f"error: {fk} is empty (built without nvcc); see DEVELOPERS.md")
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
         continue
     kind, name = m["target"]["kind"][0], m["target"]["name"]

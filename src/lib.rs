@@ -18,13 +18,17 @@ compile_error!(
      for the copies of a slot (see docs/PROTOCOL.md, Platform assumptions)"
 );
 
+#[doc(hidden)]
+#[cfg(feature = "bench")]
+pub mod bench;
+#[cfg(feature = "bench")]
+pub use bench::floor;
+#[doc(hidden)]
+#[cfg(feature = "bench")]
+pub use bench::host_ring;
 pub mod build_info;
 mod cuda;
 mod error;
-pub mod floor;
-#[doc(hidden)]
-#[cfg(feature = "hooks")]
-pub mod host_ring;
 pub mod ops;
 mod proto;
 mod ptxas;
@@ -40,7 +44,7 @@ pub use ops::builtin;
 pub use ops::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, TypedOp, echo_fold};
 pub use runtime::batch::{Batch, TaskResult};
 #[doc(hidden)]
-#[cfg(feature = "hooks")]
+#[cfg(feature = "bench")]
 pub use runtime::live_runtimes;
 pub use runtime::ticket::{Completion, Ticket};
 pub use runtime::{Builder, IdlePolicy, Producer, Runtime};

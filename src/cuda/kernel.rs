@@ -1,5 +1,7 @@
-//! The embedded kernel image, and the life of a resident kernel: launch,
-//! liveness, and the rule that nothing it may touch is freed while it lives.
+//! The embedded kernel images (pkq's worker kernel; with the feature
+//! `bench`, the measurement kernels too, in a fatbin of their own), and the
+//! life of a resident kernel: launch, liveness, and the rule that nothing it
+//! may touch is freed while it lives.
 
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
@@ -25,11 +27,24 @@ pub fn image() -> Result<&'static [u8]> {
     FATBIN.map_err(Error::KernelNotBuilt)
 }
 
-/// A device module to load: pkq's embedded one, or one of the caller's
-/// (equal when the bytes are).
+/// The fatbin compiled from `cuda/pkq_bench.cu` (the measurement kernels:
+/// `pkq_floor_kernel`, `pkq_costs_kernel`, `pkq_access_rate_kernel`, and
+/// the examples' `pkq_empty_kernel` and `pkq_gemv_kernel`), built with the
+/// same nvcc and architectures as [`image`]. [`Error::KernelNotBuilt`] when
+/// nvcc was missing.
+#[cfg(feature = "bench")]
+pub fn bench_image() -> Result<&'static [u8]> {
+    BENCH_FATBIN.map_err(Error::KernelNotBuilt)
+}
+
+/// A device module to load: pkq's embedded one (the worker kernel), the
+/// measurement kernels' (feature `bench`), or one of the caller's (equal
+/// when the bytes are).
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) enum Image {
     Embedded,
+    #[cfg(feature = "bench")]
+    Bench,
     Caller(Arc<[u8]>),
 }
 
@@ -37,6 +52,8 @@ impl std::fmt::Debug for Image {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Embedded => f.write_str("embedded"),
+            #[cfg(feature = "bench")]
+            Self::Bench => f.write_str("bench"),
             Self::Caller(bytes) => write!(f, "caller's ({} bytes)", bytes.len()),
         }
     }
@@ -44,15 +61,19 @@ impl std::fmt::Debug for Image {
 
 impl Image {
     /// Loads the module into `ctx`; a refused image is
-    /// [`Error::InvalidModule`] (the embedded one's absence, [`Error::KernelNotBuilt`]).
+    /// [`Error::InvalidModule`] (an embedded one's absence, [`Error::KernelNotBuilt`]).
     pub(crate) fn load(&self, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {
         let bytes = match self {
             Self::Embedded => image()?.to_vec(),
+            #[cfg(feature = "bench")]
+            Self::Bench => bench_image()?.to_vec(),
             Self::Caller(bytes) => bytes.to_vec(),
         };
         ctx.load_module(Ptx::from_binary(bytes))
             .map_err(|e| match self {
                 Self::Embedded => Error::Cuda(e),
+                #[cfg(feature = "bench")]
+                Self::Bench => Error::Cuda(e),
                 Self::Caller(_) => Error::InvalidModule(format!(
                     "the driver refused the image ({})",
                     error_name(e)
@@ -169,22 +190,24 @@ pub(crate) struct Kernel {
 }
 
 impl Kernel {
-    /// Kernel `name` of the embedded module (see [`crate::cuda::modules`]) with
-    /// its own stream. `ctx` must not track events (`driver::open` turns it
-    /// off), so that creating the stream never synchronizes the context.
-    pub(crate) fn new(
+    /// Kernel `name` of the measurement kernels' module (feature `bench`), as
+    /// [`Kernel::from_image`] gives it.
+    #[cfg(feature = "bench")]
+    pub(crate) fn bench(
         ctx: &Arc<CudaContext>,
         name: &str,
         memory: Vec<Arc<MappedBuffer>>,
     ) -> Result<Self> {
-        Self::from_image(ctx, &Image::Embedded, name, false, memory)
+        Self::from_image(ctx, &Image::Bench, name, false, memory)
     }
 
-    /// As [`Kernel::new`], from `image`. A `worker` kernel's module must
-    /// export its op table, and a caller's worker kernel must take exactly
-    /// one `pkq_params` (the embedded one's is checked at build time, in
-    /// layout.rs: asking the driver would show as an API error in every
-    /// sanitizer run).
+    /// Kernel `name` of `image` (see [`crate::cuda::modules`]) with its own
+    /// stream. `ctx` must not track events (`driver::open` turns it off), so
+    /// that creating the stream never synchronizes the context. A `worker`
+    /// kernel's module must export its op table, and a caller's worker
+    /// kernel must take exactly one `pkq_params` (the embedded one's is
+    /// checked at build time, in layout.rs: asking the driver would show as
+    /// an API error in every sanitizer run).
     pub(crate) fn from_image(
         ctx: &Arc<CudaContext>,
         image: &Image,

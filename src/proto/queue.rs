@@ -524,7 +524,7 @@ impl Queue {
         Cqe::decode(&words, tag)
     }
 
-    #[cfg(any(test, feature = "hooks"))]
+    #[cfg(any(test, feature = "bench"))]
     /// Writes the completion of `seq` as the device does (the software
     /// devices of the tests and of `HostRing`).
     pub(crate) fn complete(&self, seq: u64, cqe: &Cqe) {
@@ -535,7 +535,7 @@ impl Queue {
         }
     }
 
-    #[cfg(any(test, feature = "hooks"))]
+    #[cfg(any(test, feature = "bench"))]
     /// Writes the result words of the pack of `seq`, then its completion,
     /// as the device does (the software devices of the tests and of
     /// `HostRing`).
@@ -652,7 +652,7 @@ impl Queue {
     }
 
     /// The tail and every slot's owner, and whether its task completed.
-    #[cfg(any(test, feature = "hooks"))]
+    #[cfg(any(test, feature = "bench"))]
     pub(crate) fn debug_state(&self) -> String {
         let tail = self.tail.load(Ordering::Relaxed);
         let mut out = format!(
@@ -717,7 +717,7 @@ impl Queue {
 
 /// Heap words standing in for the mapped sections of one ring (tests, and
 /// `HostRing` for benches).
-#[cfg(any(test, feature = "hooks"))]
+#[cfg(any(test, feature = "bench"))]
 pub(crate) struct Memory {
     pub(crate) sq: Words,
     cq: Words,
@@ -725,7 +725,7 @@ pub(crate) struct Memory {
     pack_results: Words,
 }
 
-#[cfg(any(test, feature = "hooks"))]
+#[cfg(any(test, feature = "bench"))]
 impl Memory {
     pub(crate) fn new(geo: Geometry) -> std::sync::Arc<Self> {
         std::sync::Arc::new(Self {

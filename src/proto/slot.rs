@@ -176,7 +176,7 @@ pub(crate) struct Cqe {
 impl Cqe {
     /// The entry's tagged words (what `completion_word` writes on the
     /// device; the host writes them only standing in for a device).
-    #[cfg(any(test, feature = "hooks"))]
+    #[cfg(any(test, feature = "bench"))]
     pub(crate) fn encode(&self, tag: u8) -> [u64; CQE_WORDS] {
         let c: [u64; CQE_WORDS] = chunks(&[
             self.value,

@@ -215,7 +215,7 @@ impl Builder {
 
     /// The first sequence number (for testing the wrap at 2^63).
     #[doc(hidden)]
-    #[cfg(any(test, feature = "hooks"))]
+    #[cfg(any(test, feature = "bench"))]
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn start_sequence(mut self, seq: u64) -> Self {
         self.start_seq = seq;
@@ -264,7 +264,7 @@ impl Builder {
 
     /// How often waiters probe the kernel's liveness (for tests).
     #[doc(hidden)]
-    #[cfg(any(test, feature = "hooks"))]
+    #[cfg(any(test, feature = "bench"))]
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn probe_interval(mut self, every: Duration) -> Self {
         self.probe_every = every;

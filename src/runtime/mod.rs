@@ -200,7 +200,7 @@ impl Runtime {
 
     /// A snapshot of the ring and of every poller, for diagnosing a stall.
     #[doc(hidden)]
-    #[cfg(feature = "hooks")]
+    #[cfg(feature = "bench")]
     pub fn debug_state(&self) -> String {
         use crate::proto::layout::STATE_BITS;
         let s = &self.shared;
@@ -258,7 +258,7 @@ pub(crate) static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// How many runtimes' memories are allocated now: built and not yet freed
 /// (dropped, and every ticket and batch of theirs gone). For tests.
 #[doc(hidden)]
-#[cfg(feature = "hooks")]
+#[cfg(feature = "bench")]
 pub fn live_runtimes() -> usize {
     LIVE.load(Ordering::Relaxed)
 }

@@ -81,7 +81,7 @@ impl Ticket {
 
     /// The ring the task is in (for tests of how threads spread).
     #[doc(hidden)]
-    #[cfg(feature = "hooks")]
+    #[cfg(feature = "bench")]
     pub fn ring(&self) -> usize {
         self.ring.ring
     }

@@ -100,7 +100,7 @@ impl Floor {
     /// and waits for its first echo.
     pub fn start(index: usize, shape: Shape) -> Result<Self> {
         shape.check()?;
-        crate::cuda::kernel::image()?;
+        crate::cuda::kernel::bench_image()?;
         let ctx = driver::open(index)?;
         let words = 8 * shape.lines as usize;
         let ping_len = words.max(shape.copy_stride() * shape.copies());
@@ -109,7 +109,7 @@ impl Floor {
         let (ping_at, pong_at) = (ping.device_addr(0), pong.device_addr(0));
         let (ping_words, pong_words) = (ping.words(0, ping_len), pong.words(0, words));
         let copy_stride = shape.copy_stride() as u32;
-        let kernel = Kernel::new(&ctx, "pkq_floor_kernel", vec![ping, pong])?;
+        let kernel = Kernel::bench(&ctx, "pkq_floor_kernel", vec![ping, pong])?;
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (32 * shape.pollers, 1, 1),
@@ -299,13 +299,13 @@ pub struct DeviceCosts {
 /// Measures [`DeviceCosts`] on device `index` with one thread of a fresh
 /// kernel, `iters` repetitions of each operation.
 pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
-    crate::cuda::kernel::image()?;
+    crate::cuda::kernel::bench_image()?;
     let ctx = driver::open(index)?;
     let ro = MappedBuffer::new(&ctx, 16)?;
     let d2h = MappedBuffer::new(&ctx, 24)?;
     let (ro_at, wo_at, out_at) = (ro.device_addr(0), d2h.device_addr(0), d2h.device_addr(8));
     let out = d2h.words(8, 16);
-    let kernel = Kernel::new(&ctx, "pkq_costs_kernel", vec![ro, d2h])?;
+    let kernel = Kernel::bench(&ctx, "pkq_costs_kernel", vec![ro, d2h])?;
     let one = LaunchConfig {
         grid_dim: (1, 1, 1),
         block_dim: (32, 1, 1),
@@ -404,7 +404,7 @@ impl Access {
 /// second, which cost one 64-byte read and one 32-byte write each.
 pub fn host_access_rate(index: usize, access: &Access) -> Result<f64> {
     access.check()?;
-    crate::cuda::kernel::image()?;
+    crate::cuda::kernel::bench_image()?;
     let ctx = driver::open(index)?;
     let warps = access.warps as usize;
     let entries = ACCESS_ROUNDS as usize * warps;
@@ -420,7 +420,7 @@ pub fn host_access_rate(index: usize, access: &Access) -> Result<f64> {
     );
     let out = d2h.words(0, warps);
     let read_lines = ro.words(0, entries * read_words as usize);
-    let kernel = Kernel::new(&ctx, "pkq_access_rate_kernel", vec![ro, d2h])?;
+    let kernel = Kernel::bench(&ctx, "pkq_access_rate_kernel", vec![ro, d2h])?;
     let per_block = access.warps.min(8);
     let cfg = LaunchConfig {
         grid_dim: (access.warps / per_block, 1, 1),

@@ -1,0 +1,53 @@
+// pkq_bench.cu: the measurement kernels of pkq's own benches, examples and
+// tests (src/bench/), compiled by build.rs into a fatbin of their own only
+// with the crate feature `bench`: a dependent never compiles them. The
+// floor, the device's costs and the access rate are launched by
+// src/bench/floor.rs; the empty and GEMV kernels by the examples.
+#include <cstdint>
+
+#include "pkq_floor.cuh"
+#include "pkq_ops.cuh"
+
+// Baselines for the latency comparison.
+extern "C" __global__ void pkq_empty_kernel() {}
+
+// `pollers` warps (one block), each polling `words` words of a ring of
+// `lines` ping lines (its own copy of them `copy_stride` words after the
+// last poller's, or all the same with 0) with one load in flight and
+// echoing into its own pong word (see pkq_floor.cuh).
+extern "C" __global__ void pkq_floor_kernel(const uint64_t* ping, uint64_t* pong, uint32_t pollers,
+                                            uint32_t words, uint32_t lines, uint32_t copy_stride) {
+    const uint32_t j = threadIdx.x / 32;
+    pkq::floor_echo(ping + static_cast<uint64_t>(j) * copy_stride, pong, j, pollers, words, lines);
+}
+
+extern "C" __global__ void pkq_costs_kernel(const uint64_t* ro, uint64_t* wo, uint64_t* out,
+                                            uint32_t iters) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) pkq::measure_costs(ro, wo, out, iters);
+    __syncthreads();
+    if (threadIdx.x < 32 && blockIdx.x == 0) pkq::measure_wide_reads(ro, out + 8, iters);
+}
+
+// Reads and writes of host memory per second, for a grid of warps in
+// blocks of 8 (see pkq_floor.cuh): the ceilings of tasks per second.
+extern "C" __global__ void pkq_access_rate_kernel(const uint64_t* ro, uint64_t* wo, uint64_t* out,
+                                                  uint32_t read_words, uint32_t read_stride_words,
+                                                  uint32_t write_words, uint32_t write_stride_words,
+                                                  uint32_t iters) {
+    pkq::access_rate(ro, wo, out, read_words, read_stride_words, write_words, write_stride_words,
+                     iters);
+}
+
+// GEMV launched as an ordinary kernel (the crossover bench): one warp per
+// row, the same arithmetic as the GEMV op.
+extern "C" __global__ void pkq_gemv_kernel(const float* a, const float* x, float* y, uint32_t rows,
+                                           uint32_t cols) {
+    const uint32_t lane = threadIdx.x & 31;
+    const uint32_t r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    const float* row = a + static_cast<uint64_t>(r) * cols;
+    float s = 0.0f;
+    for (uint32_t c = lane; c < cols; c += 32) s = fmaf(__ldcg(row + c), __ldcg(x + c), s);
+    s = pkq::warp_sum(s);
+    if (lane == 0) y[r] = s;
+}
