@@ -179,6 +179,11 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     };
     uint64_t final_state = PKQ_WORKER_STOPPED;
     uint32_t polls = 0;
+    // Idle policy state: kept across a slot seen whole before its turn (the
+    // worker runs a long task: this poller idles), reset once a task of
+    // this worker is taken.
+    uint64_t idle_since = 0;
+    uint32_t sleep_ns = 0;
     for (;;) {
         if (shared_claims) k = max(k, read_claim(claim));
         const uint64_t seq = (p.start_seq + first + k * ring_workers) & SEQ_MASK;
@@ -190,8 +195,6 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         Wait outcome = Wait::Pending;
         uint64_t w = 0;
         uint64_t seen_done = 0;
-        uint64_t idle_since = 0;
-        uint32_t sleep_ns = 0;
         bool taken = false;
         while (outcome == Wait::Pending) {
             // Every 8th poll, and every poll while sleeping between polls.
@@ -231,7 +234,11 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                 break;
             }
         }
-        if (taken) continue;
+        if (taken) {
+            idle_since = 0;
+            sleep_ns = 0;
+            continue;
+        }
         if (outcome == Wait::BadTag) {
             final_state = PKQ_WORKER_BAD_TAG;
             break;
@@ -269,6 +276,9 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             // Lane 0's verdict, in the claim's one shuffle: claimed (1), or
             // not (0: another poller won, or not its turn yet).
             if (__shfl_sync(FULL_MASK, turn && old == k ? 1u : 0u, 0) == 0) continue;
+            // Every lane after lane 0's look at `done` and its fence: the
+            // task before's device-memory writes are seen by all 32 lanes.
+            __syncwarp();
         }
         // The header's low 32 bits (op, length, pack count; chunk 0 is lane
         // 0's word), warp-uniform: what the warp does next depends on them.
@@ -308,6 +318,8 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             if (lane == 0) atomicExch(done, k + 1);
         }
         ++k;
+        idle_since = 0;
+        sleep_ns = 0;
         beat_if_due();
     }
     if (lane == 0) store_sys(state, final_state | (k << PKQ_STATE_BITS));

@@ -42,6 +42,7 @@
 //!   frees the runtime's memory (`runtime::Shared::release`).
 
 use std::collections::HashMap;
+use std::ptr::NonNull;
 use std::sync::PoisonError;
 
 use crossbeam_utils::CachePadded;
@@ -54,6 +55,29 @@ use crate::proto::words::Words;
 
 const CLOSED: u64 = FLAG;
 const DETACHED: u64 = FLAG;
+
+/// A test hook: a closure run right after a handle's compare-and-swap
+/// ended its ownership of a slot, on the handle's thread, while the handle
+/// is still inside the call that ended it. A test drops the runtime there:
+/// the code from the compare-and-swap to the handle's return must then
+/// touch nothing of the runtime's (Miri checks, references included).
+#[cfg(all(test, not(loom)))]
+pub(crate) mod ownership_ended {
+    use std::cell::Cell;
+
+    thread_local!(static HOOK: Cell<Option<Box<dyn FnOnce()>>> = const { Cell::new(None) });
+
+    /// Runs `f` the next time a handle of this thread ends its ownership.
+    pub(crate) fn set(f: impl FnOnce() + 'static) {
+        HOOK.with(|h| h.set(Some(Box::new(f))));
+    }
+
+    pub(crate) fn fire() {
+        if let Some(f) = HOOK.with(Cell::take) {
+            f();
+        }
+    }
+}
 
 /// Why no sequence number could be reserved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -554,20 +578,44 @@ impl Queue {
         self.complete(seq, &cqe);
     }
 
-    /// For the ticket of `seq`: its completion, once the device wrote it,
-    /// taking it (the slot is then free for the next lap). Called only by
-    /// the ticket, until it returns `Done` or `Orphaned`. After `Done` the
-    /// caller must not touch the queue again: it may be freed at once.
+    /// [`Queue::take_at`] for an owner of the queue (its tests, `HostRing`).
+    #[cfg(any(test, feature = "bench"))]
     #[inline]
     pub(crate) fn take(&self, seq: u64) -> Take {
-        let turn = &self.turns[self.geo.slot(seq)];
-        if let Some(cqe) = self.poll(seq) {
-            let done = self.completed(seq, cqe);
-            let next = self.geo.next_lap(seq);
+        // SAFETY: `self` is alive for this whole call.
+        unsafe { Self::take_at(NonNull::from(self), seq) }
+    }
+
+    /// For the ticket or batch of `seq`: its completion, once the device
+    /// wrote it, taking it (the slot is then free for the next lap). Called
+    /// only by that holder, until it returns `Done` or `Orphaned`.
+    ///
+    /// A function of a pointer, not of `&self`: once the compare-and-swap
+    /// that takes the task wins, the holder owns nothing of the runtime's,
+    /// which may be freed at once, while this call is still returning; a
+    /// reference argument would still be live (protected) then. Nothing
+    /// here touches the queue after that compare-and-swap.
+    ///
+    /// # Safety
+    /// `this` points to a live queue, and the caller owns the slot of `seq`
+    /// (its ticket or batch) or holds an orphan share, which keeps the
+    /// queue alive until this call ends its ownership; after `Done` the
+    /// caller must not touch the queue again.
+    #[inline]
+    pub(crate) unsafe fn take_at(this: NonNull<Self>, seq: u64) -> Take {
+        // SAFETY: alive while the caller owns the slot (the contract); not
+        // used after the compare-and-swap that ends that.
+        let q = unsafe { this.as_ref() };
+        let turn = &q.turns[q.geo.slot(seq)];
+        if let Some(cqe) = q.poll(seq) {
+            let done = q.completed(seq, cqe);
+            let next = q.geo.next_lap(seq);
             if turn
                 .compare_exchange(seq, next, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
+                #[cfg(all(test, not(loom)))]
+                ownership_ended::fire();
                 return Take::Done(done);
             }
         }
@@ -575,37 +623,64 @@ impl Queue {
         // runtime is gone (see `free_completed` and `orphan`: the entry is
         // in place once we hold the lock).
         if turn.load(Ordering::Acquire) != seq {
-            return self.take_moved(seq);
+            // SAFETY: still the caller's (the turn moved to the overflow map).
+            return unsafe { Self::take_moved(this, seq) };
         }
         Take::Pending
     }
 
     /// The entry of `seq` in the overflow map, if there is one.
-    fn take_moved(&self, seq: u64) -> Take {
-        let mut moved = self.overflow();
-        match moved.entries.remove(&seq) {
+    ///
+    /// # Safety
+    /// As [`Queue::take_at`]: the entry is the caller's until it is removed
+    /// here; the lock is let go before this returns, and the runtime's
+    /// drop takes it before it can free the queue.
+    unsafe fn take_moved(this: NonNull<Self>, seq: u64) -> Take {
+        // SAFETY: the caller's entry keeps the queue alive until removed,
+        // and the drop that would free it waits for this lock.
+        let q = unsafe { this.as_ref() };
+        let mut moved = q.overflow();
+        let taken = match moved.entries.remove(&seq) {
             Some(entry) if moved.orphaned => Take::Orphaned(entry),
             Some(Some(done)) => Take::Done(done),
             // Entries are `None` only once orphaned.
             Some(None) | None => Take::Pending,
-        }
+        };
+        drop(moved);
+        taken
+    }
+
+    /// [`Queue::detach_at`] for an owner of the queue (its tests).
+    #[cfg(test)]
+    pub(crate) fn detach(&self, seq: u64) -> bool {
+        // SAFETY: `self` is alive for this whole call.
+        unsafe { Self::detach_at(NonNull::from(self), seq) }
     }
 
     /// The ticket of `seq` is gone without taking its completion. Returns
     /// whether the caller now holds an orphan share (see `Take::Orphaned`).
-    pub(crate) fn detach(&self, seq: u64) -> bool {
-        match self.take(seq) {
+    ///
+    /// # Safety
+    /// As [`Queue::take_at`]: the caller owns the slot of `seq` until this
+    /// call gives it up, and touches the queue no more afterwards (unless
+    /// it returned `true`: a share, to give back).
+    pub(crate) unsafe fn detach_at(this: NonNull<Self>, seq: u64) -> bool {
+        // SAFETY: the caller's contract (as for `take_at`).
+        match unsafe { Self::take_at(this, seq) } {
             Take::Done(_) => return false,
             Take::Orphaned(_) => return true,
             Take::Pending => {}
         }
-        let turn = &self.turns[self.geo.slot(seq)];
+        // SAFETY: the slot is still the caller's (the take found it pending).
+        let q = unsafe { this.as_ref() };
+        let turn = &q.turns[q.geo.slot(seq)];
         if turn
             .compare_exchange(seq, seq | DETACHED, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
             // Moved to the overflow map between the two looks: drop it there.
-            return matches!(self.take_moved(seq), Take::Orphaned(_));
+            // SAFETY: still the caller's entry.
+            return matches!(unsafe { Self::take_moved(this, seq) }, Take::Orphaned(_));
         }
         false
     }

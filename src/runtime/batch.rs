@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result, TaskStatus};
 use crate::ops::op::Op;
 use crate::proto::queue::Completed;
+use crate::proto::queue::Queue;
 use crate::proto::ring::seq_add;
 use crate::runtime::ticket::{Completion, outcome_of};
-use crate::runtime::{RingPtr, Watch};
+use crate::runtime::{RingPtr, Shared, Watch};
 
 /// What one task of a batch came to: its completion, or the status its
 /// handler reported.
@@ -169,9 +170,13 @@ impl Batch {
         // and may hold no share: the runtime's memory may be gone.
         if self.done < self.len() {
             let ring = self.ring;
-            ring.shared().wait_for(deadline, Watch::AnyWorker, || {
-                self.take_in_order().then_some(())
-            })?;
+            // SAFETY: the batch owns a slot or holds a share until its last
+            // task is taken, after which neither call touches the runtime.
+            unsafe {
+                Shared::wait_for(ring.shared_ptr(), deadline, Watch::AnyWorker, || {
+                    self.take_in_order().then_some(())
+                })?
+            };
         }
         Ok(self
             .results
@@ -216,7 +221,9 @@ impl Batch {
             return true;
         }
         let seq = seq_add(self.first, d as u64);
-        let Some(done) = self.ring.queue().take(seq).counted(&mut self.shares) else {
+        // SAFETY: the slot is the batch's (not taken yet) or it holds a share.
+        let take = unsafe { Queue::take_at(self.ring.queue_ptr(), seq) };
+        let Some(done) = take.counted(&mut self.shares) else {
             return false;
         };
         self.done += tasks.len();
@@ -258,7 +265,10 @@ impl Drop for Batch {
     fn drop(&mut self) {
         for d in 0..self.slots() {
             let taken = self.results[self.tasks_of(d).start].is_some();
-            if !taken && self.ring.queue().detach(seq_add(self.first, d as u64)) {
+            // SAFETY: an untaken slot is the batch's (or it holds a share).
+            if !taken
+                && unsafe { Queue::detach_at(self.ring.queue_ptr(), seq_add(self.first, d as u64)) }
+            {
                 self.shares += 1;
             }
         }

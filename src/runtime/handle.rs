@@ -59,6 +59,21 @@ impl RingPtr {
         &self.shared().queues[self.ring]
     }
 
+    /// The runtime's shared state, as a pointer (for calls that may end the
+    /// handle's hold on it: `Shared::wait_for`).
+    #[inline(always)]
+    pub(crate) fn shared_ptr(&self) -> NonNull<Shared> {
+        self.shared
+    }
+
+    /// This ring's queue, as a pointer (for calls that may end the handle's
+    /// hold on it: `Queue::take_at`, `Queue::detach_at`). Only for a handle
+    /// that owns a slot of this ring or holds an orphan share.
+    #[inline(always)]
+    pub(crate) fn queue_ptr(&self) -> NonNull<Queue> {
+        NonNull::from(self.queue())
+    }
+
     /// The worker that serves sequence number `seq` of this ring.
     #[inline]
     pub(crate) fn worker_of(&self, seq: u64) -> usize {

@@ -15,8 +15,8 @@ pub(crate) struct Liveness {
     /// Nanoseconds after `epoch` since the stream could not be queried (0: it could).
     pub(crate) unknown_since_ns: AtomicU64,
     /// A worker one of whose pollers' heartbeat stayed the same this long
-    /// is stalled (its pollers beat while idle and while waiting their turn,
-    /// never while running a task).
+    /// is stalled (its pollers beat while they poll, never while running a
+    /// task).
     pub(crate) stall_after: Duration,
     /// Per poller: the heartbeat word as the last probe read it, and when
     /// (ns after `epoch`) a probe first saw that value. Written only by the
@@ -49,7 +49,8 @@ impl Liveness {
     }
 
     pub(crate) fn ns(&self, t: Instant) -> u64 {
-        (t - self.epoch).as_nanos() as u64 + 1
+        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
+            + 1
     }
 
     /// Notes the heartbeat words `beat(p)` read at `t` (ns after `epoch`):

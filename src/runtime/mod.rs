@@ -139,6 +139,24 @@ impl Runtime {
         self.thread_producer().submit_batch(op, args)
     }
 
+    /// [`Producer::call_batch`] on the calling thread's ring.
+    pub fn call_batch<A: Pod>(&self, op: &TypedOp<A>, args: &[A]) -> Result<Batch> {
+        self.thread_producer().call_batch(op, args)
+    }
+
+    /// [`Producer::call_batch_unchecked`] on the calling thread's ring.
+    ///
+    /// # Safety
+    /// As [`Producer::call_batch_unchecked`].
+    pub unsafe fn call_batch_unchecked<A: Pod>(
+        &self,
+        op: &TypedOp<A>,
+        args: &[A],
+    ) -> Result<Batch> {
+        // SAFETY: the caller's contract, which is the producer's.
+        unsafe { self.thread_producer().call_batch_unchecked(op, args) }
+    }
+
     /// [`Producer::submit_packed`] on the calling thread's ring.
     pub fn submit_packed<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
         self.thread_producer().submit_packed(op, args)

@@ -25,12 +25,15 @@ use crate::runtime::{RingPtr, Runtime, submit};
 /// ```no_run
 /// # fn main() -> pkq::Result<()> {
 /// let rt = pkq::Runtime::builder().workers(64).rings(4).build()?;
-/// std::thread::scope(|s| {
+/// std::thread::scope(|s| -> pkq::Result<()> {
 ///     for ring in 0..4 {
 ///         let p = rt.producer_on(ring)?;
-///         s.spawn(move || p.submit(pkq::Op::NOP, &())?.wait().map(|_| ()));
+///         s.spawn(move || -> pkq::Result<()> {
+///             p.submit(pkq::Op::NOP, &())?.wait()?;
+///             Ok(())
+///         });
 ///     }
-///     pkq::Result::Ok(())
+///     Ok(())
 /// })?;
 /// # Ok(()) }
 /// ```
@@ -198,12 +201,49 @@ impl<'rt> Producer<'rt> {
     /// # Ok(()) }
     /// ```
     pub fn submit_batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
-        let ring = self.ring;
-        let shared = ring.shared();
         // Every element has the same size: one check for all.
         SlotImage::check_len(std::mem::size_of::<A>())?;
-        shared.ops.refuse(op, std::mem::size_of::<A>())?;
-        shared.check_open()?;
+        self.rt.shared.ops.refuse(op, std::mem::size_of::<A>())?;
+        self.batch(op, args)
+    }
+
+    /// A batch of a declared op's tasks with their typed arguments, as
+    /// [`Producer::submit_batch`]: refuses an op whose declaration
+    /// disagrees with the kernel's op table ([`Error::OpMismatch`]) and an
+    /// op declared [`with_pointers`](TypedOp::with_pointers)
+    /// ([`Error::UncheckedOp`]: use [`Producer::call_batch_unchecked`]).
+    pub fn call_batch<A: Pod>(&self, op: &TypedOp<A>, args: &[A]) -> Result<Batch> {
+        if op.takes_pointers() {
+            self.rt.shared.ops.check(&op.signature())?;
+            return Err(Error::UncheckedOp(op.op()));
+        }
+        // SAFETY: the op's handler dereferences no address from its
+        // arguments (the declaration says so, checked against the table).
+        unsafe { self.call_batch_unchecked(op, args) }
+    }
+
+    /// [`Producer::call_batch`] for any declared op, including those whose
+    /// handler dereferences device addresses among its arguments.
+    ///
+    /// # Safety
+    /// As [`Producer::submit_unchecked`], for every task of the batch: every
+    /// device address in `args` must be valid for what the op does with it
+    /// until the batch reported the task's completion or the kernel is
+    /// known to have stopped.
+    pub unsafe fn call_batch_unchecked<A: Pod>(
+        &self,
+        op: &TypedOp<A>,
+        args: &[A],
+    ) -> Result<Batch> {
+        self.rt.shared.ops.check(&op.signature())?;
+        SlotImage::check_len(std::mem::size_of::<A>())?;
+        self.batch(op.op(), args)
+    }
+
+    /// Reserves and publishes a batch of checked arguments.
+    fn batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
+        let ring = self.ring;
+        ring.shared().check_open()?;
         let first = reserve_run(ring, args.len(), args.len())?;
         // Nothing between the reservation and the stores can fail.
         ring.queue().publish_run(first, op.0, args);

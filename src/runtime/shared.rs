@@ -2,6 +2,7 @@
 //! words, the latched fault, liveness probes and stall checks, waiting, and
 //! stopping (shutdown's drain and cancel).
 
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
@@ -145,11 +146,19 @@ impl Shared {
         match try_once() {
             Ok(seq) => Ok(seq),
             Err(Refusal::Full) if wait => {
-                self.wait_for(None, Watch::AnyWorker, || match try_once() {
-                    Ok(seq) => Some(Ok(seq)),
-                    Err(Refusal::Closed) => Some(Err(Error::Closed)),
-                    Err(Refusal::Full) => None,
-                })?
+                // SAFETY: a producer's runtime lives for the whole call.
+                unsafe {
+                    Self::wait_for(
+                        NonNull::from(self),
+                        None,
+                        Watch::AnyWorker,
+                        || match try_once() {
+                            Ok(seq) => Some(Ok(seq)),
+                            Err(Refusal::Closed) => Some(Err(Error::Closed)),
+                            Err(Refusal::Full) => None,
+                        },
+                    )?
+                }
             }
             Err(r) => Err(r.into()),
         }
@@ -219,10 +228,11 @@ impl Shared {
             return None;
         }
         let outcome = self.probe(now);
-        let every = self.liveness.every.as_nanos() as u64;
-        self.liveness
-            .next_ns
-            .store(self.liveness.ns(now) + every, Ordering::Relaxed);
+        let every = u64::try_from(self.liveness.every.as_nanos()).unwrap_or(u64::MAX);
+        self.liveness.next_ns.store(
+            self.liveness.ns(now).saturating_add(every),
+            Ordering::Relaxed,
+        );
         self.liveness.busy.store(false, Ordering::Release);
         Some(outcome)
     }
@@ -259,7 +269,7 @@ impl Shared {
                     }
                     since => since,
                 };
-                if Duration::from_nanos(t - since) < UNKNOWN_FOR {
+                if Duration::from_nanos(t.saturating_sub(since)) < UNKNOWN_FOR {
                     return Ok(());
                 }
                 Err(self.fail(Error::KernelStopped(format!(
@@ -312,8 +322,19 @@ impl Shared {
     /// Polls `ready` until it yields, spinning first and then yielding the
     /// CPU, with a liveness probe every millisecond; `Timeout` at `deadline`,
     /// [`Error::Stalled`] if what `watch` names goes silent.
-    pub(crate) fn wait_for<T>(
-        &self,
+    ///
+    /// A function of a pointer, not of `&self`: `ready` may end the
+    /// caller's hold on the runtime's memory (a ticket taking its task),
+    /// after which it may be freed while this call returns; a reference
+    /// argument would still be live (protected) then. The state is looked
+    /// at only between calls of `ready` that yielded nothing.
+    ///
+    /// # Safety
+    /// `this` points to a live `Shared` for as long as `ready` yields
+    /// nothing (the caller is the runtime, or owns a slot or holds a share
+    /// until `ready` yields).
+    pub(crate) unsafe fn wait_for<T>(
+        this: NonNull<Shared>,
         deadline: Option<Instant>,
         watch: Watch,
         mut ready: impl FnMut() -> Option<T>,
@@ -329,14 +350,16 @@ impl Shared {
                 }
                 std::hint::spin_loop();
             }
-            self.check()?;
+            // SAFETY: `ready` yielded nothing: still alive (the contract).
+            let s = unsafe { this.as_ref() };
+            s.check()?;
             let now = Instant::now();
             let start = *start.get_or_insert(now);
             // Probes begin after one interval of waiting: a healthy round
             // trip never pays for one.
-            if now - start >= self.liveness.every {
-                self.probe_if_due(now)?;
-                self.check_stall(watch)?;
+            if now - start >= s.liveness.every {
+                s.probe_if_due(now)?;
+                s.check_stall(watch)?;
             }
             if deadline.is_some_and(|d| now >= d) {
                 return Err(Error::Timeout);
@@ -381,10 +404,13 @@ impl Shared {
         // A timeout too long to add to now has no deadline.
         let drained = if drain {
             let deadline = Instant::now().checked_add(self.stop_timeout);
-            self.wait_for(deadline, Watch::Nothing, || {
-                let mut rings = self.queues.iter().zip(&ends);
-                rings.all(|(q, &end)| q.incomplete(end) == 0).then_some(())
-            })
+            // SAFETY: the runtime's own stop: alive for the whole call.
+            unsafe {
+                Self::wait_for(NonNull::from(self), deadline, Watch::Nothing, || {
+                    let mut rings = self.queues.iter().zip(&ends);
+                    rings.all(|(q, &end)| q.incomplete(end) == 0).then_some(())
+                })
+            }
         } else {
             Ok(())
         };

@@ -79,6 +79,20 @@ fn huge_durations_never_panic() {
     rt.shutdown().unwrap();
     let rt = soft(Runtime::builder().stop_timeout(Duration::MAX));
     rt.shutdown().unwrap();
+    // Probes and stall checks with the largest intervals.
+    let rt = soft(
+        Runtime::builder()
+            .probe_interval(Duration::MAX)
+            .stall_after(Duration::MAX),
+    );
+    for _ in 0..3 {
+        rt.health().unwrap();
+    }
+    assert_eq!(
+        rt.submit(Op::ECHO, &[4u64]).unwrap().wait().unwrap().value,
+        4
+    );
+    rt.shutdown().unwrap();
 }
 
 #[test]
@@ -220,6 +234,32 @@ fn every_task_once_through_the_real_runtime() {
 }
 
 #[test]
+fn typed_batches_check_their_op() {
+    use crate::ops::builtin::{AXPY, ECHO, SPIN};
+    use crate::ops::typed::TypedOp;
+    let rt = soft(Runtime::builder().capacity(8).workers(2));
+    let args = [[1u64, 0, 0, 0, 0, 0], [2, 0, 0, 0, 0, 0]];
+    let r = rt.call_batch(&ECHO, &args).unwrap().wait().unwrap();
+    assert_eq!((r[0].unwrap().value, r[1].unwrap().value), (1, 2));
+    assert_eq!(
+        rt.call_batch(&SPIN, &[10u64]).unwrap().wait().unwrap()[0]
+            .unwrap()
+            .value,
+        10
+    );
+    assert!(matches!(
+        rt.call_batch(&AXPY, &[crate::AxpyArgs::default()]),
+        Err(Error::UncheckedOp(_))
+    ));
+    const WRONG: TypedOp<u32> = TypedOp::new(Op::SPIN.0, "SPIN as u32");
+    assert!(matches!(
+        rt.call_batch(&WRONG, &[1]),
+        Err(Error::OpMismatch { .. })
+    ));
+    rt.shutdown().unwrap();
+}
+
+#[test]
 fn producers_name_their_ring() {
     let rt = soft(Runtime::builder().capacity(8).workers(4).rings(4));
     assert!(matches!(rt.producer_on(4), Err(Error::InvalidArgument(_))));
@@ -242,4 +282,32 @@ fn producers_name_their_ring() {
         }
     });
     rt.shutdown().unwrap();
+}
+
+#[test]
+fn a_handle_ending_its_ownership_touches_nothing_after() {
+    // The runtime is dropped (and its memory freed: the ticket took its
+    // task, so it holds no share) right after the ticket's compare-and-swap
+    // and before the ticket's call returns: nothing on the way out may still
+    // hold a reference into that memory (Miri: no protected reference to a
+    // freed allocation).
+    use crate::proto::queue::ownership_ended;
+    let rt = soft(Runtime::builder().capacity(4).workers(1));
+    let mut t = rt.submit(Op::ECHO, &[8u64]).unwrap();
+    let memory = Arc::downgrade(&rt.shared);
+    let rt = std::cell::RefCell::new(Some(rt));
+    let rt = std::rc::Rc::new(rt);
+    let dropper = rt.clone();
+    ownership_ended::set(move || drop(dropper.borrow_mut().take()));
+    assert_eq!(t.wait_timeout(Duration::from_secs(10)).unwrap().value, 8);
+    assert!(rt.borrow().is_none() && freed(&memory));
+    // The same through a batch.
+    let rt = soft(Runtime::builder().capacity(4).workers(1));
+    let mut b = rt.submit_batch(Op::ECHO, &[[9u64]]).unwrap();
+    let memory = Arc::downgrade(&rt.shared);
+    let rt = std::rc::Rc::new(std::cell::RefCell::new(Some(rt)));
+    let dropper = rt.clone();
+    ownership_ended::set(move || drop(dropper.borrow_mut().take()));
+    assert_eq!(b.wait().unwrap()[0].unwrap().value, 9);
+    assert!(freed(&memory));
 }

@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, TaskStatus};
 use crate::ops::op::Op;
+use crate::proto::queue::Queue;
 use crate::proto::slot::Cqe;
-use crate::runtime::{RingPtr, Watch};
+use crate::runtime::{RingPtr, Shared, Watch};
 
 /// A finished task's inline result and the device's timestamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +100,9 @@ impl Ticket {
         }
         // After a take that finished the task, the runtime's memory may be
         // gone: only the outcome is read from then on.
-        match self.ring.queue().take(self.seq).counted(&mut self.shares) {
+        // SAFETY: the ticket owns its slot (no outcome yet) or holds a share.
+        let take = unsafe { Queue::take_at(self.ring.queue_ptr(), self.seq) };
+        match take.counted(&mut self.shares) {
             Some(done) => self.finish(done.cqe).map(Some),
             // A caller looping on None must learn if the kernel died.
             None => {
@@ -153,9 +156,14 @@ impl Ticket {
             return self.report(o);
         }
         let (ring, seq, shares) = (self.ring, self.seq, &mut self.shares);
-        let cqe = ring
-            .shared()
-            .wait_for(deadline, watch, || ring.queue().take(seq).counted(shares))?;
+        // SAFETY: the ticket owns its slot (no outcome yet) or holds a
+        // share until `take_at` yields its task, after which neither call
+        // touches the runtime; so for each `take_at` in the loop.
+        let cqe = unsafe {
+            Shared::wait_for(ring.shared_ptr(), deadline, watch, || {
+                Queue::take_at(ring.queue_ptr(), seq).counted(shares)
+            })?
+        };
         self.finish(cqe.cqe)
     }
 
@@ -175,7 +183,9 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        if self.outcome.is_none() && self.ring.queue().detach(self.seq) {
+        // SAFETY: without an outcome the ticket owns its slot or holds a
+        // share; it touches the runtime after this only to give back shares.
+        if self.outcome.is_none() && unsafe { Queue::detach_at(self.ring.queue_ptr(), self.seq) } {
             self.shares += 1;
         }
         if self.shares > 0 {

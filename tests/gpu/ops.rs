@@ -101,8 +101,8 @@ pub(crate) fn axpy_bad_args_reported_by_device() {
 
 /// `Builder::module` refuses, with typed errors and nothing started: an
 /// image the driver cannot load, a kernel the module lacks, and kernels
-/// whose parameters are not one `pkq_params`. The embedded image under the
-/// worker kernel's name serves.
+/// whose parameters are not one `pkq_params` (the bench image's). The
+/// embedded image under the worker kernel's name serves.
 pub(crate) fn modules_without_a_fitting_kernel_are_refused() {
     let image = pkq::kernel_image().unwrap();
     let build = |bytes: &[u8], kernel: &str| Runtime::builder().module(bytes, kernel).build();
@@ -114,8 +114,10 @@ pub(crate) fn modules_without_a_fitting_kernel_are_refused() {
         Err(Error::KernelMissing(name)) => assert_eq!(name, "no_such_kernel"),
         other => panic!("missing kernel: {other:?}"),
     }
+    // Kernels of other parameters: the bench image's.
+    let bench = pkq::bench::image().unwrap();
     for wrong in ["pkq_empty_kernel", "pkq_floor_kernel", "pkq_costs_kernel"] {
-        match build(image, wrong) {
+        match build(bench, wrong) {
             Err(Error::InvalidModule(why)) => assert!(why.contains(wrong), "{why}"),
             other => panic!("{wrong}: {other:?}"),
         }
