@@ -36,7 +36,7 @@ mod runtime;
 pub mod timing;
 
 pub use cuda::driver::{DeviceInfo, context, device_count, device_info};
-pub use cuda::kernel::image as kernel_image;
+pub use cuda::image::image as kernel_image;
 /// The cudarc pkq is built against (device buffers for ops like AXPY come from it).
 pub use cudarc;
 pub use error::{Error, Result, TaskStatus};

@@ -100,7 +100,7 @@ impl Floor {
     /// and waits for its first echo.
     pub fn start(index: usize, shape: Shape) -> Result<Self> {
         shape.check()?;
-        crate::cuda::kernel::bench_image()?;
+        crate::cuda::image::bench_image()?;
         let ctx = driver::open(index)?;
         let words = 8 * shape.lines as usize;
         let ping_len = words.max(shape.copy_stride() * shape.copies());
@@ -299,7 +299,7 @@ pub struct DeviceCosts {
 /// Measures [`DeviceCosts`] on device `index` with one thread of a fresh
 /// kernel, `iters` repetitions of each operation.
 pub fn device_costs(index: usize, iters: u32) -> Result<DeviceCosts> {
-    crate::cuda::kernel::bench_image()?;
+    crate::cuda::image::bench_image()?;
     let ctx = driver::open(index)?;
     let ro = MappedBuffer::new(&ctx, 16)?;
     let d2h = MappedBuffer::new(&ctx, 24)?;
@@ -404,7 +404,7 @@ impl Access {
 /// second, which cost one 64-byte read and one 32-byte write each.
 pub fn host_access_rate(index: usize, access: &Access) -> Result<f64> {
     access.check()?;
-    crate::cuda::kernel::bench_image()?;
+    crate::cuda::image::bench_image()?;
     let ctx = driver::open(index)?;
     let warps = access.warps as usize;
     let entries = ACCESS_ROUNDS as usize * warps;

@@ -9,4 +9,4 @@
 pub mod floor;
 pub mod host_ring;
 
-pub use crate::cuda::kernel::bench_image as image;
+pub use crate::cuda::image::bench_image as image;

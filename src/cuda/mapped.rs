@@ -80,18 +80,6 @@ impl MappedBuffer {
     }
 }
 
-/// Frees pinned memory that `cuMemHostAlloc` gave in `ctx`.
-///
-/// # Safety
-/// `host` came from `cuMemHostAlloc` in `ctx`, is freed once, and nothing
-/// uses it any more.
-pub(crate) unsafe fn free(ctx: &Arc<CudaContext>, host: *mut u64) {
-    // Errors (a context already broken by a device fault) leave nothing to do.
-    // SAFETY: the caller's contract: a cuMemHostAlloc pointer of `ctx`,
-    // freed once.
-    let _ = crate::cuda::driver::with_current(ctx, || unsafe { sys::cuMemFreeHost(host.cast()) });
-}
-
 // SAFETY: `words` words, page-aligned, live at `host` until drop; the
 // process touches them only through `Words` (atomics). Never built under
 // loom (see `new`), where `AtomicU64` is not a word.

@@ -29,7 +29,7 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys};
 
-use crate::cuda::kernel::{Image, check_one_parameter, function, read_op_table};
+use crate::cuda::image::{Image, check_one_parameter, function, read_op_table};
 use crate::error::{Error, Result};
 use crate::ops::typed::OpTable;
 use crate::proto::layout::PARAMS_BYTES;
@@ -235,7 +235,7 @@ pub(crate) fn ended(ctx: &Arc<CudaContext>) {
     for (c, host) in now {
         // SAFETY: handed over by `free_pinned` under its contract, and
         // taken out of the list before this, its only free.
-        unsafe { crate::cuda::mapped::free(&c, host as *mut u64) };
+        unsafe { free_now(&c, host as *mut u64) };
     }
 }
 
@@ -254,5 +254,17 @@ pub(crate) unsafe fn free_pinned(ctx: &Arc<CudaContext>, host: *mut u64) {
         return;
     }
     // SAFETY: the caller's contract.
-    unsafe { crate::cuda::mapped::free(ctx, host) };
+    unsafe { free_now(ctx, host) };
+}
+
+/// Frees pinned memory that `cuMemHostAlloc` gave in `ctx`.
+///
+/// # Safety
+/// `host` came from `cuMemHostAlloc` in `ctx`, is freed once, and nothing
+/// uses it any more.
+unsafe fn free_now(ctx: &Arc<CudaContext>, host: *mut u64) {
+    // Errors (a context already broken by a device fault) leave nothing to do.
+    // SAFETY: the caller's contract: a cuMemHostAlloc pointer of `ctx`,
+    // freed once.
+    let _ = crate::cuda::driver::with_current(ctx, || unsafe { sys::cuMemFreeHost(host.cast()) });
 }

@@ -7,7 +7,8 @@ use bytemuck::Pod;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use crate::cuda::driver;
-use crate::cuda::kernel::{Image, Kernel};
+use crate::cuda::image::Image;
+use crate::cuda::kernel::Kernel;
 use crate::cuda::mapped::MappedBuffer;
 use crate::error::{Error, Result};
 use crate::ops::typed::{Signature, TypedOp};
@@ -16,7 +17,7 @@ use crate::proto::plan::Plan;
 use crate::proto::ring::Geometry;
 use crate::runtime::Runtime;
 use crate::runtime::engine::Engine;
-use crate::runtime::shared::Shared;
+use crate::runtime::shared::{Settings, Shared};
 
 /// How often waiters ask the driver whether the kernel still lives.
 const PROBE_EVERY: Duration = Duration::from_millis(1);
@@ -322,7 +323,7 @@ impl Builder {
     pub fn build(self) -> Result<Runtime> {
         let plan = self.plan()?;
         if let Image::Embedded = self.image {
-            crate::cuda::kernel::image()?;
+            crate::cuda::image::image()?;
         }
         let ctx = driver::open(self.device)?;
         let h2d = MappedBuffer::new(&ctx, plan.h2d_len)?;
@@ -377,7 +378,7 @@ impl Builder {
                 resident * warps,
             )));
         }
-        let shared = Shared::new(&self, &plan, words, ops, Engine::Cuda(kernel));
+        let shared = Shared::new(self.settings(), &plan, words, ops, Engine::Cuda(kernel));
         let kernel = shared.engine.cuda().expect("built on the CUDA engine");
         // SAFETY: the kernel takes one `pkq_params` by value (checked at
         // load for a caller's module, in layout.rs for pkq's own); its
@@ -393,6 +394,16 @@ impl Builder {
         rt.shared
             .await_workers(Instant::now().checked_add(self.start_timeout))?;
         Ok(rt)
+    }
+
+    /// What the runtime's shared state keeps of these settings.
+    fn settings(&self) -> Settings {
+        Settings {
+            device: self.device,
+            probe_every: self.probe_every,
+            stall_after: self.stall_after,
+            stop_timeout: self.stop_timeout,
+        }
     }
 
     /// The memory plan of these settings, once they are checked.
@@ -419,7 +430,13 @@ impl Builder {
         let device = crate::proto::soft::SoftDevice::new(plan, words[0].clone(), words[1].clone());
         let ops = crate::ops::typed::OpTable::of(&crate::ops::builtin::signatures());
         // The queues write every slot's first tags: the device starts after.
-        let shared = Shared::new(&self, &plan, words, ops, Engine::Soft(device.clone()));
+        let shared = Shared::new(
+            self.settings(),
+            &plan,
+            words,
+            ops,
+            Engine::Soft(device.clone()),
+        );
         #[cfg(not(loom))]
         if threads {
             device.start_threads();

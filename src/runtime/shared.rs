@@ -20,9 +20,17 @@ use crate::proto::plan::Plan;
 use crate::proto::queue::{Queue, Refusal};
 use crate::proto::words::Words;
 use crate::runtime::LIVE;
-use crate::runtime::builder::Builder;
 use crate::runtime::engine::Engine;
 use crate::runtime::liveness::Liveness;
+
+/// The settings a runtime's shared state keeps (from its `Builder`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Settings {
+    pub(crate) device: usize,
+    pub(crate) probe_every: Duration,
+    pub(crate) stall_after: Duration,
+    pub(crate) stop_timeout: Duration,
+}
 
 /// How long a waiter spins before it starts yielding the CPU.
 const SPIN_FOR: Duration = Duration::from_micros(200);
@@ -84,7 +92,7 @@ impl Shared {
     /// The state of a runtime laid out by `plan` over `h2d` and `d2h`,
     /// served by `engine`, with `b`'s settings; counted in `live_runtimes`.
     pub(crate) fn new(
-        b: &Builder,
+        b: Settings,
         plan: &Plan,
         [h2d, d2h]: [Words; 2],
         ops: OpTable,
