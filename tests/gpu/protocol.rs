@@ -188,8 +188,15 @@ pub(crate) fn eight_producers_ten_million_each() {
                             })
                             .collect();
                         if n == 1 {
-                            // Single submits too.
-                            let c = rt.submit(op, &args[0]).unwrap().wait();
+                            // Single submits too (each op with the argument
+                            // bytes its table lists: NOP none, SPIN a u64).
+                            let c = match op {
+                                Op::NOP => rt.submit(op, &()),
+                                Op::SPIN => rt.submit(op, &args[0][0]),
+                                _ => rt.submit(op, &args[0]),
+                            }
+                            .unwrap()
+                            .wait();
                             match op {
                                 Op::ECHO => assert_eq!(c.unwrap().value, echo_fold(&args[0])),
                                 Op::NOP | Op::SPIN => assert!(c.is_ok()),
@@ -201,7 +208,15 @@ pub(crate) fn eight_producers_ten_million_each() {
                                 let (b, o, a) = inflight.pop_front().unwrap();
                                 done += check(b, o, a);
                             }
-                            inflight.push_back((rt.submit_batch(op, &args).unwrap(), op, args));
+                            let batch = match op {
+                                Op::NOP => rt.submit_batch(op, &vec![(); n]),
+                                Op::SPIN => {
+                                    let ns: Vec<u64> = args.iter().map(|a| a[0]).collect();
+                                    rt.submit_batch(op, &ns)
+                                }
+                                _ => rt.submit_batch(op, &args),
+                            };
+                            inflight.push_back((batch.unwrap(), op, args));
                         }
                         submitted += n as u64;
                     }
