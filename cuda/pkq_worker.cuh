@@ -185,7 +185,16 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     uint64_t idle_since = 0;
     uint32_t sleep_ns = 0;
     for (;;) {
-        if (shared_claims) k = max(k, read_claim(claim));
+        if (shared_claims) {
+            // Another poller took a task: the worker is busy, this poller is
+            // not idle (a slot seen before its turn leaves k as it was).
+            const uint64_t taken_to = max(k, read_claim(claim));
+            if (taken_to != k) {
+                idle_since = 0;
+                sleep_ns = 0;
+            }
+            k = taken_to;
+        }
         const uint64_t seq = (p.start_seq + first + k * ring_workers) & SEQ_MASK;
         const uint64_t slot = ring_base + (seq & mask);
         const uint32_t tag = static_cast<uint32_t>(seq >> p.capacity_log2) & 0xff;

@@ -19,8 +19,12 @@ cargo build --release --tests --examples --benches --message-format=json-render-
 # the custom-handler example's, all built by nvcc.
 python3 - "$log" <<'PY'
 import json, os, sys
+import re
+# pkq's own build-script runs: by their output folder (cargo leaves the
+# package name out of package_id when the checkout's folder is named pkq).
 runs = [m for m in map(json.loads, open(sys.argv[1]))
-        if m.get("reason") == "build-script-executed" and "#pkq@" in m.get("package_id", "")]
+        if m.get("reason") == "build-script-executed"
+        and re.search(r"/build/pkq-[0-9a-f]+/out$", m.get("out_dir", ""))]
 if not runs:
     sys.exit("error: the build log shows no run of pkq's build script")
 for m in runs:
