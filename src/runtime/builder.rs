@@ -199,7 +199,11 @@ impl Builder {
         self
     }
 
-    /// How long `build` waits for every worker to report in (default 10 s).
+    /// How long `build` waits for every worker to report in (default 10 s),
+    /// then [`Error::KernelTimeout`]. A timeout too long to add to now
+    /// (`Duration::MAX`) waits without a deadline: `build` then returns only
+    /// once the kernel serves or is known to have failed (workers that other
+    /// kernels on the device keep from becoming resident wait for them).
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = timeout;
@@ -207,7 +211,8 @@ impl Builder {
     }
 
     /// How long shutdown waits for in-flight tasks and then for the kernel to
-    /// exit (default 10 s each).
+    /// exit (default 10 s each). A timeout too long to add to now
+    /// (`Duration::MAX`) waits without a deadline.
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn stop_timeout(mut self, timeout: Duration) -> Self {
         self.stop_timeout = timeout;
