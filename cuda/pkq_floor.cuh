@@ -1,5 +1,5 @@
 // pkq_floor.cuh: the raw floor, a bare one-word ping-pong through mapped
-// memory (mirrors src/floor.rs). It measures what any design pays: one PCIe
+// memory (mirrors src/bench/floor.rs). It measures what any design pays: one PCIe
 // read that sees the host's write, plus one posted write back.
 #pragma once
 #include <cstdint>

@@ -1,5 +1,5 @@
-// pkq_handler.cuh: what a handler gets and gives back (mirrors src/ticket.rs's
-// Completion and src/typed_op.rs's op table check).
+// pkq_handler.cuh: what a handler gets and gives back (mirrors src/runtime/ticket.rs's
+// Completion and src/ops/typed.rs's op table check).
 #pragma once
 #include <cstdint>
 #include <cstring>

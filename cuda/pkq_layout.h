@@ -3,11 +3,11 @@
  * resident kernel.
  *
  * Every number both sides use is a `#define PKQ_<NAME> <integer>` here.
- * build.rs turns each into `pub const <NAME>` in Rust (src/layout.rs), with the
+ * build.rs turns each into `pub const <NAME>` in Rust (src/proto/layout.rs), with the
  * type named in the trailing comment (usize when none), so the two sides
  * cannot drift: a change here changes both, and the structs below are checked
  * against these numbers at compile time on both sides (static_assert here,
- * const assertions in src/layout.rs).
+ * const assertions in src/proto/layout.rs).
  *
  * Two mapped, pinned host allocations carry the shared words. Words the host
  * writes live only in the first, words the device writes only in the second,
@@ -167,12 +167,12 @@
 #define PKQ_PACK_TASKS 32
 #define PKQ_PACK_ARG_BYTES 8
 
-/* Raw-floor ping-pong (src/floor.rs): the value that ends the device loop,
+/* Raw-floor ping-pong (src/bench/floor.rs): the value that ends the device loop,
    and the low bits of an echo word that carry its round (the rest carry the
    device's clock; pkq_floor.cuh). */
 #define PKQ_FLOOR_STOP 0xffffffffffffffff /* u64 */
 #define PKQ_FLOOR_ROUND_BITS 16 /* u32 */
-/* Rounds of the access-rate ring (src/floor.rs: host_access_rate). */
+/* Rounds of the access-rate ring (src/bench/floor.rs: host_access_rate). */
 #define PKQ_ACCESS_ROUNDS 64 /* u32 */
 
 /* ---------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 // pkq_mem.cuh: the memory operations the device side of the protocol uses
-// (mirrors the atomics in src/queue.rs). Every access to mapped host memory
+// (mirrors the atomics in src/proto/queue.rs). Every access to mapped host memory
 // goes through these, so the scope and ordering of each is stated once.
 #pragma once
 #include <cstdint>

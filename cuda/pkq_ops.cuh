@@ -1,5 +1,5 @@
-// pkq_ops.cuh: the built-in ops, each run by one whole warp (mirrors src/ops.rs
-// and src/builtin.rs).
+// pkq_ops.cuh: the built-in ops, each run by one whole warp (mirrors src/ops/op.rs
+// and src/ops/builtin.rs).
 #pragma once
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 // pkq_slot.cuh: tagged-word codec of submission slots and completion entries
-// (mirrors src/slot.rs; the layout and why it needs no fence: pkq_layout.h).
+// (mirrors src/proto/slot.rs; the layout and why it needs no fence: pkq_layout.h).
 #pragma once
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-// pkq_worker.cuh: the resident worker loop (the device half of src/queue.rs).
+// pkq_worker.cuh: the resident worker loop (the device half of src/proto/queue.rs).
 // One warp is one worker; worker w of W serves ring r = w % R of the R
 // rings, sequence numbers start + w / R, start + w / R + W / R, ... in
 // order, each in slot r * capacity + (seq & (capacity - 1)) (pkq_layout.h).
