@@ -22,16 +22,31 @@ use serde_json::{Map, Value, json};
 
 const CAPACITY: u64 = 1024;
 
-/// `iters` submits of `args`, timed in batches of one ring's capacity.
-fn timed<A: bytemuck::Pod>(ring: &mut HostRing, iters: u64, op: Op, args: &A) -> Duration {
+/// `iters` submits of `args`, timed in batches of one ring's capacity;
+/// with `held`, as an exclusive producer submits.
+fn timed<A: bytemuck::Pod>(
+    ring: &mut HostRing,
+    iters: u64,
+    op: Op,
+    args: &A,
+    held: bool,
+) -> Duration {
     let mut total = Duration::ZERO;
     let mut done = 0;
     while done < iters {
         ring.reset();
+        if held {
+            ring.hold().unwrap();
+        }
         let n = (iters - done).min(CAPACITY);
         let t0 = Instant::now();
         for _ in 0..n {
-            black_box(ring.submit(op, black_box(args)).unwrap());
+            let seq = if held {
+                ring.submit_held(op, black_box(args))
+            } else {
+                ring.submit(op, black_box(args))
+            };
+            black_box(seq.unwrap());
         }
         total += t0.elapsed();
         done += n;
@@ -97,8 +112,9 @@ fn timed_packs(ring: &mut HostRing, iters: u64) -> Duration {
     total.mul_f64(iters as f64 / done as f64)
 }
 
-const CASES: [&str; 4] = [
+const CASES: [&str; 5] = [
     "nop_no_args",
+    "nop_no_args_exclusive_producer",
     "echo_48_byte_args",
     "batch_256_nop_submit_complete_reap",
     "packed_4096_nop_submit_complete_reap",
@@ -108,16 +124,19 @@ fn benches(c: &mut Criterion) {
     let mut ring = HostRing::new(CAPACITY as usize).unwrap();
     let mut g = c.benchmark_group("submit");
     g.bench_function(CASES[0], |b| {
-        b.iter_custom(|iters| timed(&mut ring, iters, Op::NOP, &()))
+        b.iter_custom(|iters| timed(&mut ring, iters, Op::NOP, &(), false))
     });
     g.bench_function(CASES[1], |b| {
-        b.iter_custom(|iters| timed(&mut ring, iters, Op::ECHO, &[7u64; 6]))
+        b.iter_custom(|iters| timed(&mut ring, iters, Op::NOP, &(), true))
+    });
+    g.bench_function(CASES[2], |b| {
+        b.iter_custom(|iters| timed(&mut ring, iters, Op::ECHO, &[7u64; 6], false))
     });
     let nops = [(); 256];
-    g.bench_function(CASES[2], |b| {
+    g.bench_function(CASES[3], |b| {
         b.iter_custom(|iters| timed_batches(&mut ring, iters, Op::NOP, &nops))
     });
-    g.bench_function(CASES[3], |b| {
+    g.bench_function(CASES[4], |b| {
         b.iter_custom(|iters| timed_packs(&mut ring, iters))
     });
     g.finish();

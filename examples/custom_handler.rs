@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use clap::Parser;
 use pkq::cudarc::driver::{LaunchConfig, PushKernelArg};
 use pkq::cudarc::nvrtc::Ptx;
-use pkq::{Error, Runtime, TypedOp};
+use pkq::{Error, Runtime, TaskError, TypedOp};
 use support::{Latency, one_stream_context, report, start, write_json};
 
 #[derive(Parser)]
@@ -109,7 +109,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         assert!(err < 1e-4, "n = {n}: error {err}");
     }
     match fk::forward_kinematics(&rt, &nan_d, &mut nan_out) {
-        Err(Error::Task { status, .. }) => println!("a NaN angle is refused: {status}"),
+        Err(Error::Task(TaskError { status, .. })) => println!("a NaN angle is refused: {status}"),
         other => panic!("expected the handler's own status, got {other:?}"),
     }
 

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use pkq::{ARGS_BYTES, Error, Op, Runtime, TaskStatus, Ticket, echo_fold};
+use pkq::{ARGS_BYTES, Error, Op, Runtime, TaskError, TaskStatus, Ticket, echo_fold};
 use serde_json::json;
 use support::{Clock, Latency, report, write_json};
 
@@ -122,8 +122,8 @@ fn check(f: InFlight, clock: &Clock, tally: &mut Tally, lat: &mut Latency, seen:
     let ok = match (got, f.want) {
         (Ok(c), Ok(_)) if f.spin_ns > 0 => c.value >= f.spin_ns,
         (Ok(c), Ok(want)) => c.value == want,
-        (Err(Error::Task { status, .. }), Err(want)) => status == want,
-        (Err(e @ (Error::Task { .. } | Error::Stalled { .. })), _) => {
+        (Err(Error::Task(TaskError { status, .. })), Err(want)) => status == want,
+        (Err(e @ (Error::Task(_) | Error::Stalled { .. })), _) => {
             eprintln!("task {:#x}: {e}", f.id);
             false
         }

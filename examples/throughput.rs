@@ -65,6 +65,9 @@ struct Args {
 #[derive(Clone, Copy)]
 enum Mode {
     Single,
+    /// One task per submit through an exclusive producer
+    /// (`Runtime::exclusive_producer_on`): no locked instruction to reserve.
+    Exclusive,
     Batch(usize),
     /// Batches of this many (`.0`), handed round-robin to `.1` other
     /// threads that reap them (the producer thread only publishes, as an
@@ -98,8 +101,15 @@ fn pump(rts: &[&Runtime], producers: usize, mode: Mode, window: usize, secs: f64
                     start.wait();
                     let t0 = Instant::now();
                     let mut done = 0u64;
+                    // Producer `i` submits one at a time to ring `i % rings`.
+                    let ring = i % rt.rings();
+                    let shared = rt.producer_on(ring).unwrap();
+                    let exclusive = match mode {
+                        Mode::Exclusive => Some(rt.exclusive_producer_on(ring).unwrap()),
+                        _ => None,
+                    };
                     match mode {
-                        Mode::Single => {
+                        Mode::Single | Mode::Exclusive => {
                             let mut q = VecDeque::with_capacity(window);
                             let mut i = 0u64;
                             while i & 255 != 0 || t0.elapsed() < dur {
@@ -108,7 +118,11 @@ fn pump(rts: &[&Runtime], producers: usize, mode: Mode, window: usize, secs: f64
                                     t.wait().unwrap();
                                     done += 1;
                                 }
-                                q.push_back(rt.submit(Op::NOP, &()).unwrap());
+                                let t = match &exclusive {
+                                    Some(p) => p.submit(Op::NOP, &()),
+                                    None => shared.submit(Op::NOP, &()),
+                                };
+                                q.push_back(t.unwrap());
                                 i += 1;
                             }
                             for t in q {
@@ -442,7 +456,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // aside meanwhile (`Runtime::moved_completions`).
     let mut pump_row = |rt: &Runtime, producers: usize, mode: Mode| {
         let window = match mode {
-            Mode::Single => args.window,
+            Mode::Single | Mode::Exclusive => args.window,
             Mode::Batch(_) => args.batch_window,
             // Several batches in flight per reaping thread, however large.
             Mode::Pipelined(b, _) => args.batch_window.max(8 * b),
@@ -457,6 +471,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         let name = match mode {
             Mode::Single => format!("pkq NOP, {producers} producer(s), one task per submit{rings}"),
+            Mode::Exclusive => {
+                format!("pkq NOP, {producers} exclusive producer(s), one task per submit{rings}")
+            }
             Mode::Batch(b) => format!("pkq NOP, {producers} producer(s), batches of {b}"),
             Mode::Pipelined(b, 1) => format!(
                 "pkq NOP, {producers} producer(s), batches of {b}, reaped by another thread"
@@ -471,7 +488,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Mode::Batch(_) if producers == 1 => best_batched_1 = best_batched_1.max(rate),
             Mode::Pipelined(..) => pipelined_1 = pipelined_1.max(rate),
             Mode::Packed(_) if producers == 1 => packed_1 = packed_1.max(rate),
-            Mode::Single if producers == 4 => single_4 = single_4.max(rate),
+            Mode::Single | Mode::Exclusive if producers == 4 => single_4 = single_4.max(rate),
             _ => {}
         }
         let mut m = row(&name, "tasks_per_s", rate);
@@ -520,6 +537,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .capacity(args.capacity / producers)
             .build()?;
         pump_row(&rings_rt, producers, Mode::Single);
+        pump_row(&rings_rt, producers, Mode::Exclusive);
         rings_rt.shutdown()?;
     }
     let rt = Runtime::builder()
@@ -529,6 +547,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for producers in [1usize, 2, 4, 8] {
         pump_row(&rt, producers, Mode::Single);
     }
+    pump_row(&rt, 1, Mode::Exclusive);
     // Four producers that share nothing: a runtime each (its own ring, tail
     // and kernel, a quarter of the workers), beside rings of one runtime
     // above. (This row runs while the runtime above idles.)

@@ -39,6 +39,19 @@ impl fmt::Display for TaskStatus {
     }
 }
 
+/// A task that ran and failed: its op and the status its handler reported.
+/// A [`Ticket`](crate::Ticket) reports it as [`Error::Task`], a
+/// [`Batch`](crate::Batch) as the task's [`TaskResult`](crate::TaskResult);
+/// `?` turns the second into the first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("{op} failed on the device: {status}")]
+pub struct TaskError {
+    /// The task's op.
+    pub op: Op,
+    /// What the handler reported.
+    pub status: TaskStatus,
+}
+
 /// Everything that can go wrong in pkq. No pkq call panics on bad input or a
 /// missing GPU; each returns one of these.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -125,17 +138,16 @@ pub enum Error {
     /// The runtime is shut down (or shutting down): no new tasks.
     #[error("the runtime is shut down")]
     Closed,
+    /// An [`ExclusiveProducer`](crate::ExclusiveProducer) holds the ring:
+    /// until it is dropped, only it submits there.
+    #[error("the ring is held by an exclusive producer")]
+    RingHeld,
     /// A wait ran past its deadline; the task is still tracked.
     #[error("timed out")]
     Timeout,
     /// The device ran the task and its handler reported a failure.
-    #[error("{op} failed on the device: {status}")]
-    Task {
-        /// The task's op.
-        op: Op,
-        /// What the handler reported.
-        status: TaskStatus,
-    },
+    #[error(transparent)]
+    Task(#[from] TaskError),
     /// The kernel's stream reported a CUDA error (a trap, an illegal address,
     /// ...). Such errors are sticky: the CUDA context is unusable for the rest
     /// of the process.

@@ -39,7 +39,7 @@ pub use cuda::driver::{DeviceInfo, context, device_count, device_info};
 pub use cuda::image::image as kernel_image;
 /// The cudarc pkq is built against (device buffers for ops like AXPY come from it).
 pub use cudarc;
-pub use error::{Error, Result, TaskStatus};
+pub use error::{Error, Result, TaskError, TaskStatus};
 pub use ops::builtin;
 pub use ops::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, TypedOp, echo_fold};
 pub use runtime::batch::{Batch, TaskResult};
@@ -47,7 +47,10 @@ pub use runtime::batch::{Batch, TaskResult};
 #[cfg(feature = "bench")]
 pub use runtime::live_runtimes;
 pub use runtime::ticket::{Completion, Ticket};
-pub use runtime::{Builder, IdlePolicy, Producer, Runtime};
+pub use runtime::{
+    Builder, ExclusiveProducer, ExclusiveRing, IdlePolicy, Producer, RingAccess, Runtime,
+    SharedRing,
+};
 
 /// The most argument bytes a task carries inline in its slot.
 pub const ARGS_BYTES: usize = proto::layout::ARGS_BYTES;

@@ -37,6 +37,22 @@ impl HostRing {
         Ok(seq)
     }
 
+    /// [`HostRing::submit`] as an exclusive producer does it (the ring held
+    /// by [`HostRing::hold`]): no locked instruction to reserve.
+    #[inline]
+    pub fn submit_held<A: Pod>(&self, op: Op, args: &A) -> Result<u64> {
+        let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
+        let seq = self.queue.try_reserve_held(1)?;
+        self.queue.publish(seq, &image);
+        Ok(seq)
+    }
+
+    /// Holds the ring for [`HostRing::submit_held`] until the next
+    /// [`HostRing::reset`].
+    pub fn hold(&self) -> Result<()> {
+        Ok(self.queue.hold()?)
+    }
+
     /// What `Runtime::submit_batch` does on the host before it builds the
     /// batch: one reservation for all of `args`, then a slot for each.
     /// Returns the first sequence number.

@@ -5,10 +5,11 @@
 //! The shared words and their protocol are described in `cuda/pkq_layout.h`.
 //! This module adds host-only state, which the device never sees:
 //!
-//! * `tail`: the next sequence number to reserve, with `CLOSED` in bit 63.
-//!   Producers merge here with a compare-and-swap (a host atomic: read-modify-
-//!   write atomics on mapped memory are not atomic against the device, so no
-//!   shared word is ever the target of one).
+//! * `tail`: the next sequence number to reserve, and whether the ring is
+//!   closed or held by an exclusive producer (`proto::tail`). Shared
+//!   producers merge there with a compare-and-swap (a host atomic:
+//!   read-modify-write atomics on mapped memory are not atomic against the
+//!   device, so no shared word is ever the target of one).
 //! * `turns[slot]`: the slot's owner. `s` means: free for sequence number `s`
 //!   if `s` is not reserved yet, else owned by the task `s` (in flight, or
 //!   completed and not yet read by its ticket). `s | DETACHED` means the task
@@ -45,15 +46,14 @@ use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::PoisonError;
 
-use crossbeam_utils::CachePadded;
-
 use crate::proto::layout::{CQE_WORDS, PACK_ARG_BYTES, PACK_TASKS, SLOT_WORDS};
 use crate::proto::ring::{FLAG, Geometry, SEQ_MASK, distance, seq_add, seq_sub};
 use crate::proto::slot::{Cqe, SlotImage, tagged};
 use crate::proto::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence};
+pub(crate) use crate::proto::tail::Refusal;
+use crate::proto::tail::Tail;
 use crate::proto::words::Words;
 
-const CLOSED: u64 = FLAG;
 const DETACHED: u64 = FLAG;
 
 /// A test hook: a closure run right after a handle's compare-and-swap
@@ -75,24 +75,6 @@ pub(crate) mod ownership_ended {
     pub(crate) fn fire() {
         if let Some(f) = HOOK.with(Cell::take) {
             f();
-        }
-    }
-}
-
-/// Why no sequence number could be reserved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Refusal {
-    /// The slot of the next sequence number is still owned.
-    Full,
-    /// The queue is closed.
-    Closed,
-}
-
-impl From<Refusal> for crate::error::Error {
-    fn from(r: Refusal) -> Self {
-        match r {
-            Refusal::Full => Self::Full,
-            Refusal::Closed => Self::Closed,
         }
     }
 }
@@ -158,8 +140,8 @@ struct Overflow {
 
 pub(crate) struct Queue {
     geo: Geometry,
-    /// Host-only: next sequence number, `CLOSED` in bit 63.
-    tail: CachePadded<AtomicU64>,
+    /// Host-only: the next sequence number, closed or held.
+    tail: Tail,
     /// Host-only: the owner of each slot (see the module docs).
     turns: Box<[AtomicU64]>,
     /// Host-written, device-read: `capacity * SLOT_WORDS` tagged words.
@@ -217,7 +199,7 @@ impl Queue {
         }
         Self {
             geo,
-            tail: CachePadded::new(AtomicU64::new(start)),
+            tail: Tail::new(start),
             turns,
             sq,
             copies: Box::new([]),
@@ -239,31 +221,7 @@ impl Queue {
     /// Lock-free, but for moving a completion to the overflow map.
     #[inline]
     pub(crate) fn try_reserve(&self) -> Result<u64, Refusal> {
-        let mut tail = self.tail.load(Ordering::Relaxed);
-        loop {
-            if tail & CLOSED != 0 {
-                return Err(Refusal::Closed);
-            }
-            if self.claimable(tail) {
-                match self.tail.compare_exchange_weak(
-                    tail,
-                    seq_add(tail, 1),
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return Ok(tail),
-                    Err(now) => {
-                        tail = now;
-                        continue;
-                    }
-                }
-            }
-            let now = self.tail.load(Ordering::Relaxed);
-            if now == tail {
-                return Err(Refusal::Full);
-            }
-            tail = now;
-        }
+        self.tail.reserve(1, |seq| self.claimable(seq))
     }
 
     /// Reserves `n` consecutive sequence numbers (1 to the capacity) with
@@ -272,34 +230,28 @@ impl Queue {
     /// for one). Returns the first.
     pub(crate) fn try_reserve_many(&self, n: usize) -> Result<u64, Refusal> {
         debug_assert!((1..=self.geo.capacity()).contains(&n));
-        let mut tail = self.tail.load(Ordering::Relaxed);
-        loop {
-            if tail & CLOSED != 0 {
-                return Err(Refusal::Closed);
-            }
-            // Count the free slots from the tail on.
-            let mut free = 0;
-            while free < n && self.claimable(seq_add(tail, free as u64)) {
-                free += 1;
-            }
-            if free < n {
-                let now = self.tail.load(Ordering::Relaxed);
-                if now == tail {
-                    return Err(Refusal::Full);
-                }
-                tail = now;
-                continue;
-            }
-            match self.tail.compare_exchange_weak(
-                tail,
-                seq_add(tail, n as u64),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok(tail),
-                Err(now) => tail = now,
-            }
-        }
+        self.tail.reserve(n, |seq| self.claimable(seq))
+    }
+
+    /// Takes the ring for one exclusive producer (`Held` if another has
+    /// it, `Closed` once closed): shared reservations are refused with
+    /// `Held` until [`Self::release`].
+    pub(crate) fn hold(&self) -> Result<(), Refusal> {
+        self.tail.hold()
+    }
+
+    /// The exclusive producer's reservation of `n` consecutive sequence
+    /// numbers (1 to the capacity), without a locked instruction. Only
+    /// the holder calls it, from one thread at a time.
+    #[inline]
+    pub(crate) fn try_reserve_held(&self, n: usize) -> Result<u64, Refusal> {
+        debug_assert!((1..=self.geo.capacity()).contains(&n));
+        self.tail.reserve_held(n, |seq| self.claimable(seq))
+    }
+
+    /// Gives a held ring back to shared producers (by its holder).
+    pub(crate) fn release(&self) {
+        self.tail.release();
     }
 
     /// Whether the slot of `seq` is free for it: its turn says so, or the
@@ -445,7 +397,7 @@ impl Queue {
         // The tail's load is a hint's input: not under loom, whose models
         // count every atomic access.
         #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-        self.prefetch(self.tail.load(Ordering::Relaxed) & SEQ_MASK, 1);
+        self.prefetch(self.tail.hint(), 1);
     }
 
     /// `prefetchw` of the slot lines (and copies) of `count` sequence
@@ -723,24 +675,25 @@ impl Queue {
     /// Refuses every later reservation; returns the first sequence number
     /// never reserved.
     pub(crate) fn close(&self) -> u64 {
-        self.tail.fetch_or(CLOSED, Ordering::AcqRel) & SEQ_MASK
+        self.tail.close()
     }
 
     /// The tail and every slot's owner, and whether its task completed.
     #[cfg(any(test, feature = "bench"))]
     pub(crate) fn debug_state(&self) -> String {
-        let tail = self.tail.load(Ordering::Relaxed);
+        let tail = self.tail.hint();
         let mut out = format!(
-            "tail {} (closed: {}), {} moved completions waiting for their tickets ({} moved in all)",
-            tail & SEQ_MASK,
-            tail & CLOSED != 0,
+            "tail {} (closed: {}, held: {}), {} moved completions waiting for their tickets ({} moved in all)",
+            tail,
+            self.tail.is_closed(),
+            self.tail.is_held(),
             self.overflow().entries.len(),
             self.moved()
         );
         for (slot, turn) in self.turns.iter().enumerate() {
             let t = turn.load(Ordering::Acquire);
             let seq = t & SEQ_MASK;
-            let d = distance(seq, tail & SEQ_MASK);
+            let d = distance(seq, tail);
             if (1..=self.geo.capacity() as u64).contains(&d) && self.poll(seq).is_none() {
                 let words = |sq: &Words| -> Vec<u64> {
                     let run = sq.run::<SLOT_WORDS>(slot * SLOT_WORDS);
@@ -772,7 +725,7 @@ impl Queue {
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        self.tail.load(Ordering::Relaxed) & CLOSED != 0
+        self.tail.is_closed()
     }
 
     /// How many reserved tasks have not completed, `end` being the tail
@@ -1210,8 +1163,18 @@ pub(crate) mod tests {
 
     /// Runs `tasks` ECHO tasks from `producers` threads against `workers`
     /// software workers, each producer keeping up to `window` tickets, and
-    /// checks every result arrives exactly once.
-    fn end_to_end(cap: usize, workers: u64, producers: u64, tasks: u64, window: usize, start: u64) {
+    /// checks every result arrives exactly once. With `held`, the one
+    /// producer holds the ring and reserves as an exclusive producer.
+    fn end_to_end(
+        cap: usize,
+        workers: u64,
+        producers: u64,
+        tasks: u64,
+        window: usize,
+        start: u64,
+        held: bool,
+    ) {
+        assert!(!held || producers == 1);
         // Miri interprets every step: a few laps of the ring still check the
         // protocol (and the wrap), in minutes rather than hours.
         let tasks = if cfg!(miri) {
@@ -1230,6 +1193,9 @@ pub(crate) mod tests {
             })
             .collect();
         let seen: Arc<Vec<AtomicU64>> = Arc::new((0..tasks).map(|_| AtomicU64::new(0)).collect());
+        if held {
+            q.hold().unwrap();
+        }
         let prods: Vec<_> = (0..producers)
             .map(|p| {
                 let (q, seen) = (q.clone(), seen.clone());
@@ -1248,11 +1214,16 @@ pub(crate) mod tests {
                     };
                     for id in (p..tasks).step_by(producers as usize) {
                         let seq = loop {
-                            match q.try_reserve() {
+                            let reserved = if held {
+                                q.try_reserve_held(1)
+                            } else {
+                                q.try_reserve()
+                            };
+                            match reserved {
                                 Ok(s) => break s,
                                 Err(Refusal::Full) if !inflight.is_empty() => reap(&mut inflight),
                                 Err(Refusal::Full) => std::thread::yield_now(),
-                                Err(Refusal::Closed) => unreachable!(),
+                                Err(r) => unreachable!("{r:?}"),
                             }
                         };
                         q.publish(seq, &echo(id));
@@ -1270,7 +1241,11 @@ pub(crate) mod tests {
         for p in prods {
             p.join().unwrap();
         }
+        if held {
+            q.release();
+        }
         let end = q.close();
+        assert_eq!(end, seq_add(start, tasks), "every reservation counted once");
         assert_eq!(q.incomplete(end), 0);
         stop.store(true, Ordering::Relaxed);
         for d in devs {
@@ -1284,24 +1259,65 @@ pub(crate) mod tests {
 
     #[test]
     fn software_device_one_producer_many_laps() {
-        end_to_end(64, 1, 1, 20_000, 48, 0);
+        end_to_end(64, 1, 1, 20_000, 48, 0, false);
     }
 
     #[test]
     fn software_device_many_producers_many_workers() {
-        end_to_end(64, 4, 4, 40_000, 8, 0);
+        end_to_end(64, 4, 4, 40_000, 8, 0, false);
     }
 
     #[test]
     fn producers_holding_more_tickets_than_slots_never_deadlock() {
         // 4 producers x 40 held tickets > 64 slots: a laggard's completed,
         // unread tickets must not stop the ring.
-        end_to_end(64, 2, 4, 40_000, 40, 0);
+        end_to_end(64, 2, 4, 40_000, 40, 0, false);
     }
 
     #[test]
     fn software_device_across_the_sequence_wrap() {
-        end_to_end(16, 2, 2, 5_000, 4, SEQ_MASK - 1000);
+        end_to_end(16, 2, 2, 5_000, 4, SEQ_MASK - 1000, false);
+    }
+
+    #[test]
+    fn an_exclusive_producer_across_the_sequence_wrap() {
+        end_to_end(16, 2, 1, 5_000, 4, SEQ_MASK - 1000, true);
+    }
+
+    #[test]
+    fn a_held_ring_refuses_everyone_else_until_released() {
+        let geo = Geometry::new(4).unwrap();
+        let mem = Memory::new(geo);
+        let q = mem.queue(geo, 0);
+        assert_eq!(q.try_reserve(), Ok(0));
+        q.hold().unwrap();
+        assert_eq!(q.hold(), Err(Refusal::Held), "one holder at a time");
+        assert_eq!(q.try_reserve(), Err(Refusal::Held));
+        assert_eq!(q.try_reserve_many(2), Err(Refusal::Held));
+        assert_eq!(
+            q.try_reserve_held(2),
+            Ok(1),
+            "the holder goes on from the tail"
+        );
+        q.release();
+        assert_eq!(q.try_reserve(), Ok(3), "and hands its tail back");
+        q.hold().unwrap();
+        assert_eq!(
+            q.try_reserve_held(1),
+            Err(Refusal::Full),
+            "slot 0 is in flight"
+        );
+        complete(&q, 0, 1);
+        assert_eq!(q.try_reserve_held(1), Ok(4));
+        // Closed while held: counted, then refused, for good.
+        assert_eq!(q.close(), 5);
+        assert_eq!(q.close(), 5, "every closer gets the same end");
+        complete(&q, 1, 1);
+        assert_eq!(q.try_reserve_held(1), Err(Refusal::Closed));
+        q.release();
+        assert_eq!(q.try_reserve(), Err(Refusal::Closed));
+        assert_eq!(q.hold(), Err(Refusal::Closed));
+        assert_eq!(q.incomplete(5), 3);
     }
 }
 
@@ -1520,6 +1536,58 @@ mod loom_tests {
             }
             assert_eq!(q.try_reserve(), Err(Refusal::Closed));
             assert_eq!(q.incomplete(end), end as usize, "reserved, never completed");
+        });
+    }
+
+    #[test]
+    fn loom_an_exclusive_producer_races_a_close() {
+        // The holder's plain tail stores against the closer: every
+        // reservation it keeps is before the end, every one before the end
+        // it kept (none lost to a drain, none run after it).
+        loom::model(|| {
+            let geo = Geometry::new(4).unwrap();
+            let mem = Memory::new(geo);
+            let q = Arc::new(mem.queue(geo, 0));
+            q.hold().unwrap();
+            let q1 = q.clone();
+            let producer = thread::spawn(move || [q1.try_reserve_held(1), q1.try_reserve_held(2)]);
+            let end = q.close();
+            let got = producer.join().unwrap();
+            let kept: u64 = match got {
+                [Ok(0), Ok(1)] => 3,
+                [Ok(0), Err(Refusal::Closed)] => 1,
+                [Err(Refusal::Closed), Err(Refusal::Closed)] => 0,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(end, kept, "the end counts exactly the kept reservations");
+            assert_eq!(q.try_reserve_held(1), Err(Refusal::Closed));
+            assert_eq!(q.incomplete(end), end as usize);
+        });
+    }
+
+    #[test]
+    fn loom_a_release_races_a_close_and_a_shared_producer() {
+        // The holder gives the ring back while a closer closes it and a
+        // shared producer tries it: a close never lets a later shared
+        // reservation through, and the end counts the holder's.
+        loom::model(|| {
+            let geo = Geometry::new(4).unwrap();
+            let mem = Memory::new(geo);
+            let q = Arc::new(mem.queue(geo, 0));
+            q.hold().unwrap();
+            assert_eq!(q.try_reserve_held(1), Ok(0));
+            let (q1, q2) = (q.clone(), q.clone());
+            let holder = thread::spawn(move || q1.release());
+            let shared = thread::spawn(move || q2.try_reserve());
+            let end = q.close();
+            holder.join().unwrap();
+            match shared.join().unwrap() {
+                Ok(seq) => assert_eq!((seq, end), (1, 2), "reserved before the close"),
+                Err(Refusal::Held | Refusal::Closed) => assert_eq!(end, 1),
+                Err(r) => panic!("{r:?}"),
+            }
+            assert_eq!(q.try_reserve(), Err(Refusal::Closed));
+            assert_eq!(q.hold(), Err(Refusal::Closed));
         });
     }
 

@@ -345,7 +345,7 @@ mod loom_tests {
                         match q.try_reserve() {
                             Ok(seq) => break seq,
                             Err(Refusal::Full) => thread::yield_now(),
-                            Err(Refusal::Closed) => unreachable!(),
+                            Err(r) => unreachable!("{r:?}"),
                         }
                     };
                     q.publish(seq, &SlotImage::new(OP_NOP, &id.to_le_bytes()).unwrap());

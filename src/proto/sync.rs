@@ -11,3 +11,9 @@ pub(crate) use std::sync::{
     Mutex, MutexGuard,
     atomic::{AtomicU64, Ordering, fence},
 };
+
+/// Lets other threads run while a thread waits for one of them.
+#[cfg(loom)]
+pub(crate) use loom::thread::yield_now;
+#[cfg(not(loom))]
+pub(crate) use std::thread::yield_now;

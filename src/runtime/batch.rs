@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result, TaskStatus};
+use crate::error::{Error, Result, TaskError, TaskStatus};
 use crate::ops::op::Op;
 use crate::proto::queue::Completed;
 use crate::proto::queue::Queue;
@@ -14,9 +14,10 @@ use crate::proto::ring::seq_add;
 use crate::runtime::ticket::{Completion, outcome_of};
 use crate::runtime::{RingPtr, Shared, Watch};
 
-/// What one task of a batch came to: its completion, or the status its
-/// handler reported.
-pub type TaskResult = std::result::Result<Completion, TaskStatus>;
+/// What one task of a batch came to: its completion, or how its handler
+/// failed (the [`TaskError`] a [`Ticket`](crate::Ticket) reports as
+/// [`Error::Task`]).
+pub type TaskResult = std::result::Result<Completion, TaskError>;
 
 /// The handle of a batch of tasks of one op, in submission order.
 ///
@@ -58,7 +59,11 @@ impl fmt::Debug for Batch {
 /// Reserves `slots` consecutive slots of `ring` for a batch of `n` tasks
 /// (none for an empty batch), waiting while the ring has not that many
 /// free; refuses more slots than the ring has. Returns the first.
-pub(crate) fn reserve_run(ring: RingPtr, slots: usize, n: usize) -> Result<u64> {
+pub(crate) fn reserve_run<R: crate::runtime::RingAccess>(
+    ring: RingPtr,
+    slots: usize,
+    n: usize,
+) -> Result<u64> {
     let queue = ring.queue();
     let capacity = queue.geometry().capacity();
     if slots > capacity {
@@ -74,8 +79,9 @@ pub(crate) fn reserve_run(ring: RingPtr, slots: usize, n: usize) -> Result<u64> 
             Ok(0)
         };
     }
-    ring.shared()
-        .reserve(true, || queue.try_reserve_many(slots))
+    ring.shared().reserve(true, || {
+        crate::runtime::producer::reserve::<R>(queue, slots)
+    })
 }
 
 impl Batch {
@@ -227,20 +233,20 @@ impl Batch {
             return false;
         };
         self.done += tasks.len();
-        fill(&mut self.results[tasks], done);
+        fill(self.op, &mut self.results[tasks], done);
         true
     }
 }
 
 /// The results of one slot's tasks from its completion.
-fn fill(results: &mut [Option<TaskResult>], done: Completed) {
+fn fill(op: Op, results: &mut [Option<TaskResult>], done: Completed) {
     let Completed {
         cqe,
         results: words,
     } = done;
     match words {
         // One task, or a pack the device refused whole (its status).
-        None => results.fill(Some(outcome_of(&cqe))),
+        None => results.fill(Some(outcome_of(op, &cqe))),
         Some(words) => {
             for (j, r) in results.iter_mut().enumerate() {
                 let word = words.get(j).copied();
@@ -253,8 +259,11 @@ fn fill(results: &mut [Option<TaskResult>], done: Completed) {
                     // A failed task's word is its status code; a pack the
                     // device answered with fewer results than sent is
                     // corruption, reported as status 0.
-                    _ => Err(TaskStatus::from_code(word.unwrap_or(0) as u8)
-                        .unwrap_or(TaskStatus::Other(0))),
+                    _ => Err(TaskError {
+                        op,
+                        status: TaskStatus::from_code(word.unwrap_or(0) as u8)
+                            .unwrap_or(TaskStatus::Other(0)),
+                    }),
                 });
             }
         }

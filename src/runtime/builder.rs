@@ -135,6 +135,9 @@ impl Builder {
     /// tasks run only on its workers: for one producing thread, keep one
     /// ring. `benches/results/throughput*.json` compares threads
     /// submitting one task at a time on one ring and on a ring each.
+    /// A ring held by an [`ExclusiveProducer`](crate::ExclusiveProducer)
+    /// refuses every other submit, the runtime's own calls from the threads
+    /// whose ring it is included, with [`Error::RingHeld`].
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {

@@ -67,7 +67,7 @@ impl Runtime {
         // completed or the kernel is known to have stopped.
         match ticket.wait_watching(None, Watch::Nothing) {
             Ok(c) => Ok(c),
-            Err(e @ Error::Task { .. }) => Err(e),
+            Err(e @ Error::Task(_)) => Err(e),
             Err(e) => {
                 // A fault can be latched while the kernel still lives, and
                 // the task may yet run: the borrows end only once the kernel

@@ -27,7 +27,7 @@ use crate::proto::slot::SlotImage;
 use batch::Batch;
 pub use builder::{Builder, IdlePolicy};
 pub(crate) use handle::RingPtr;
-pub use producer::Producer;
+pub use producer::{ExclusiveProducer, ExclusiveRing, Producer, RingAccess, SharedRing};
 pub(crate) use shared::{Shared, Watch};
 use ticket::Ticket;
 
@@ -283,12 +283,17 @@ pub fn live_runtimes() -> usize {
 
 /// Submits one task to `ring` (waiting for room if `wait`).
 #[inline]
-pub(crate) fn submit(ring: RingPtr, op: Op, image: &SlotImage, wait: bool) -> Result<Ticket> {
+pub(crate) fn submit<R: RingAccess>(
+    ring: RingPtr,
+    op: Op,
+    image: &SlotImage,
+    wait: bool,
+) -> Result<Ticket> {
     let queue = ring.queue();
     queue.prefetch_reservation();
     let shared = ring.shared();
     shared.check_open()?;
-    let seq = shared.reserve(wait, || queue.try_reserve())?;
+    let seq = shared.reserve(wait, || producer::reserve::<R>(queue, 1))?;
     queue.publish(seq, image);
     queue.prefetch_next(seq);
     Ok(Ticket::new(ring, seq, op))

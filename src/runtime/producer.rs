@@ -2,8 +2,12 @@
 //! own submit calls use the calling thread's ring; a producer names its
 //! ring ([`Runtime::producer_on`]) or takes the next in turn
 //! ([`Runtime::producer`]), so that threads need share no ring, whatever
-//! order they start in.
+//! order they start in. An exclusive producer holds its ring alone
+//! ([`Runtime::exclusive_producer_on`]) and reserves without a locked
+//! instruction (`proto::tail`).
 
+use std::cell::Cell;
+use std::marker::PhantomData;
 use std::time::Instant;
 
 use bytemuck::Pod;
@@ -12,15 +16,19 @@ use crate::error::{Error, Result};
 use crate::ops::op::Op;
 use crate::ops::typed::TypedOp;
 use crate::proto::layout::PACK_TASKS;
+use crate::proto::queue::{Queue, Refusal};
 use crate::proto::slot::SlotImage;
 use crate::runtime::batch::{Batch, reserve_run};
 use crate::runtime::ticket::Ticket;
 use crate::runtime::{RingPtr, Runtime, submit};
 
 /// Submits to one ring of a [`Runtime`]: the same calls as the runtime's,
-/// on the ring it was made for. Cheap to copy; any number of producers may
-/// share a ring (their reservations meet in a compare-and-swap of the
-/// ring's tail), and a producer may be used from any thread.
+/// on the ring it was made for.
+///
+/// A `Producer<'rt>` (on a [`SharedRing`]) is cheap to copy; any number of
+/// producers may share a ring (their reservations meet in a
+/// compare-and-swap of the ring's tail), and a producer may be used from
+/// any thread. An [`ExclusiveProducer`] holds its ring alone instead.
 ///
 /// ```no_run
 /// # fn main() -> pkq::Result<()> {
@@ -38,15 +46,129 @@ use crate::runtime::{RingPtr, Runtime, submit};
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Copy)]
-pub struct Producer<'rt> {
+pub struct Producer<'rt, R: RingAccess = SharedRing> {
     rt: &'rt Runtime,
     ring: RingPtr,
+    /// Kept for its drop: an exclusive ring is given back then.
+    _access: R,
 }
 
-impl std::fmt::Debug for Producer<'_> {
+/// A [`Producer`] that holds its ring alone, made by
+/// [`Runtime::exclusive_producer_on`]: it reserves slots with plain stores
+/// to the ring's tail, where shared producers use a compare-and-swap (a
+/// locked instruction), and is faster for one thread submitting one task
+/// at a time. Until it is dropped, every other submit to its ring is
+/// refused with [`Error::RingHeld`] (the runtime's own calls too, from a
+/// thread whose ring it is: see [`Builder::rings`](crate::Builder::rings)).
+///
+/// It may move to another thread, but is neither `Clone` nor `Sync`: one
+/// thread submits through it at a time.
+///
+/// ```compile_fail
+/// fn shared<T: Sync>(_: &T) {}
+/// # fn f(rt: &pkq::Runtime) -> pkq::Result<()> {
+/// let p = rt.exclusive_producer_on(0)?;
+/// shared(&p); // not Sync: two threads would reserve the same slot
+/// # Ok(()) }
+/// ```
+///
+/// ```compile_fail
+/// # fn f(rt: &pkq::Runtime) -> pkq::Result<()> {
+/// let p = rt.exclusive_producer_on(0)?;
+/// let q = p.clone(); // not Clone, for the same reason
+/// # Ok(()) }
+/// ```
+///
+/// ```no_run
+/// # fn main() -> pkq::Result<()> {
+/// let rt = pkq::Runtime::builder().rings(2).build()?;
+/// std::thread::scope(|s| -> pkq::Result<()> {
+///     let p = rt.exclusive_producer_on(1)?;
+///     s.spawn(move || -> pkq::Result<()> {
+///         for i in 0..1000u64 {
+///             assert_eq!(p.submit(pkq::Op::ECHO, &[i])?.wait()?.value, i);
+///         }
+///         Ok(())
+///     });
+///     // Meanwhile, ring 1 is refused to everyone else.
+///     assert!(matches!(
+///         rt.producer_on(1)?.submit(pkq::Op::NOP, &()),
+///         Err(pkq::Error::RingHeld)
+///     ));
+///     Ok(())
+/// })?;
+/// # Ok(()) }
+/// ```
+pub type ExclusiveProducer<'rt> = Producer<'rt, ExclusiveRing>;
+
+/// How a [`Producer`] reserves slots of its ring: [`SharedRing`] or
+/// [`ExclusiveRing`] (sealed).
+pub trait RingAccess: sealed::Access {}
+
+/// Reservations shared with any number of producers (a compare-and-swap
+/// of the ring's tail).
+#[derive(Clone, Copy, Debug)]
+pub struct SharedRing(());
+
+/// The ring held by one producer (see [`ExclusiveProducer`]); given back
+/// when the producer is dropped.
+pub struct ExclusiveRing {
+    ring: RingPtr,
+    /// Not `Sync`: the holder's reservations are plain stores of one thread.
+    _one_thread: PhantomData<Cell<()>>,
+}
+
+impl std::fmt::Debug for ExclusiveRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExclusiveRing")
+            .field("ring", &self.ring.ring)
+            .finish()
+    }
+}
+
+impl RingAccess for SharedRing {}
+impl RingAccess for ExclusiveRing {}
+
+mod sealed {
+    pub trait Access {
+        /// Whether reservations are the holder's plain stores.
+        const EXCLUSIVE: bool;
+    }
+
+    impl Access for super::SharedRing {
+        const EXCLUSIVE: bool = false;
+    }
+
+    impl Access for super::ExclusiveRing {
+        const EXCLUSIVE: bool = true;
+    }
+}
+
+/// Reserves `n` consecutive slots (1 to the capacity) of `queue` as a
+/// producer of access `R` does.
+#[inline(always)]
+pub(crate) fn reserve<R: RingAccess>(queue: &Queue, n: usize) -> Result<u64, Refusal> {
+    if R::EXCLUSIVE {
+        queue.try_reserve_held(n)
+    } else if n == 1 {
+        queue.try_reserve()
+    } else {
+        queue.try_reserve_many(n)
+    }
+}
+
+impl Drop for ExclusiveRing {
+    fn drop(&mut self) {
+        // The producer holding this borrows the runtime: it is alive.
+        self.ring.queue().release();
+    }
+}
+
+impl<R: RingAccess> std::fmt::Debug for Producer<'_, R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Producer")
             .field("ring", &self.ring.ring)
+            .field("access", &std::any::type_name::<R>())
             .finish()
     }
 }
@@ -79,11 +201,43 @@ impl Runtime {
         Producer {
             rt: self,
             ring: RingPtr::new(&self.shared, ring),
+            _access: SharedRing(()),
         }
+    }
+
+    /// A producer that holds ring `ring` alone until it is dropped (see
+    /// [`ExclusiveProducer`]). Refuses: a ring not below
+    /// [`Runtime::rings`] ([`Error::InvalidArgument`]); a ring another
+    /// exclusive producer holds ([`Error::RingHeld`]); after
+    /// [`Runtime::shutdown`] or [`Runtime::cancel`] began
+    /// ([`Error::Closed`]).
+    pub fn exclusive_producer_on(&self, ring: usize) -> Result<ExclusiveProducer<'_>> {
+        let shared = self.producer_on(ring)?;
+        shared.ring.queue().hold()?;
+        Ok(Producer {
+            rt: self,
+            ring: shared.ring,
+            _access: ExclusiveRing {
+                ring: shared.ring,
+                _one_thread: PhantomData,
+            },
+        })
+    }
+
+    /// An exclusive producer on the first ring that no other holds;
+    /// [`Error::RingHeld`] if every ring is held.
+    pub fn exclusive_producer(&self) -> Result<ExclusiveProducer<'_>> {
+        for ring in 0..self.rings() {
+            match self.exclusive_producer_on(ring) {
+                Err(Error::RingHeld) => continue,
+                other => return other,
+            }
+        }
+        Err(Error::RingHeld)
     }
 }
 
-impl<'rt> Producer<'rt> {
+impl<'rt, R: RingAccess> Producer<'rt, R> {
     /// The ring it submits to.
     pub fn ring(&self) -> usize {
         self.ring.ring
@@ -114,7 +268,7 @@ impl<'rt> Producer<'rt> {
         let bytes = bytemuck::bytes_of(args);
         let image = SlotImage::new(op.0, bytes)?;
         self.rt.shared.ops.refuse(op, bytes.len())?;
-        match submit(self.ring, op, &image, false) {
+        match submit::<R>(self.ring, op, &image, false) {
             // A caller looping on Full must learn if the kernel died.
             Err(Error::Full) => {
                 self.rt.shared.probe_if_due(Instant::now())?;
@@ -128,7 +282,7 @@ impl<'rt> Producer<'rt> {
     pub fn submit_bytes(&self, op: Op, args: &[u8]) -> Result<Ticket> {
         let image = SlotImage::new(op.0, args)?;
         self.rt.shared.ops.refuse(op, args.len())?;
-        submit(self.ring, op, &image, true)
+        submit::<R>(self.ring, op, &image, true)
     }
 
     /// Submits any op, including those whose handler dereferences device
@@ -144,7 +298,7 @@ impl<'rt> Producer<'rt> {
     /// wait alone does not mean the kernel stopped.
     pub unsafe fn submit_unchecked<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
         let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
-        submit(self.ring, op, &image, true)
+        submit::<R>(self.ring, op, &image, true)
     }
 
     /// Submits a task of a declared op with its typed arguments, waiting
@@ -244,7 +398,7 @@ impl<'rt> Producer<'rt> {
     fn batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
         let ring = self.ring;
         ring.shared().check_open()?;
-        let first = reserve_run(ring, args.len(), args.len())?;
+        let first = reserve_run::<R>(ring, args.len(), args.len())?;
         // Nothing between the reservation and the stores can fail.
         ring.queue().publish_run(first, op.0, args);
         Ok(Batch::new(ring, op, first, args.len(), 1))
@@ -288,7 +442,7 @@ impl<'rt> Producer<'rt> {
         shared.ops.refuse(op, std::mem::size_of::<A>())?;
         shared.check_open()?;
         let n = args.len();
-        let first = reserve_run(ring, n.div_ceil(PACK_TASKS), n)?;
+        let first = reserve_run::<R>(ring, n.div_ceil(PACK_TASKS), n)?;
         // Nothing between the reservation and the stores can fail.
         ring.queue().publish_packs(first, op.0, args);
         Ok(Batch::new(ring, op, first, n, PACK_TASKS))

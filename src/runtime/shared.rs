@@ -162,8 +162,8 @@ impl Shared {
                         Watch::AnyWorker,
                         || match try_once() {
                             Ok(seq) => Some(Ok(seq)),
-                            Err(Refusal::Closed) => Some(Err(Error::Closed)),
                             Err(Refusal::Full) => None,
+                            Err(r) => Some(Err(r.into())),
                         },
                     )?
                 }

@@ -311,3 +311,122 @@ fn a_handle_ending_its_ownership_touches_nothing_after() {
     assert_eq!(b.wait().unwrap()[0].unwrap().value, 9);
     assert!(freed(&memory));
 }
+
+#[test]
+fn an_exclusive_producer_holds_its_ring_until_dropped() {
+    let rt = soft(Runtime::builder().capacity(8).workers(2).rings(2));
+    {
+        let p = rt.exclusive_producer_on(1).unwrap();
+        assert_eq!(p.ring(), 1);
+        assert!(matches!(rt.exclusive_producer_on(1), Err(Error::RingHeld)));
+        assert!(matches!(
+            rt.producer_on(1).unwrap().submit(Op::NOP, &()),
+            Err(Error::RingHeld)
+        ));
+        assert!(matches!(
+            rt.producer_on(1).unwrap().submit_batch(Op::ECHO, &[[1u64]]),
+            Err(Error::RingHeld)
+        ));
+        // The first free ring.
+        let q = rt.exclusive_producer().unwrap();
+        assert_eq!(q.ring(), 0);
+        assert!(matches!(rt.exclusive_producer(), Err(Error::RingHeld)));
+        // Every submit path, through more laps than the ring has slots.
+        for i in 0..20u64 {
+            assert_eq!(p.submit(Op::ECHO, &[i]).unwrap().wait().unwrap().value, i);
+        }
+        let args: Vec<[u64; 1]> = (0..6).map(|i| [i]).collect();
+        let b = p.submit_batch(Op::ECHO, &args).unwrap().wait().unwrap();
+        assert!(
+            b.iter()
+                .enumerate()
+                .all(|(i, r)| r.as_ref().unwrap().value == i as u64)
+        );
+        let words: Vec<u64> = (0..100).collect();
+        let b = p.submit_packed(Op::ECHO, &words).unwrap().wait().unwrap();
+        assert!(
+            b.iter()
+                .zip(&words)
+                .all(|(r, w)| r.as_ref().unwrap().value == *w)
+        );
+        assert!(matches!(
+            p.submit_batch(Op::ECHO, &[[0u64]; 9]),
+            Err(Error::InvalidArgument(_))
+        ));
+        let mut t = p.try_submit(Op::ECHO, &[7u64]).unwrap();
+        assert_eq!(t.wait_timeout(Duration::from_secs(5)).unwrap().value, 7);
+        // Moved to another thread, it goes on from where it was.
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                assert_eq!(
+                    p.submit(Op::ECHO, &[8u64]).unwrap().wait().unwrap().value,
+                    8
+                );
+            });
+        });
+    }
+    // Given back: shared producers go on from the holder's tail.
+    for ring in 0..2 {
+        let p = rt.producer_on(ring).unwrap();
+        assert_eq!(
+            p.submit(Op::ECHO, &[3u64]).unwrap().wait().unwrap().value,
+            3
+        );
+    }
+    rt.shutdown().unwrap();
+    assert!(matches!(rt.exclusive_producer_on(0), Err(Error::Closed)));
+}
+
+#[test]
+fn a_shutdown_drains_what_an_exclusive_producer_submitted() {
+    let rt = soft(Runtime::builder().capacity(16).workers(1));
+    let p = rt.exclusive_producer_on(0).unwrap();
+    let tickets: Vec<_> = (0..10u64)
+        .map(|i| p.submit(Op::ECHO, &[i]).unwrap())
+        .collect();
+    rt.shutdown().unwrap();
+    assert!(matches!(p.submit(Op::NOP, &()), Err(Error::Closed)));
+    assert!(matches!(
+        p.submit_batch(Op::ECHO, &[[1u64]]),
+        Err(Error::Closed)
+    ));
+    drop(p);
+    for (i, t) in tickets.into_iter().enumerate() {
+        assert_eq!(t.wait().unwrap().value, i as u64);
+    }
+    assert!(matches!(
+        rt.producer_on(0).unwrap().submit(Op::NOP, &()),
+        Err(Error::Closed)
+    ));
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "many runtimes, each with threads: minutes under Miri")]
+fn every_task_an_exclusive_producer_kept_runs_though_a_shutdown_races_it() {
+    // The holder's plain tail stores against a shutdown on another thread
+    // (the membarrier pair, for real): a submit either is refused with
+    // Closed or its task runs and reports its own result.
+    for round in 0..200u64 {
+        let rt = soft(Runtime::builder().capacity(8).workers(1));
+        let kept = std::thread::scope(|s| {
+            let p = rt.exclusive_producer_on(0).unwrap();
+            let submitter = s.spawn(move || {
+                let mut kept = Vec::new();
+                for i in 0.. {
+                    match p.submit(Op::ECHO, &[round * 1000 + i]) {
+                        Ok(t) => kept.push((round * 1000 + i, t)),
+                        Err(Error::Closed) => break,
+                        Err(e) => panic!("round {round}: {e}"),
+                    }
+                }
+                kept
+            });
+            std::thread::sleep(Duration::from_micros(round % 50));
+            rt.shutdown().unwrap();
+            submitter.join().unwrap()
+        });
+        for (want, t) in kept {
+            assert_eq!(t.wait().unwrap().value, want, "round {round}");
+        }
+    }
+}

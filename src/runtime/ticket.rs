@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result, TaskStatus};
+use crate::error::{Result, TaskError, TaskStatus};
 use crate::ops::op::Op;
 use crate::proto::queue::Queue;
 use crate::proto::slot::Cqe;
@@ -47,7 +47,7 @@ pub struct Ticket {
     seq: u64,
     op: Op,
     /// Set once the completion was taken (the slot is free then).
-    outcome: Option<std::result::Result<Completion, TaskStatus>>,
+    outcome: Option<std::result::Result<Completion, TaskError>>,
     /// Orphan shares held (0 or 1): the runtime was dropped first
     /// (`Take::Orphaned`); given back on drop.
     shares: u64,
@@ -93,10 +93,10 @@ impl Ticket {
     }
 
     /// The result if the task completed, `None` if not yet. Never blocks.
-    /// Errors: [`Error::Task`] if its handler failed; a device fault.
+    /// Errors: [`Error::Task`](crate::Error::Task) if its handler failed; a device fault.
     pub fn try_result(&mut self) -> Result<Option<Completion>> {
         if let Some(o) = self.outcome {
-            return self.report(o).map(Some);
+            return Ok(Some(o?));
         }
         // After a take that finished the task, the runtime's memory may be
         // gone: only the outcome is read from then on.
@@ -128,7 +128,7 @@ impl Ticket {
         self.wait_until(None)
     }
 
-    /// Waits at most `timeout`; [`Error::Timeout`] leaves the ticket pending,
+    /// Waits at most `timeout`; [`Error::Timeout`](crate::Error::Timeout) leaves the ticket pending,
     /// to be waited on again.
     /// [`Error::Stalled`](crate::Error::Stalled) also leaves it pending.
     /// A timeout too long to add to now (such as `Duration::MAX`) waits
@@ -141,7 +141,7 @@ impl Ticket {
     fn wait_until(&mut self, deadline: Option<Instant>) -> Result<Completion> {
         if let Some(o) = self.outcome {
             // Taken: the runtime's memory may be gone.
-            return self.report(o);
+            return Ok(o?);
         }
         let watch = Watch::Worker(self.ring.worker_of(self.seq));
         self.wait_watching(deadline, watch)
@@ -153,7 +153,7 @@ impl Ticket {
         watch: Watch,
     ) -> Result<Completion> {
         if let Some(o) = self.outcome {
-            return self.report(o);
+            return Ok(o?);
         }
         let (ring, seq, shares) = (self.ring, self.seq, &mut self.shares);
         // SAFETY: the ticket owns its slot (no outcome yet) or holds a
@@ -168,16 +168,9 @@ impl Ticket {
     }
 
     fn finish(&mut self, cqe: Cqe) -> Result<Completion> {
-        let outcome = outcome_of(&cqe);
+        let outcome = outcome_of(self.op, &cqe);
         self.outcome = Some(outcome);
-        self.report(outcome)
-    }
-
-    fn report(&self, outcome: std::result::Result<Completion, TaskStatus>) -> Result<Completion> {
-        outcome.map_err(|status| Error::Task {
-            op: self.op,
-            status,
-        })
+        Ok(outcome?)
     }
 }
 
@@ -197,13 +190,13 @@ impl Drop for Ticket {
 }
 
 /// A completion entry as the task's result.
-pub(crate) fn outcome_of(cqe: &Cqe) -> std::result::Result<Completion, TaskStatus> {
+pub(crate) fn outcome_of(op: Op, cqe: &Cqe) -> std::result::Result<Completion, TaskError> {
     match TaskStatus::from_code(cqe.status) {
         None => Ok(Completion {
             value: cqe.value,
             device_start_ns: cqe.t_start,
             device_end_ns: cqe.t_end,
         }),
-        Some(status) => Err(status),
+        Some(status) => Err(TaskError { op, status }),
     }
 }

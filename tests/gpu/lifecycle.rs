@@ -176,10 +176,10 @@ pub(crate) fn bad_input_is_a_typed_error() {
     assert_eq!(rt.submit(Op::ECHO, &7u16).unwrap().wait().unwrap().value, 7);
     assert!(matches!(
         rt.submit(Op(999), &()).unwrap().wait(),
-        Err(Error::Task {
+        Err(Error::Task(TaskError {
             op: Op(999),
             status: TaskStatus::UnknownOp
-        })
+        }))
     ));
     // Still serving after every refusal.
     assert_eq!(
@@ -242,10 +242,10 @@ pub(crate) fn spin_op_and_wait_timeout_keeps_the_task() {
     assert!(c.device_time() >= Duration::from_millis(49));
     assert!(matches!(
         rt.submit(Op::SPIN, &(pkq::SPIN_MAX_NS + 1)).unwrap().wait(),
-        Err(Error::Task {
+        Err(Error::Task(TaskError {
             op: Op::SPIN,
             status: TaskStatus::BadArgs
-        })
+        }))
     ));
     rt.shutdown().unwrap();
 }

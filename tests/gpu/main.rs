@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use pkq::cudarc::driver::CudaContext;
 use pkq::floor::{Floor, Shape};
-use pkq::{ARGS_BYTES, AxpyArgs, Error, IdlePolicy, Op, Runtime, TaskStatus, echo_fold};
+use pkq::{ARGS_BYTES, AxpyArgs, Error, IdlePolicy, Op, Runtime, TaskError, TaskStatus, echo_fold};
 use support::Rng;
 
 /// A test fails if it runs longer than this (hangs are failures, not waits);
@@ -49,6 +49,10 @@ const TESTS: &[Test] = &[
         protocol::echo_from_four_producers,
     ),
     ("workers_1_8_32_64", protocol::workers_1_8_32_64),
+    (
+        "exclusive_producers_random_vs_cpu",
+        protocol::exclusive_producers_random_vs_cpu,
+    ),
     (
         "sequence_wrap_at_2_pow_63",
         protocol::sequence_wrap_at_2_pow_63,
@@ -337,6 +341,18 @@ fn pump_echo(
     seed: u64,
     seen: &[AtomicU64],
 ) {
+    pump_echo_via(rt, |a| rt.submit(Op::ECHO, a), ids, window, seed, seen);
+}
+
+/// [`pump_echo`] through `submit` (a producer's, say).
+fn pump_echo_via(
+    rt: &Runtime,
+    submit: impl Fn(&[u64; 6]) -> pkq::Result<pkq::Ticket>,
+    ids: impl Iterator<Item = u64>,
+    window: usize,
+    seed: u64,
+    seen: &[AtomicU64],
+) {
     let mut rng = Rng::new(seed);
     let mut inflight: VecDeque<(pkq::Ticket, u64, u64)> = VecDeque::with_capacity(window);
     let mut ring = None;
@@ -354,7 +370,7 @@ fn pump_echo(
     };
     for id in ids {
         let args = echo_args(&mut rng, id);
-        let t = rt.submit(Op::ECHO, &args).expect("submit");
+        let t = submit(&args).expect("submit");
         assert_eq!(
             *ring.get_or_insert(t.ring()),
             t.ring(),

@@ -71,10 +71,10 @@ pub(crate) fn axpy_bad_args_reported_by_device() {
     let t = unsafe { rt.submit_unchecked(Op::AXPY, &args) }.unwrap();
     assert!(matches!(
         t.wait(),
-        Err(Error::Task {
+        Err(Error::Task(TaskError {
             op: Op::AXPY,
             status: TaskStatus::BadArgs
-        })
+        }))
     ));
     let args = AxpyArgs {
         x: 0,
@@ -86,10 +86,10 @@ pub(crate) fn axpy_bad_args_reported_by_device() {
     let t = unsafe { rt.submit_unchecked(Op::AXPY, &args) }.unwrap();
     assert!(matches!(
         t.wait(),
-        Err(Error::Task {
+        Err(Error::Task(TaskError {
             status: TaskStatus::BadArgs,
             ..
-        })
+        }))
     ));
     // The runtime still serves.
     assert_eq!(
@@ -328,10 +328,10 @@ pub(crate) fn builtin_ops_random_vs_cpu() {
         assert!(
             matches!(
                 r,
-                Err(Error::Task {
+                Err(Error::Task(TaskError {
                     status: TaskStatus::BadArgs,
                     ..
-                })
+                }))
             ),
             "{r:?}"
         );
@@ -480,10 +480,10 @@ pub(crate) fn custom_handler_vs_reference() {
     }
     assert!(matches!(
         fk::forward_kinematics(&rt, &nan_d, &mut out),
-        Err(Error::Task {
+        Err(Error::Task(TaskError {
             status: TaskStatus::Other(fk::STATUS_NOT_FINITE),
             ..
-        })
+        }))
     ));
     assert!(matches!(
         fk::forward_kinematics(&rt, &nan_d.slice(0..6), &mut out),
@@ -501,10 +501,10 @@ pub(crate) fn custom_handler_vs_reference() {
     let t = unsafe { rt.submit_unchecked(Op::ECHO, &[1u64]) }.unwrap();
     assert!(matches!(
         t.wait(),
-        Err(Error::Task {
+        Err(Error::Task(TaskError {
             status: TaskStatus::UnknownOp,
             ..
-        })
+        }))
     ));
     rt.shutdown().unwrap();
 }

@@ -116,7 +116,10 @@ pub(crate) fn batches_submit_and_reap() {
     assert!(results.iter().all(|r| r.unwrap().value == 9));
     // Failures per task; refusals for the whole batch.
     let r = rt.submit_batch(Op(999), &[(); 3]).unwrap().wait().unwrap();
-    assert!(r.iter().all(|r| *r == Err(TaskStatus::UnknownOp)));
+    assert!(
+        r.iter()
+            .all(|r| r.unwrap_err().status == TaskStatus::UnknownOp)
+    );
     assert!(
         rt.submit_batch(Op::NOP, &[(); 0])
             .unwrap()
@@ -167,7 +170,13 @@ pub(crate) fn eight_producers_ten_million_each() {
                                 Op::ECHO => assert_eq!(r.unwrap().value, echo_fold(a)),
                                 Op::NOP => assert_eq!(r.unwrap().value, 0),
                                 Op::SPIN => assert!(r.unwrap().value >= a[0]),
-                                _ => assert_eq!(*r, Err(TaskStatus::UnknownOp)),
+                                _ => assert_eq!(
+                                    r.unwrap_err(),
+                                    TaskError {
+                                        op,
+                                        status: TaskStatus::UnknownOp
+                                    }
+                                ),
                             }
                         }
                         results.len() as u64
@@ -200,7 +209,7 @@ pub(crate) fn eight_producers_ten_million_each() {
                             match op {
                                 Op::ECHO => assert_eq!(c.unwrap().value, echo_fold(&args[0])),
                                 Op::NOP | Op::SPIN => assert!(c.is_ok()),
-                                _ => assert!(matches!(c, Err(Error::Task { .. }))),
+                                _ => assert!(matches!(c, Err(Error::Task(_)))),
                             }
                             done += 1;
                         } else {
@@ -442,7 +451,7 @@ pub(crate) fn packed_batches_random_vs_cpu() {
                     for (g, w) in got.iter().zip(&want) {
                         match w {
                             Some(v) => assert_eq!(g.unwrap().value, *v),
-                            None => assert_eq!(*g, Err(TaskStatus::BadArgs)),
+                            None => assert_eq!(g.unwrap_err().status, TaskStatus::BadArgs),
                         }
                     }
                     tasks.fetch_add(want.len() as u64, Ordering::Relaxed);
@@ -510,7 +519,10 @@ pub(crate) fn packed_batches_random_vs_cpu() {
         .unwrap()
         .wait()
         .unwrap();
-    assert!(r.iter().all(|r| *r == Err(TaskStatus::UnknownOp)));
+    assert!(
+        r.iter()
+            .all(|r| r.unwrap_err().status == TaskStatus::UnknownOp)
+    );
     for _ in 0..300 {
         drop(rt.submit_packed(Op::NOP, &[(); 100]).unwrap());
     }
@@ -567,4 +579,106 @@ pub(crate) fn a_worker_runs_its_tasks_one_after_another() {
         );
     }
     rt.shutdown().unwrap();
+}
+
+/// Exclusive producers (plain tail stores, no compare-and-swap), one per
+/// ring, with slot copies: every task once, singles, batches and packs
+/// checked against the host; the other submits refused while they hold
+/// their rings; then shutdowns racing them: every task a submit kept runs
+/// and reports its own result.
+pub(crate) fn exclusive_producers_random_vs_cpu() {
+    let rt = Runtime::builder()
+        .capacity(64)
+        .workers(16)
+        .pollers(2)
+        .rings(4)
+        .build()
+        .unwrap();
+    let (n, producers) = (400_000u64, 4u64);
+    let seen = counters(n);
+    std::thread::scope(|s| {
+        for p in 0..producers {
+            let (rt, seen) = (&rt, &seen);
+            let ex = rt.exclusive_producer_on(p as usize).unwrap();
+            s.spawn(move || {
+                pump_echo_via(
+                    rt,
+                    |a| ex.submit(Op::ECHO, a),
+                    (p..n).step_by(producers as usize),
+                    100,
+                    900 + p,
+                    seen,
+                );
+                let mut rng = Rng::new(950 + p);
+                for _ in 0..500 {
+                    let len = 1 + rng.below(64) as usize;
+                    let args: Vec<[u64; 6]> = (0..len)
+                        .map(|_| std::array::from_fn(|_| rng.next()))
+                        .collect();
+                    let got = ex.submit_batch(Op::ECHO, &args).unwrap().wait().unwrap();
+                    for (r, a) in got.iter().zip(&args) {
+                        assert_eq!(r.unwrap().value, echo_fold(a));
+                    }
+                    let words: Vec<u64> = (0..1 + rng.below(2048)).map(|_| rng.next()).collect();
+                    let got = ex.submit_packed(Op::ECHO, &words).unwrap().wait().unwrap();
+                    for (r, w) in got.iter().zip(&words) {
+                        assert_eq!(r.unwrap().value, *w);
+                    }
+                }
+            });
+        }
+        // Held rings refuse everyone else meanwhile.
+        for ring in 0..4 {
+            assert!(matches!(
+                rt.exclusive_producer_on(ring),
+                Err(Error::RingHeld)
+            ));
+        }
+    });
+    assert_each_once(&seen);
+    // Given back: shared producers go on where they left off.
+    pump_from_threads(&rt, 40_000, 4, 100, 990);
+    rt.shutdown().unwrap();
+
+    let mut kept_total = 0;
+    for round in 0..20u64 {
+        let rt = Runtime::builder()
+            .capacity(64)
+            .workers(8)
+            .rings(2)
+            .build()
+            .unwrap();
+        let kept: Vec<(u64, pkq::Ticket)> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..2u64)
+                .map(|p| {
+                    let ex = rt.exclusive_producer_on(p as usize).unwrap();
+                    s.spawn(move || {
+                        let mut kept = Vec::new();
+                        for i in 0.. {
+                            let id = round << 40 | p << 32 | i;
+                            match ex.submit(Op::ECHO, &[id]) {
+                                Ok(t) => kept.push((id, t)),
+                                Err(Error::Closed) => break,
+                                Err(e) => panic!("round {round}: {e}"),
+                            }
+                        }
+                        kept
+                    })
+                })
+                .collect();
+            std::thread::sleep(Duration::from_micros(100 * round));
+            rt.shutdown().unwrap();
+            threads
+                .into_iter()
+                .flat_map(|t| t.join().unwrap())
+                .collect()
+        });
+        kept_total += kept.len();
+        for (id, t) in kept {
+            assert_eq!(t.wait().unwrap().value, id, "round {round}");
+        }
+    }
+    println!(
+        "    {n} tasks through exclusive producers; {kept_total} kept by submits racing 20 shutdowns"
+    );
 }
