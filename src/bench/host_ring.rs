@@ -96,14 +96,7 @@ impl HostRing {
     /// Writes the completion of `seq` as a device would (value `value`,
     /// status OK), standing in for the kernel.
     pub fn complete(&self, seq: u64, value: u64) {
-        let cqe = Cqe {
-            status: 0,
-            pack: 0,
-            value,
-            t_start: 0,
-            t_end: 0,
-        };
-        self.queue.complete(seq, &cqe);
+        self.queue.complete(seq, &Cqe::ok(value));
     }
 
     /// What a ticket or a batch does to reap `seq`: its value, once

@@ -784,14 +784,7 @@ impl Memory {
 /// What the device does when a task completes (tests).
 #[cfg(test)]
 fn complete(q: &Queue, seq: u64, value: u64) {
-    let cqe = Cqe {
-        status: 0,
-        pack: 0,
-        value,
-        t_start: 0,
-        t_end: 0,
-    };
-    q.complete(seq, &cqe);
+    q.complete(seq, &Cqe::ok(value));
 }
 
 #[cfg(all(test, not(loom)))]

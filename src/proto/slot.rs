@@ -174,6 +174,19 @@ pub(crate) struct Cqe {
 }
 
 impl Cqe {
+    /// A successful single task's entry with `value` and no timestamps (a
+    /// stand-in device's completion).
+    #[cfg(any(test, feature = "bench"))]
+    pub(crate) fn ok(value: u64) -> Self {
+        Self {
+            status: 0,
+            pack: 0,
+            value,
+            t_start: 0,
+            t_end: 0,
+        }
+    }
+
     /// The entry's tagged words (what `completion_word` writes on the
     /// device; the host writes them only standing in for a device).
     #[cfg(any(test, feature = "bench"))]
