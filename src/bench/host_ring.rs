@@ -38,9 +38,10 @@ impl HostRing {
     }
 
     /// [`HostRing::submit`] as an exclusive producer does it (the ring held
-    /// by [`HostRing::hold`]): no locked instruction to reserve.
+    /// by [`HostRing::hold`]): no locked instruction to reserve. `&mut`:
+    /// one thread at a time, as an exclusive producer.
     #[inline]
-    pub fn submit_held<A: Pod>(&self, op: Op, args: &A) -> Result<u64> {
+    pub fn submit_held<A: Pod>(&mut self, op: Op, args: &A) -> Result<u64> {
         let image = SlotImage::new(op.0, bytemuck::bytes_of(args))?;
         let seq = self.queue.try_reserve_held(1)?;
         self.queue.publish(seq, &image);

@@ -44,10 +44,14 @@ mod membarrier {
         fn syscall(num: c_long, ...) -> c_long;
     }
 
-    fn membarrier(cmd: c_int) -> bool {
+    /// The command's result: `Ok`, or the errno it failed with.
+    fn membarrier(cmd: c_int) -> Result<(), i32> {
         // SAFETY: membarrier takes (int cmd, unsigned flags, int cpu_id)
         // and touches no memory of ours; a refusal is a -1 return.
-        unsafe { syscall(SYS_MEMBARRIER, cmd, 0 as c_int, 0 as c_int) == 0 }
+        match unsafe { syscall(SYS_MEMBARRIER, cmd, 0 as c_int, 0 as c_int) } {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)),
+        }
     }
 
     pub(super) fn register() -> bool {
@@ -55,7 +59,7 @@ mod membarrier {
             EXPEDITED => true,
             FENCE => false,
             _ => {
-                let state = if membarrier(CMD_REGISTER_PRIVATE_EXPEDITED) {
+                let state = if membarrier(CMD_REGISTER_PRIVATE_EXPEDITED).is_ok() {
                     EXPEDITED
                 } else {
                     FENCE
@@ -77,11 +81,25 @@ mod membarrier {
     }
 
     pub(super) fn heavy() {
-        // Registered, the command cannot be refused but for a kernel
-        // allocation failing (ENOMEM): try again rather than go on without
-        // the barrier. The loop ends when the kernel finds the memory.
-        while !membarrier(CMD_PRIVATE_EXPEDITED) {
-            std::thread::yield_now();
+        /// The kernel could not allocate what the command needs: worth
+        /// another try.
+        const ENOMEM: i32 = 12;
+        loop {
+            match membarrier(CMD_PRIVATE_EXPEDITED) {
+                Ok(()) => return,
+                Err(ENOMEM) => std::thread::yield_now(),
+                Err(errno) => {
+                    // Registered, the command is refused only by a filter
+                    // on this thread (seccomp) or a kernel bug. The light
+                    // sides already rely on it: going on without it could
+                    // lose a task silently, so stop the process instead.
+                    eprintln!(
+                        "pkq: membarrier(PRIVATE_EXPEDITED) failed with errno {errno} after the \
+                         process registered for it; aborting rather than lose a task"
+                    );
+                    std::process::abort();
+                }
+            }
         }
     }
 }

@@ -728,6 +728,11 @@ impl Queue {
         self.tail.is_closed()
     }
 
+    /// Whether an exclusive producer holds the ring.
+    pub(crate) fn is_held(&self) -> bool {
+        self.tail.is_held()
+    }
+
     /// How many reserved tasks have not completed, `end` being the tail
     /// returned by [`Self::close`]. A reserved, unpublished task counts.
     pub(crate) fn incomplete(&self, end: u64) -> usize {
@@ -1275,6 +1280,19 @@ pub(crate) mod tests {
     #[test]
     fn an_exclusive_producer_across_the_sequence_wrap() {
         end_to_end(16, 2, 1, 5_000, 4, SEQ_MASK - 1000, true);
+    }
+
+    #[test]
+    fn a_held_full_ring_once_closed_is_closed_not_full() {
+        let geo = Geometry::new(4).unwrap();
+        let mem = Memory::new(geo);
+        let q = mem.queue(geo, 0);
+        q.hold().unwrap();
+        assert_eq!(q.try_reserve_held(4), Ok(0));
+        assert_eq!(q.try_reserve_held(1), Err(Refusal::Full));
+        assert_eq!(q.close(), 4);
+        assert_eq!(q.try_reserve_held(1), Err(Refusal::Closed));
+        assert_eq!(q.hold(), Err(Refusal::Closed), "closed comes before held");
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::proto::barrier;
 use crate::proto::ring::{FLAG, SEQ_MASK, seq_add};
-use crate::proto::sync::{AtomicU64, Ordering};
+use crate::proto::sync::{AtomicU64, Ordering, fence};
 
 /// Shared producers may not reserve.
 const BARRED: u64 = FLAG;
@@ -87,6 +87,9 @@ impl Tail {
         let mut tail = self.word.load(Ordering::Relaxed);
         loop {
             if tail & BARRED != 0 {
+                // Synchronizes with the compare-and-swap that barred the
+                // word: a close wrote `closing` before it.
+                fence(Ordering::Acquire);
                 return Err(if self.is_closed() {
                     Refusal::Closed
                 } else {
@@ -121,6 +124,9 @@ impl Tail {
     /// it, `Closed` once closed.
     pub(crate) fn hold(&self) -> Result<(), Refusal> {
         barrier::register();
+        if self.is_closed() {
+            return Err(Refusal::Closed);
+        }
         if self
             .holder
             .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
@@ -160,7 +166,12 @@ impl Tail {
         let tail = self.held_tail.load(Ordering::Relaxed);
         for k in 0..n as u64 {
             if !free(seq_add(tail, k)) {
-                return Err(Refusal::Full);
+                // Nothing stored: a closed ring is closed, not full.
+                return Err(if self.is_closed() {
+                    Refusal::Closed
+                } else {
+                    Refusal::Full
+                });
             }
         }
         let next = seq_add(tail, n as u64);
@@ -241,7 +252,6 @@ impl Tail {
     }
 
     /// Whether an exclusive producer holds the ring.
-    #[cfg(any(test, feature = "bench"))]
     pub(crate) fn is_held(&self) -> bool {
         self.holder.load(Ordering::Relaxed) != 0
     }

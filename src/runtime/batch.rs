@@ -72,9 +72,12 @@ pub(crate) fn reserve_run<R: crate::runtime::RingAccess>(
         )));
     }
     if slots == 0 {
-        // Nothing to reserve, but a closed ring refuses even that.
+        // Nothing to reserve, but a closed ring refuses even that, and a
+        // ring another producer holds.
         return if queue.is_closed() {
             Err(Error::Closed)
+        } else if !R::EXCLUSIVE && queue.is_held() {
+            Err(Error::RingHeld)
         } else {
             Ok(0)
         };

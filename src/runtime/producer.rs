@@ -331,7 +331,7 @@ impl<'rt, R: RingAccess> Producer<'rt, R> {
 
     /// Submits one task of `op` per element of `args` (each at most 48
     /// bytes, at most the ring's capacity of them): all or none, with one
-    /// compare-and-swap for the consecutive slots they take, waiting while
+    /// reservation for the consecutive slots they take, waiting while
     /// the ring has not that many free. The tasks are spread over the
     /// workers as single submits are.
     ///

@@ -327,6 +327,12 @@ fn an_exclusive_producer_holds_its_ring_until_dropped() {
             rt.producer_on(1).unwrap().submit_batch(Op::ECHO, &[[1u64]]),
             Err(Error::RingHeld)
         ));
+        let none: &[[u64; 1]] = &[];
+        assert!(matches!(
+            rt.producer_on(1).unwrap().submit_batch(Op::ECHO, none),
+            Err(Error::RingHeld)
+        ));
+        assert!(p.submit_batch(Op::ECHO, none).unwrap().is_empty());
         // The first free ring.
         let q = rt.exclusive_producer().unwrap();
         assert_eq!(q.ring(), 0);
