@@ -1,6 +1,7 @@
 // pkq_handler.cuh: what a handler gets and gives back (mirrors src/runtime/ticket.rs's
 // Completion and src/ops/typed.rs's op table check).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -47,6 +48,25 @@ __device__ __forceinline__ Outcome outcome(uint32_t status, uint64_t value, bool
     return o;
 }
 
+// The arguments of an op on device state (`PKQ_OP_INFO_STATE`; `StateOp` on
+// the host): the state's device address and byte length, written by pkq, then
+// the host's arguments `A`. The handler touches no memory but the state's
+// `bytes` bytes (read it through L2, `__ldcg`, as the built-in ops do: L1 is
+// not coherent with copies the host makes between tasks) and returns
+// `ok_after_writes` when it wrote it.
+template <class A>
+struct StateArgs {
+    uint64_t state;
+    uint64_t bytes;
+    A args;
+};
+static_assert(offsetof(StateArgs<uint64_t>, state) == PKQ_STATE_OFF_ADDR, "StateArgs.state");
+static_assert(offsetof(StateArgs<uint64_t>, bytes) == PKQ_STATE_OFF_BYTES, "StateArgs.bytes");
+static_assert(offsetof(StateArgs<uint64_t>, args) == PKQ_STATE_OFF_ARGS, "StateArgs.args");
+
+// The arguments of a state op that takes none of its own.
+struct NoArgs {};
+
 // Success with an inline result (`Completion::value` on the host).
 __device__ __forceinline__ Outcome ok(uint64_t value = 0) { return outcome(PKQ_STATUS_OK, value, false); }
 
@@ -81,6 +101,16 @@ __device__ __forceinline__ uint64_t bits(double v) {
     pkq_op_info { (code), sizeof(Args), alignof(Args), PKQ_OP_DEREFS }
 #define PKQ_OP_INFO_NO_ARGS(code) \
     pkq_op_info { (code), 0, 1, 0 }
+// An op on device state (`pkq::StateArgs<Args>`; `StateOp` on the host, which
+// a safe call submits with state memory pkq owns).
+#define PKQ_OP_INFO_STATE(code, Args)                                          \
+    pkq_op_info {                                                              \
+        (code), sizeof(pkq::StateArgs<Args>), alignof(pkq::StateArgs<Args>), \
+            PKQ_OP_DEREFS | PKQ_OP_STATE                                       \
+    }
+// The same for a state op with no arguments of its own (16 bytes).
+#define PKQ_OP_INFO_STATE_NO_ARGS(code) \
+    pkq_op_info { (code), 16, 8, PKQ_OP_DEREFS | PKQ_OP_STATE }
 
 // Exports the op table of `kernel` (one entry per op its handlers serve) for
 // the host to check each op's argument struct against its own when it loads

@@ -273,6 +273,15 @@
    zero-filled (ECHO); without it, exactly arg_bytes (the host's safe submits
    refuse other sizes). */
 #define PKQ_OP_UP_TO 2 /* u32 */
+/* Flag, with PKQ_OP_DEREFS: the handler dereferences only the device state
+   whose address and byte length begin its arguments (PKQ_STATE_OFF_ADDR,
+   PKQ_STATE_OFF_BYTES), within those bytes; the host's own arguments follow
+   at PKQ_STATE_OFF_ARGS. The host's safe stateful call (`StateOp`) writes
+   both from state memory it owns. */
+#define PKQ_OP_STATE 4 /* u32 */
+#define PKQ_STATE_OFF_ADDR 0
+#define PKQ_STATE_OFF_BYTES 8
+#define PKQ_STATE_OFF_ARGS 16
 
 #define PKQ_AXPY_MAX_N 4096
 

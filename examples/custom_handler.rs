@@ -14,7 +14,7 @@ mod support;
 use std::path::PathBuf;
 
 use clap::Parser;
-use pkq::cudarc::driver::{LaunchConfig, PushKernelArg};
+use pkq::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
 use pkq::cudarc::nvrtc::Ptx;
 use pkq::{Error, Runtime, TaskError, TypedOp};
 use support::{Latency, one_stream_context, report, start, write_json};
@@ -156,6 +156,82 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             rows.push(l.row("us"));
         }
     }
+
+    // State kept on the device: ARM_STEP through the safe call against the
+    // same op submitted unchecked with the state's address (what the safe
+    // call costs over it), and against the FK op on buffers, whose safe call
+    // synchronizes each buffer's stream per call.
+    #[repr(C)]
+    #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+    struct ArmStepRaw {
+        state: u64,
+        bytes: u64,
+        step: fk::ArmStep,
+    }
+    let raw: TypedOp<ArmStepRaw> = TypedOp::with_pointers(fk::ARM_STEP.op().0, "ARM_STEP (raw)");
+    let init = fk::ArmState::default();
+    let mut arm = rt.state(&[init])?;
+    let raw_state = stream.clone_htod(bytemuck::cast_slice::<fk::ArmState, f32>(&[init]))?;
+    let step = fk::ArmStep {
+        qd: [1e-3; 6],
+        dt: 1e-3,
+        reserved: 0,
+    };
+    let (addr, _guard) = raw_state.device_ptr(&stream);
+    let raw_args = ArmStepRaw {
+        state: addr,
+        bytes: std::mem::size_of::<fk::ArmState>() as u64,
+        step,
+    };
+    let (n1, _, qd1, pd1) = &mut bufs[0];
+    let state_rows = [
+        Latency::measure(
+            "ARM_STEP on device state, call_on_state (safe)",
+            &clock,
+            500,
+            args.samples,
+            || rt.call_on_state(&fk::ARM_STEP, &mut arm, &step).map(drop),
+        ),
+        Latency::measure(
+            "ARM_STEP, call_unchecked with the state's address",
+            &clock,
+            500,
+            args.samples,
+            // SAFETY: raw_state holds one arm_state, in the runtime's
+            // context, used by nothing else while the call waits for it.
+            || unsafe { rt.call_unchecked(&raw, &raw_args)?.wait().map(drop) },
+        ),
+        Latency::measure(
+            &format!("pkq FK op on buffers (call_on_buffers), n = {n1}"),
+            &clock,
+            500,
+            args.samples,
+            || fk::forward_kinematics(&rt, &*qd1, &mut *pd1).map(drop),
+        ),
+    ];
+    for l in &state_rows {
+        println!(
+            "{:<44}{:>8.2}{:>8.2}{:>8.2}{:>9.2}",
+            l.name,
+            l.p50_us(),
+            l.quantile_us(0.99),
+            l.quantile_us(0.999),
+            l.hist.max() as f64 / 1e3
+        );
+        rows.push(l.row("us"));
+    }
+    let over = state_rows[0].p50_us() - state_rows[1].p50_us();
+    println!("the safe state call costs {over:.2} µs (p50) over the unchecked call");
+    let mut summary = serde_json::Map::new();
+    summary.insert(
+        "name".into(),
+        serde_json::json!("call_on_state over call_unchecked"),
+    );
+    summary.insert(
+        "p50_us".into(),
+        serde_json::json!((over * 1000.0).round() / 1000.0),
+    );
+    rows.push(summary);
     rt.shutdown()?;
     if let Some(path) = args.json {
         write_json(&path, &report(&info, rows));

@@ -41,11 +41,12 @@ pub use cuda::image::image as kernel_image;
 pub use cudarc;
 pub use error::{Error, Result, TaskError, TaskStatus};
 pub use ops::builtin;
-pub use ops::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, TypedOp, echo_fold};
+pub use ops::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, StateOp, TypedOp, echo_fold};
 pub use runtime::batch::{Batch, TaskResult};
 #[doc(hidden)]
 #[cfg(feature = "bench")]
 pub use runtime::live_runtimes;
+pub use runtime::state::DeviceState;
 pub use runtime::ticket::{Completion, Ticket};
 pub use runtime::{
     Builder, ExclusiveProducer, ExclusiveRing, IdlePolicy, Producer, RingAccess, Runtime,

@@ -7,6 +7,7 @@
 
 // Op codes of this module (256 and up: below is pkq's).
 #define FK_OP 256
+#define ARM_STEP_OP 257
 
 // Arguments of FK_OP; the host's `FkArgs` (bytemuck::Pod) is the same struct.
 struct fk_args {
@@ -16,6 +17,20 @@ struct fk_args {
     uint32_t reserved;
 };
 #define FK_MAX_N 4096
+
+// The arm kept on the device between tasks (ARM_STEP_OP's state): its joint
+// angles and the transform of its end effector there.
+struct arm_state {
+    float q[6];
+    float pose[12];
+};
+// Arguments of ARM_STEP_OP (after the state's address and length): joint
+// velocities (rad/s) held for `dt` seconds.
+struct arm_step_args {
+    float qd[6];
+    float dt;
+    uint32_t reserved;
+};
 // Status of a batch holding a non-finite angle (nothing written).
 #define FK_STATUS_NOT_FINITE (PKQ_STATUS_USER + 0)
 
@@ -68,10 +83,44 @@ __device__ __forceinline__ pkq::Outcome fk_batch(const pkq::Context& ctx) {
     return pkq::ok_after_writes(a.n);
 }
 
+// One control step on the arm kept on the device: q += qd * dt, then the new
+// end-effector transform; returns its x coordinate (bits). Lane 0 computes,
+// the warp returns together. Non-finite velocities or a step that leaves the
+// angles non-finite: FK_STATUS_NOT_FINITE, the state untouched.
+__device__ __forceinline__ pkq::Outcome arm_step(const pkq::Context& ctx) {
+    const auto a = ctx.args<pkq::StateArgs<arm_step_args>>();
+    if (a.state == 0 || a.bytes < sizeof(arm_state)) return pkq::fail(PKQ_STATUS_BAD_ARGS);
+    arm_state* s = reinterpret_cast<arm_state*>(a.state);
+    uint32_t status = PKQ_STATUS_OK;
+    float x = 0.0f;
+    if (ctx.lane == 0) {
+        float q[6];
+        bool finite = true;
+#pragma unroll
+        for (int j = 0; j < 6; ++j) {
+            q[j] = __ldcg(s->q + j) + a.args.qd[j] * a.args.dt;
+            finite &= isfinite(q[j]);
+        }
+        if (finite) {
+#pragma unroll
+            for (int j = 0; j < 6; ++j) __stcg(s->q + j, q[j]);
+            solve(s->q, s->pose);
+            x = __ldcg(s->pose + 3);
+        } else {
+            status = FK_STATUS_NOT_FINITE;
+        }
+    }
+    status = __shfl_sync(0xffffffffu, status, 0);
+    x = __shfl_sync(0xffffffffu, x, 0);
+    if (status != PKQ_STATUS_OK) return pkq::fail(status);
+    return pkq::ok_after_writes(pkq::bits(x));
+}
+
 struct Handlers {
     __device__ __forceinline__ pkq::Outcome operator()(const pkq::Context& ctx) const {
         switch (ctx.op) {
             case FK_OP: return fk_batch(ctx);
+            case ARM_STEP_OP: return arm_step(ctx);
             default: return pkq::unknown_op();
         }
     }
@@ -80,7 +129,8 @@ struct Handlers {
 }  // namespace fk
 
 PKQ_KERNEL(fk_worker_kernel, fk::Handlers)
-PKQ_OP_TABLE(fk_worker_kernel, PKQ_OP_INFO_POINTERS(FK_OP, fk_args))
+PKQ_OP_TABLE(fk_worker_kernel, PKQ_OP_INFO_POINTERS(FK_OP, fk_args),
+             PKQ_OP_INFO_STATE(ARM_STEP_OP, arm_step_args))
 
 // The same batch as an ordinary kernel: one thread per configuration.
 extern "C" __global__ void fk_kernel(const float* q, float* pose, uint32_t n) {

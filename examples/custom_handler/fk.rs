@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
 use pkq::cudarc::driver::{DevicePtr, DevicePtrMut};
-use pkq::{Runtime, TypedOp};
+use pkq::{Runtime, StateOp, TypedOp};
 
 /// fk.cu compiled by pkq's build.rs with `pkq-build`, as a downstream crate's
 /// build.rs would (empty when the crate was built without nvcc).
@@ -36,13 +36,55 @@ pub const MAX_N: usize = 4096;
 /// The handler's status for a batch holding a non-finite angle.
 pub const STATUS_NOT_FINITE: u8 = 16;
 
-/// A runtime serving fk.cu's kernel, its op checked at load.
+/// `struct arm_state` of fk.cu: the arm kept on the device between tasks.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct ArmState {
+    /// Joint angles (rad).
+    pub q: [f32; 6],
+    /// The end effector's 3x4 transform at `q`, row-major.
+    pub pose: [f32; 12],
+}
+
+/// `struct arm_step_args` of fk.cu: joint velocities held for `dt`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct ArmStep {
+    /// Joint velocities (rad/s).
+    pub qd: [f32; 6],
+    /// Seconds.
+    pub dt: f32,
+    pub reserved: u32,
+}
+
+/// One control step on the arm kept on the device (fk.cu's `ARM_STEP_OP`):
+/// `q += qd * dt`, then the new transform; returns its x coordinate (the
+/// bits of an `f32`).
+pub const ARM_STEP: StateOp<ArmState, ArmStep> = StateOp::new(257, "ARM_STEP");
+
+/// A runtime serving fk.cu's kernel, its ops checked at load.
 pub fn runtime() -> pkq::Result<Runtime> {
     Runtime::builder()
         .module(IMAGE, KERNEL)
         .op(&FK)
+        .state_op(&ARM_STEP)
         .workers(4)
         .build()
+}
+
+/// The host's twin of `ARM_STEP_OP`, in `f32` for the angles (as the
+/// device) and `f64` for the transform: the state after the step, or
+/// `None` where the device refuses it (a non-finite angle).
+pub fn arm_step_reference(s: &ArmState, step: &ArmStep) -> Option<ArmState> {
+    let q: [f32; 6] = std::array::from_fn(|j| s.q[j] + step.qd[j] * step.dt);
+    if !q.iter().all(|v| v.is_finite()) {
+        return None;
+    }
+    let t = reference(&q);
+    Some(ArmState {
+        q,
+        pose: t.map(|v| v as f32),
+    })
 }
 
 /// The end-effector transforms (`n x 12`) of `q`'s `n` configurations

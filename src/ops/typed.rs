@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::ops::op::Op;
 use crate::proto::layout::{
     OP_DEREFS, OP_INFO_BYTES, OP_INFO_OFF_ARG_ALIGN, OP_INFO_OFF_ARG_BYTES, OP_INFO_OFF_FLAGS,
-    OP_INFO_OFF_OP, OP_UP_TO,
+    OP_INFO_OFF_OP, OP_STATE, OP_UP_TO,
 };
 
 /// An op and the type of its arguments, declared once:
@@ -112,6 +112,7 @@ impl<A: Pod> TypedOp<A> {
             align: align_of::<A>() as u32,
             derefs: self.derefs,
             up_to: self.up_to,
+            state: false,
         }
     }
 }
@@ -127,6 +128,9 @@ pub(crate) struct Signature {
     /// Read by the software device's table (tests).
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) up_to: bool,
+    /// A state op (`StateOp`): its handler dereferences only the state
+    /// whose address and length begin its arguments.
+    pub(crate) state: bool,
 }
 
 /// One entry of a module's op table (`struct pkq_op_info`).
@@ -206,7 +210,9 @@ impl OpTable {
                 op: u32::from(s.op),
                 arg_bytes: s.bytes,
                 arg_align: s.align,
-                flags: if s.derefs { OP_DEREFS } else { 0 } | if s.up_to { OP_UP_TO } else { 0 },
+                flags: if s.derefs { OP_DEREFS } else { 0 }
+                    | if s.up_to { OP_UP_TO } else { 0 }
+                    | if s.state { OP_STATE } else { 0 },
             })
             .collect();
         Self::parse(bytemuck::cast_slice(&rows), rows.len() as u32).expect("distinct ops")
@@ -288,6 +294,15 @@ impl OpTable {
             } else {
                 "the host declared pointers, the device's handler takes none (TypedOp::new)".into()
             });
+        }
+        // A host's state op needs a handler that touches nothing but the
+        // state; an unchecked declaration (`with_pointers`) may name one.
+        if sig.state && dev.flags & OP_STATE == 0 {
+            return mismatch(
+                "the host declared a state op (StateOp), the device's handler is not one \
+                 (PKQ_OP_INFO_STATE)"
+                    .into(),
+            );
         }
         Ok(())
     }

@@ -271,6 +271,15 @@ impl Builder {
         self
     }
 
+    /// Declares an op on device state, as [`Builder::op`] does for a
+    /// [`TypedOp`]: the module's op table must list it with
+    /// `PKQ_OP_INFO_STATE` and `pkq::StateArgs<A>`.
+    #[must_use = "a builder starts nothing until `build` is called"]
+    pub fn state_op<S: Pod, A: Pod>(mut self, op: &crate::ops::StateOp<S, A>) -> Self {
+        self.ops.push(op.signature());
+        self
+    }
+
     /// How often waiters probe the kernel's liveness (for tests).
     #[doc(hidden)]
     #[cfg(any(test, feature = "bench"))]

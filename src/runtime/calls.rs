@@ -41,7 +41,10 @@ impl Runtime {
     /// unwatched for stalls. A wait that ends otherwise (a fault, a stop)
     /// stops the kernel and returns only once it is known to have stopped
     /// (or aborts the process if it cannot tell), so the caller's borrows
-    /// never end while the task could still run.
+    /// never end while the task could still run. The stream
+    /// synchronizations make it slower than an unchecked call; for state a
+    /// handler keeps between tasks, [`Runtime::call_on_state`] needs none
+    /// (`benches/results/custom_handler.json` compares the three).
     ///
     /// # Safety
     /// Every device address in `args` must be valid for what `op`'s handler
@@ -62,9 +65,16 @@ impl Runtime {
             }
         }
         // SAFETY: the caller vouches for the addresses (see above).
-        let mut ticket = unsafe { self.call_unchecked(op, args)? };
-        // Not watched for stalls: the buffers stay borrowed until the task
-        // completed or the kernel is known to have stopped.
+        let ticket = unsafe { self.call_unchecked(op, args)? };
+        self.wait_borrowing(ticket)
+    }
+
+    /// Waits for a task that uses memory the caller holds borrowed for the
+    /// call: unwatched for stalls, and returning otherwise than by its
+    /// completion only once the kernel is known to have stopped (or
+    /// aborting the process if it cannot tell), so the borrows never end
+    /// while the task could still run.
+    pub(crate) fn wait_borrowing(&self, mut ticket: crate::Ticket) -> Result<Completion> {
         match ticket.wait_watching(None, Watch::Nothing) {
             Ok(c) => Ok(c),
             Err(e @ Error::Task(_)) => Err(e),

@@ -11,6 +11,7 @@ pub(crate) mod handle;
 pub(crate) mod liveness;
 pub(crate) mod producer;
 pub(crate) mod shared;
+pub(crate) mod state;
 pub(crate) mod ticket;
 
 use std::sync::Arc;

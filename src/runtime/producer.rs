@@ -301,6 +301,15 @@ impl<'rt, R: RingAccess> Producer<'rt, R> {
         submit::<R>(self.ring, op, &image, true)
     }
 
+    /// [`Producer::submit_unchecked`] of raw argument bytes.
+    ///
+    /// # Safety
+    /// As [`Producer::submit_unchecked`].
+    pub(crate) unsafe fn submit_unchecked_bytes(&self, op: Op, args: &[u8]) -> Result<Ticket> {
+        let image = SlotImage::new(op.0, args)?;
+        submit::<R>(self.ring, op, &image, true)
+    }
+
     /// Submits a task of a declared op with its typed arguments, waiting
     /// while the ring is full. Refuses an op whose declaration disagrees with
     /// the kernel's op table ([`Error::OpMismatch`]) and an op declared

@@ -546,3 +546,110 @@ pub(crate) fn callers_context_is_kept_and_foreign_buffers_refused() {
     rt.shutdown().unwrap();
     drop((x, y));
 }
+
+/// Ops on device state (`StateOp`, `Runtime::call_on_state`): fk.cu's arm
+/// kept on the device, stepped by random joint velocities, each step
+/// checked against the host's twin applied to the state the device held
+/// before it; four arms stepped from four threads at once; refusals.
+pub(crate) fn state_ops_random_vs_cpu() {
+    if fk::IMAGE.is_empty() {
+        return skip("pkq was built without nvcc, so fk.cu was not compiled");
+    }
+    let rt = fk::runtime().unwrap();
+    let close = |a: &[f32], b: &[f32], tol: f32| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= tol);
+    let steps = |seed: u64, n: usize| {
+        let mut rng = Rng::new(seed);
+        let mut arm = fk::ArmState {
+            q: std::array::from_fn(|_| rng.unit() * std::f32::consts::PI),
+            pose: [0.0; 12],
+        };
+        let mut state = rt.state(&[arm]).unwrap();
+        assert_eq!(
+            state.read().unwrap(),
+            [arm],
+            "the state holds what it was made with"
+        );
+        for i in 0..n {
+            let step = fk::ArmStep {
+                qd: std::array::from_fn(|_| rng.unit() * 4.0),
+                dt: 1e-3 * (1 + rng.below(10)) as f32,
+                reserved: 0,
+            };
+            let want = fk::arm_step_reference(&arm, &step).unwrap();
+            let c = rt.call_on_state(&fk::ARM_STEP, &mut state, &step).unwrap();
+            let got = state.read().unwrap()[0];
+            assert!(
+                close(&got.q, &want.q, 1e-5),
+                "step {i}: {got:?} against {want:?}"
+            );
+            assert!(
+                close(&got.pose, &want.pose, 1e-4),
+                "step {i}: {got:?} against {want:?}"
+            );
+            assert_eq!(c.value as u32, got.pose[3].to_bits(), "the value is x");
+            arm = got;
+        }
+        (state, arm)
+    };
+    let (mut state, arm) = steps(40, 2_000);
+    // A step the handler refuses leaves the state as it was.
+    let bad = fk::ArmStep {
+        qd: [0.0, f32::NAN, 0.0, 0.0, 0.0, 0.0],
+        dt: 1e-3,
+        reserved: 0,
+    };
+    assert!(matches!(
+        rt.call_on_state(&fk::ARM_STEP, &mut state, &bad),
+        Err(Error::Task(TaskError {
+            status: TaskStatus::Other(16),
+            ..
+        }))
+    ));
+    assert_eq!(state.read().unwrap(), [arm]);
+    // Written by the host, seen by the next step.
+    let reset = fk::ArmState::default();
+    state.write(&[reset]).unwrap();
+    let step = fk::ArmStep {
+        qd: [1.0; 6],
+        dt: 0.5,
+        reserved: 0,
+    };
+    rt.call_on_state(&fk::ARM_STEP, &mut state, &step).unwrap();
+    let got = state.read().unwrap()[0];
+    assert!(close(&got.q, &[0.5; 6], 1e-6), "{got:?}");
+    assert!(matches!(
+        state.write(&[reset, reset]),
+        Err(Error::InvalidArgument(_))
+    ));
+    // Four arms from four threads at once.
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let steps = &steps;
+            s.spawn(move || steps(100 + t, 500));
+        }
+    });
+    // Refusals: nothing submitted.
+    let empty: &[fk::ArmState] = &[];
+    assert!(matches!(rt.state(empty), Err(Error::InvalidArgument(_))));
+    assert!(matches!(rt.state(&[(); 4]), Err(Error::InvalidArgument(_))));
+    let not_state: pkq::StateOp<fk::ArmState, fk::ArmStep> = pkq::StateOp::new(fk::FK.op().0, "FK");
+    assert!(matches!(
+        rt.call_on_state(&not_state, &mut state, &step),
+        Err(Error::OpMismatch { .. })
+    ));
+    let typed: pkq::TypedOp<fk::ArmStep> = pkq::TypedOp::new(fk::ARM_STEP.op().0, "ARM_STEP");
+    assert!(matches!(
+        rt.call(&typed, &step),
+        Err(Error::OpMismatch { .. })
+    ));
+    assert!(matches!(
+        rt.submit(fk::ARM_STEP.op(), &[0u64; 6]),
+        Err(Error::UncheckedOp(_))
+    ));
+    rt.shutdown().unwrap();
+    assert!(matches!(
+        rt.call_on_state(&fk::ARM_STEP, &mut state, &step),
+        Err(Error::Closed)
+    ));
+    println!("    2000 + 4 x 500 arm steps on device state checked against the host");
+}
