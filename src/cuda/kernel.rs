@@ -206,12 +206,6 @@ impl Kernel {
     pub(crate) fn cu_ctx(&self) -> sys::CUcontext {
         self.ctx.cu_ctx()
     }
-
-    /// The kernel's context (it tracks no events: streams made on it never
-    /// synchronize it).
-    pub(crate) fn context(&self) -> &Arc<CudaContext> {
-        &self.ctx
-    }
 }
 
 impl Drop for Kernel {

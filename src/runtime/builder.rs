@@ -18,6 +18,7 @@ use crate::proto::ring::Geometry;
 use crate::runtime::Runtime;
 use crate::runtime::engine::Engine;
 use crate::runtime::shared::{Settings, Shared};
+use crate::runtime::state::StateArena;
 
 /// How often waiters ask the driver whether the kernel still lives.
 const PROBE_EVERY: Duration = Duration::from_millis(1);
@@ -41,6 +42,9 @@ pub enum IdlePolicy {
     },
 }
 
+/// What [`Builder::state_memory`] allocates unless told otherwise.
+const DEFAULT_STATE_BYTES: usize = 1 << 20;
+
 /// Configures and starts a [`Runtime`].
 #[derive(Clone, Debug)]
 #[must_use = "a builder starts nothing until `build` is called"]
@@ -59,6 +63,7 @@ pub struct Builder {
     pub(crate) start_seq: u64,
     pub(crate) probe_every: Duration,
     pub(crate) stall_after: Duration,
+    pub(crate) state_bytes: usize,
 }
 
 impl Default for Builder {
@@ -78,6 +83,7 @@ impl Default for Builder {
             start_seq: 0,
             probe_every: PROBE_EVERY,
             stall_after: Duration::from_secs(1),
+            state_bytes: DEFAULT_STATE_BYTES,
         }
     }
 }
@@ -271,6 +277,17 @@ impl Builder {
         self
     }
 
+    /// Device memory for states ([`Runtime::state`]), allocated when the
+    /// runtime starts (before its kernel: nothing is allocated on the
+    /// device while it runs) and kept until the runtime and its last state
+    /// are gone; each state takes its size rounded up to 256 bytes. Default
+    /// 1 MiB; 0 for none.
+    #[must_use = "a builder starts nothing until `build` is called"]
+    pub fn state_memory(mut self, bytes: usize) -> Self {
+        self.state_bytes = bytes;
+        self
+    }
+
     /// Declares an op on device state, as [`Builder::op`] does for a
     /// [`TypedOp`]: the module's op table must list it with
     /// `PKQ_OP_INFO_STATE` and `pkq::StateArgs<A>`.
@@ -395,7 +412,17 @@ impl Builder {
                 resident * warps,
             )));
         }
-        let shared = Shared::new(self.settings(), &plan, words, ops, Engine::Cuda(kernel));
+        // Before the launch: nothing is allocated on the device while the
+        // kernel runs.
+        let state = StateArena::new(&ctx, self.state_bytes)?;
+        let shared = Shared::new(
+            self.settings(),
+            &plan,
+            words,
+            ops,
+            Engine::Cuda(kernel),
+            state,
+        );
         let kernel = shared.engine.cuda().expect("built on the CUDA engine");
         // SAFETY: the kernel takes one `pkq_params` by value (checked at
         // load for a caller's module, in layout.rs for pkq's own); its
@@ -453,6 +480,7 @@ impl Builder {
             words,
             ops,
             Engine::Soft(device.clone()),
+            None,
         );
         #[cfg(not(loom))]
         if threads {

@@ -86,6 +86,8 @@ pub(crate) struct Shared {
     stopping: AtomicU8,
     /// The device side: the CUDA kernel, or the software device.
     pub(crate) engine: Engine,
+    /// The device memory states come from (`Runtime::state`), if any.
+    pub(crate) state: Option<Arc<crate::runtime::state::StateArena>>,
 }
 
 impl Shared {
@@ -97,6 +99,7 @@ impl Shared {
         [h2d, d2h]: [Words; 2],
         ops: OpTable,
         engine: Engine,
+        state: Option<Arc<crate::runtime::state::StateArena>>,
     ) -> Arc<Self> {
         let [ctrl, states, beats] = plan.control(&h2d, &d2h);
         let shared = Arc::new(Shared {
@@ -117,6 +120,7 @@ impl Shared {
             next_producer: std::sync::atomic::AtomicUsize::new(0),
             stopping: AtomicU8::new(0),
             engine,
+            state,
         });
         LIVE.fetch_add(1, Ordering::Relaxed);
         shared

@@ -3,7 +3,9 @@
 //! (an integrator, an order book, a model's weights) without a stream
 //! synchronization per call.
 //!
-//! Only pkq touches the memory: it is written at creation and by
+//! The memory is the runtime's, allocated before its kernel starts, so
+//! nothing is allocated or freed on the device while it runs. Only pkq
+//! touches it: a state is written at creation and by
 //! [`DeviceState::write`], read by [`DeviceState::read`], each a copy on the
 //! state's own stream waited for before the call returns, and used by one
 //! task at a time (a call takes it `&mut` and returns once the task is
@@ -12,18 +14,104 @@
 //! and the argument bytes (`benches/results/custom_handler.json`).
 
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytemuck::Pod;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, result};
 
 use crate::error::{Error, Result};
 use crate::ops::StateOp;
 use crate::runtime::Runtime;
 use crate::runtime::ticket::Completion;
 
+/// Where states start: cudarc's allocations are 256-byte aligned, and so is
+/// every state in the arena (any `S` fits).
+const ALIGN: usize = 256;
+
+/// The device memory a runtime's states come from, allocated before its
+/// kernel starts ([`Builder::state_memory`](crate::Builder::state_memory)):
+/// nothing is allocated or freed on the device while the kernel runs.
+pub(crate) struct StateArena {
+    memory: CudaSlice<u8>,
+    /// The stream of the states' copies (non-blocking, its own: they never
+    /// wait for the resident kernel).
+    stream: Arc<CudaStream>,
+    free: FreeList,
+}
+
+/// The free ranges `(offset, bytes)` of an arena, sorted and merged; every
+/// range a multiple of `ALIGN` long, first fit.
+struct FreeList(Mutex<Vec<(usize, usize)>>);
+
+impl FreeList {
+    fn new(bytes: usize) -> Self {
+        Self(Mutex::new(vec![(0, bytes)]))
+    }
+
+    fn ranges(&self) -> std::sync::MutexGuard<'_, Vec<(usize, usize)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The first free range of `bytes` (rounded up to `ALIGN`): its offset.
+    fn take(&self, bytes: usize) -> Option<usize> {
+        let bytes = bytes.checked_next_multiple_of(ALIGN)?;
+        let mut free = self.ranges();
+        let i = free.iter().position(|&(_, len)| len >= bytes)?;
+        let (off, len) = free[i];
+        if len == bytes {
+            free.remove(i);
+        } else {
+            free[i] = (off + bytes, len - bytes);
+        }
+        Some(off)
+    }
+
+    /// Gives back what [`Self::take`] gave for `bytes`.
+    fn give(&self, off: usize, bytes: usize) {
+        let bytes = bytes.next_multiple_of(ALIGN);
+        let mut free = self.ranges();
+        let i = free.partition_point(|&(o, _)| o < off);
+        free.insert(i, (off, bytes));
+        // Merge with the next range, then with the previous.
+        if i + 1 < free.len() && free[i].0 + free[i].1 == free[i + 1].0 {
+            free[i].1 += free[i + 1].1;
+            free.remove(i + 1);
+        }
+        if i > 0 && free[i - 1].0 + free[i - 1].1 == free[i].0 {
+            free[i - 1].1 += free[i].1;
+            free.remove(i);
+        }
+    }
+}
+
+impl StateArena {
+    /// `bytes` of device memory in `ctx` (none for 0).
+    pub(crate) fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Option<Arc<Self>>> {
+        if bytes == 0 {
+            return Ok(None);
+        }
+        let stream = ctx.new_stream()?;
+        let memory = stream.alloc_zeros::<u8>(bytes)?;
+        stream.synchronize()?;
+        Ok(Some(Arc::new(Self {
+            memory,
+            stream,
+            free: FreeList::new(bytes),
+        })))
+    }
+
+    /// The device address at `off`.
+    fn addr(&self, off: usize) -> u64 {
+        // The context tracks no events: the guard records nothing.
+        let (base, _guard) = self.memory.device_ptr(&self.stream);
+        base + off as u64
+    }
+}
+
 /// An array of `S` in device memory, for ops on state ([`StateOp`]): made by
-/// [`Runtime::state`], used by [`Runtime::call_on_state`].
+/// [`Runtime::state`] from the runtime's state memory, used by
+/// [`Runtime::call_on_state`]; its memory goes back to the runtime when it
+/// is dropped.
 ///
 /// ```no_run
 /// # fn main() -> pkq::Result<()> {
@@ -42,13 +130,9 @@ use crate::runtime::ticket::Completion;
 /// # Ok(()) }
 /// ```
 pub struct DeviceState<S> {
-    /// `len * size_of::<S>()` bytes (cudarc's allocations are 256-byte
-    /// aligned: any `S` fits).
-    bytes: CudaSlice<u8>,
+    arena: Arc<StateArena>,
+    offset: usize,
     len: usize,
-    /// The stream of its copies (non-blocking, its own: they never wait for
-    /// the resident kernel).
-    stream: Arc<CudaStream>,
     _type: PhantomData<S>,
 }
 
@@ -56,8 +140,16 @@ impl<S> std::fmt::Debug for DeviceState<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceState")
             .field("len", &self.len)
-            .field("bytes", &self.bytes.len())
+            .field("offset", &self.offset)
             .finish()
+    }
+}
+
+impl<S> Drop for DeviceState<S> {
+    fn drop(&mut self) {
+        self.arena
+            .free
+            .give(self.offset, self.len * std::mem::size_of::<S>());
     }
 }
 
@@ -67,15 +159,32 @@ impl<S: Pod> DeviceState<S> {
         self.len
     }
 
-    /// Whether it holds none.
+    /// Whether it holds none (never: [`Runtime::state`] refuses that).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    fn bytes(&self) -> usize {
+        self.len * std::mem::size_of::<S>()
+    }
+
     /// A copy of the state as the last call left it.
     pub fn read(&self) -> Result<Vec<S>> {
-        let bytes = self.stream.clone_dtoh(&self.bytes)?;
-        self.stream.synchronize()?;
+        let mut bytes = vec![0u8; self.bytes()];
+        let stream = &self.arena.stream;
+        stream.context().bind_to_thread()?;
+        // SAFETY: the state's range of the arena, live device memory of the
+        // stream's context, is this state's alone; no task uses it (calls
+        // take the state `&mut` and return once their task is done); the
+        // copy is waited for before `bytes` is read or dropped.
+        unsafe {
+            result::memcpy_dtoh_async(
+                &mut bytes[..],
+                self.arena.addr(self.offset),
+                stream.cu_stream(),
+            )?
+        };
+        stream.synchronize()?;
         // Never zero-sized (`Runtime::state` refuses that).
         Ok(bytes
             .chunks_exact(std::mem::size_of::<S>())
@@ -93,37 +202,58 @@ impl<S: Pod> DeviceState<S> {
                 data.len()
             )));
         }
-        self.stream
-            .memcpy_htod(bytemuck::cast_slice::<S, u8>(data), &mut self.bytes)?;
-        self.stream.synchronize()?;
+        self.upload(data)
+    }
+
+    fn upload(&self, data: &[S]) -> Result<()> {
+        let stream = &self.arena.stream;
+        stream.context().bind_to_thread()?;
+        // SAFETY: as in `read`; `data` (as many bytes as the range) lives
+        // until the copy is waited for.
+        unsafe {
+            result::memcpy_htod_async(
+                self.arena.addr(self.offset),
+                bytemuck::cast_slice::<S, u8>(data),
+                stream.cu_stream(),
+            )?
+        };
+        stream.synchronize()?;
         Ok(())
     }
 }
 
 impl Runtime {
-    /// Device memory in the runtime's context holding a copy of `init`
-    /// (at least one element), for ops on state: the copy is waited for
+    /// A state holding a copy of `init` (at least one element), in the
+    /// runtime's state memory, for ops on state: the copy is waited for
     /// here, once, never per call. Refuses an empty `init` or a zero-sized
-    /// `S` ([`Error::InvalidArgument`]); a runtime without a CUDA kernel
-    /// ([`Error::InvalidConfig`]).
+    /// `S` ([`Error::InvalidArgument`]); a runtime with no state memory, or
+    /// not enough left ([`Error::InvalidConfig`]: see
+    /// [`Builder::state_memory`](crate::Builder::state_memory)).
     pub fn state<S: Pod>(&self, init: &[S]) -> Result<DeviceState<S>> {
         if init.is_empty() || std::mem::size_of::<S>() == 0 {
             return Err(Error::InvalidArgument(
                 "a device state holds at least one element of a type of at least one byte".into(),
             ));
         }
-        let kernel = self.shared.engine.cuda().ok_or_else(|| {
-            Error::InvalidConfig("device state needs a runtime on a CUDA device".into())
+        let arena = self.shared.state.as_ref().ok_or_else(|| {
+            Error::InvalidConfig(
+                "this runtime has no state memory (Builder::state_memory, on a CUDA device)".into(),
+            )
         })?;
-        let stream = kernel.context().new_stream()?;
-        let bytes = stream.clone_htod(bytemuck::cast_slice::<S, u8>(init))?;
-        stream.synchronize()?;
-        Ok(DeviceState {
-            bytes,
+        let bytes = std::mem::size_of_val(init);
+        let offset = arena.free.take(bytes).ok_or_else(|| {
+            Error::InvalidConfig(format!(
+                "no {bytes} bytes left of the runtime's state memory (Builder::state_memory)"
+            ))
+        })?;
+        let state = DeviceState {
+            arena: arena.clone(),
+            offset,
             len: init.len(),
-            stream,
             _type: PhantomData,
-        })
+        };
+        state.upload(init)?;
+        Ok(state)
     }
 
     /// Runs one task of `op` on `state` with `args` and waits for it: no
@@ -134,7 +264,7 @@ impl Runtime {
     /// not list as a state op of these argument sizes
     /// ([`Error::OpMismatch`]); arguments that do not fit a slot after the
     /// state's address and length ([`Error::PayloadTooLarge`]); a state of
-    /// another context than the runtime's ([`Error::InvalidArgument`]);
+    /// another runtime ([`Error::InvalidArgument`]);
     /// after shutdown or cancel, [`Error::Closed`]. A handler's failure is
     /// [`Error::Task`]. A wait that ends otherwise (a fault, a stop) stops
     /// the kernel and returns only once it is known to have stopped, so the
@@ -146,26 +276,49 @@ impl Runtime {
         args: &A,
     ) -> Result<Completion> {
         self.shared.ops.check(&op.signature())?;
-        let ours = self.shared.engine.cuda().map(|k| k.cu_ctx());
-        if Some(state.stream.context().cu_ctx()) != ours {
+        if !self
+            .shared
+            .state
+            .as_ref()
+            .is_some_and(|a| Arc::ptr_eq(a, &state.arena))
+        {
             return Err(Error::InvalidArgument(format!(
-                "{}: the state lives in another context than the runtime's (device {}'s primary \
-                 context)",
-                op.name(),
-                self.shared.device
+                "{}: the state is another runtime's",
+                op.name()
             )));
         }
-        // The context tracks no events: the guard records nothing.
-        let (addr, _guard) = state.bytes.device_ptr(&state.stream);
-        let encoded = op.encode(addr, state.bytes.len() as u64, args)?;
+        let addr = state.arena.addr(state.offset);
+        let encoded = op.encode(addr, state.bytes() as u64, args)?;
         // SAFETY: the op table lists the op as a state op, whose handler
         // touches only the state's bytes at `addr`: live device memory of
-        // the runtime's context, borrowed exclusively for this call, which
-        // waits for the task (or for the kernel to stop) before it returns.
+        // the runtime's context (its state memory, which lives as long as
+        // any state does), borrowed exclusively for this call, which waits
+        // for the task (or for the kernel to stop) before it returns.
         let ticket = unsafe {
             self.thread_producer()
                 .submit_unchecked_bytes(op.op(), encoded.as_bytes())?
         };
         self.wait_borrowing(ticket)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_free_list_takes_first_fit_and_merges_what_comes_back() {
+        let f = FreeList::new(4 * ALIGN);
+        assert_eq!(f.take(1), Some(0));
+        assert_eq!(f.take(ALIGN + 1), Some(ALIGN));
+        assert_eq!(f.take(ALIGN), Some(3 * ALIGN));
+        assert_eq!(f.take(1), None, "full");
+        assert_eq!(f.take(usize::MAX), None, "too large to round up");
+        f.give(ALIGN, ALIGN + 1);
+        assert_eq!(f.take(3 * ALIGN), None, "two free, not three");
+        f.give(0, 1);
+        f.give(3 * ALIGN, ALIGN);
+        assert_eq!(*f.ranges(), [(0, 4 * ALIGN)], "merged whole again");
+        assert_eq!(f.take(4 * ALIGN), Some(0));
     }
 }

@@ -441,6 +441,9 @@ fn every_task_an_exclusive_producer_kept_runs_though_a_shutdown_races_it() {
 fn device_state_needs_a_cuda_runtime_and_an_element() {
     let rt = soft(Runtime::builder().capacity(4).workers(1));
     assert!(matches!(rt.state(&[1u64]), Err(Error::InvalidConfig(_))));
-    assert!(matches!(rt.state::<u64>(&[]), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        rt.state::<u64>(&[]),
+        Err(Error::InvalidArgument(_))
+    ));
     assert!(matches!(rt.state(&[(); 2]), Err(Error::InvalidArgument(_))));
 }

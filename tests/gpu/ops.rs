@@ -628,6 +628,25 @@ pub(crate) fn state_ops_random_vs_cpu() {
             s.spawn(move || steps(100 + t, 500));
         }
     });
+    // State memory goes back when a state is dropped; more than there is
+    // is refused.
+    for i in 0..10_000u32 {
+        let s = rt.state(&[i; 256]).unwrap();
+        assert_eq!(s.len(), 256);
+    }
+    assert!(matches!(rt.state(&vec![0u8; 2 << 20]), Err(Error::InvalidConfig(_))));
+    // A state of another runtime (two resident kernels at once: not under
+    // a sanitizer, which runs them one after the other).
+    if !under_sanitizer() {
+        let other = fk::runtime().unwrap();
+        let mut theirs = other.state(&[fk::ArmState::default()]).unwrap();
+        assert!(matches!(
+            rt.call_on_state(&fk::ARM_STEP, &mut theirs, &step),
+            Err(Error::InvalidArgument(_))
+        ));
+        other.call_on_state(&fk::ARM_STEP, &mut theirs, &step).unwrap();
+        other.shutdown().unwrap();
+    }
     // Refusals: nothing submitted.
     let empty: &[fk::ArmState] = &[];
     assert!(matches!(rt.state(empty), Err(Error::InvalidArgument(_))));
