@@ -53,7 +53,9 @@ __device__ __forceinline__ Outcome outcome(uint32_t status, uint64_t value, bool
 // the host's arguments `A`. The handler touches no memory but the state's
 // `bytes` bytes (read it through L2, `__ldcg`, as the built-in ops do: L1 is
 // not coherent with copies the host makes between tasks) and returns
-// `ok_after_writes` when it wrote it.
+// `ok_after_writes` when it wrote it. The op table does not know the state's
+// type: the handler checks that `bytes` holds what it reads and writes, and
+// refuses the task otherwise (PKQ_STATUS_BAD_ARGS).
 template <class A>
 struct StateArgs {
     uint64_t state;
@@ -63,9 +65,6 @@ struct StateArgs {
 static_assert(offsetof(StateArgs<uint64_t>, state) == PKQ_STATE_OFF_ADDR, "StateArgs.state");
 static_assert(offsetof(StateArgs<uint64_t>, bytes) == PKQ_STATE_OFF_BYTES, "StateArgs.bytes");
 static_assert(offsetof(StateArgs<uint64_t>, args) == PKQ_STATE_OFF_ARGS, "StateArgs.args");
-
-// The arguments of a state op that takes none of its own.
-struct NoArgs {};
 
 // Success with an inline result (`Completion::value` on the host).
 __device__ __forceinline__ Outcome ok(uint64_t value = 0) { return outcome(PKQ_STATUS_OK, value, false); }
@@ -108,7 +107,8 @@ __device__ __forceinline__ uint64_t bits(double v) {
         (code), sizeof(pkq::StateArgs<Args>), alignof(pkq::StateArgs<Args>), \
             PKQ_OP_DEREFS | PKQ_OP_STATE                                       \
     }
-// The same for a state op with no arguments of its own (16 bytes).
+// The same for a state op with no arguments of its own (16 bytes; the host's
+// `StateOp<S, ()>`).
 #define PKQ_OP_INFO_STATE_NO_ARGS(code) \
     pkq_op_info { (code), 16, 8, PKQ_OP_DEREFS | PKQ_OP_STATE }
 

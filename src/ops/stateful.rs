@@ -89,7 +89,8 @@ impl<S: Pod, A: Pod> StateOp<S, A> {
         Signature {
             op: self.op.0,
             name: self.name,
-            bytes: bytes as u32,
+            // Never matches a table entry when too large (refused anyway).
+            bytes: u32::try_from(bytes).unwrap_or(u32::MAX),
             align: align as u32,
             derefs: true,
             up_to: false,
@@ -101,6 +102,15 @@ impl<S: Pod, A: Pod> StateOp<S, A> {
     /// `args`; [`Error::PayloadTooLarge`] if they exceed a slot's.
     pub(crate) fn encode(&self, addr: u64, bytes: u64, args: &A) -> Result<Encoded> {
         let (len, _) = Self::layout();
+        // The device's StateArgs<A> puts A at 16 only for alignments up to
+        // 16, and its handlers take arguments aligned to 8 at most.
+        if align_of::<A>() > 8 {
+            return Err(Error::InvalidArgument(format!(
+                "{}: arguments aligned to {} bytes; a slot's are aligned to 8 at most",
+                self.name,
+                align_of::<A>()
+            )));
+        }
         if len > ARGS_BYTES {
             return Err(Error::PayloadTooLarge {
                 len,
@@ -153,6 +163,13 @@ mod tests {
         assert!(matches!(
             StateOp::<u8, [u64; 5]>::new(300, "big").encode(0, 0, &[0; 5]),
             Err(Error::PayloadTooLarge { len: 56, max: 48 })
+        ));
+        #[repr(C, align(16))]
+        #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+        struct Wide([u8; 16]);
+        assert!(matches!(
+            StateOp::<u8, Wide>::new(300, "wide").encode(0, 0, &Wide([0; 16])),
+            Err(Error::InvalidArgument(_))
         ));
     }
 }

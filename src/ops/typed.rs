@@ -247,7 +247,8 @@ impl OpTable {
             })
         };
         match self.get(op.0) {
-            Some(o) if o.flags & OP_DEREFS != 0 => Err(Error::UncheckedOp(op)),
+            // A state op dereferences its state's address, flagged so or not.
+            Some(o) if o.flags & (OP_DEREFS | OP_STATE) != 0 => Err(Error::UncheckedOp(op)),
             Some(o) if o.flags & OP_UP_TO != 0 && len > o.arg_bytes as usize => mismatch(format!(
                 "the op table takes up to {} argument bytes; the submit sends {len}",
                 o.arg_bytes
@@ -285,7 +286,7 @@ impl OpTable {
                 sig.bytes, sig.align, dev.arg_bytes, dev.arg_align
             ));
         }
-        let dev_derefs = dev.flags & OP_DEREFS != 0;
+        let dev_derefs = dev.flags & (OP_DEREFS | OP_STATE) != 0;
         if dev_derefs != sig.derefs {
             return mismatch(if dev_derefs {
                 "the device's handler dereferences pointers, the host declared it without \

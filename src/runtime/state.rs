@@ -17,8 +17,9 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytemuck::Pod;
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, result};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, result, sys};
 
+use crate::cuda::driver::with_current;
 use crate::error::{Error, Result};
 use crate::ops::StateOp;
 use crate::runtime::Runtime;
@@ -85,14 +86,33 @@ impl FreeList {
 }
 
 impl StateArena {
-    /// `bytes` of device memory in `ctx` (none for 0).
+    /// `bytes` (rounded up to `ALIGN`) of device memory in `ctx`; none for
+    /// 0. [`Error::InvalidConfig`] where the device has no stream-ordered
+    /// allocation: freeing the memory would then wait for every kernel of
+    /// the context, another runtime's resident one included.
     pub(crate) fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Option<Arc<Self>>> {
         if bytes == 0 {
             return Ok(None);
         }
+        let bytes = bytes.checked_next_multiple_of(ALIGN).ok_or_else(|| {
+            Error::InvalidConfig(format!("state memory of {bytes} bytes is too large"))
+        })?;
+        let pools =
+            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)?;
+        if pools == 0 {
+            return Err(Error::InvalidConfig(
+                "state memory needs a device with stream-ordered allocation \
+                 (Builder::state_memory(0) for none)"
+                    .into(),
+            ));
+        }
         let stream = ctx.new_stream()?;
-        let memory = stream.alloc_zeros::<u8>(bytes)?;
-        stream.synchronize()?;
+        // Not zeroed: a memset is a kernel, which waits for room on the
+        // device (another resident kernel may hold every multiprocessor);
+        // every state is written whole before a task sees it.
+        // SAFETY: u8 has no invalid bit patterns, and nothing reads the
+        // memory before a state's upload wrote it.
+        let memory = unsafe { stream.alloc::<u8>(bytes)? };
         Ok(Some(Arc::new(Self {
             memory,
             stream,
@@ -171,20 +191,18 @@ impl<S: Pod> DeviceState<S> {
     /// A copy of the state as the last call left it.
     pub fn read(&self) -> Result<Vec<S>> {
         let mut bytes = vec![0u8; self.bytes()];
-        let stream = &self.arena.stream;
-        stream.context().bind_to_thread()?;
-        // SAFETY: the state's range of the arena, live device memory of the
-        // stream's context, is this state's alone; no task uses it (calls
-        // take the state `&mut` and return once their task is done); the
-        // copy is waited for before `bytes` is read or dropped.
-        unsafe {
-            result::memcpy_dtoh_async(
-                &mut bytes[..],
-                self.arena.addr(self.offset),
-                stream.cu_stream(),
-            )?
-        };
-        stream.synchronize()?;
+        let (addr, stream) = (self.arena.addr(self.offset), &self.arena.stream);
+        with_current(stream.context(), || {
+            // SAFETY: the state's range of the arena, live device memory of
+            // the stream's context, is this state's alone; no task uses it
+            // (calls take the state `&mut` and return once their task is
+            // done); the copy is waited for before `bytes` is read or
+            // dropped.
+            unsafe {
+                result::memcpy_dtoh_async(&mut bytes[..], addr, stream.cu_stream())?;
+                result::stream::synchronize(stream.cu_stream())
+            }
+        })??;
         // Never zero-sized (`Runtime::state` refuses that).
         Ok(bytes
             .chunks_exact(std::mem::size_of::<S>())
@@ -206,18 +224,19 @@ impl<S: Pod> DeviceState<S> {
     }
 
     fn upload(&self, data: &[S]) -> Result<()> {
-        let stream = &self.arena.stream;
-        stream.context().bind_to_thread()?;
-        // SAFETY: as in `read`; `data` (as many bytes as the range) lives
-        // until the copy is waited for.
-        unsafe {
-            result::memcpy_htod_async(
-                self.arena.addr(self.offset),
-                bytemuck::cast_slice::<S, u8>(data),
-                stream.cu_stream(),
-            )?
-        };
-        stream.synchronize()?;
+        let (addr, stream) = (self.arena.addr(self.offset), &self.arena.stream);
+        with_current(stream.context(), || {
+            // SAFETY: as in `read`; `data` (as many bytes as the range)
+            // lives until the copy is waited for.
+            unsafe {
+                result::memcpy_htod_async(
+                    addr,
+                    bytemuck::cast_slice::<S, u8>(data),
+                    stream.cu_stream(),
+                )?;
+                result::stream::synchronize(stream.cu_stream())
+            }
+        })??;
         Ok(())
     }
 }
@@ -264,7 +283,9 @@ impl Runtime {
     /// not list as a state op of these argument sizes
     /// ([`Error::OpMismatch`]); arguments that do not fit a slot after the
     /// state's address and length ([`Error::PayloadTooLarge`]); a state of
-    /// another runtime ([`Error::InvalidArgument`]);
+    /// another runtime ([`Error::InvalidArgument`]); a ring held by an
+    /// exclusive producer, as for every call of the runtime's own
+    /// ([`Error::RingHeld`]);
     /// after shutdown or cancel, [`Error::Closed`]. A handler's failure is
     /// [`Error::Task`]. A wait that ends otherwise (a fault, a stop) stops
     /// the kernel and returns only once it is known to have stopped, so the

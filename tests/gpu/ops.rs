@@ -634,7 +634,10 @@ pub(crate) fn state_ops_random_vs_cpu() {
         let s = rt.state(&[i; 256]).unwrap();
         assert_eq!(s.len(), 256);
     }
-    assert!(matches!(rt.state(&vec![0u8; 2 << 20]), Err(Error::InvalidConfig(_))));
+    assert!(matches!(
+        rt.state(&vec![0u8; 2 << 20]),
+        Err(Error::InvalidConfig(_))
+    ));
     // A state of another runtime (two resident kernels at once: not under
     // a sanitizer, which runs them one after the other).
     if !under_sanitizer() {
@@ -644,7 +647,9 @@ pub(crate) fn state_ops_random_vs_cpu() {
             rt.call_on_state(&fk::ARM_STEP, &mut theirs, &step),
             Err(Error::InvalidArgument(_))
         ));
-        other.call_on_state(&fk::ARM_STEP, &mut theirs, &step).unwrap();
+        other
+            .call_on_state(&fk::ARM_STEP, &mut theirs, &step)
+            .unwrap();
         other.shutdown().unwrap();
     }
     // Refusals: nothing submitted.
