@@ -17,6 +17,14 @@ struct Context {
     uint32_t op;    // the op code
     uint32_t len;   // argument bytes the host sent (at most PKQ_ARGS_BYTES)
     uint64_t words[PKQ_ARGS_BYTES / 8];
+    // An IO task's input (`in_len` bytes) and room for its output (up to
+    // `out_cap` bytes; the handler returns how many it wrote: ok_output),
+    // in device memory of this warp's own (IO in pkq_layout.h); null and 0
+    // for other tasks.
+    const uint8_t* input;
+    uint32_t in_len;
+    uint8_t* output;
+    uint32_t out_cap;
 
     // The arguments as the struct `A` the host sent (a copy: registers, no
     // aliasing). `A` must match the host's `bytemuck::Pod` struct, which the
@@ -38,6 +46,7 @@ struct Outcome {
     uint32_t status;
     uint64_t value;
     bool wrote_device_memory;
+    uint32_t out_len;  // an IO task's output bytes in ctx.output
 };
 
 __device__ __forceinline__ Outcome outcome(uint32_t status, uint64_t value, bool wrote_device_memory) {
@@ -45,6 +54,15 @@ __device__ __forceinline__ Outcome outcome(uint32_t status, uint64_t value, bool
     o.status = status;
     o.value = value;
     o.wrote_device_memory = wrote_device_memory;
+    o.out_len = 0;
+    return o;
+}
+
+// Success of an IO task that wrote `out_len` bytes (at most ctx.out_cap) at
+// ctx.output, with an inline result.
+__device__ __forceinline__ Outcome ok_output(uint32_t out_len, uint64_t value = 0) {
+    Outcome o = outcome(PKQ_STATUS_OK, value, false);
+    o.out_len = out_len;
     return o;
 }
 

@@ -52,7 +52,7 @@
 #define PKQ_LAYOUT_H
 
 /* Bump when anything below changes meaning. */
-#define PKQ_PROTOCOL_VERSION 3 /* u32 */
+#define PKQ_PROTOCOL_VERSION 4 /* u32 */
 
 /* ---------------------------------------------------------------------------
  * Tagged words
@@ -101,6 +101,11 @@
 #define PKQ_ARGS_BYTES 48
 #define PKQ_HEADER_LEN_SHIFT 16 /* u32 */
 #define PKQ_HEADER_PACK_SHIFT 24 /* u32 */
+/* Header bits 32..49: the task's input bytes in its slot's input area (IO
+   below); bit 49: the task has an input and an output area (an IO task). */
+#define PKQ_HEADER_IN_SHIFT 32 /* u32 */
+#define PKQ_HEADER_IN_BITS 17 /* u32 */
+#define PKQ_HEADER_IO_BIT 49 /* u32 */
 
 /* ---------------------------------------------------------------------------
  * Completion entry: written by the device worker that ran the task (lane 0
@@ -113,8 +118,10 @@
  * time, 16..24 device end time (ns of %globaltimer), byte 24 status, byte
  * 25 the pack count (0: one task). For a pack, the value is the mask of its
  * tasks whose status is not PKQ_STATUS_OK and the times span all of them;
- * each task's result is in the slot's pack results.
+ * each task's result is in the slot's pack results. Byte 26: flags
+ * (PKQ_CQE_OUTPUT: an IO task's output is in its slot's output area).
  * ------------------------------------------------------------------------- */
+#define PKQ_CQE_OUTPUT 1 /* u8 */
 #define PKQ_CQE_BYTES 32
 #define PKQ_CQE_WORDS 4
 
@@ -166,6 +173,38 @@
  * ------------------------------------------------------------------------- */
 #define PKQ_PACK_TASKS 32
 #define PKQ_PACK_ARG_BYTES 8
+
+/* ---------------------------------------------------------------------------
+ * IO: a task's input and output bytes in mapped memory (Builder::io,
+ * Runtime::submit_io), up to PKQ_IO_MAX_BYTES each way, in areas of the
+ * slot, tagged like the slot's words (LL): each word carries the lap's tag
+ * and 7 bytes of a byte stream (word k: bytes [7k, 7k + 7), little-endian),
+ * so a word with the expected tag is valid whatever order the words
+ * arrived in, and neither side fences between data and flag.
+ * Input area (host -> device allocation): io_in_words words per slot, at
+ * index (r * capacity + slot) * io_in_words; the task's input bytes (their
+ * count in the slot's header). Written by the producer that reserved the
+ * slot (relaxed 8-byte stores) before it publishes the slot; read by the
+ * poller that took the task, after it saw the whole slot, every word
+ * checked for the task's tag (x86-64 keeps the producer's stores in order,
+ * so they are there; a word of another lap is corruption: the task fails
+ * with PKQ_STATUS_BAD_ARGS). The producer rewrites them only for a later
+ * lap, after it saw the task's completion.
+ * Output area (device -> host allocation): io_out_words words per slot, the
+ * same indexing; the stream holds the output's length (4 bytes) and its
+ * bytes. Written by the poller that ran the task (relaxed sys-scope 8-byte
+ * stores, no fence) before the task's completion, which says so
+ * (PKQ_CQE_OUTPUT); read by the host thread that takes the completion (or
+ * moves it aside), which counts the task complete only once every word of
+ * the output carries the task's tag, and reads them before it frees the
+ * slot (the next lap overwrites them). One writer per word, aligned 8 bytes:
+ * no torn read. Each poller warp decodes its task's input into, and its
+ * handler writes the output in, a scratch area of device memory of its own
+ * (io_scratch, allocated before the kernel starts).
+ * ------------------------------------------------------------------------- */
+#define PKQ_IO_MAX_BYTES 65536
+#define PKQ_IO_WORD_BYTES 7
+#define PKQ_IO_LEN_BYTES 4
 
 /* Raw-floor ping-pong (src/bench/floor.rs): the value that ends the device loop,
    and the low bits of an echo word that carry its round (the rest carry the
@@ -243,6 +282,9 @@
 /* FIR: y[i] = sum over k < taps of h[k] * x[i + k], i < n (at most
    PKQ_FIR_MAX_N); x holds n + taps - 1 samples, taps at most PKQ_FIR_MAX_TAPS. */
 #define PKQ_OP_FIR 9 /* u16 */
+/* COPY_IO: out[i] = (i < in_len ? in[i] : 0) ^ key for i < out_len; the value
+   is the sum of the input bytes (an IO task's test and bench op). */
+#define PKQ_OP_COPY_IO 10 /* u16 */
 #define PKQ_MEMCPY_MAX_BYTES 65536
 #define PKQ_DOT_MAX_N 65536
 #define PKQ_GEMV_MAX_DIM 256
@@ -288,7 +330,7 @@
 /* ---------------------------------------------------------------------------
  * Kernel parameters (passed by value at launch; never shared memory).
  * ------------------------------------------------------------------------- */
-#define PKQ_PARAMS_BYTES 80
+#define PKQ_PARAMS_BYTES 120
 #define PKQ_PARAMS_OFF_SQ 0
 #define PKQ_PARAMS_OFF_CQ 8
 #define PKQ_PARAMS_OFF_CTRL 16
@@ -302,6 +344,13 @@
 #define PKQ_PARAMS_OFF_RINGS 60
 #define PKQ_PARAMS_OFF_PACK_ARGS 64
 #define PKQ_PARAMS_OFF_PACK_RESULTS 72
+#define PKQ_PARAMS_OFF_IO_IN 80
+#define PKQ_PARAMS_OFF_IO_OUT 88
+#define PKQ_PARAMS_OFF_IO_SCRATCH 96
+#define PKQ_PARAMS_OFF_IO_IN_WORDS 104
+#define PKQ_PARAMS_OFF_IO_OUT_WORDS 108
+#define PKQ_PARAMS_OFF_IO_IN_BYTES 112
+#define PKQ_PARAMS_OFF_IO_OUT_BYTES 116
 
 /* Arguments of PKQ_OP_AXPY: y[i] = a * x[i] + y[i] for i < n (device pointers). */
 #define PKQ_AXPY_ARGS_BYTES 24
@@ -330,6 +379,9 @@
 #define PKQ_GEMV_OFF_ROWS 24
 #define PKQ_GEMV_OFF_COLS 28
 #define PKQ_FIR_ARGS_BYTES 32
+/* Arguments of PKQ_OP_COPY_IO. */
+#define PKQ_COPY_IO_ARGS_BYTES 8
+#define PKQ_COPY_IO_OFF_KEY 4
 #define PKQ_FIR_OFF_X 0
 #define PKQ_FIR_OFF_H 8
 #define PKQ_FIR_OFF_Y 16
@@ -394,6 +446,13 @@ static_assert(offsetof(pkq_gemv_args, y) == PKQ_GEMV_OFF_Y, "pkq_gemv_args.y");
 static_assert(offsetof(pkq_gemv_args, rows) == PKQ_GEMV_OFF_ROWS, "pkq_gemv_args.rows");
 static_assert(offsetof(pkq_gemv_args, cols) == PKQ_GEMV_OFF_COLS, "pkq_gemv_args.cols");
 
+struct pkq_copy_io_args {
+    uint32_t out_len; /* output bytes, at most io_out_bytes */
+    uint32_t key;     /* XORed into every output byte (low 8 bits) */
+};
+static_assert(sizeof(pkq_copy_io_args) == PKQ_COPY_IO_ARGS_BYTES, "pkq_copy_io_args size");
+static_assert(offsetof(pkq_copy_io_args, key) == PKQ_COPY_IO_OFF_KEY, "pkq_copy_io_args.key");
+
 struct pkq_fir_args {
     uint64_t x; /* const float*, n + taps - 1 */
     uint64_t h; /* const float*, taps */
@@ -421,6 +480,13 @@ struct pkq_params {
     uint32_t rings;         /* submission rings, a power of two dividing workers */
     uint64_t pack_args;     /* device address of the pack arguments */
     uint64_t pack_results;  /* device address of the pack results */
+    uint64_t io_in;         /* device address of the input areas (IO) */
+    uint64_t io_out;        /* device address of the output areas */
+    uint64_t io_scratch;    /* device memory: per poller warp, io_in_bytes then io_out_bytes, each rounded up to 16 */
+    uint32_t io_in_words;   /* words of a slot's input area (0: no IO) */
+    uint32_t io_out_words;  /* words of a slot's output area */
+    uint32_t io_in_bytes;   /* the most input bytes of a task */
+    uint32_t io_out_bytes;  /* the most output bytes of a task */
 };
 static_assert(sizeof(pkq_params) == PKQ_PARAMS_BYTES, "pkq_params size");
 static_assert(offsetof(pkq_params, sq) == PKQ_PARAMS_OFF_SQ, "pkq_params.sq");
@@ -438,6 +504,13 @@ static_assert(offsetof(pkq_params, rings) == PKQ_PARAMS_OFF_RINGS, "pkq_params.r
 static_assert(offsetof(pkq_params, pack_args) == PKQ_PARAMS_OFF_PACK_ARGS, "pkq_params.pack_args");
 static_assert(offsetof(pkq_params, pack_results) == PKQ_PARAMS_OFF_PACK_RESULTS,
               "pkq_params.pack_results");
+static_assert(offsetof(pkq_params, io_in) == PKQ_PARAMS_OFF_IO_IN, "pkq_params.io_in");
+static_assert(offsetof(pkq_params, io_out) == PKQ_PARAMS_OFF_IO_OUT, "pkq_params.io_out");
+static_assert(offsetof(pkq_params, io_scratch) == PKQ_PARAMS_OFF_IO_SCRATCH, "pkq_params.io_scratch");
+static_assert(offsetof(pkq_params, io_in_words) == PKQ_PARAMS_OFF_IO_IN_WORDS, "pkq_params.io_in_words");
+static_assert(offsetof(pkq_params, io_out_words) == PKQ_PARAMS_OFF_IO_OUT_WORDS, "pkq_params.io_out_words");
+static_assert(offsetof(pkq_params, io_in_bytes) == PKQ_PARAMS_OFF_IO_IN_BYTES, "pkq_params.io_in_bytes");
+static_assert(offsetof(pkq_params, io_out_bytes) == PKQ_PARAMS_OFF_IO_OUT_BYTES, "pkq_params.io_out_bytes");
 static_assert(PKQ_PACK_TASKS == 32, "a pack is one task per lane");
 
 struct pkq_axpy_args {

@@ -63,6 +63,22 @@ __device__ __forceinline__ Outcome op_spin(const uint64_t (&args)[PKQ_ARGS_BYTES
     return outcome(PKQ_STATUS_OK, t - t0, false);
 }
 
+// COPY_IO: out[i] = (i < in_len ? in[i] : 0) ^ key for i < out_len (at most
+// the output's room); the value is the sum of the input bytes. It touches
+// only its task's input and output (an IO task's; a plain task has none).
+__device__ __forceinline__ Outcome op_copy_io(const Context& ctx) {
+    const pkq_copy_io_args a = ctx.args<pkq_copy_io_args>();
+    if (a.out_len > ctx.out_cap) return fail(PKQ_STATUS_BAD_ARGS);
+    const uint8_t key = static_cast<uint8_t>(a.key);
+    for (uint32_t i = ctx.lane; i < a.out_len; i += 32)
+        ctx.output[i] = (i < ctx.in_len ? ctx.input[i] : 0) ^ key;
+    uint64_t sum = 0;
+    for (uint32_t i = ctx.lane; i < ctx.in_len; i += 32) sum += ctx.input[i];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    return ok_output(a.out_len, sum);
+}
+
 // Reads device memory through L2 (see AXPY).
 __device__ __forceinline__ float ld(const float* p) { return __ldcg(p); }
 
@@ -222,6 +238,7 @@ struct BuiltinOps {
             case PKQ_OP_DOT: return op_dot(ctx);
             case PKQ_OP_GEMV: return op_gemv(ctx);
             case PKQ_OP_FIR: return op_fir(ctx);
+            case PKQ_OP_COPY_IO: return op_copy_io(ctx);
             default: return unknown_op();
         }
     }
@@ -240,4 +257,5 @@ struct BuiltinOps {
                  PKQ_OP_INFO_POINTERS(PKQ_OP_MEMSET, pkq_memset_args),            \
                  PKQ_OP_INFO_POINTERS(PKQ_OP_DOT, pkq_dot_args),                  \
                  PKQ_OP_INFO_POINTERS(PKQ_OP_GEMV, pkq_gemv_args),                \
-                 PKQ_OP_INFO_POINTERS(PKQ_OP_FIR, pkq_fir_args))
+                 PKQ_OP_INFO_POINTERS(PKQ_OP_FIR, pkq_fir_args),                  \
+                 PKQ_OP_INFO(PKQ_OP_COPY_IO, pkq_copy_io_args))

@@ -55,6 +55,10 @@ __device__ __forceinline__ Context decode_slot(const uint64_t (&c)[PKQ_SLOT_WORD
     ctx.words[3] = payload_word<4>(c);
     ctx.words[4] = payload_word<5>(c);
     ctx.words[5] = payload_word<6>(c);
+    ctx.input = nullptr;
+    ctx.in_len = 0;
+    ctx.output = nullptr;
+    ctx.out_cap = 0;
     return ctx;
 }
 
@@ -64,10 +68,10 @@ __device__ __forceinline__ Context decode_slot(const uint64_t (&c)[PKQ_SLOT_WORD
 // and its completion.
 __device__ __forceinline__ void store_completion(uint64_t* entry, uint32_t tag, uint32_t status,
                                                  uint32_t pack, uint64_t value, uint64_t t_start,
-                                                 uint64_t t_end) {
+                                                 uint64_t t_end, uint32_t flags = 0) {
     static_assert(PKQ_CQE_WORDS == 4, "an entry is two 16-byte halves");
-    const uint64_t w[PKQ_CQE_WORDS] = {value, t_start, t_end,
-                                       (status & 0xffu) | ((pack & 0xffu) << 8)};
+    const uint64_t w[PKQ_CQE_WORDS] = {
+        value, t_start, t_end, (status & 0xffu) | ((pack & 0xffu) << 8) | ((flags & 0xffu) << 16)};
     store2_sys(entry, tagged(chunk_of<0>(w), tag), tagged(chunk_of<1>(w), tag));
     store2_sys(entry + 2, tagged(chunk_of<2>(w), tag), tagged(chunk_of<3>(w), tag));
 }

@@ -85,6 +85,10 @@ __device__ __forceinline__ Outcome run_pack(const pkq_params& p, uint64_t slot, 
         ctx.words[0] = __shfl_sync(FULL_MASK, arg, j);
 #pragma unroll
         for (int k = 1; k < PKQ_ARGS_BYTES / 8; ++k) ctx.words[k] = 0;
+        ctx.input = nullptr;
+        ctx.in_len = 0;
+        ctx.output = nullptr;
+        ctx.out_cap = 0;
         const Outcome o = op == PKQ_OP_NOP ? ok() : handlers(ctx);
         const uint32_t status = __shfl_sync(FULL_MASK, o.status, 0);
         const uint64_t value = __shfl_sync(FULL_MASK, o.value, 0);
@@ -99,6 +103,106 @@ __device__ __forceinline__ Outcome run_pack(const pkq_params& p, uint64_t slot, 
     __threadfence_system();
     pack = count;
     return ok(failed);
+}
+
+// IO (pkq_layout.h). Loads of host memory each lane keeps in flight while it
+// reads an input.
+constexpr uint32_t IO_LOADS = 8;
+// Loads of one input word before a word of another lap fails the task: the
+// producer wrote the input before the slot, so it is there; a load may
+// still return an older copy under the memory model (no fence orders it
+// after the slot's), so it is read again.
+constexpr uint32_t IO_RETRIES = 1024;
+
+// Decodes a task's input, `len` bytes in tagged words of lap `tag` at
+// `area`, into `dst` (this warp's scratch): lane l takes words l, l + 32,
+// ..., IO_LOADS of them in flight at once. Whether every word carried the
+// tag (warp-uniform).
+__device__ __forceinline__ bool io_read(const uint64_t* area, uint32_t len, uint32_t tag,
+                                        uint8_t* dst, uint32_t lane) {
+    const uint32_t words = (len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
+    bool whole = true;
+    for (uint32_t base = 0; base < words; base += 32 * IO_LOADS) {
+        uint64_t w[IO_LOADS];
+#pragma unroll
+        for (uint32_t j = 0; j < IO_LOADS; ++j) {
+            const uint32_t k = base + j * 32 + lane;
+            w[j] = k < words ? load_sys(area + k) : 0;
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < IO_LOADS; ++j) {
+            const uint32_t k = base + j * 32 + lane;
+            if (k >= words) continue;
+            for (uint32_t r = 0; tag_of(w[j]) != tag && r < IO_RETRIES; ++r) w[j] = load_sys(area + k);
+            if (tag_of(w[j]) != tag) {
+                whole = false;
+                continue;
+            }
+            const uint32_t at = k * PKQ_IO_WORD_BYTES;
+            const uint32_t n = min(static_cast<uint32_t>(PKQ_IO_WORD_BYTES), len - at);
+            for (uint32_t b = 0; b < n; ++b) dst[at + b] = static_cast<uint8_t>(w[j] >> (8 * b));
+        }
+    }
+    return __all_sync(FULL_MASK, whole);
+}
+
+// Writes a task's output, its length then `len` bytes from `src` (this
+// warp's scratch), as tagged words of lap `tag` at `area`: relaxed posted
+// stores and no fence (the host checks every word's tag).
+__device__ __forceinline__ void io_write(uint64_t* area, const uint8_t* src, uint32_t len,
+                                         uint32_t tag, uint32_t lane) {
+    const uint32_t total = PKQ_IO_LEN_BYTES + len;
+    const uint32_t words = (total + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
+    for (uint32_t k = lane; k < words; k += 32) {
+        uint64_t v = 0;
+        for (uint32_t b = 0; b < PKQ_IO_WORD_BYTES; ++b) {
+            const uint32_t at = k * PKQ_IO_WORD_BYTES + b;
+            uint32_t byte = 0;
+            if (at < PKQ_IO_LEN_BYTES) {
+                byte = (len >> (8 * at)) & 0xff;
+            } else if (at < total) {
+                byte = src[at - PKQ_IO_LEN_BYTES];
+            }
+            v |= static_cast<uint64_t>(byte) << (8 * b);
+        }
+        store_sys(area + k, tagged(v, tag));
+    }
+}
+
+// Runs an IO task (header bit PKQ_HEADER_IO_BIT): decodes its `in_len` input
+// bytes into this warp's scratch, runs the handler with the input and room
+// for its output, and writes the output (empty if the task failed) to the
+// slot's output area. A bad input or an output over the room fails the task
+// (PKQ_STATUS_BAD_ARGS).
+template <class Handlers>
+__device__ __forceinline__ Outcome run_io(const pkq_params& p, uint64_t slot, uint32_t tag,
+                                          uint32_t warp, uint32_t lane, uint32_t in_len,
+                                          Context& ctx, const Handlers& handlers) {
+    const uint64_t in_room = (p.io_in_bytes + 15u) & ~15u;
+    const uint64_t stride = in_room + ((p.io_out_bytes + 15u) & ~15u);
+    uint8_t* scratch = reinterpret_cast<uint8_t*>(p.io_scratch) + warp * stride;
+    Outcome out;
+    if (in_len > p.io_in_bytes ||
+        !io_read(reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words, in_len, tag,
+                 scratch, lane)) {
+        out = fail(PKQ_STATUS_BAD_ARGS);
+    } else {
+        // Every lane's decoded bytes, for every lane of the handler.
+        __syncwarp();
+        ctx.input = scratch;
+        ctx.in_len = in_len;
+        ctx.output = scratch + in_room;
+        ctx.out_cap = p.io_out_bytes;
+        out = handlers(ctx);
+    }
+    const uint32_t status = __shfl_sync(FULL_MASK, out.status, 0);
+    const uint32_t out_len = __shfl_sync(FULL_MASK, out.out_len, 0);
+    if (status == PKQ_STATUS_OK && out_len > p.io_out_bytes) out = fail(PKQ_STATUS_BAD_ARGS);
+    // Every lane's output bytes, for the lanes that write them out.
+    __syncwarp();
+    io_write(reinterpret_cast<uint64_t*>(p.io_out) + slot * p.io_out_words, scratch + in_room,
+             out.status == PKQ_STATUS_OK ? out_len : 0, tag, lane);
+    return out;
 }
 
 // Reads a claim counter that other warps of the block update, as one value
@@ -292,8 +396,11 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         // The header's low 32 bits (op, length, pack count; chunk 0 is lane
         // 0's word), warp-uniform: what the warp does next depends on them.
         const uint32_t h0 = __shfl_sync(FULL_MASK, static_cast<uint32_t>(w), 0);
+        // Header bits 32..56 (an IO task's input length and flag).
+        const uint32_t h1 = __shfl_sync(FULL_MASK, static_cast<uint32_t>(w >> 32), 0) & 0xffffff;
+        const bool io = (h1 >> (PKQ_HEADER_IO_BIT - 32)) & 1;
         uint32_t pack = (h0 >> PKQ_HEADER_PACK_SHIFT) & 0xff;
-        const bool nop = pack == 0 && (h0 & 0xffff) == PKQ_OP_NOP;
+        const bool nop = pack == 0 && !io && (h0 & 0xffff) == PKQ_OP_NOP;
         Outcome out;
         if (pack != 0) {
             out = run_pack(p, slot, lane, h0, pack, handlers, beat_if_due, pack);
@@ -304,7 +411,14 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
 #pragma unroll
             for (int j = 0; j < PKQ_SLOT_WORDS; ++j) c[j] = __shfl_sync(FULL_MASK, w, j);
             Context ctx = decode_slot(c, lane);
-            out = handlers(ctx);
+            if (io && p.io_in_words + p.io_out_words != 0) {
+                out = run_io(p, slot, tag, worker * p.pollers + poller, lane,
+                             h1 & ((1u << PKQ_HEADER_IN_BITS) - 1), ctx, handlers);
+            } else if (io) {
+                out = fail(PKQ_STATUS_BAD_ARGS);  // no IO areas: no host sends this
+            } else {
+                out = handlers(ctx);
+            }
         }
         const uint64_t t_end = globaltimer();
         if (!nop && __any_sync(FULL_MASK, out.wrote_device_memory)) {
@@ -315,8 +429,9 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             __threadfence();
         }
         if (lane == 0) {
+            const uint32_t flags = io && p.io_out_words != 0 ? PKQ_CQE_OUTPUT : 0;
             store_completion(cq + slot * PKQ_CQE_WORDS, tag, out.status, pack, out.value, t_start,
-                             t_end);
+                             t_end, flags);
         }
         if (shared_claims) {
             // The next task of this worker may be claimed: every lane's

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaStream, DriverError, LaunchArgs, LaunchConfig, sys,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchArgs,
+    LaunchConfig, sys,
 };
 
 use crate::cuda::driver::error_name;
@@ -37,6 +38,9 @@ pub(crate) struct Kernel {
     stream: ManuallyDrop<Arc<CudaStream>>,
     function: ManuallyDrop<CudaFunction>,
     memory: ManuallyDrop<Vec<Arc<MappedBuffer>>>,
+    /// Device memory the kernel works in (IO scratch), released with
+    /// `memory`.
+    device_memory: ManuallyDrop<Vec<CudaSlice<u8>>>,
     /// Launched and not yet seen to end.
     live: AtomicBool,
     /// Counted among the context's running pkq kernels
@@ -81,6 +85,7 @@ impl Kernel {
             stream: ManuallyDrop::new(stream),
             function: ManuallyDrop::new(loaded.function),
             memory: ManuallyDrop::new(memory),
+            device_memory: ManuallyDrop::new(Vec::new()),
             live: AtomicBool::new(false),
             counted: AtomicBool::new(false),
             ops: loaded.ops,
@@ -197,6 +202,23 @@ impl Kernel {
         Ok(per_sm as usize * sms.max(0) as usize)
     }
 
+    /// `bytes` of device memory (not zeroed) for the kernel to work in,
+    /// allocated now (before the launch: nothing is allocated on the device
+    /// while the kernel runs) and released with the kernel's other memory.
+    /// Its device address.
+    pub(crate) fn device_memory(&mut self, bytes: usize) -> Result<u64> {
+        // Not zeroed: a memset is a kernel, which waits for room on a device
+        // that another resident kernel may fill.
+        // SAFETY: u8 has no invalid bit patterns; the kernel writes this
+        // memory before it reads it.
+        let mem = unsafe { self.stream.alloc::<u8>(bytes)? };
+        self.stream.synchronize()?;
+        // The context tracks no events: the guard records nothing.
+        let addr = mem.device_ptr(&self.stream).0;
+        self.device_memory.push(mem);
+        Ok(addr)
+    }
+
     /// Whether the kernel may still run (launched, and not yet seen to end).
     pub(crate) fn is_live(&self) -> bool {
         self.live.load(Ordering::Acquire)
@@ -224,6 +246,7 @@ impl Drop for Kernel {
         // SAFETY: each field is dropped exactly once, here, and not used after.
         unsafe {
             ManuallyDrop::drop(&mut self.memory);
+            ManuallyDrop::drop(&mut self.device_memory);
             ManuallyDrop::drop(&mut self.function);
             ManuallyDrop::drop(&mut self.stream);
         }

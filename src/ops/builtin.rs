@@ -19,10 +19,11 @@ use bytemuck::{Pod, Zeroable};
 use crate::ops::op::{AxpyArgs, Op};
 use crate::ops::typed::{Signature, TypedOp};
 use crate::proto::layout::{
-    ARGS_BYTES, DOT_ARGS_BYTES, DOT_OFF_N, DOT_OFF_X, DOT_OFF_Y, FIR_ARGS_BYTES, FIR_OFF_H,
-    FIR_OFF_N, FIR_OFF_TAPS, FIR_OFF_X, FIR_OFF_Y, GEMV_ARGS_BYTES, GEMV_OFF_A, GEMV_OFF_COLS,
-    GEMV_OFF_ROWS, GEMV_OFF_X, GEMV_OFF_Y, MEMCPY_ARGS_BYTES, MEMCPY_OFF_BYTES, MEMCPY_OFF_DST,
-    MEMCPY_OFF_SRC, MEMSET_ARGS_BYTES, MEMSET_OFF_BYTES, MEMSET_OFF_DST, MEMSET_OFF_VALUE,
+    ARGS_BYTES, COPY_IO_ARGS_BYTES, COPY_IO_OFF_KEY, DOT_ARGS_BYTES, DOT_OFF_N, DOT_OFF_X,
+    DOT_OFF_Y, FIR_ARGS_BYTES, FIR_OFF_H, FIR_OFF_N, FIR_OFF_TAPS, FIR_OFF_X, FIR_OFF_Y,
+    GEMV_ARGS_BYTES, GEMV_OFF_A, GEMV_OFF_COLS, GEMV_OFF_ROWS, GEMV_OFF_X, GEMV_OFF_Y,
+    MEMCPY_ARGS_BYTES, MEMCPY_OFF_BYTES, MEMCPY_OFF_DST, MEMCPY_OFF_SRC, MEMSET_ARGS_BYTES,
+    MEMSET_OFF_BYTES, MEMSET_OFF_DST, MEMSET_OFF_VALUE,
 };
 
 /// The most bytes one [`MEMCPY`] or [`MEMSET`] task moves.
@@ -109,7 +110,21 @@ pub struct FirArgs {
     pub taps: u32,
 }
 
+/// Arguments of [`COPY_IO`] (`struct pkq_copy_io_args`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct CopyIoArgs {
+    /// Output bytes, at most the runtime's output area
+    /// ([`Builder::io`](crate::Builder::io)); more fail the task
+    /// (`TaskStatus::BadArgs`).
+    pub out_len: u32,
+    /// XORed into every output byte (its low 8 bits).
+    pub key: u32,
+}
+
 const _: () = {
+    assert!(size_of::<CopyIoArgs>() == COPY_IO_ARGS_BYTES);
+    assert!(offset_of!(CopyIoArgs, key) == COPY_IO_OFF_KEY);
     assert!(size_of::<MemcpyArgs>() == MEMCPY_ARGS_BYTES);
     assert!(offset_of!(MemcpyArgs, dst) == MEMCPY_OFF_DST);
     assert!(offset_of!(MemcpyArgs, src) == MEMCPY_OFF_SRC);
@@ -158,9 +173,12 @@ pub const GEMV: TypedOp<GemvArgs> = TypedOp::with_pointers(Op::GEMV.0, "GEMV");
 /// [`Op::FIR`]; safe call: [`Runtime::fir`](crate::Runtime::fir).
 pub const FIR: TypedOp<FirArgs> = TypedOp::with_pointers(Op::FIR.0, "FIR");
 
+/// [`Op::COPY_IO`]: reads and writes only its task's input and output.
+pub const COPY_IO: TypedOp<CopyIoArgs> = TypedOp::new(Op::COPY_IO.0, "COPY_IO");
+
 /// Every built-in op as declared here: checked against pkq's kernel's op
 /// table whenever a runtime starts on it.
-pub(crate) fn signatures() -> [Signature; 10] {
+pub(crate) fn signatures() -> [Signature; 11] {
     [
         NOP.signature(),
         ECHO.signature(),
@@ -172,5 +190,6 @@ pub(crate) fn signatures() -> [Signature; 10] {
         DOT.signature(),
         GEMV.signature(),
         FIR.signature(),
+        COPY_IO.signature(),
     ]
 }

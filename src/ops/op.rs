@@ -6,8 +6,9 @@ use std::mem::{offset_of, size_of};
 use bytemuck::{Pod, Zeroable};
 
 use crate::proto::layout::{
-    ARGS_BYTES, AXPY_ARGS_BYTES, AXPY_OFF_A, AXPY_OFF_N, AXPY_OFF_X, AXPY_OFF_Y, OP_AXPY, OP_DOT,
-    OP_ECHO, OP_FIR, OP_GEMV, OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP, OP_USER,
+    ARGS_BYTES, AXPY_ARGS_BYTES, AXPY_OFF_A, AXPY_OFF_N, AXPY_OFF_X, AXPY_OFF_Y, OP_AXPY,
+    OP_COPY_IO, OP_DOT, OP_ECHO, OP_FIR, OP_GEMV, OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP,
+    OP_USER,
 };
 
 /// An op code: which device handler runs a task.
@@ -45,6 +46,11 @@ impl Op {
     pub const GEMV: Op = Op(OP_GEMV);
     /// FIR filter ([`Runtime::fir`](crate::Runtime::fir)).
     pub const FIR: Op = Op(OP_FIR);
+    /// An IO task's test and bench op ([`Runtime::submit_io`](crate::Runtime::submit_io)):
+    /// output byte `i` is input byte `i` (0 past the input) XOR `key`; the
+    /// value is the sum of the input bytes (arguments
+    /// [`CopyIoArgs`](crate::builtin::CopyIoArgs)).
+    pub const COPY_IO: Op = Op(OP_COPY_IO);
     /// The first code of a module's own ops (codes below are pkq's).
     pub const FIRST_USER: Op = Op(OP_USER);
 
@@ -60,6 +66,7 @@ impl Op {
             Op::DOT => Some("DOT"),
             Op::GEMV => Some("GEMV"),
             Op::FIR => Some("FIR"),
+            Op::COPY_IO => Some("COPY_IO"),
             _ => None,
         }
     }

@@ -26,6 +26,13 @@ pub(crate) struct KernelParams {
     pub rings: u32,
     pub pack_args: u64,
     pub pack_results: u64,
+    pub io_in: u64,
+    pub io_out: u64,
+    pub io_scratch: u64,
+    pub io_in_words: u32,
+    pub io_out_words: u32,
+    pub io_in_bytes: u32,
+    pub io_out_bytes: u32,
 }
 
 // SAFETY: plain old data with the C layout of `pkq_params` (checked below),
@@ -47,6 +54,15 @@ const _: () = {
     assert!(offset_of!(KernelParams, rings) == PARAMS_OFF_RINGS);
     assert!(offset_of!(KernelParams, pack_args) == PARAMS_OFF_PACK_ARGS);
     assert!(offset_of!(KernelParams, pack_results) == PARAMS_OFF_PACK_RESULTS);
+    assert!(offset_of!(KernelParams, io_in) == PARAMS_OFF_IO_IN);
+    assert!(offset_of!(KernelParams, io_out) == PARAMS_OFF_IO_OUT);
+    assert!(offset_of!(KernelParams, io_scratch) == PARAMS_OFF_IO_SCRATCH);
+    assert!(offset_of!(KernelParams, io_in_words) == PARAMS_OFF_IO_IN_WORDS);
+    assert!(offset_of!(KernelParams, io_out_words) == PARAMS_OFF_IO_OUT_WORDS);
+    assert!(offset_of!(KernelParams, io_in_bytes) == PARAMS_OFF_IO_IN_BYTES);
+    assert!(offset_of!(KernelParams, io_out_bytes) == PARAMS_OFF_IO_OUT_BYTES);
+    assert!(HEADER_IN_SHIFT + HEADER_IN_BITS == HEADER_IO_BIT);
+    assert!(IO_MAX_BYTES < 1 << HEADER_IN_BITS);
     assert!(SLOT_WORDS * 8 == SLOT_BYTES);
     assert!(CQE_WORDS * 8 == CQE_BYTES);
     assert!(8 + ARGS_BYTES == SLOT_WORDS * CHUNK_BITS as usize / 8);

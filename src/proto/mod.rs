@@ -8,6 +8,7 @@
 //! plays the kernel's part. `docs/PROTOCOL.md` describes the whole.
 
 pub(crate) mod barrier;
+pub(crate) mod io;
 pub(crate) mod layout;
 pub(crate) mod plan;
 pub(crate) mod queue;

@@ -4,7 +4,8 @@
 //! the host's views are made, so the two cannot disagree.
 
 use crate::proto::layout::{
-    CQE_WORDS, CTRL_BYTES, KernelParams, PACK_TASKS, SECTION_ALIGN, SLOT_WORDS,
+    CQE_WORDS, CTRL_BYTES, IO_LEN_BYTES, IO_WORD_BYTES, KernelParams, PACK_TASKS, SECTION_ALIGN,
+    SLOT_WORDS,
 };
 use crate::proto::queue::Queue;
 use crate::proto::ring::{Geometry, SEQ_MASK};
@@ -34,6 +35,17 @@ pub(crate) struct Plan {
     results_at: usize,
     /// Device-written words in all.
     pub(crate) d2h_len: usize,
+    /// The most input and output bytes of a task (IO; 0 and 0: none).
+    pub(crate) io: (usize, usize),
+    /// Host-written: the input areas.
+    io_in_at: usize,
+    /// Device-written: the output areas.
+    io_out_at: usize,
+}
+
+/// Words of an IO area holding `bytes` bytes of its stream.
+pub(crate) fn io_words(bytes: usize) -> usize {
+    bytes.div_ceil(IO_WORD_BYTES)
 }
 
 impl Plan {
@@ -45,6 +57,7 @@ impl Plan {
         workers: usize,
         pollers: usize,
         start_seq: u64,
+        io: (usize, usize),
     ) -> Self {
         let cap = geo.capacity();
         let align = SECTION_ALIGN / 8;
@@ -53,6 +66,10 @@ impl Plan {
         let states_at = (rings * cap * CQE_WORDS).next_multiple_of(align);
         let results_at = (states_at + 2 * workers * pollers).next_multiple_of(align);
         let pack = rings * cap * PACK_TASKS;
+        let io_in_at = (args_at + pack).next_multiple_of(align);
+        let io_out_at = (results_at + pack).next_multiple_of(align);
+        let slots = rings * cap;
+        let (in_words, out_words) = Self::io_area_words(io);
         Self {
             geo,
             rings,
@@ -61,11 +78,30 @@ impl Plan {
             start_seq: start_seq & SEQ_MASK,
             ctrl_at,
             args_at,
-            h2d_len: args_at + pack,
+            h2d_len: io_in_at + slots * in_words,
             states_at,
             results_at,
-            d2h_len: results_at + pack,
+            d2h_len: io_out_at + slots * out_words,
+            io,
+            io_in_at,
+            io_out_at,
         }
+    }
+
+    /// Words of a slot's input and output area for `io` (most input and
+    /// output bytes): the output's stream starts with its length.
+    fn io_area_words((input, output): (usize, usize)) -> (usize, usize) {
+        if input == 0 && output == 0 {
+            return (0, 0);
+        }
+        (io_words(input), io_words(IO_LEN_BYTES + output))
+    }
+
+    /// Bytes of device memory each poller warp decodes its task's input
+    /// into and its handler writes the output in.
+    pub(crate) fn io_scratch_bytes(&self) -> usize {
+        let (input, output) = self.io;
+        input.next_multiple_of(16) + output.next_multiple_of(16)
     }
 
     /// Poller warps in all.
@@ -102,6 +138,17 @@ impl Plan {
         base + slot * PACK_TASKS
     }
 
+    /// The first word of global slot `slot`'s input area (host-written
+    /// allocation) and of its output area (device-written).
+    #[cfg(test)]
+    pub(crate) fn io_at(&self, slot: usize) -> (usize, usize) {
+        let (in_words, out_words) = Self::io_area_words(self.io);
+        (
+            self.io_in_at + slot * in_words,
+            self.io_out_at + slot * out_words,
+        )
+    }
+
     /// Ring `w % rings`, and the first of worker `w`'s sequence numbers
     /// (after the start) and the stride between them (RINGS in
     /// pkq_layout.h).
@@ -134,7 +181,14 @@ impl Plan {
                     section(d2h, self.pack_at(r * cap, true), cap * PACK_TASKS),
                 ];
                 let copies = (1..self.pollers).map(slots).collect();
-                Queue::new(self.geo, mem, self.start_seq).with_copies(copies)
+                let (in_words, out_words) = Self::io_area_words(self.io);
+                let io = [
+                    section(h2d, self.io_in_at + r * cap * in_words, cap * in_words),
+                    section(d2h, self.io_out_at + r * cap * out_words, cap * out_words),
+                ];
+                Queue::new(self.geo, mem, self.start_seq)
+                    .with_copies(copies)
+                    .with_io(io, self.io)
             })
             .collect()
     }
@@ -157,8 +211,10 @@ impl Plan {
         d2h: u64,
         idle_spin_ns: u32,
         idle_sleep_max_ns: u32,
+        io_scratch: u64,
     ) -> KernelParams {
         let at = |base: u64, word: usize| base + 8 * word as u64;
+        let (in_words, out_words) = Self::io_area_words(self.io);
         KernelParams {
             sq: h2d,
             cq: d2h,
@@ -173,6 +229,14 @@ impl Plan {
             rings: self.rings as u32,
             pack_args: at(h2d, self.args_at),
             pack_results: at(d2h, self.results_at),
+            io_in: at(h2d, self.io_in_at),
+            io_out: at(d2h, self.io_out_at),
+            io_scratch,
+            // All at most IO_MAX_BYTES (checked by the builder).
+            io_in_words: in_words as u32,
+            io_out_words: out_words as u32,
+            io_in_bytes: self.io.0 as u32,
+            io_out_bytes: self.io.1 as u32,
         }
     }
 }

@@ -86,6 +86,8 @@ pub(crate) mod ownership_ended {
 pub(crate) struct Completed {
     pub(crate) cqe: Cqe,
     pub(crate) results: Option<Box<[u64]>>,
+    /// An IO task's output.
+    pub(crate) output: Option<Box<[u8]>>,
 }
 
 /// What a ticket's or batch's look at its task found.
@@ -138,6 +140,18 @@ struct Overflow {
     orphaned: bool,
 }
 
+/// A queue's IO areas (IO in `cuda/pkq_layout.h`).
+struct Io {
+    /// Host-written, device-read: `in_words` tagged words per slot.
+    input: Words,
+    /// Device-written, host-read: `out_words` tagged words per slot.
+    output: Words,
+    in_words: usize,
+    out_words: usize,
+    /// The most input and output bytes of a task.
+    most: (usize, usize),
+}
+
 pub(crate) struct Queue {
     geo: Geometry,
     /// Host-only: the next sequence number, closed or held.
@@ -163,6 +177,9 @@ pub(crate) struct Queue {
     pack_args: Words,
     /// Device-written, host-read: `capacity * PACK_TASKS` result words.
     pack_results: Words,
+    /// IO areas (input host-written, output device-written), if the
+    /// runtime has them.
+    io: Option<Io>,
     /// Host-only: completions moved out of slots a producer needed, and
     /// the tasks of handles that outlived the runtime.
     overflow: Mutex<Overflow>,
@@ -207,6 +224,7 @@ impl Queue {
             cq,
             pack_args,
             pack_results,
+            io: None,
             overflow: Mutex::new(Overflow::default()),
             moved: AtomicU64::new(0),
         }
@@ -341,6 +359,60 @@ impl Queue {
         self
     }
 
+    /// The same queue with IO areas: `input` and `output` (each `capacity`
+    /// times the words of one slot's area) for tasks of at most `most.0`
+    /// input and `most.1` output bytes; every word written with the tag of
+    /// the lap before its slot's first use, as the slots are. No areas for
+    /// `(0, 0)`.
+    pub(crate) fn with_io(mut self, [input, output]: [Words; 2], most: (usize, usize)) -> Self {
+        if most == (0, 0) {
+            return self;
+        }
+        let cap = self.geo.capacity();
+        let io = Io {
+            in_words: input.len() / cap,
+            out_words: output.len() / cap,
+            input,
+            output,
+            most,
+        };
+        for (slot, turn) in self.turns.iter().enumerate() {
+            let before = tagged(
+                0,
+                self.geo.tag(turn.load(Ordering::Relaxed)).wrapping_sub(1),
+            );
+            for k in 0..io.in_words {
+                io.input
+                    .at(slot * io.in_words + k)
+                    .store(before, Ordering::Relaxed);
+            }
+            for k in 0..io.out_words {
+                io.output
+                    .at(slot * io.out_words + k)
+                    .store(before, Ordering::Relaxed);
+            }
+        }
+        self.io = Some(io);
+        self
+    }
+
+    /// The most input and output bytes of a task (`(0, 0)`: no IO areas).
+    pub(crate) fn io_limits(&self) -> (usize, usize) {
+        self.io.as_ref().map_or((0, 0), |io| io.most)
+    }
+
+    /// Writes `input` (at most the area's, checked by the caller) into the
+    /// input area of the reserved `seq`, before its publish.
+    pub(crate) fn write_input(&self, seq: u64, input: &[u8]) {
+        let io = self.io.as_ref().expect("a queue with IO areas");
+        crate::proto::io::write(
+            &io.input,
+            self.geo.slot(seq) * io.in_words,
+            input,
+            self.geo.tag(seq),
+        );
+    }
+
     /// Publishes the reserved `seq`: eight relaxed 8-byte stores into the
     /// slot and each of its copies, in any order (each word is tagged, so
     /// each copy is whole or not on its own). Nothing here can fail or
@@ -460,6 +532,9 @@ impl Queue {
     /// result words, when it is a pack (read now: the caller frees the
     /// slot next).
     fn completed(&self, seq: u64, cqe: Cqe) -> Completed {
+        // Whole: `poll` saw every word (the same lap's, which stays until
+        // the slot is freed).
+        let output = self.output(seq, &cqe);
         let results = (cqe.pack != 0).then(|| {
             let at = self.geo.slot(seq) * PACK_TASKS;
             let words = self.pack_results.run::<PACK_TASKS>(at);
@@ -469,7 +544,23 @@ impl Queue {
                 .map(|w| w.load(Ordering::Relaxed))
                 .collect()
         });
-        Completed { cqe, results }
+        Completed {
+            cqe,
+            results,
+            output,
+        }
+    }
+
+    /// The output of `seq`, if its completion says it has one and every
+    /// word of it has landed; `None` otherwise.
+    fn output(&self, seq: u64, cqe: &Cqe) -> Option<Box<[u8]>> {
+        let io = self.io.as_ref().filter(|_| cqe.has_output())?;
+        crate::proto::io::read_output(
+            &io.output,
+            self.geo.slot(seq) * io.out_words,
+            io.most.1,
+            self.geo.tag(seq),
+        )
     }
 
     /// Publishes a task of `op` for each of `args` (each at most
@@ -497,7 +588,13 @@ impl Queue {
             0 => w0,
             _ => entry[k].load(Ordering::Acquire),
         });
-        Cqe::decode(&words, tag)
+        let cqe = Cqe::decode(&words, tag)?;
+        // An output's words may land after the entry's (no fence on the
+        // device): the task is complete once they all have.
+        if cqe.has_output() && self.io.is_some() && self.output(seq, &cqe).is_none() {
+            return None;
+        }
+        Some(cqe)
     }
 
     #[cfg(any(test, feature = "bench"))]
@@ -523,6 +620,7 @@ impl Queue {
         let cqe = Cqe {
             status: 0,
             pack: values.len().min(PACK_TASKS) as u8,
+            flags: 0,
             value: 0,
             t_start: 0,
             t_end: 0,
@@ -792,6 +890,39 @@ fn complete(q: &Queue, seq: u64, value: u64) {
     q.complete(seq, &Cqe::ok(value));
 }
 
+/// A one-ring queue of `cap` slots with IO areas of up to `most` bytes,
+/// over heap words (tests): the queue, its output area, and where slot 0's
+/// output starts.
+#[cfg(test)]
+fn io_queue(cap: usize, most: (usize, usize)) -> (Queue, Words, Words) {
+    let plan = crate::proto::plan::Plan::new(Geometry::new(cap).unwrap(), 1, 1, 1, 0, most);
+    let (h2d, d2h) = (Words::heap(plan.h2d_len), Words::heap(plan.d2h_len));
+    let q = plan.queues(&h2d, &d2h).into_vec().remove(0);
+    let out = d2h
+        .sub(plan.io_at(0).1, d2h.len() - plan.io_at(0).1)
+        .unwrap();
+    (q, h2d, out)
+}
+
+/// As the device: an IO task's output, then (or before: `entry_first`)
+/// its completion.
+#[cfg(test)]
+fn complete_io(q: &Queue, out: &Words, seq: u64, output: &[u8], entry_first: bool) {
+    let cqe = Cqe {
+        flags: crate::proto::layout::CQE_OUTPUT,
+        ..Cqe::ok(output.len() as u64)
+    };
+    let (words, tag) = (q.io.as_ref().unwrap().out_words, q.geo.tag(seq));
+    let at = q.geo.slot(seq) * words;
+    if entry_first {
+        q.complete(seq, &cqe);
+    }
+    crate::proto::io::write_output(out, at, output, tag);
+    if !entry_first {
+        q.complete(seq, &cqe);
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 pub(crate) mod tests {
     //! The host protocol against a software device: a thread that does what
@@ -848,6 +979,7 @@ pub(crate) mod tests {
             let cqe = Cqe {
                 status: 0,
                 pack: task.pack as u8,
+                flags: 0,
                 value,
                 t_start: seq,
                 t_end: seq,
@@ -1283,6 +1415,41 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_output_counts_only_once_every_word_landed() {
+        let (q, _h2d, out) = io_queue(2, (32, 100));
+        let (at, tag) = (0, q.geo.tag(0));
+        let seq = q.try_reserve().unwrap();
+        q.write_input(seq, &[1, 2, 3]);
+        q.publish(seq, &SlotImage::new(10, &[]).unwrap().with_input(3));
+        let bytes: Vec<u8> = (0..40).collect();
+        // The entry landed first; one word of the output still missing.
+        complete_io(&q, &out, seq, &bytes, true);
+        out.at(at + 2)
+            .store(tagged(0, tag.wrapping_sub(1)), Ordering::Relaxed);
+        assert_eq!(q.poll(seq), None, "not complete while a word is missing");
+        assert_eq!(q.try_reserve(), Ok(1));
+        assert_eq!(
+            q.try_reserve(),
+            Err(Refusal::Full),
+            "nor freed for the next lap"
+        );
+        complete_io(&q, &out, seq, &bytes, true);
+        let Take::Done(done) = q.take(seq) else {
+            panic!("complete now")
+        };
+        assert_eq!(done.output.as_deref(), Some(&bytes[..]));
+        // Moved aside by a producer of the next lap, it keeps its output.
+        complete_io(&q, &out, 1, &[7; 9], false);
+        let s2 = q.try_reserve().unwrap();
+        q.publish(s2, &SlotImage::new(10, &[]).unwrap());
+        assert_eq!(q.try_reserve(), Ok(3), "slot 1 freed, its output moved");
+        let Take::Done(moved) = q.take(1) else {
+            panic!("moved")
+        };
+        assert_eq!(moved.output.as_deref(), Some(&[7u8; 9][..]));
+    }
+
+    #[test]
     fn a_held_full_ring_once_closed_is_closed_not_full() {
         let geo = Geometry::new(4).unwrap();
         let mem = Memory::new(geo);
@@ -1547,6 +1714,34 @@ mod loom_tests {
             }
             assert_eq!(q.try_reserve(), Err(Refusal::Closed));
             assert_eq!(q.incomplete(end), end as usize, "reserved, never completed");
+        });
+    }
+
+    #[test]
+    fn loom_an_output_landing_after_its_entry_is_taken_whole() {
+        // The device's output words may reach the host after the entry:
+        // the ticket takes the task only once every word has, and a
+        // producer of the next lap frees the slot only then.
+        loom::model(|| {
+            let (q, _h2d, out) = io_queue(1, (8, 16));
+            let q = Arc::new(q);
+            let seq = q.try_reserve().unwrap();
+            q.publish(seq, &SlotImage::new(10, &[]).unwrap().with_input(0));
+            let (qd, od) = (q.clone(), out.clone());
+            let device = thread::spawn(move || {
+                complete_io(&qd, &od, seq, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], true)
+            });
+            let qp = q.clone();
+            let producer = thread::spawn(move || qp.try_reserve());
+            let got = loop {
+                match q.take(seq) {
+                    Take::Done(done) => break done.output,
+                    _ => thread::yield_now(),
+                }
+            };
+            device.join().unwrap();
+            assert_eq!(got.as_deref(), Some(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10][..]));
+            let _ = producer.join().unwrap();
         });
     }
 

@@ -7,8 +7,8 @@
 
 use crate::error::{Error, Result};
 use crate::proto::layout::{
-    ARGS_BYTES, CHUNK_BITS, CQE_WORDS, HEADER_LEN_SHIFT, HEADER_PACK_SHIFT, PACK_ARG_BYTES,
-    SLOT_WORDS, TAG_SHIFT,
+    ARGS_BYTES, CHUNK_BITS, CQE_OUTPUT, CQE_WORDS, HEADER_IN_SHIFT, HEADER_IO_BIT,
+    HEADER_LEN_SHIFT, HEADER_PACK_SHIFT, PACK_ARG_BYTES, SLOT_WORDS, TAG_SHIFT,
 };
 
 pub(crate) const CHUNK_MASK: u64 = (1 << CHUNK_BITS) - 1;
@@ -110,6 +110,16 @@ impl SlotImage {
         Self(chunks(&words))
     }
 
+    /// The same task as an IO task with `input` bytes in its slot's input
+    /// area (IO in `cuda/pkq_layout.h`; at most `IO_MAX_BYTES`, checked by
+    /// the caller).
+    #[inline(always)]
+    pub(crate) fn with_input(mut self, input: usize) -> Self {
+        // The header's bits 32..50 are in chunk 0 (bits 0..56).
+        self.0[0] |= (input as u64) << HEADER_IN_SHIFT | 1 << HEADER_IO_BIT;
+        self
+    }
+
     /// The header of a pack (see PACKS in `cuda/pkq_layout.h`): `count`
     /// tasks of `op` with `len` argument bytes each, in the pack arguments.
     #[inline(always)]
@@ -134,6 +144,8 @@ pub(crate) struct DecodedSlot {
     pub len: usize,
     /// The pack count (0: one task).
     pub pack: usize,
+    /// An IO task's input bytes, if it is one.
+    pub io: Option<usize>,
     pub args: [u64; ARGS_BYTES / 8],
 }
 
@@ -149,6 +161,10 @@ impl DecodedSlot {
             op: p[0] as u16,
             len: ((p[0] >> HEADER_LEN_SHIFT) & 0xff) as usize,
             pack: ((p[0] >> HEADER_PACK_SHIFT) & 0xff) as usize,
+            io: (p[0] >> HEADER_IO_BIT & 1 == 1).then(|| {
+                ((p[0] >> HEADER_IN_SHIFT) & ((1 << crate::proto::layout::HEADER_IN_BITS) - 1))
+                    as usize
+            }),
             args: p[1..].try_into().unwrap(),
         })
     }
@@ -168,6 +184,8 @@ pub(crate) struct Cqe {
     pub status: u8,
     /// The pack count (0: one task; see PACKS in `cuda/pkq_layout.h`).
     pub pack: u8,
+    /// `CQE_OUTPUT`: an IO task's output is in its slot's output area.
+    pub flags: u8,
     pub value: u64,
     pub t_start: u64,
     pub t_end: u64,
@@ -181,10 +199,17 @@ impl Cqe {
         Self {
             status: 0,
             pack: 0,
+            flags: 0,
             value,
             t_start: 0,
             t_end: 0,
         }
+    }
+
+    /// Whether the task left an output in its slot's output area.
+    #[inline(always)]
+    pub(crate) fn has_output(&self) -> bool {
+        self.flags & CQE_OUTPUT != 0
     }
 
     /// The entry's tagged words (what `completion_word` writes on the
@@ -195,7 +220,7 @@ impl Cqe {
             self.value,
             self.t_start,
             self.t_end,
-            u64::from(self.status) | u64::from(self.pack) << 8,
+            u64::from(self.status) | u64::from(self.pack) << 8 | u64::from(self.flags) << 16,
         ]);
         c.map(|c| tagged(c, tag))
     }
@@ -213,6 +238,7 @@ impl Cqe {
             t_end: p[2],
             status: p[3] as u8,
             pack: (p[3] >> 8) as u8,
+            flags: (p[3] >> 16) as u8,
         })
     }
 }
@@ -281,6 +307,7 @@ mod tests {
             let c = Cqe {
                 status: rng.next() as u8,
                 pack: rng.next() as u8,
+                flags: rng.next() as u8,
                 value: rng.next(),
                 t_start: rng.next(),
                 t_end: rng.next(),

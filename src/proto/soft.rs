@@ -209,10 +209,14 @@ impl SoftDevice {
         let mut cqe = Cqe {
             status: STATUS_OK,
             pack: 0,
+            flags: 0,
             value: 0,
             t_start: seq,
             t_end: seq,
         };
+        if let Some(input) = task.io {
+            return self.run_io(slot, task, seq, input, cqe);
+        }
         if task.pack == 0 {
             match op(task.op, &task.args) {
                 Ok(v) => cqe.value = v,
@@ -247,6 +251,41 @@ impl SoftDevice {
         fence(Ordering::Release);
         cqe.pack = task.pack as u8;
         cqe.value = failed;
+        cqe
+    }
+
+    /// Runs an IO task as the kernel does: its `input` bytes read from the
+    /// slot's input area (every word of the task's lap, else the task
+    /// fails), its output written to the output area (tagged words,
+    /// relaxed), then its completion says so.
+    fn run_io(&self, slot: usize, task: &DecodedSlot, seq: u64, input: usize, mut cqe: Cqe) -> Cqe {
+        let tag = self.plan.geo.tag(seq);
+        let (in_at, out_at) = self.plan.io_at(slot);
+        let (most_in, most_out) = self.plan.io;
+        let read = (input <= most_in)
+            .then(|| crate::proto::io::read(&self.h2d, in_at, input, tag))
+            .flatten();
+        let mut output = Vec::new();
+        match read {
+            None => cqe.status = STATUS_BAD_ARGS,
+            Some(bytes) if task.op == crate::proto::layout::OP_COPY_IO => {
+                let (len, key) = (task.args[0] as u32 as usize, (task.args[0] >> 32) as u8);
+                if len > most_out {
+                    cqe.status = STATUS_BAD_ARGS;
+                } else {
+                    output = (0..len)
+                        .map(|i| bytes.get(i).copied().unwrap_or(0) ^ key)
+                        .collect();
+                    cqe.value = bytes.iter().map(|&b| u64::from(b)).sum();
+                }
+            }
+            Some(_) => match op(task.op, &task.args) {
+                Ok(v) => cqe.value = v,
+                Err(status) => cqe.status = status,
+            },
+        }
+        crate::proto::io::write_output(&self.d2h, out_at, &output, tag);
+        cqe.flags = crate::proto::layout::CQE_OUTPUT;
         cqe
     }
 
@@ -334,7 +373,7 @@ mod loom_tests {
         let mut model = loom::model::Builder::new();
         model.preemption_bound = Some(2);
         model.check(|| {
-            let plan = Plan::new(Geometry::new(1).unwrap(), 1, 1, 2, 0);
+            let plan = Plan::new(Geometry::new(1).unwrap(), 1, 1, 2, 0, (0, 0));
             let (h2d, d2h) = (Words::heap(plan.h2d_len), Words::heap(plan.d2h_len));
             let queue = Arc::new(plan.queues(&h2d, &d2h).into_vec().remove(0));
             let dev = SoftDevice::new(plan, h2d, d2h);

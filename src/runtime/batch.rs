@@ -246,6 +246,7 @@ fn fill(op: Op, results: &mut [Option<TaskResult>], done: Completed) {
     let Completed {
         cqe,
         results: words,
+        ..
     } = done;
     match words {
         // One task, or a pack the device refused whole (its status).

@@ -12,7 +12,7 @@ use crate::cuda::kernel::Kernel;
 use crate::cuda::mapped::MappedBuffer;
 use crate::error::{Error, Result};
 use crate::ops::typed::{Signature, TypedOp};
-use crate::proto::layout::{MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS};
+use crate::proto::layout::{IO_MAX_BYTES, MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS};
 use crate::proto::plan::Plan;
 use crate::proto::ring::Geometry;
 use crate::runtime::Runtime;
@@ -64,6 +64,7 @@ pub struct Builder {
     pub(crate) probe_every: Duration,
     pub(crate) stall_after: Duration,
     pub(crate) state_bytes: usize,
+    pub(crate) io: (usize, usize),
 }
 
 impl Default for Builder {
@@ -84,6 +85,7 @@ impl Default for Builder {
             probe_every: PROBE_EVERY,
             stall_after: Duration::from_secs(1),
             state_bytes: DEFAULT_STATE_BYTES,
+            io: (0, 0),
         }
     }
 }
@@ -277,6 +279,22 @@ impl Builder {
         self
     }
 
+    /// Input and output areas in mapped memory for every slot, of up to
+    /// `input` and `output` bytes (each at most 65536), for IO tasks
+    /// ([`Runtime::submit_io`](crate::Runtime::submit_io)): the producer
+    /// writes a task's input there and its handler reads it
+    /// (`ctx.input`), the handler writes its output (`ctx.output`) and the
+    /// task's waiter reads it, with no copy engine, no stream and no fence
+    /// (each 8-byte word carries 7 bytes and the lap's tag, as the slot's
+    /// words do; IO in `cuda/pkq_layout.h`). Default none. Costs: pinned
+    /// memory of `8/7 (input + output)` bytes per slot per ring, and
+    /// device memory of `input + output` bytes per poller warp.
+    #[must_use = "a builder starts nothing until `build` is called"]
+    pub fn io(mut self, input: usize, output: usize) -> Self {
+        self.io = (input, output);
+        self
+    }
+
     /// Device memory for states ([`Runtime::state`]), allocated when the
     /// runtime starts (before its kernel: nothing is allocated on the
     /// device while it runs) and kept until the runtime and its last state
@@ -327,6 +345,12 @@ impl Builder {
                 self.pollers
             )));
         }
+        if self.io.0 > IO_MAX_BYTES || self.io.1 > IO_MAX_BYTES {
+            return Err(Error::InvalidConfig(format!(
+                "io areas of {} and {} bytes: each at most {IO_MAX_BYTES}",
+                self.io.0, self.io.1
+            )));
+        }
         if self.stall_after < Duration::from_millis(10) {
             return Err(Error::InvalidConfig(format!(
                 "stall_after {:?} must be at least 10 ms (workers beat every 0.1 ms, every 8 polls)",
@@ -367,14 +391,14 @@ impl Builder {
             IdlePolicy::Backoff { spin, max_sleep } => (spin.as_nanos(), max_sleep.as_nanos()),
         };
         // Both fit (checked by `validate`).
-        let params = plan.params(
-            h2d.device_addr(0),
-            d2h.device_addr(0),
-            spin as u32,
-            sleep as u32,
-        );
         let words = [h2d.words(0, plan.h2d_len), d2h.words(0, plan.d2h_len)];
+        let (h2d_addr, d2h_addr) = (h2d.device_addr(0), d2h.device_addr(0));
         let mut kernel = Kernel::from_image(&ctx, &self.image, &self.kernel, true, vec![h2d, d2h])?;
+        let scratch = match plan.io_scratch_bytes() * plan.all_pollers() {
+            0 => 0,
+            bytes => kernel.device_memory(bytes)?,
+        };
+        let params = plan.params(h2d_addr, d2h_addr, spin as u32, sleep as u32, scratch);
         let mut ops = std::mem::take(&mut kernel.ops);
         if let Image::Caller(_) = self.image {
             ops = ops.refusing_unlisted();
@@ -459,6 +483,7 @@ impl Builder {
             self.workers,
             self.pollers as usize,
             self.start_seq,
+            self.io,
         ))
     }
 

@@ -95,6 +95,11 @@ impl Runtime {
         self.thread_producer().try_submit(op, args)
     }
 
+    /// [`Producer::submit_io`] on the calling thread's ring.
+    pub fn submit_io<A: Pod>(&self, op: Op, args: &A, input: &[u8]) -> Result<Ticket> {
+        self.thread_producer().submit_io(op, args, input)
+    }
+
     /// [`Producer::submit_bytes`] on the calling thread's ring.
     pub fn submit_bytes(&self, op: Op, args: &[u8]) -> Result<Ticket> {
         self.thread_producer().submit_bytes(op, args)
@@ -290,11 +295,27 @@ pub(crate) fn submit<R: RingAccess>(
     image: &SlotImage,
     wait: bool,
 ) -> Result<Ticket> {
+    submit_with_input::<R>(ring, op, image, None, wait)
+}
+
+/// [`submit`], writing an IO task's `input` into its slot's input area
+/// before the publish.
+#[inline]
+pub(crate) fn submit_with_input<R: RingAccess>(
+    ring: RingPtr,
+    op: Op,
+    image: &SlotImage,
+    input: Option<&[u8]>,
+    wait: bool,
+) -> Result<Ticket> {
     let queue = ring.queue();
     queue.prefetch_reservation();
     let shared = ring.shared();
     shared.check_open()?;
     let seq = shared.reserve(wait, || producer::reserve::<R>(queue, 1))?;
+    if let Some(input) = input {
+        queue.write_input(seq, input);
+    }
     queue.publish(seq, image);
     queue.prefetch_next(seq);
     Ok(Ticket::new(ring, seq, op))

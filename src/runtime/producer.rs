@@ -20,7 +20,7 @@ use crate::proto::queue::{Queue, Refusal};
 use crate::proto::slot::SlotImage;
 use crate::runtime::batch::{Batch, reserve_run};
 use crate::runtime::ticket::Ticket;
-use crate::runtime::{RingPtr, Runtime, submit};
+use crate::runtime::{RingPtr, Runtime, submit, submit_with_input};
 
 /// Submits to one ring of a [`Runtime`]: the same calls as the runtime's,
 /// on the ring it was made for.
@@ -276,6 +276,55 @@ impl<'rt, R: RingAccess> Producer<'rt, R> {
             }
             other => other,
         }
+    }
+
+    /// Submits an IO task: `args` inline, as [`Producer::submit`], and
+    /// `input` in the slot's input area (mapped memory: see
+    /// [`Builder::io`](crate::Builder::io)), where the handler reads it
+    /// (`ctx.input`); the handler's output (`ctx.output`) comes back with
+    /// the completion ([`Ticket::wait_output`]). Waits while the ring is
+    /// full.
+    ///
+    /// Refuses, with nothing submitted: a runtime without IO areas
+    /// ([`Error::InvalidConfig`]); more input than its areas hold
+    /// ([`Error::PayloadTooLarge`]); the rest as [`Producer::submit`].
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Op, Runtime, builtin::CopyIoArgs};
+    /// let rt = Runtime::builder().io(1024, 1024).build()?;
+    /// let input: Vec<u8> = (0..=255).collect();
+    /// let args = CopyIoArgs { out_len: 256, key: 0xff };
+    /// let (c, out) = rt.submit_io(Op::COPY_IO, &args, &input)?.wait_output()?;
+    /// assert!(out.iter().zip(&input).all(|(o, i)| *o == i ^ 0xff));
+    /// assert_eq!(c.value, input.iter().map(|&b| u64::from(b)).sum::<u64>());
+    /// # Ok(()) }
+    /// ```
+    pub fn submit_io<A: Pod>(&self, op: Op, args: &A, input: &[u8]) -> Result<Ticket> {
+        let bytes = bytemuck::bytes_of(args);
+        let image = SlotImage::new(op.0, bytes)?;
+        self.rt.shared.ops.refuse(op, bytes.len())?;
+        let (most, _) = match self.ring.queue().io_limits() {
+            (0, 0) => {
+                return Err(Error::InvalidConfig(
+                    "this runtime has no IO areas (Builder::io)".into(),
+                ));
+            }
+            most => most,
+        };
+        if input.len() > most {
+            return Err(Error::PayloadTooLarge {
+                len: input.len(),
+                max: most,
+            });
+        }
+        submit_with_input::<R>(
+            self.ring,
+            op,
+            &image.with_input(input.len()),
+            Some(input),
+            true,
+        )
     }
 
     /// Submits a task whose arguments are raw bytes (at most 48).

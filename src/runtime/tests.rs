@@ -447,3 +447,76 @@ fn device_state_needs_a_cuda_runtime_and_an_element() {
     ));
     assert!(matches!(rt.state(&[(); 2]), Err(Error::InvalidArgument(_))));
 }
+
+#[test]
+fn io_tasks_bring_back_their_output_across_laps_and_threads() {
+    use crate::ops::builtin::CopyIoArgs;
+    let rt = soft(Runtime::builder().capacity(8).workers(2).io(600, 700));
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            let rt = &rt;
+            s.spawn(move || {
+                let mut rng = crate::test_rng::Rng::new(70 + t);
+                let mut held = std::collections::VecDeque::new();
+                let check = |(t, input, args): (crate::Ticket, Vec<u8>, CopyIoArgs)| {
+                    let (c, out) = t.wait_output().unwrap();
+                    let key = args.key as u8;
+                    let want: Vec<u8> = (0..args.out_len as usize)
+                        .map(|i| input.get(i).copied().unwrap_or(0) ^ key)
+                        .collect();
+                    assert_eq!(out, want);
+                    assert_eq!(c.value, input.iter().map(|&b| u64::from(b)).sum::<u64>());
+                };
+                for _ in 0..crate::test_rng::cases(3_000).max(20) {
+                    let input: Vec<u8> = (0..rng.next() % 601).map(|_| rng.next() as u8).collect();
+                    let args = CopyIoArgs {
+                        out_len: (rng.next() % 701) as u32,
+                        key: rng.next() as u32,
+                    };
+                    held.push_back((
+                        rt.submit_io(Op::COPY_IO, &args, &input).unwrap(),
+                        input,
+                        args,
+                    ));
+                    if held.len() > 5 {
+                        check(held.pop_front().unwrap());
+                    }
+                }
+                held.into_iter().for_each(check);
+            });
+        }
+    });
+    // An output over the area fails the task; nothing else is refused by
+    // the device.
+    let over = CopyIoArgs {
+        out_len: 701,
+        key: 0,
+    };
+    assert!(matches!(
+        rt.submit_io(Op::COPY_IO, &over, &[1, 2, 3])
+            .unwrap()
+            .wait_output(),
+        Err(Error::Task(crate::TaskError {
+            status: crate::TaskStatus::BadArgs,
+            ..
+        }))
+    ));
+    // Another op as an IO task: its value, no output.
+    let (c, out) = rt
+        .submit_io(Op::ECHO, &[9u64], &[5; 10])
+        .unwrap()
+        .wait_output()
+        .unwrap();
+    assert_eq!((c.value, out.len()), (9, 0));
+    // Refused on the host, nothing submitted.
+    assert!(matches!(
+        rt.submit_io(Op::COPY_IO, &over, &[0; 601]),
+        Err(Error::PayloadTooLarge { len: 601, max: 600 })
+    ));
+    let plain = soft(Runtime::builder().capacity(4).workers(1));
+    assert!(matches!(
+        plain.submit_io(Op::COPY_IO, &over, &[]),
+        Err(Error::InvalidConfig(_))
+    ));
+    rt.shutdown().unwrap();
+}

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Result, TaskError, TaskStatus};
 use crate::ops::op::Op;
-use crate::proto::queue::Queue;
+use crate::proto::queue::{Completed, Queue};
 use crate::proto::slot::Cqe;
 use crate::runtime::{RingPtr, Shared, Watch};
 
@@ -48,6 +48,8 @@ pub struct Ticket {
     op: Op,
     /// Set once the completion was taken (the slot is free then).
     outcome: Option<std::result::Result<Completion, TaskError>>,
+    /// An IO task's output, once taken.
+    output: Option<Box<[u8]>>,
     /// Orphan shares held (0 or 1): the runtime was dropped first
     /// (`Take::Orphaned`); given back on drop.
     shares: u64,
@@ -70,6 +72,7 @@ impl Ticket {
             seq,
             op,
             outcome: None,
+            output: None,
             shares: 0,
         }
     }
@@ -103,7 +106,7 @@ impl Ticket {
         // SAFETY: the ticket owns its slot (no outcome yet) or holds a share.
         let take = unsafe { Queue::take_at(self.ring.queue_ptr(), self.seq) };
         match take.counted(&mut self.shares) {
-            Some(done) => self.finish(done.cqe).map(Some),
+            Some(done) => self.finish(done).map(Some),
             // A caller looping on None must learn if the kernel died.
             None => {
                 let shared = self.ring.shared();
@@ -126,6 +129,21 @@ impl Ticket {
     /// unobserved: keep the ticket with [`Ticket::wait_timeout`] instead).
     pub fn wait(mut self) -> Result<Completion> {
         self.wait_until(None)
+    }
+
+    /// [`Ticket::wait`] for an IO task ([`Runtime::submit_io`](crate::Runtime::submit_io)):
+    /// its completion and its output (empty for a task that wrote none, or
+    /// that was not an IO task). Errors as [`Ticket::wait`].
+    pub fn wait_output(mut self) -> Result<(Completion, Vec<u8>)> {
+        let c = self.wait_until(None)?;
+        Ok((c, self.output.take().map(Vec::from).unwrap_or_default()))
+    }
+
+    /// An IO task's output, once the ticket has its result (from
+    /// [`Ticket::try_result`] or [`Ticket::wait_timeout`]); `None` before,
+    /// and for a task that wrote none.
+    pub fn output(&self) -> Option<&[u8]> {
+        self.output.as_deref()
     }
 
     /// Waits at most `timeout`; [`Error::Timeout`](crate::Error::Timeout) leaves the ticket pending,
@@ -164,12 +182,13 @@ impl Ticket {
                 Queue::take_at(ring.queue_ptr(), seq).counted(shares)
             })?
         };
-        self.finish(cqe.cqe)
+        self.finish(cqe)
     }
 
-    fn finish(&mut self, cqe: Cqe) -> Result<Completion> {
-        let outcome = outcome_of(self.op, &cqe);
+    fn finish(&mut self, done: Completed) -> Result<Completion> {
+        let outcome = outcome_of(self.op, &done.cqe);
         self.outcome = Some(outcome);
+        self.output = done.output;
         Ok(outcome?)
     }
 }

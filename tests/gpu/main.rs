@@ -101,6 +101,7 @@ const TESTS: &[Test] = &[
         ops::custom_handler_vs_reference,
     ),
     ("state_ops_random_vs_cpu", ops::state_ops_random_vs_cpu),
+    ("io_tasks_random_vs_cpu", ops::io_tasks_random_vs_cpu),
     ("batches_submit_and_reap", protocol::batches_submit_and_reap),
     (
         "host_access_rate_is_measured",

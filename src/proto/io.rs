@@ -1,0 +1,95 @@
+//! The byte streams of a task's input and output areas (IO in
+//! `cuda/pkq_layout.h`): 7 bytes under the lap's tag in every word, so a
+//! reader that finds every word of a stream with the expected tag has the
+//! whole stream, whatever order the words arrived in. An output stream
+//! starts with its length (4 bytes, little-endian).
+
+use crate::proto::layout::{IO_LEN_BYTES, IO_WORD_BYTES};
+use crate::proto::slot::{CHUNK_MASK, tag_of, tagged};
+use crate::proto::sync::Ordering;
+use crate::proto::words::Words;
+
+/// Words of a stream of `bytes` bytes.
+pub(crate) fn words_for(bytes: usize) -> usize {
+    bytes.div_ceil(IO_WORD_BYTES)
+}
+
+/// Writes `bytes` as the stream from word `at` of `area`, under `tag`
+/// (relaxed stores: each word is whole on its own).
+pub(crate) fn write(area: &Words, at: usize, bytes: &[u8], tag: u8) {
+    for (k, chunk) in bytes.chunks(IO_WORD_BYTES).enumerate() {
+        let mut b = [0u8; 8];
+        b[..chunk.len()].copy_from_slice(chunk);
+        area.at(at + k)
+            .store(tagged(u64::from_le_bytes(b), tag), Ordering::Relaxed);
+    }
+}
+
+/// The `len` bytes of the stream from word `at`, if every word of it
+/// carries `tag` (acquire loads).
+pub(crate) fn read(area: &Words, at: usize, len: usize, tag: u8) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(words_for(len) * IO_WORD_BYTES);
+    for k in 0..words_for(len) {
+        let w = area.at(at + k).load(Ordering::Acquire);
+        if tag_of(w) != tag {
+            return None;
+        }
+        out.extend_from_slice(&(w & CHUNK_MASK).to_le_bytes()[..IO_WORD_BYTES]);
+    }
+    out.truncate(len);
+    Some(out)
+}
+
+/// Writes an output of `bytes` (its length, then the bytes) from word `at`
+/// (as the device does: the software device of the tests).
+#[cfg(test)]
+pub(crate) fn write_output(area: &Words, at: usize, bytes: &[u8], tag: u8) {
+    let mut stream = Vec::with_capacity(IO_LEN_BYTES + bytes.len());
+    stream.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    stream.extend_from_slice(bytes);
+    write(area, at, &stream, tag);
+}
+
+/// The output from word `at` (at most `max` bytes: a longer length is cut
+/// to it), if every word of it carries `tag`.
+pub(crate) fn read_output(area: &Words, at: usize, max: usize, tag: u8) -> Option<Box<[u8]>> {
+    let head = area.at(at).load(Ordering::Acquire);
+    if tag_of(head) != tag {
+        return None;
+    }
+    let len = ((head & 0xffff_ffff) as usize).min(max);
+    let mut stream = read(area, at, IO_LEN_BYTES + len, tag)?;
+    stream.drain(..IO_LEN_BYTES);
+    Some(stream.into_boxed_slice())
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::test_rng::{Rng, cases};
+
+    #[test]
+    fn streams_round_trip_and_a_word_of_another_lap_is_not_whole() {
+        let area = Words::heap(2 * words_for(4 + 300));
+        let mut rng = Rng::new(20);
+        for _ in 0..cases(2_000) {
+            let len = (rng.next() % 301) as usize;
+            let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let tag = rng.next() as u8;
+            write_output(&area, 3, &bytes, tag);
+            assert_eq!(read_output(&area, 3, 300, tag).as_deref(), Some(&bytes[..]));
+            assert_eq!(read_output(&area, 3, 300, tag.wrapping_add(1)), None);
+            let cut = read_output(&area, 3, len / 2, tag).unwrap();
+            assert_eq!(&cut[..], &bytes[..len / 2], "a length over the most is cut");
+            if len > 3 {
+                // One word of the stream still of the lap before.
+                let k = 1 + (rng.next() % (words_for(4 + len) as u64 - 1)) as usize;
+                area.at(3 + k)
+                    .store(tagged(0, tag.wrapping_sub(1)), Ordering::Relaxed);
+                assert_eq!(read_output(&area, 3, 300, tag), None);
+            }
+            write(&area, 0, &bytes, tag);
+            assert_eq!(read(&area, 0, len, tag), Some(bytes));
+        }
+    }
+}
