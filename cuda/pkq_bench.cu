@@ -11,6 +11,16 @@
 // Baselines for the latency comparison.
 extern "C" __global__ void pkq_empty_kernel() {}
 
+// The payload baselines (examples/payload.rs): COPY_IO's work as an ordinary
+// kernel, on device buffers or on mapped host memory: out[i] = (i < in_len ?
+// in[i] : 0) ^ key for i < out_len.
+extern "C" __global__ void pkq_copy_io_kernel(const uint8_t* in, uint32_t in_len, uint8_t* out,
+                                              uint32_t out_len, uint32_t key) {
+    const uint32_t step = gridDim.x * blockDim.x;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < out_len; i += step)
+        out[i] = (i < in_len ? in[i] : 0) ^ static_cast<uint8_t>(key);
+}
+
 // `pollers` warps (one block), each polling `words` words of a ring of
 // `lines` ping lines (its own copy of them `copy_stride` words after the
 // last poller's, or all the same with 0) with one load in flight and

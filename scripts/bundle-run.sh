@@ -75,6 +75,9 @@ if [ $run_benches = 1 ]; then
   done
   echo "=== bench: access_rate"
   timeout 300 "$here/examples/access_rate" --json "$out/access_rate.json" || failed+=(access_rate)
+  echo "=== bench: payload"
+  timeout 300 "$here/examples/payload" --json "$out/payload.json" --svg "$out/payload.svg" \
+    || failed+=(payload)
   echo "=== example: custom_handler"
   timeout 300 "$here/examples/custom_handler" --json "$out/custom_handler.json" || failed+=(custom_handler)
 fi
