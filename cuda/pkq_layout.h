@@ -191,8 +191,8 @@
  * with PKQ_STATUS_BAD_ARGS). The producer rewrites them only for a later
  * lap, after it saw the task's completion.
  * Output area (device -> host allocation): io_out_words words per slot, the
- * same indexing; the stream holds the output's length (4 bytes) and its
- * bytes. Written by the poller that ran the task (relaxed sys-scope 8-byte
+ * same indexing; word 0 holds the output's length, the stream from word 1
+ * its bytes. Written by the poller that ran the task (relaxed sys-scope 8-byte
  * stores, no fence) before the task's completion, which says so
  * (PKQ_CQE_OUTPUT); read by the host thread that takes the completion (or
  * moves it aside), which counts the task complete only once every word of
@@ -200,11 +200,13 @@
  * slot (the next lap overwrites them). One writer per word, aligned 8 bytes:
  * no torn read. Each poller warp decodes its task's input into, and its
  * handler writes the output in, a scratch area of device memory of its own
- * (io_scratch, allocated before the kernel starts).
+ * (io_scratch, allocated before the kernel starts): eight words (56 bytes)
+ * become seven 8-byte words there and back, so each room is a multiple of
+ * PKQ_IO_ROOM_ALIGN bytes.
  * ------------------------------------------------------------------------- */
 #define PKQ_IO_MAX_BYTES 65536
 #define PKQ_IO_WORD_BYTES 7
-#define PKQ_IO_LEN_BYTES 4
+#define PKQ_IO_ROOM_ALIGN 112
 
 /* Raw-floor ping-pong (src/bench/floor.rs): the value that ends the device loop,
    and the low bits of an echo word that carry its round (the rest carry the
@@ -482,7 +484,7 @@ struct pkq_params {
     uint64_t pack_results;  /* device address of the pack results */
     uint64_t io_in;         /* device address of the input areas (IO) */
     uint64_t io_out;        /* device address of the output areas */
-    uint64_t io_scratch;    /* device memory: per poller warp, io_in_bytes then io_out_bytes, each rounded up to 16 */
+    uint64_t io_scratch;    /* device memory: per poller warp, io_in_bytes then io_out_bytes, each rounded up to PKQ_IO_ROOM_ALIGN */
     uint32_t io_in_words;   /* words of a slot's input area (0: no IO) */
     uint32_t io_out_words;  /* words of a slot's output area */
     uint32_t io_in_bytes;   /* the most input bytes of a task */

@@ -115,58 +115,63 @@ constexpr uint32_t IO_LOADS = 8;
 constexpr uint32_t IO_RETRIES = 1024;
 
 // Decodes a task's input, `len` bytes in tagged words of lap `tag` at
-// `area`, into `dst` (this warp's scratch): lane l takes words l, l + 32,
-// ..., IO_LOADS of them in flight at once. Whether every word carried the
-// tag (warp-uniform).
+// `area`, into `dst` (this warp's scratch, a multiple of 56 bytes): lane l
+// takes groups of eight words l, l + 32, ..., each turned into seven 8-byte
+// words of `dst` (aligned: 56 bytes a group), its eight loads in flight at
+// once. Whether every word carried the tag (warp-uniform).
 __device__ __forceinline__ bool io_read(const uint64_t* area, uint32_t len, uint32_t tag,
-                                        uint8_t* dst, uint32_t lane) {
+                                        uint64_t* dst, uint32_t lane) {
     const uint32_t words = (len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
+    const uint32_t groups = (words + 7) / 8;
     bool whole = true;
-    for (uint32_t base = 0; base < words; base += 32 * IO_LOADS) {
-        uint64_t w[IO_LOADS];
+    for (uint32_t g = lane; g < groups; g += 32) {
+        uint64_t c[8];
 #pragma unroll
-        for (uint32_t j = 0; j < IO_LOADS; ++j) {
-            const uint32_t k = base + j * 32 + lane;
-            w[j] = k < words ? load_sys(area + k) : 0;
+        for (uint32_t j = 0; j < 8; ++j) {
+            const uint32_t k = 8 * g + j;
+            c[j] = k < words ? load_sys(area + k) : tagged(0, tag);
         }
 #pragma unroll
-        for (uint32_t j = 0; j < IO_LOADS; ++j) {
-            const uint32_t k = base + j * 32 + lane;
-            if (k >= words) continue;
-            for (uint32_t r = 0; tag_of(w[j]) != tag && r < IO_RETRIES; ++r) w[j] = load_sys(area + k);
-            if (tag_of(w[j]) != tag) {
-                whole = false;
-                continue;
-            }
-            const uint32_t at = k * PKQ_IO_WORD_BYTES;
-            const uint32_t n = min(static_cast<uint32_t>(PKQ_IO_WORD_BYTES), len - at);
-            for (uint32_t b = 0; b < n; ++b) dst[at + b] = static_cast<uint8_t>(w[j] >> (8 * b));
+        for (uint32_t j = 0; j < 8; ++j) {
+            const uint32_t k = 8 * g + j;
+            for (uint32_t r = 0; tag_of(c[j]) != tag && r < IO_RETRIES; ++r) c[j] = load_sys(area + k);
+            whole &= tag_of(c[j]) == tag;
         }
+        dst[7 * g + 0] = payload_word<0>(c);
+        dst[7 * g + 1] = payload_word<1>(c);
+        dst[7 * g + 2] = payload_word<2>(c);
+        dst[7 * g + 3] = payload_word<3>(c);
+        dst[7 * g + 4] = payload_word<4>(c);
+        dst[7 * g + 5] = payload_word<5>(c);
+        dst[7 * g + 6] = payload_word<6>(c);
     }
     return __all_sync(FULL_MASK, whole);
 }
 
-// Writes a task's output, its length then `len` bytes from `src` (this
-// warp's scratch), as tagged words of lap `tag` at `area`: relaxed posted
-// stores and no fence (the host checks every word's tag).
-__device__ __forceinline__ void io_write(uint64_t* area, const uint8_t* src, uint32_t len,
+// Writes a task's output of `len` bytes from `src` (this warp's scratch, a
+// multiple of 56 bytes) as tagged words of lap `tag` at `area`: its length
+// in word 0, then groups of seven 8-byte words of `src` as eight words each;
+// relaxed posted stores and no fence (the host checks every word's tag).
+__device__ __forceinline__ void io_write(uint64_t* area, const uint64_t* src, uint32_t len,
                                          uint32_t tag, uint32_t lane) {
-    const uint32_t total = PKQ_IO_LEN_BYTES + len;
-    const uint32_t words = (total + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
-    for (uint32_t k = lane; k < words; k += 32) {
-        uint64_t v = 0;
-        for (uint32_t b = 0; b < PKQ_IO_WORD_BYTES; ++b) {
-            const uint32_t at = k * PKQ_IO_WORD_BYTES + b;
-            uint32_t byte = 0;
-            if (at < PKQ_IO_LEN_BYTES) {
-                byte = (len >> (8 * at)) & 0xff;
-            } else if (at < total) {
-                byte = src[at - PKQ_IO_LEN_BYTES];
-            }
-            v |= static_cast<uint64_t>(byte) << (8 * b);
-        }
-        store_sys(area + k, tagged(v, tag));
+    const uint32_t words = (len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
+    const uint32_t groups = (words + 7) / 8;
+    for (uint32_t g = lane; g < groups; g += 32) {
+        uint64_t p[7];
+#pragma unroll
+        for (uint32_t j = 0; j < 7; ++j) p[j] = src[7 * g + j];
+        uint64_t* out = area + 1 + 8 * g;
+        const uint32_t n = min(8u, words - 8 * g);
+        if (n > 0) store_sys(out + 0, tagged(chunk_of<0>(p), tag));
+        if (n > 1) store_sys(out + 1, tagged(chunk_of<1>(p), tag));
+        if (n > 2) store_sys(out + 2, tagged(chunk_of<2>(p), tag));
+        if (n > 3) store_sys(out + 3, tagged(chunk_of<3>(p), tag));
+        if (n > 4) store_sys(out + 4, tagged(chunk_of<4>(p), tag));
+        if (n > 5) store_sys(out + 5, tagged(chunk_of<5>(p), tag));
+        if (n > 6) store_sys(out + 6, tagged(chunk_of<6>(p), tag));
+        if (n > 7) store_sys(out + 7, tagged(chunk_of<7>(p), tag));
     }
+    if (lane == 0) store_sys(area, tagged(len, tag));
 }
 
 // Runs an IO task (header bit PKQ_HEADER_IO_BIT): decodes its `in_len` input
@@ -178,13 +183,15 @@ template <class Handlers>
 __device__ __forceinline__ Outcome run_io(const pkq_params& p, uint64_t slot, uint32_t tag,
                                           uint32_t warp, uint32_t lane, uint32_t in_len,
                                           Context& ctx, const Handlers& handlers) {
-    const uint64_t in_room = (p.io_in_bytes + 15u) & ~15u;
-    const uint64_t stride = in_room + ((p.io_out_bytes + 15u) & ~15u);
-    uint8_t* scratch = reinterpret_cast<uint8_t*>(p.io_scratch) + warp * stride;
+    const auto room = [](uint32_t b) -> uint64_t {
+        return (b + PKQ_IO_ROOM_ALIGN - 1) / PKQ_IO_ROOM_ALIGN * PKQ_IO_ROOM_ALIGN;
+    };
+    const uint64_t in_room = room(p.io_in_bytes);
+    uint8_t* scratch = reinterpret_cast<uint8_t*>(p.io_scratch) + warp * (in_room + room(p.io_out_bytes));
     Outcome out;
     if (in_len > p.io_in_bytes ||
         !io_read(reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words, in_len, tag,
-                 scratch, lane)) {
+                 reinterpret_cast<uint64_t*>(scratch), lane)) {
         out = fail(PKQ_STATUS_BAD_ARGS);
     } else {
         // Every lane's decoded bytes, for every lane of the handler.
@@ -200,7 +207,8 @@ __device__ __forceinline__ Outcome run_io(const pkq_params& p, uint64_t slot, ui
     if (status == PKQ_STATUS_OK && out_len > p.io_out_bytes) out = fail(PKQ_STATUS_BAD_ARGS);
     // Every lane's output bytes, for the lanes that write them out.
     __syncwarp();
-    io_write(reinterpret_cast<uint64_t*>(p.io_out) + slot * p.io_out_words, scratch + in_room,
+    io_write(reinterpret_cast<uint64_t*>(p.io_out) + slot * p.io_out_words,
+             reinterpret_cast<const uint64_t*>(scratch + in_room),
              out.status == PKQ_STATUS_OK ? out_len : 0, tag, lane);
     return out;
 }

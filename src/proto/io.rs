@@ -1,10 +1,10 @@
 //! The byte streams of a task's input and output areas (IO in
 //! `cuda/pkq_layout.h`): 7 bytes under the lap's tag in every word, so a
 //! reader that finds every word of a stream with the expected tag has the
-//! whole stream, whatever order the words arrived in. An output stream
-//! starts with its length (4 bytes, little-endian).
+//! whole stream, whatever order the words arrived in. An output area's word
+//! 0 holds the output's length, its stream starts at word 1.
 
-use crate::proto::layout::{IO_LEN_BYTES, IO_WORD_BYTES};
+use crate::proto::layout::{IO_ROOM_ALIGN, IO_WORD_BYTES};
 use crate::proto::slot::{CHUNK_MASK, tag_of, tagged};
 use crate::proto::sync::Ordering;
 use crate::proto::words::Words;
@@ -12,6 +12,19 @@ use crate::proto::words::Words;
 /// Words of a stream of `bytes` bytes.
 pub(crate) fn words_for(bytes: usize) -> usize {
     bytes.div_ceil(IO_WORD_BYTES)
+}
+
+/// Words of an output area for outputs of up to `bytes` bytes: the length,
+/// then the stream.
+pub(crate) fn output_words(bytes: usize) -> usize {
+    1 + words_for(bytes)
+}
+
+/// Device memory a poller warp decodes an input of up to `bytes` into (or
+/// a handler writes an output of up to `bytes` in): eight words become
+/// seven 8-byte words there, so whole groups of 56 bytes.
+pub(crate) fn room(bytes: usize) -> usize {
+    bytes.next_multiple_of(IO_ROOM_ALIGN)
 }
 
 /// Writes `bytes` as the stream from word `at` of `area`, under `tag`
@@ -44,10 +57,9 @@ pub(crate) fn read(area: &Words, at: usize, len: usize, tag: u8) -> Option<Vec<u
 /// (as the device does: the software device of the tests).
 #[cfg(test)]
 pub(crate) fn write_output(area: &Words, at: usize, bytes: &[u8], tag: u8) {
-    let mut stream = Vec::with_capacity(IO_LEN_BYTES + bytes.len());
-    stream.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-    stream.extend_from_slice(bytes);
-    write(area, at, &stream, tag);
+    write(area, at + 1, bytes, tag);
+    area.at(at)
+        .store(tagged(bytes.len() as u64, tag), Ordering::Relaxed);
 }
 
 /// The output from word `at` (at most `max` bytes: a longer length is cut
@@ -57,10 +69,8 @@ pub(crate) fn read_output(area: &Words, at: usize, max: usize, tag: u8) -> Optio
     if tag_of(head) != tag {
         return None;
     }
-    let len = ((head & 0xffff_ffff) as usize).min(max);
-    let mut stream = read(area, at, IO_LEN_BYTES + len, tag)?;
-    stream.drain(..IO_LEN_BYTES);
-    Some(stream.into_boxed_slice())
+    let len = ((head & CHUNK_MASK) as usize).min(max);
+    Some(read(area, at + 1, len, tag)?.into_boxed_slice())
 }
 
 #[cfg(all(test, not(loom)))]
@@ -70,7 +80,7 @@ mod tests {
 
     #[test]
     fn streams_round_trip_and_a_word_of_another_lap_is_not_whole() {
-        let area = Words::heap(2 * words_for(4 + 300));
+        let area = Words::heap(3 + output_words(300));
         let mut rng = Rng::new(20);
         for _ in 0..cases(2_000) {
             let len = (rng.next() % 301) as usize;
@@ -81,9 +91,9 @@ mod tests {
             assert_eq!(read_output(&area, 3, 300, tag.wrapping_add(1)), None);
             let cut = read_output(&area, 3, len / 2, tag).unwrap();
             assert_eq!(&cut[..], &bytes[..len / 2], "a length over the most is cut");
-            if len > 3 {
+            if len > 0 {
                 // One word of the stream still of the lap before.
-                let k = 1 + (rng.next() % (words_for(4 + len) as u64 - 1)) as usize;
+                let k = (rng.next() % output_words(len) as u64) as usize;
                 area.at(3 + k)
                     .store(tagged(0, tag.wrapping_sub(1)), Ordering::Relaxed);
                 assert_eq!(read_output(&area, 3, 300, tag), None);

@@ -3,9 +3,9 @@
 //! device-written allocation, from which both the kernel's parameters and
 //! the host's views are made, so the two cannot disagree.
 
+use crate::proto::io::{output_words, room};
 use crate::proto::layout::{
-    CQE_WORDS, CTRL_BYTES, IO_LEN_BYTES, IO_WORD_BYTES, KernelParams, PACK_TASKS, SECTION_ALIGN,
-    SLOT_WORDS,
+    CQE_WORDS, CTRL_BYTES, IO_WORD_BYTES, KernelParams, PACK_TASKS, SECTION_ALIGN, SLOT_WORDS,
 };
 use crate::proto::queue::Queue;
 use crate::proto::ring::{Geometry, SEQ_MASK};
@@ -94,14 +94,14 @@ impl Plan {
         if input == 0 && output == 0 {
             return (0, 0);
         }
-        (io_words(input), io_words(IO_LEN_BYTES + output))
+        (io_words(input), output_words(output))
     }
 
     /// Bytes of device memory each poller warp decodes its task's input
     /// into and its handler writes the output in.
     pub(crate) fn io_scratch_bytes(&self) -> usize {
         let (input, output) = self.io;
-        input.next_multiple_of(16) + output.next_multiple_of(16)
+        room(input) + room(output)
     }
 
     /// Poller warps in all.

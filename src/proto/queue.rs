@@ -1722,7 +1722,9 @@ mod loom_tests {
         // The device's output words may reach the host after the entry:
         // the ticket takes the task only once every word has, and a
         // producer of the next lap frees the slot only then.
-        loom::model(|| {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(2);
+        model.check(|| {
             let (q, _h2d, out) = io_queue(1, (8, 16));
             let q = Arc::new(q);
             let seq = q.try_reserve().unwrap();
