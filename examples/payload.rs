@@ -82,7 +82,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
     };
     host_in.as_mut_slice()?.copy_from_slice(&input);
-    let mut dev_in = stream.alloc_zeros::<u8>(most)?;
+    let dev_in = stream.alloc_zeros::<u8>(most)?;
     let mut dev_out = stream.alloc_zeros::<u8>(most)?;
     stream.synchronize()?;
     // PCIe bandwidth each way: copies of 64 MiB between pinned and device
