@@ -72,18 +72,22 @@ __device__ __forceinline__ Outcome op_copy_io(const Context& ctx) {
     // Eight bytes at a time: the worker's rooms are 8-byte aligned and whole
     // groups of 56 bytes (bytes past the input's length are masked off).
     const uint64_t key = 0x0101010101010101ull * static_cast<uint8_t>(a.key);
-    const uint64_t* in = reinterpret_cast<const uint64_t*>(ctx.input);
-    uint64_t* out = reinterpret_cast<uint64_t*>(ctx.output);
+    const uint64_t* __restrict__ in = reinterpret_cast<const uint64_t*>(ctx.input);
+    uint64_t* __restrict__ out = reinterpret_cast<uint64_t*>(ctx.output);
     const auto masked = [&](uint32_t w) -> uint64_t {
         const uint32_t at = 8 * w;
         if (at >= ctx.in_len) return 0;
         const uint64_t v = in[w];
         return ctx.in_len - at >= 8 ? v : v & ((1ull << (8 * (ctx.in_len - at))) - 1);
     };
-    for (uint32_t w = ctx.lane; 8 * w < a.out_len; w += 32) out[w] = masked(w) ^ key;
+    // One pass over the longer of the two, its loads unrolled so that many
+    // are in flight.
+    const uint32_t words = (max(a.out_len, ctx.in_len) + 7) / 8;
     uint64_t sum = 0;
-    for (uint32_t w = ctx.lane; 8 * w < ctx.in_len; w += 32) {
+#pragma unroll 8
+    for (uint32_t w = ctx.lane; w < words; w += 32) {
         const uint64_t v = masked(w);
+        if (8 * w < a.out_len) out[w] = v ^ key;
         // The eight bytes' sum: pairs, quads, then all.
         uint64_t s = (v & 0x00ff00ff00ff00ffull) + ((v >> 8) & 0x00ff00ff00ff00ffull);
         s = (s & 0x0000ffff0000ffffull) + ((s >> 16) & 0x0000ffff0000ffffull);

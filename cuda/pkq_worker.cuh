@@ -404,11 +404,10 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         // The header's low 32 bits (op, length, pack count; chunk 0 is lane
         // 0's word), warp-uniform: what the warp does next depends on them.
         const uint32_t h0 = __shfl_sync(FULL_MASK, static_cast<uint32_t>(w), 0);
-        // Header bits 32..56 (an IO task's input length and flag).
-        const uint32_t h1 = __shfl_sync(FULL_MASK, static_cast<uint32_t>(w >> 32), 0) & 0xffffff;
-        const bool io = (h1 >> (PKQ_HEADER_IO_BIT - 32)) & 1;
         uint32_t pack = (h0 >> PKQ_HEADER_PACK_SHIFT) & 0xff;
-        const bool nop = pack == 0 && !io && (h0 & 0xffff) == PKQ_OP_NOP;
+        // A NOP answers at once, an IO task's too (it has no output).
+        const bool nop = pack == 0 && (h0 & 0xffff) == PKQ_OP_NOP;
+        bool io = false;
         Outcome out;
         if (pack != 0) {
             out = run_pack(p, slot, lane, h0, pack, handlers, beat_if_due, pack);
@@ -419,6 +418,9 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
 #pragma unroll
             for (int j = 0; j < PKQ_SLOT_WORDS; ++j) c[j] = __shfl_sync(FULL_MASK, w, j);
             Context ctx = decode_slot(c, lane);
+            // Header bits 32..56: an IO task's flag and input length.
+            const uint32_t h1 = static_cast<uint32_t>(c[0] >> 32) & 0xffffff;
+            io = (h1 >> (PKQ_HEADER_IO_BIT - 32)) & 1;
             if (io && p.io_in_words + p.io_out_words != 0) {
                 out = run_io(p, slot, tag, worker * p.pollers + poller, lane,
                              h1 & ((1u << PKQ_HEADER_IN_BITS) - 1), ctx, handlers);

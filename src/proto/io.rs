@@ -41,16 +41,27 @@ pub(crate) fn write(area: &Words, at: usize, bytes: &[u8], tag: u8) {
 /// The `len` bytes of the stream from word `at`, if every word of it
 /// carries `tag` (acquire loads).
 pub(crate) fn read(area: &Words, at: usize, len: usize, tag: u8) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(words_for(len) * IO_WORD_BYTES);
-    for k in 0..words_for(len) {
+    let mut out = vec![0u8; words_for(len) * IO_WORD_BYTES];
+    for (k, bytes) in out.chunks_exact_mut(IO_WORD_BYTES).enumerate() {
         let w = area.at(at + k).load(Ordering::Acquire);
         if tag_of(w) != tag {
             return None;
         }
-        out.extend_from_slice(&(w & CHUNK_MASK).to_le_bytes()[..IO_WORD_BYTES]);
+        bytes.copy_from_slice(&w.to_le_bytes()[..IO_WORD_BYTES]);
     }
     out.truncate(len);
     Some(out)
+}
+
+/// Whether every word of the output from word `at` carries `tag` (at most
+/// `max` bytes), without decoding it.
+pub(crate) fn output_whole(area: &Words, at: usize, max: usize, tag: u8) -> bool {
+    let head = area.at(at).load(Ordering::Acquire);
+    if tag_of(head) != tag {
+        return false;
+    }
+    let len = ((head & CHUNK_MASK) as usize).min(max);
+    (0..words_for(len)).all(|k| tag_of(area.at(at + 1 + k).load(Ordering::Acquire)) == tag)
 }
 
 /// Writes an output of `bytes` (its length, then the bytes) from word `at`

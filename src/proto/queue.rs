@@ -591,7 +591,15 @@ impl Queue {
         let cqe = Cqe::decode(&words, tag)?;
         // An output's words may land after the entry's (no fence on the
         // device): the task is complete once they all have.
-        if cqe.has_output() && self.io.is_some() && self.output(seq, &cqe).is_none() {
+        if cqe.has_output()
+            && let Some(io) = &self.io
+            && !crate::proto::io::output_whole(
+                &io.output,
+                self.geo.slot(seq) * io.out_words,
+                io.most.1,
+                tag,
+            )
+        {
             return None;
         }
         Some(cqe)

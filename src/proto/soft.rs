@@ -214,7 +214,10 @@ impl SoftDevice {
             t_start: seq,
             t_end: seq,
         };
-        if let Some(input) = task.io {
+        // The kernel answers a NOP at once, an IO task's too (no output).
+        if let Some(input) = task.io
+            && task.op != crate::proto::layout::OP_NOP
+        {
             return self.run_io(slot, task, seq, input, cqe);
         }
         if task.pack == 0 {
