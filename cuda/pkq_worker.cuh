@@ -114,62 +114,100 @@ constexpr uint32_t IO_LOADS = 8;
 // after the slot's), so it is read again.
 constexpr uint32_t IO_RETRIES = 1024;
 
+// Host memory is read and written in whole runs of the warp: load or store
+// j of lane l touches word 32 j + l of a block of 256 words (32 groups of
+// 8), so each instruction is one 256-byte request; shuffles hand each lane
+// the 8 words of group l of the block (and back). A lane's own 8 words, one
+// a request, would cost a request a word.
+
 // Decodes a task's input, `len` bytes in tagged words of lap `tag` at
-// `area`, into `dst` (this warp's scratch, a multiple of 56 bytes): lane l
-// takes groups of eight words l, l + 32, ..., each turned into seven 8-byte
-// words of `dst` (aligned: 56 bytes a group), its eight loads in flight at
-// once. Whether every word carried the tag (warp-uniform).
+// `area`, into `dst` (this warp's scratch, a multiple of 56 bytes): each
+// group of eight words becomes seven 8-byte words of `dst`. Whether every
+// word carried the tag (warp-uniform).
 __device__ __forceinline__ bool io_read(const uint64_t* area, uint32_t len, uint32_t tag,
                                         uint64_t* dst, uint32_t lane) {
     const uint32_t words = (len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
-    const uint32_t groups = (words + 7) / 8;
     bool whole = true;
-    for (uint32_t g = lane; g < groups; g += 32) {
+    for (uint32_t base = 0; base < words; base += 256) {
+        uint64_t w[8];
+#pragma unroll
+        for (uint32_t j = 0; j < 8; ++j) {
+            const uint32_t k = base + 32 * j + lane;
+            w[j] = k < words ? load_sys(area + k) : tagged(0, tag);
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < 8; ++j) {
+            const uint32_t k = base + 32 * j + lane;
+            for (uint32_t r = 0; tag_of(w[j]) != tag && r < IO_RETRIES && k < words; ++r)
+                w[j] = load_sys(area + k);
+            whole &= tag_of(w[j]) == tag;
+        }
+        // Group `lane` of the block: words 8 lane + m, held by lane
+        // 8 (lane % 4) + m in register lane / 4.
         uint64_t c[8];
 #pragma unroll
-        for (uint32_t j = 0; j < 8; ++j) {
-            const uint32_t k = 8 * g + j;
-            c[j] = k < words ? load_sys(area + k) : tagged(0, tag);
-        }
+        for (uint32_t m = 0; m < 8; ++m) {
+            uint64_t pick = 0;
 #pragma unroll
-        for (uint32_t j = 0; j < 8; ++j) {
-            const uint32_t k = 8 * g + j;
-            for (uint32_t r = 0; tag_of(c[j]) != tag && r < IO_RETRIES; ++r) c[j] = load_sys(area + k);
-            whole &= tag_of(c[j]) == tag;
+            for (uint32_t j = 0; j < 8; ++j) {
+                const uint64_t v = __shfl_sync(FULL_MASK, w[j], 8 * (lane % 4) + m);
+                if (j == lane / 4) pick = v;
+            }
+            c[m] = pick;
         }
-        dst[7 * g + 0] = payload_word<0>(c);
-        dst[7 * g + 1] = payload_word<1>(c);
-        dst[7 * g + 2] = payload_word<2>(c);
-        dst[7 * g + 3] = payload_word<3>(c);
-        dst[7 * g + 4] = payload_word<4>(c);
-        dst[7 * g + 5] = payload_word<5>(c);
-        dst[7 * g + 6] = payload_word<6>(c);
+        const uint32_t g = base / 8 + lane;
+        if (8 * g < words) {
+            dst[7 * g + 0] = payload_word<0>(c);
+            dst[7 * g + 1] = payload_word<1>(c);
+            dst[7 * g + 2] = payload_word<2>(c);
+            dst[7 * g + 3] = payload_word<3>(c);
+            dst[7 * g + 4] = payload_word<4>(c);
+            dst[7 * g + 5] = payload_word<5>(c);
+            dst[7 * g + 6] = payload_word<6>(c);
+        }
     }
     return __all_sync(FULL_MASK, whole);
 }
 
 // Writes a task's output of `len` bytes from `src` (this warp's scratch, a
 // multiple of 56 bytes) as tagged words of lap `tag` at `area`: its length
-// in word 0, then groups of seven 8-byte words of `src` as eight words each;
-// relaxed posted stores and no fence (the host checks every word's tag).
+// in word 0, then the stream from word 1, seven 8-byte words of `src` a
+// group of eight; relaxed posted stores and no fence (the host checks every
+// word's tag).
 __device__ __forceinline__ void io_write(uint64_t* area, const uint64_t* src, uint32_t len,
                                          uint32_t tag, uint32_t lane) {
     const uint32_t words = (len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
-    const uint32_t groups = (words + 7) / 8;
-    for (uint32_t g = lane; g < groups; g += 32) {
-        uint64_t p[7];
+    uint64_t* stream = area + 1;
+    for (uint32_t base = 0; base < words; base += 256) {
+        // Group `lane` of the block, as chunks.
+        const uint32_t g = base / 8 + lane;
+        uint64_t ch[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (8 * g < words) {
+            uint64_t p[7];
 #pragma unroll
-        for (uint32_t j = 0; j < 7; ++j) p[j] = src[7 * g + j];
-        uint64_t* out = area + 1 + 8 * g;
-        const uint32_t n = min(8u, words - 8 * g);
-        if (n > 0) store_sys(out + 0, tagged(chunk_of<0>(p), tag));
-        if (n > 1) store_sys(out + 1, tagged(chunk_of<1>(p), tag));
-        if (n > 2) store_sys(out + 2, tagged(chunk_of<2>(p), tag));
-        if (n > 3) store_sys(out + 3, tagged(chunk_of<3>(p), tag));
-        if (n > 4) store_sys(out + 4, tagged(chunk_of<4>(p), tag));
-        if (n > 5) store_sys(out + 5, tagged(chunk_of<5>(p), tag));
-        if (n > 6) store_sys(out + 6, tagged(chunk_of<6>(p), tag));
-        if (n > 7) store_sys(out + 7, tagged(chunk_of<7>(p), tag));
+            for (uint32_t j = 0; j < 7; ++j) p[j] = src[7 * g + j];
+            ch[0] = chunk_of<0>(p);
+            ch[1] = chunk_of<1>(p);
+            ch[2] = chunk_of<2>(p);
+            ch[3] = chunk_of<3>(p);
+            ch[4] = chunk_of<4>(p);
+            ch[5] = chunk_of<5>(p);
+            ch[6] = chunk_of<6>(p);
+            ch[7] = chunk_of<7>(p);
+        }
+        // Store j: word 32 j + lane of the block, chunk lane % 8 of group
+        // 4 j + lane / 8.
+#pragma unroll
+        for (uint32_t j = 0; j < 8; ++j) {
+            uint64_t pick = 0;
+#pragma unroll
+            for (uint32_t m = 0; m < 8; ++m) {
+                const uint64_t v = __shfl_sync(FULL_MASK, ch[m], 4 * j + lane / 8);
+                if (m == lane % 8) pick = v;
+            }
+            const uint32_t k = base + 32 * j + lane;
+            if (k < words) store_sys(stream + k, tagged(pick, tag));
+        }
     }
     if (lane == 0) store_sys(area, tagged(len, tag));
 }
