@@ -104,6 +104,7 @@ pub(crate) fn read_output(area: &Words, at: usize, max: usize, tag: u8) -> Optio
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::test_rng::{Rng, cases};
 
     #[test]
     fn streams_round_trip_and_a_word_of_another_lap_is_not_whole() {
