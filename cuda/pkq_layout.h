@@ -177,27 +177,32 @@
 /* ---------------------------------------------------------------------------
  * IO: a task's input and output bytes in mapped memory (Builder::io,
  * Runtime::submit_io), up to PKQ_IO_MAX_BYTES each way, in areas of the
- * slot, tagged like the slot's words (LL): each word carries the lap's tag
- * and 7 bytes of a byte stream (word k: bytes [7k, 7k + 7), little-endian),
- * so a word with the expected tag is valid whatever order the words
- * arrived in, and neither side fences between data and flag.
+ * slot, tagged like the slot's words: each word carries the lap's tag and
+ * 7 bytes of a byte stream (word k: bytes [7k, 7k + 7), little-endian).
+ * Unlike a slot, an area is not rewritten every lap (plain tasks leave it,
+ * a short output leaves the tail of a longer one), so a word 256 laps old
+ * carries the same tag: the tags alone do not tell this lap's words, and
+ * each direction also has an order (below).
  * Input area (host -> device allocation): io_in_words words per slot, at
  * index (r * capacity + slot) * io_in_words; the task's input bytes (their
  * count in the slot's header). Written by the producer that reserved the
  * slot (relaxed 8-byte stores) before it publishes the slot; read by the
- * poller that took the task, after it saw the whole slot, every word
- * checked for the task's tag (x86-64 keeps the producer's stores in order,
- * so they are there; a word of another lap is corruption: the task fails
- * with PKQ_STATUS_BAD_ARGS). The producer rewrites them only for a later
+ * poller that took the task, after it saw the whole slot and a system
+ * fence (so its loads come after the slot's: the producer's stores reach
+ * the device in order, x86-64's TSO, with a release fence for the
+ * compiler), every word checked for the task's tag (a word of another lap
+ * fails the task with PKQ_STATUS_BAD_ARGS). The producer rewrites them only for a later
  * lap, after it saw the task's completion.
  * Output area (device -> host allocation): io_out_words words per slot, the
- * same indexing; word 0 holds the output's length, the stream from word 1
- * its bytes. Written by the poller that ran the task (relaxed sys-scope 8-byte
- * stores, no fence) before the task's completion, which says so
- * (PKQ_CQE_OUTPUT); read by the host thread that takes the completion (or
- * moves it aside), which counts the task complete only once every word of
- * the output carries the task's tag, and reads them before it frees the
- * slot (the next lap overwrites them). One writer per word, aligned 8 bytes:
+ * same indexing; word 0 holds the output's length (bits 0..17) and the low
+ * PKQ_IO_LAP_BITS bits of the task's lap (from bit PKQ_IO_LAP_SHIFT), the
+ * stream from word 1 its bytes. Written by the poller that ran the task:
+ * the stream (relaxed sys-scope 8-byte stores), a system fence, word 0,
+ * then the task's completion, which says so (PKQ_CQE_OUTPUT). Read by the
+ * host thread that takes the completion (or moves it aside): the task is
+ * complete only once word 0 holds this lap (then the stream is this lap's:
+ * the fence), every word's tag checked too; it reads them before it frees
+ * the slot (the next lap overwrites them). One writer per word, aligned 8 bytes:
  * no torn read. Each poller warp decodes its task's input into, and its
  * handler writes the output in, a scratch area of device memory of its own
  * (io_scratch, allocated before the kernel starts): eight words (56 bytes)
@@ -207,6 +212,8 @@
 #define PKQ_IO_MAX_BYTES 65536
 #define PKQ_IO_WORD_BYTES 7
 #define PKQ_IO_ROOM_ALIGN 112
+#define PKQ_IO_LAP_SHIFT 17 /* u32 */
+#define PKQ_IO_LAP_BITS 39 /* u32 */
 
 /* Raw-floor ping-pong (src/bench/floor.rs): the value that ends the device loop,
    and the low bits of an echo word that carry its round (the rest carry the

@@ -175,7 +175,8 @@ __device__ __forceinline__ bool io_read(const uint64_t* area, uint32_t len, uint
 // group of eight; relaxed posted stores and no fence (the host checks every
 // word's tag).
 __device__ __forceinline__ void io_write(uint64_t* area, const uint64_t* src, uint32_t len,
-                                         uint32_t tag, uint32_t lane) {
+                                         uint64_t lap, uint32_t lane) {
+    const uint32_t tag = static_cast<uint32_t>(lap) & 0xff;
     const uint32_t words = (len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
     uint64_t* stream = area + 1;
     for (uint32_t base = 0; base < words; base += 256) {
@@ -209,7 +210,12 @@ __device__ __forceinline__ void io_write(uint64_t* area, const uint64_t* src, ui
             if (k < words) store_sys(stream + k, tagged(pick, tag));
         }
     }
-    if (lane == 0) store_sys(area, tagged(len, tag));
+    // The stream before word 0, which names the lap: the host trusts the
+    // stream once word 0 is this lap's (the area keeps older laps' words).
+    __syncwarp();
+    __threadfence_system();
+    const uint64_t lap_bits = lap & ((1ull << PKQ_IO_LAP_BITS) - 1);
+    if (lane == 0) store_sys(area, tagged(len | (lap_bits << PKQ_IO_LAP_SHIFT), tag));
 }
 
 // Runs an IO task (header bit PKQ_HEADER_IO_BIT): decodes its `in_len` input
@@ -218,9 +224,13 @@ __device__ __forceinline__ void io_write(uint64_t* area, const uint64_t* src, ui
 // slot's output area. A bad input or an output over the room fails the task
 // (PKQ_STATUS_BAD_ARGS).
 template <class Handlers>
-__device__ __forceinline__ Outcome run_io(const pkq_params& p, uint64_t slot, uint32_t tag,
+__device__ __forceinline__ Outcome run_io(const pkq_params& p, uint64_t slot, uint64_t seq,
                                           uint32_t warp, uint32_t lane, uint32_t in_len,
                                           Context& ctx, const Handlers& handlers) {
+    const uint64_t lap = (seq & SEQ_MASK) >> p.capacity_log2;
+    const uint32_t tag = static_cast<uint32_t>(lap) & 0xff;
+    // The input's loads after the slot's (the producer wrote it first).
+    if (in_len != 0) __threadfence_system();
     const auto room = [](uint32_t b) -> uint64_t {
         return (b + PKQ_IO_ROOM_ALIGN - 1) / PKQ_IO_ROOM_ALIGN * PKQ_IO_ROOM_ALIGN;
     };
@@ -240,14 +250,19 @@ __device__ __forceinline__ Outcome run_io(const pkq_params& p, uint64_t slot, ui
         ctx.out_cap = p.io_out_bytes;
         out = handlers(ctx);
     }
-    const uint32_t status = __shfl_sync(FULL_MASK, out.status, 0);
+    // Lane 0's outcome for all: lanes that disagree must not part ways in
+    // the shuffles of io_write.
+    uint32_t status = __shfl_sync(FULL_MASK, out.status, 0);
     const uint32_t out_len = __shfl_sync(FULL_MASK, out.out_len, 0);
-    if (status == PKQ_STATUS_OK && out_len > p.io_out_bytes) out = fail(PKQ_STATUS_BAD_ARGS);
+    if (status == PKQ_STATUS_OK && out_len > p.io_out_bytes) {
+        out = fail(PKQ_STATUS_BAD_ARGS);
+        status = PKQ_STATUS_BAD_ARGS;
+    }
     // Every lane's output bytes, for the lanes that write them out.
     __syncwarp();
     io_write(reinterpret_cast<uint64_t*>(p.io_out) + slot * p.io_out_words,
              reinterpret_cast<const uint64_t*>(scratch + in_room),
-             out.status == PKQ_STATUS_OK ? out_len : 0, tag, lane);
+             status == PKQ_STATUS_OK ? out_len : 0, lap, lane);
     return out;
 }
 
@@ -460,7 +475,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             const uint32_t h1 = static_cast<uint32_t>(c[0] >> 32) & 0xffffff;
             io = (h1 >> (PKQ_HEADER_IO_BIT - 32)) & 1;
             if (io && p.io_in_words + p.io_out_words != 0) {
-                out = run_io(p, slot, tag, worker * p.pollers + poller, lane,
+                out = run_io(p, slot, seq, worker * p.pollers + poller, lane,
                              h1 & ((1u << PKQ_HEADER_IN_BITS) - 1), ctx, handlers);
             } else if (io) {
                 out = fail(PKQ_STATUS_BAD_ARGS);  // no IO areas: no host sends this

@@ -2,9 +2,11 @@
 //! `cuda/pkq_layout.h`): 7 bytes under the lap's tag in every word, so a
 //! reader that finds every word of a stream with the expected tag has the
 //! whole stream, whatever order the words arrived in. An output area's word
-//! 0 holds the output's length, its stream starts at word 1.
+//! 0 holds the output's length and its lap's low bits, its stream starts at
+//! word 1: the area keeps older laps' words, so word 0 (written after the
+//! stream, behind a fence) says whose the stream is.
 
-use crate::proto::layout::{IO_ROOM_ALIGN, IO_WORD_BYTES};
+use crate::proto::layout::{IO_LAP_BITS, IO_LAP_SHIFT, IO_ROOM_ALIGN, IO_WORD_BYTES};
 use crate::proto::slot::{CHUNK_MASK, chunks, payload, tag_of, tagged};
 
 /// Bytes of a group of eight words.
@@ -72,33 +74,44 @@ pub(crate) fn read(area: &Words, at: usize, len: usize, tag: u8) -> Option<Vec<u
 
 /// Whether every word of the output from word `at` carries `tag` (at most
 /// `max` bytes), without decoding it.
-pub(crate) fn output_whole(area: &Words, at: usize, max: usize, tag: u8) -> bool {
-    let head = area.at(at).load(Ordering::Acquire);
-    if tag_of(head) != tag {
+pub(crate) fn output_whole(area: &Words, at: usize, max: usize, lap: u64) -> bool {
+    let Some(len) = head_len(area, at, max, lap) else {
         return false;
-    }
-    let len = ((head & CHUNK_MASK) as usize).min(max);
-    (0..words_for(len)).all(|k| tag_of(area.at(at + 1 + k).load(Ordering::Acquire)) == tag)
+    };
+    (0..words_for(len)).all(|k| tag_of(area.at(at + 1 + k).load(Ordering::Acquire)) == lap as u8)
 }
 
-/// Writes an output of `bytes` (its length, then the bytes) from word `at`
-/// (as the device does: the software device of the tests).
+/// Word 0 of an output area: its length and the lap's low bits.
 #[cfg(test)]
-pub(crate) fn write_output(area: &Words, at: usize, bytes: &[u8], tag: u8) {
-    write(area, at + 1, bytes, tag);
+fn head(len: usize, lap: u64) -> u64 {
+    len as u64 | (lap & ((1 << IO_LAP_BITS) - 1)) << IO_LAP_SHIFT
+}
+
+/// The length in word 0 if it is lap `lap`'s.
+fn head_len(area: &Words, at: usize, max: usize, lap: u64) -> Option<usize> {
+    let w = area.at(at).load(Ordering::Acquire);
+    let payload = w & CHUNK_MASK;
+    if tag_of(w) != lap as u8 || payload >> IO_LAP_SHIFT != lap & ((1 << IO_LAP_BITS) - 1) {
+        return None;
+    }
+    Some(((payload & ((1 << IO_LAP_SHIFT) - 1)) as usize).min(max))
+}
+
+/// Writes an output of `bytes` for lap `lap` from word `at`: the stream,
+/// then (release) word 0, as the device does behind its fence (the
+/// software device of the tests).
+#[cfg(test)]
+pub(crate) fn write_output(area: &Words, at: usize, bytes: &[u8], lap: u64) {
+    write(area, at + 1, bytes, lap as u8);
     area.at(at)
-        .store(tagged(bytes.len() as u64, tag), Ordering::Relaxed);
+        .store(tagged(head(bytes.len(), lap), lap as u8), Ordering::Release);
 }
 
 /// The output from word `at` (at most `max` bytes: a longer length is cut
 /// to it), if every word of it carries `tag`.
-pub(crate) fn read_output(area: &Words, at: usize, max: usize, tag: u8) -> Option<Box<[u8]>> {
-    let head = area.at(at).load(Ordering::Acquire);
-    if tag_of(head) != tag {
-        return None;
-    }
-    let len = ((head & CHUNK_MASK) as usize).min(max);
-    Some(read(area, at + 1, len, tag)?.into_boxed_slice())
+pub(crate) fn read_output(area: &Words, at: usize, max: usize, lap: u64) -> Option<Box<[u8]>> {
+    let len = head_len(area, at, max, lap)?;
+    Some(read(area, at + 1, len, lap as u8)?.into_boxed_slice())
 }
 
 #[cfg(all(test, not(loom)))]
@@ -113,18 +126,24 @@ mod tests {
         for _ in 0..cases(2_000) {
             let len = (rng.next() % 301) as usize;
             let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-            let tag = rng.next() as u8;
-            write_output(&area, 3, &bytes, tag);
-            assert_eq!(read_output(&area, 3, 300, tag).as_deref(), Some(&bytes[..]));
-            assert_eq!(read_output(&area, 3, 300, tag.wrapping_add(1)), None);
-            let cut = read_output(&area, 3, len / 2, tag).unwrap();
+            let lap = rng.next() >> 1;
+            let tag = lap as u8;
+            write_output(&area, 3, &bytes, lap);
+            assert_eq!(read_output(&area, 3, 300, lap).as_deref(), Some(&bytes[..]));
+            assert_eq!(read_output(&area, 3, 300, lap + 1), None);
+            assert_eq!(
+                read_output(&area, 3, 300, lap + 256),
+                None,
+                "same tag, another lap"
+            );
+            let cut = read_output(&area, 3, len / 2, lap).unwrap();
             assert_eq!(&cut[..], &bytes[..len / 2], "a length over the most is cut");
             if len > 0 {
                 // One word of the stream still of the lap before.
                 let k = (rng.next() % output_words(len) as u64) as usize;
                 area.at(3 + k)
                     .store(tagged(0, tag.wrapping_sub(1)), Ordering::Relaxed);
-                assert_eq!(read_output(&area, 3, 300, tag), None);
+                assert_eq!(read_output(&area, 3, 300, lap), None);
             }
             write(&area, 0, &bytes, tag);
             assert_eq!(read(&area, 0, len, tag), Some(bytes));

@@ -411,6 +411,9 @@ impl Queue {
             input,
             self.geo.tag(seq),
         );
+        // Before the slot's stores (which follow), for the compiler: x86-64
+        // keeps them in order on their way to the device.
+        fence(Ordering::Release);
     }
 
     /// Publishes the reserved `seq`: eight relaxed 8-byte stores into the
@@ -559,7 +562,7 @@ impl Queue {
             &io.output,
             self.geo.slot(seq) * io.out_words,
             io.most.1,
-            self.geo.tag(seq),
+            self.geo.lap(seq),
         )
     }
 
@@ -597,7 +600,7 @@ impl Queue {
                 &io.output,
                 self.geo.slot(seq) * io.out_words,
                 io.most.1,
-                tag,
+                self.geo.lap(seq),
             )
         {
             return None;
@@ -920,12 +923,12 @@ fn complete_io(q: &Queue, out: &Words, seq: u64, output: &[u8], entry_first: boo
         flags: crate::proto::layout::CQE_OUTPUT,
         ..Cqe::ok(output.len() as u64)
     };
-    let (words, tag) = (q.io.as_ref().unwrap().out_words, q.geo.tag(seq));
+    let (words, lap) = (q.io.as_ref().unwrap().out_words, q.geo.lap(seq));
     let at = q.geo.slot(seq) * words;
     if entry_first {
         q.complete(seq, &cqe);
     }
-    crate::proto::io::write_output(out, at, output, tag);
+    crate::proto::io::write_output(out, at, output, lap);
     if !entry_first {
         q.complete(seq, &cqe);
     }
@@ -1455,6 +1458,46 @@ pub(crate) mod tests {
             panic!("moved")
         };
         assert_eq!(moved.output.as_deref(), Some(&[7u8; 9][..]));
+    }
+
+    #[test]
+    fn an_output_of_256_laps_before_is_not_taken_for_this_laps() {
+        // The tag is the lap's low byte: a slot whose lap 0 left an output
+        // and whose lap 256 completes before its own output lands must not
+        // hand lap 0's output to lap 256.
+        let (q, _h2d, out) = io_queue(1, (8, 64));
+        let io_task = || SlotImage::new(10, &[]).unwrap().with_input(0);
+        let seq = q.try_reserve().unwrap();
+        q.publish(seq, &io_task());
+        complete_io(&q, &out, seq, &[9; 40], false);
+        assert!(matches!(q.take(seq), Take::Done(_)));
+        for _ in 1..256 {
+            let seq = q.try_reserve().unwrap();
+            q.publish(seq, &SlotImage::new(0, &[]).unwrap());
+            complete(&q, seq, 0);
+            assert!(matches!(q.take(seq), Take::Done(_)));
+        }
+        let seq = q.try_reserve().unwrap();
+        assert_eq!(seq, 256);
+        q.publish(seq, &io_task());
+        // Only the entry has landed.
+        q.complete(
+            seq,
+            &Cqe {
+                flags: crate::proto::layout::CQE_OUTPUT,
+                ..Cqe::ok(0)
+            },
+        );
+        assert_eq!(
+            q.take(seq),
+            Take::Pending,
+            "lap 0's output is not lap 256's"
+        );
+        complete_io(&q, &out, seq, &[4; 3], true);
+        let Take::Done(done) = q.take(seq) else {
+            panic!("complete now")
+        };
+        assert_eq!(done.output.as_deref(), Some(&[4u8; 3][..]));
     }
 
     #[test]

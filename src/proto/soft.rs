@@ -287,7 +287,7 @@ impl SoftDevice {
                 Err(status) => cqe.status = status,
             },
         }
-        crate::proto::io::write_output(&self.d2h, out_at, &output, tag);
+        crate::proto::io::write_output(&self.d2h, out_at, &output, self.plan.geo.lap(seq));
         cqe.flags = crate::proto::layout::CQE_OUTPUT;
         cqe
     }
