@@ -29,6 +29,18 @@ struct Args {
     json: Option<PathBuf>,
 }
 
+/// One row of the table: p50, p99, p99.9 and max, in µs.
+fn print_row(l: &Latency) {
+    println!(
+        "{:<44}{:>8.2}{:>8.2}{:>8.2}{:>9.2}",
+        l.name,
+        l.p50_us(),
+        l.quantile_us(0.99),
+        l.quantile_us(0.999),
+        l.hist.max() as f64 / 1e3
+    );
+}
+
 /// Random joint angles in [-pi, pi).
 fn angles(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed;
@@ -145,14 +157,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
         );
         for l in [&pkq_row, &launch_row] {
-            println!(
-                "{:<44}{:>8.2}{:>8.2}{:>8.2}{:>9.2}",
-                l.name,
-                l.p50_us(),
-                l.quantile_us(0.99),
-                l.quantile_us(0.999),
-                l.hist.max() as f64 / 1e3
-            );
+            print_row(l);
             rows.push(l.row("us"));
         }
     }
@@ -210,14 +215,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
     ];
     for l in &state_rows {
-        println!(
-            "{:<44}{:>8.2}{:>8.2}{:>8.2}{:>9.2}",
-            l.name,
-            l.p50_us(),
-            l.quantile_us(0.99),
-            l.quantile_us(0.999),
-            l.hist.max() as f64 / 1e3
-        );
+        print_row(l);
         rows.push(l.row("us"));
     }
     let over = state_rows[0].p50_us() - state_rows[1].p50_us();

@@ -284,11 +284,13 @@ impl Builder {
     /// ([`Runtime::submit_io`](crate::Runtime::submit_io)): the producer
     /// writes a task's input there and its handler reads it
     /// (`ctx.input`), the handler writes its output (`ctx.output`) and the
-    /// task's waiter reads it, with no copy engine, no stream and no fence
-    /// (each 8-byte word carries 7 bytes and the lap's tag, as the slot's
-    /// words do; IO in `cuda/pkq_layout.h`). Default none. Costs: pinned
-    /// memory of `8/7 (input + output)` bytes per slot per ring, and
-    /// device memory of `input + output` bytes per poller warp.
+    /// task's waiter reads it, with no copy engine and no stream (each
+    /// 8-byte word carries 7 bytes and the lap's tag, as the slot's words
+    /// do; the device runs one system fence before it reads an input and
+    /// one before the word that names an output's lap: IO in
+    /// `cuda/pkq_layout.h`). Default none. Costs: pinned memory of about
+    /// `8/7 (input + output)` bytes per slot per ring, and device memory of
+    /// `input + output` bytes, each rounded up to 112, per poller warp.
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn io(mut self, input: usize, output: usize) -> Self {
         self.io = (input, output);

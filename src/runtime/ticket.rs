@@ -132,16 +132,18 @@ impl Ticket {
     }
 
     /// [`Ticket::wait`] for an IO task ([`Runtime::submit_io`](crate::Runtime::submit_io)):
-    /// its completion and its output (empty for a task that wrote none, or
-    /// that was not an IO task). Errors as [`Ticket::wait`].
+    /// its completion and its output (empty for a task that wrote none, a
+    /// failed one, a NOP, or a task that was not an IO task). Errors as
+    /// [`Ticket::wait`].
     pub fn wait_output(mut self) -> Result<(Completion, Vec<u8>)> {
         let c = self.wait_until(None)?;
         Ok((c, self.output.take().map(Vec::from).unwrap_or_default()))
     }
 
     /// An IO task's output, once the ticket has its result (from
-    /// [`Ticket::try_result`] or [`Ticket::wait_timeout`]); `None` before,
-    /// and for a task that wrote none.
+    /// [`Ticket::try_result`] or [`Ticket::wait_timeout`]): the bytes the
+    /// handler wrote, empty for an IO task that wrote none or failed.
+    /// `None` before, and for a NOP or a task that was not an IO task.
     pub fn output(&self) -> Option<&[u8]> {
         self.output.as_deref()
     }
