@@ -5,6 +5,7 @@
 // src/bench/floor.rs; the empty and GEMV kernels by the examples.
 #include <cstdint>
 
+#include "pkq_bulk.cuh"
 #include "pkq_floor.cuh"
 #include "pkq_ops.cuh"
 
@@ -46,6 +47,13 @@ extern "C" __global__ void pkq_access_rate_kernel(const uint64_t* ro, uint64_t* 
                                                   uint32_t iters) {
     pkq::access_rate(ro, wo, out, read_words, read_stride_words, write_words, write_stride_words,
                      iters);
+}
+
+// One block moving runs of host memory (see pkq_bulk.cuh).
+extern "C" __global__ void pkq_bulk_kernel(uint64_t* area, uint64_t* out, uint32_t words, uint32_t runs,
+                                           uint32_t kind, uint32_t inflight, uint32_t write,
+                                           uint32_t iters) {
+    pkq::bulk_copy(area, out, words, runs, kind, inflight, write, iters);
 }
 
 // GEMV launched as an ordinary kernel (the crossover bench): one warp per

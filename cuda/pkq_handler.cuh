@@ -19,8 +19,8 @@ struct Context {
     uint64_t words[PKQ_ARGS_BYTES / 8];
     // An IO task's input (`in_len` bytes) and room for its output (up to
     // `out_cap` bytes; the handler returns how many it wrote: ok_output),
-    // in device memory of this warp's own (IO in pkq_layout.h); null and 0
-    // for other tasks.
+    // in shared or device memory of this warp's own, 8-byte aligned (IO in
+    // pkq_layout.h); null and 0 for other tasks.
     const uint8_t* input;
     uint32_t in_len;
     uint8_t* output;

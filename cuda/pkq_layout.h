@@ -187,28 +187,49 @@
  * index (r * capacity + slot) * io_in_words; the task's input bytes (their
  * count in the slot's header). Written by the producer that reserved the
  * slot (relaxed 8-byte stores) before it publishes the slot; read by the
- * poller that took the task, after it saw the whole slot and a system
- * fence (so its loads come after the slot's: the producer's stores reach
- * the device in order, x86-64's TSO, with a release fence for the
- * compiler), every word checked for the task's tag (a word of another lap
- * fails the task with PKQ_STATUS_BAD_ARGS). The producer rewrites them only for a later
- * lap, after it saw the task's completion.
+ * poller that took the task, every word checked for the task's tag (a
+ * word of another lap after IO_RETRIES reads fails the task with
+ * PKQ_STATUS_BAD_ARGS): after it saw the whole slot and a system fence (so
+ * its loads come after the slot's: the producer's stores reach the device
+ * in order, x86-64's TSO, with a release fence for the compiler), or, where
+ * the worker's knowledge of the slot (below) makes the tag enough, with no
+ * fence, the first words in the same round as the slot. The producer
+ * rewrites them only for a later lap, after it saw the task's completion.
  * Output area (device -> host allocation): io_out_words words per slot, the
  * same indexing; word 0 holds the output's length (bits 0..17) and the low
  * PKQ_IO_LAP_BITS bits of the task's lap (from bit PKQ_IO_LAP_SHIFT), the
  * stream from word 1 its bytes. Written by the poller that ran the task:
- * the stream (relaxed sys-scope 8-byte stores), a system fence, word 0,
- * then the task's completion, which says so (PKQ_CQE_OUTPUT). Read by the
- * host thread that takes the completion (or moves it aside): the task is
- * complete only once word 0 holds this lap (then the stream is this lap's:
- * the fence), every word's tag checked too; it reads them before it frees
+ * the stream (relaxed sys-scope 8-byte stores), a system fence (none where
+ * the worker's knowledge of the slot, below, makes the tags enough), word
+ * 0, then the task's completion, which says so (PKQ_CQE_OUTPUT). Read by
+ * the host thread that takes the completion (or moves it aside): the task
+ * is complete only once word 0 holds this lap and every word of the stream
+ * this lap's tag (then the stream is this lap's: the fence, or the
+ * knowledge); it reads them before it frees
  * the slot (the next lap overwrites them). One writer per word, aligned 8 bytes:
  * no torn read. Each poller warp decodes its task's input into, and its
  * handler writes the output in, a scratch area of device memory of its own
  * (io_scratch, allocated before the kernel starts): eight words (56 bytes)
  * become seven 8-byte words there and back, so each room is a multiple of
  * PKQ_IO_ROOM_ALIGN bytes.
+ * What the worker knows of each slot's areas (device memory, after the
+ * rooms: PKQ_IO_SEEN_WORDS words per slot, input then output, zeroed by the
+ * kernel's blocks before they serve; read and written only by the pollers
+ * of the worker that serves the slot, every lap the same one): bits 0..16
+ * a count n of words, bits 16..64 the low 48 bits of a lap L, meaning
+ * "words [0, n) of the area (of the output, its stream from word 1) were
+ * all written at lap L or later". A task of lap M whose words [0, m) have
+ * m <= n and M - L < 256 meets in those words only laps M - 255 .. M, so
+ * a word that carries M's tag is M's: no fence is needed to tell. Then
+ * the input is read without a fence (lanes read the first words in the
+ * same round as the slot's poll: PKQ_IO_SPEC_LOADS loads a lane at most)
+ * and the output's word 0 is stored without a fence after its stream.
+ * Otherwise (the first use of a slot, a longer area, or 256 laps without
+ * an IO task) the fences above order them. Knowledge read late (an older
+ * value) is still true: the areas only get newer.
  * ------------------------------------------------------------------------- */
+#define PKQ_IO_SEEN_WORDS 2
+#define PKQ_IO_SPEC_LOADS 8
 #define PKQ_IO_MAX_BYTES 65536
 #define PKQ_IO_WORD_BYTES 7
 #define PKQ_IO_ROOM_ALIGN 112
@@ -491,7 +512,7 @@ struct pkq_params {
     uint64_t pack_results;  /* device address of the pack results */
     uint64_t io_in;         /* device address of the input areas (IO) */
     uint64_t io_out;        /* device address of the output areas */
-    uint64_t io_scratch;    /* device memory: per poller warp, io_in_bytes then io_out_bytes, each rounded up to PKQ_IO_ROOM_ALIGN */
+    uint64_t io_scratch;    /* device memory: per poller warp, io_in_bytes then io_out_bytes, each rounded up to PKQ_IO_ROOM_ALIGN; then PKQ_IO_SEEN_WORDS per slot */
     uint32_t io_in_words;   /* words of a slot's input area (0: no IO) */
     uint32_t io_out_words;  /* words of a slot's output area */
     uint32_t io_in_bytes;   /* the most input bytes of a task */

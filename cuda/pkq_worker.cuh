@@ -105,165 +105,237 @@ __device__ __forceinline__ Outcome run_pack(const pkq_params& p, uint64_t slot, 
     return ok(failed);
 }
 
-// IO (pkq_layout.h). Loads of host memory each lane keeps in flight while it
-// reads an input.
-constexpr uint32_t IO_LOADS = 8;
+// IO (pkq_layout.h).
 // Loads of one input word before a word of another lap fails the task: the
 // producer wrote the input before the slot, so it is there; a load may
 // still return an older copy under the memory model (no fence orders it
 // after the slot's), so it is read again.
 constexpr uint32_t IO_RETRIES = 1024;
+// Polls that see an IO task's slot whole but not yet the input words read
+// with it before the task is taken all the same (serve).
+constexpr uint32_t IO_STALE_POLLS = 16;
 
-// Host memory is read and written in whole runs of the warp: load or store
-// j of lane l touches word 32 j + l of a block of 256 words (32 groups of
-// 8), so each instruction is one 256-byte request; shuffles hand each lane
-// the 8 words of group l of the block (and back). A lane's own 8 words, one
-// a request, would cost a request a word.
+// Host memory is read and written in whole runs of the warp: access j of
+// lane l of a batch touches word 32 j + l of the batch's words, so each
+// instruction is one 256-byte request, and IO_BATCH of them are in flight a
+// lane. Each lane converts its own words: word k carries bytes [7k, 7k + 7)
+// of the stream, which sit at those bytes of the warp's room. The code is
+// kept small: it runs once per task, and what an SM runs once is fetched
+// from the instruction caches' misses (unrolled, it cost microseconds).
+constexpr uint32_t IO_BATCH = 8;
+static_assert(PKQ_IO_SPEC_LOADS <= IO_BATCH, "the reads with the slot's are of the first batch");
+
+// Bytes [7k, 7k + 7) of a stream, from word k's payload, into `dst` + 7k.
+__device__ __forceinline__ void io_put(uint8_t* dst, uint32_t k, uint64_t w) {
+    uint8_t* d = dst + PKQ_IO_WORD_BYTES * k;
+#pragma unroll 1
+    for (uint32_t b = 0; b < PKQ_IO_WORD_BYTES; ++b) d[b] = static_cast<uint8_t>(w >> (8 * b));
+}
+
+// One pass over a task's input, `words` tagged words at `area`, into `dst`
+// (this warp's room, in shared or device memory); words 32 j + lane under
+// `pre_words` were read already (`pre`, with the slot's poll). Whether a
+// word of this lane carried another lap's tag than `tag`.
+__device__ __forceinline__ bool io_pass(const uint64_t* area, uint32_t words, uint32_t tag, uint8_t* dst,
+                                        uint32_t lane, const uint64_t (&pre)[PKQ_IO_SPEC_LOADS],
+                                        uint32_t pre_words) {
+    bool stale = false;
+    for (uint32_t base = 0; base < words; base += 32 * IO_BATCH) {
+        uint64_t w[IO_BATCH];
+#pragma unroll
+        for (uint32_t j = 0; j < IO_BATCH; ++j) {
+            const uint32_t k = base + 32 * j + lane;
+            if (j < PKQ_IO_SPEC_LOADS && base == 0 && k < pre_words)
+                w[j] = pre[j];
+            else if (k < words)
+                w[j] = load_sys(area + k);
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < IO_BATCH; ++j) {
+            const uint32_t k = base + 32 * j + lane;
+            if (k < words) {
+                stale |= tag_of(w[j]) != tag;
+                io_put(dst, k, w[j]);
+            }
+        }
+    }
+    return stale;
+}
 
 // Decodes a task's input, `len` bytes in tagged words of lap `tag` at
-// `area`, into `dst` (this warp's scratch, a multiple of 56 bytes): each
-// group of eight words becomes seven 8-byte words of `dst`. Whether every
-// word carried the tag (warp-uniform).
-__device__ __forceinline__ bool io_read(const uint64_t* area, uint32_t len, uint32_t tag,
-                                        uint64_t* dst, uint32_t lane) {
+// `area`, into `dst`, taking `pre` (see io_pass) for its first words. Where
+// a word is of another lap (read before it landed, or an older copy: no
+// fence ordered these reads after the slot's), a system fence and a second
+// pass; then each word still stale is read again, IO_RETRIES times at most.
+// Whether every word carried the tag (warp-uniform).
+__device__ __forceinline__ bool io_read(const uint64_t* area, uint32_t len, uint32_t tag, uint8_t* dst,
+                                        uint32_t lane, const uint64_t (&pre)[PKQ_IO_SPEC_LOADS],
+                                        uint32_t pre_words) {
     const uint32_t words = (len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
+    bool stale = false;
+#pragma unroll 1
+    for (uint32_t pass = 0; pass < 2; ++pass) {
+        stale = io_pass(area, words, tag, dst, lane, pre, pass == 0 ? pre_words : 0);
+        if (!__any_sync(FULL_MASK, stale)) return true;
+        __threadfence_system();
+    }
     bool whole = true;
-    for (uint32_t base = 0; base < words; base += 256) {
-        uint64_t w[8];
-#pragma unroll
-        for (uint32_t j = 0; j < 8; ++j) {
-            const uint32_t k = base + 32 * j + lane;
-            w[j] = k < words ? load_sys(area + k) : tagged(0, tag);
-        }
-#pragma unroll
-        for (uint32_t j = 0; j < 8; ++j) {
-            const uint32_t k = base + 32 * j + lane;
-            for (uint32_t r = 0; tag_of(w[j]) != tag && r < IO_RETRIES && k < words; ++r)
-                w[j] = load_sys(area + k);
-            whole &= tag_of(w[j]) == tag;
-        }
-        // Group `lane` of the block: words 8 lane + m, held by lane
-        // 8 (lane % 4) + m in register lane / 4.
-        uint64_t c[8];
-#pragma unroll
-        for (uint32_t m = 0; m < 8; ++m) {
-            uint64_t pick = 0;
-#pragma unroll
-            for (uint32_t j = 0; j < 8; ++j) {
-                const uint64_t v = __shfl_sync(FULL_MASK, w[j], 8 * (lane % 4) + m);
-                if (j == lane / 4) pick = v;
-            }
-            c[m] = pick;
-        }
-        const uint32_t g = base / 8 + lane;
-        if (8 * g < words) {
-            dst[7 * g + 0] = payload_word<0>(c);
-            dst[7 * g + 1] = payload_word<1>(c);
-            dst[7 * g + 2] = payload_word<2>(c);
-            dst[7 * g + 3] = payload_word<3>(c);
-            dst[7 * g + 4] = payload_word<4>(c);
-            dst[7 * g + 5] = payload_word<5>(c);
-            dst[7 * g + 6] = payload_word<6>(c);
+    if (stale) {
+#pragma unroll 1
+        for (uint32_t k = lane; k < words; k += 32) {
+            uint64_t v = load_sys(area + k);
+            for (uint32_t r = 0; tag_of(v) != tag && r < IO_RETRIES; ++r) v = load_sys(area + k);
+            whole &= tag_of(v) == tag;
+            io_put(dst, k, v);
         }
     }
     return __all_sync(FULL_MASK, whole);
 }
 
-// Writes a task's output of `len` bytes from `src` (this warp's scratch, a
-// multiple of 56 bytes) as tagged words of lap `tag` at `area`: its length
-// in word 0, then the stream from word 1, seven 8-byte words of `src` a
-// group of eight; relaxed posted stores and no fence (the host checks every
-// word's tag).
-__device__ __forceinline__ void io_write(uint64_t* area, const uint64_t* src, uint32_t len,
-                                         uint64_t lap, uint32_t lane) {
+// Writes a task's output of `len` bytes from `src` (this warp's room, 8-byte
+// aligned, a multiple of 56 bytes) as tagged words of lap `tag` at `area`:
+// its length in word 0, then the stream from word 1; relaxed posted stores
+// (the host checks every word's tag), then word 0 (length and lap), behind
+// a system fence if `fence`.
+__device__ __forceinline__ void io_write(uint64_t* area, const uint8_t* src, uint32_t len, uint64_t lap,
+                                         uint32_t lane, bool fence) {
     const uint32_t tag = static_cast<uint32_t>(lap) & 0xff;
     const uint32_t words = (len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
+    const uint64_t* room = reinterpret_cast<const uint64_t*>(src);
     uint64_t* stream = area + 1;
-    for (uint32_t base = 0; base < words; base += 256) {
-        // Group `lane` of the block, as chunks.
-        const uint32_t g = base / 8 + lane;
-        uint64_t ch[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (8 * g < words) {
-            uint64_t p[7];
-#pragma unroll
-            for (uint32_t j = 0; j < 7; ++j) p[j] = src[7 * g + j];
-            ch[0] = chunk_of<0>(p);
-            ch[1] = chunk_of<1>(p);
-            ch[2] = chunk_of<2>(p);
-            ch[3] = chunk_of<3>(p);
-            ch[4] = chunk_of<4>(p);
-            ch[5] = chunk_of<5>(p);
-            ch[6] = chunk_of<6>(p);
-            ch[7] = chunk_of<7>(p);
-        }
-        // Store j: word 32 j + lane of the block, chunk lane % 8 of group
-        // 4 j + lane / 8.
-#pragma unroll
-        for (uint32_t j = 0; j < 8; ++j) {
-            uint64_t pick = 0;
-#pragma unroll
-            for (uint32_t m = 0; m < 8; ++m) {
-                const uint64_t v = __shfl_sync(FULL_MASK, ch[m], 4 * j + lane / 8);
-                if (m == lane % 8) pick = v;
-            }
-            const uint32_t k = base + 32 * j + lane;
-            if (k < words) store_sys(stream + k, tagged(pick, tag));
-        }
+#pragma unroll 4
+    for (uint32_t k = lane; k < words; k += 32) {
+        // Bytes [7k, 7k + 7): from the 8-byte word they start in, and the
+        // next one unless they end in the first (the room's last word never
+        // reaches past it: 7k % 8 is then 1).
+        const uint32_t at = PKQ_IO_WORD_BYTES * k;
+        const uint32_t shift = 8 * (at % 8);
+        uint64_t v = room[at / 8] >> shift;
+        if (at % 8 > 1) v |= room[at / 8 + 1] << (64 - shift);
+        store_sys(stream + k, tagged(v, tag));
     }
-    // The stream before word 0, which names the lap: the host trusts the
-    // stream once word 0 is this lap's (the area keeps older laps' words).
+    // The stream before word 0, which names the lap, unless the worker
+    // knows that no word of the stream can carry this lap's tag but this
+    // lap's (`fence` false: IO_SEEN in pkq_layout.h); the host takes the
+    // output once word 0 is this lap's and every word of the stream
+    // carries its tag.
     __syncwarp();
-    __threadfence_system();
+    if (fence) __threadfence_system();
     const uint64_t lap_bits = lap & ((1ull << PKQ_IO_LAP_BITS) - 1);
     if (lane == 0) store_sys(area, tagged(len | (lap_bits << PKQ_IO_LAP_SHIFT), tag));
 }
 
-// Runs an IO task (header bit PKQ_HEADER_IO_BIT): decodes its `in_len` input
-// bytes into this warp's scratch, runs the handler with the input and room
-// for its output, and writes the output (empty if the task failed) to the
-// slot's output area. A bad input or an output over the room fails the task
-// (PKQ_STATUS_BAD_ARGS).
-template <class Handlers>
-__device__ __forceinline__ Outcome run_io(const pkq_params& p, uint64_t slot, uint64_t seq,
-                                          uint32_t warp, uint32_t lane, uint32_t in_len,
-                                          Context& ctx, const Handlers& handlers) {
-    const uint64_t lap = (seq & SEQ_MASK) >> p.capacity_log2;
-    const uint32_t tag = static_cast<uint32_t>(lap) & 0xff;
-    // The input's loads after the slot's (the producer wrote it first).
-    if (in_len != 0) __threadfence_system();
-    const auto room = [](uint32_t b) -> uint64_t {
-        return (b + PKQ_IO_ROOM_ALIGN - 1) / PKQ_IO_ROOM_ALIGN * PKQ_IO_ROOM_ALIGN;
-    };
-    const uint64_t in_room = room(p.io_in_bytes);
-    uint8_t* scratch = reinterpret_cast<uint8_t*>(p.io_scratch) + warp * (in_room + room(p.io_out_bytes));
-    Outcome out;
-    if (in_len > p.io_in_bytes ||
-        !io_read(reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words, in_len, tag,
-                 reinterpret_cast<uint64_t*>(scratch), lane)) {
-        out = fail(PKQ_STATUS_BAD_ARGS);
-    } else {
-        // Every lane's decoded bytes, for every lane of the handler.
-        __syncwarp();
-        ctx.input = scratch;
-        ctx.in_len = in_len;
-        ctx.output = scratch + in_room;
-        ctx.out_cap = p.io_out_bytes;
-        out = handlers(ctx);
-    }
-    // Lane 0's outcome for all: lanes that disagree must not part ways in
-    // the shuffles of io_write.
+// Bytes of a room for up to `b` bytes of a stream (PKQ_IO_ROOM_ALIGN).
+__device__ __forceinline__ uint32_t io_room(uint32_t b) {
+    return (b + PKQ_IO_ROOM_ALIGN - 1) / PKQ_IO_ROOM_ALIGN * PKQ_IO_ROOM_ALIGN;
+}
+
+// What a worker knows of a slot's areas (IO_SEEN in pkq_layout.h): a word
+// per area, bits 0..16 a count n of words, bits 16..64 a lap L's low 48
+// bits: words [0, n) were all written at lap L or later.
+constexpr uint32_t SEEN_COUNT_BITS = 16;
+constexpr uint64_t SEEN_LAP_MASK = (1ull << (64 - SEEN_COUNT_BITS)) - 1;
+
+// Where the knowledge of slot `slot`'s areas is (input, then output), or
+// nullptr without IO areas: after every poller's rooms in io_scratch.
+__device__ __forceinline__ uint64_t* io_seen(const pkq_params& p, uint64_t slot) {
+    if (p.io_in_words + p.io_out_words == 0) return nullptr;
+    const uint64_t rooms = static_cast<uint64_t>(p.workers) * p.pollers * (io_room(p.io_in_bytes) + io_room(p.io_out_bytes));
+    return reinterpret_cast<uint64_t*>(p.io_scratch + rooms) + slot * PKQ_IO_SEEN_WORDS;
+}
+
+// Laps from the one `seen` names to `lap`, modulo what both can tell (laps
+// wrap at 2^(PKQ_SEQ_BITS - capacity_log2); the knowledge keeps 48 bits).
+__device__ __forceinline__ uint64_t seen_age(uint64_t seen, uint64_t lap, uint32_t capacity_log2) {
+    const uint32_t bits = min(64 - SEEN_COUNT_BITS, PKQ_SEQ_BITS - capacity_log2);
+    return (lap - (seen >> SEEN_COUNT_BITS)) & ((1ull << bits) - 1);
+}
+
+// Whether a task of lap `lap` whose area holds `words` words can tell them by
+// their tag alone: every one of them was written in the last 255 laps.
+__device__ __forceinline__ bool seen_covers(uint64_t seen, uint64_t lap, uint32_t words,
+                                            uint32_t capacity_log2) {
+    return words == 0 ||
+           (words <= (seen & ((1u << SEEN_COUNT_BITS) - 1)) && seen_age(seen, lap, capacity_log2) < 256);
+}
+
+// The knowledge after a task of lap `lap` wrote `words` words of the area
+// (`covered`: seen_covers said so before): the lap's own words, or, while
+// it is young, an older lap's that reaches further.
+__device__ __forceinline__ uint64_t seen_after(uint64_t seen, uint64_t lap, uint32_t words, bool covered,
+                                               uint32_t capacity_log2) {
+    if (words == 0) return seen;
+    if (covered && words < (seen & ((1u << SEEN_COUNT_BITS) - 1)) && seen_age(seen, lap, capacity_log2) < 128)
+        return seen;
+    return ((lap & SEEN_LAP_MASK) << SEEN_COUNT_BITS) | words;
+}
+
+// An IO task (header bit PKQ_HEADER_IO_BIT) on its way through its poller:
+// io_begin before the handler, io_end after.
+struct IoTask {
+    uint64_t* seen;     // the worker's knowledge of the slot's areas (IO_SEEN)
+    uint64_t seen_in;   // as read before the slot's poll
+    uint64_t seen_out;
+    uint8_t* output;    // the output room
+    uint32_t in_words;
+    bool in_known;      // the input's tags alone told its words
+    bool input_ok;
+};
+
+// Decodes the task's `in_len` input bytes into this warp's input room
+// (`rooms`: the input room, then the output room) and points the context at
+// the input and the output room. Whether the input was within bounds and
+// whole (if not, the task fails: PKQ_STATUS_BAD_ARGS).
+__device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uint64_t lap, uint8_t* rooms,
+                                         uint32_t lane, uint32_t in_len, Context& ctx, IoTask& t,
+                                         const uint64_t (&pre)[PKQ_IO_SPEC_LOADS], uint32_t pre_words) {
+    t.in_words = (in_len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
+    t.in_known = seen_covers(t.seen_in, lap, t.in_words, p.capacity_log2);
+    // Unless the tags tell this lap's words: the input's loads after the
+    // slot's (the producer wrote it first), and none read before it.
+    if (in_len != 0 && !t.in_known) __threadfence_system();
+    t.output = rooms + io_room(p.io_in_bytes);
+    t.input_ok = in_len <= p.io_in_bytes &&
+                 io_read(reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words, in_len,
+                         static_cast<uint32_t>(lap) & 0xff, rooms, lane, pre, t.in_known ? pre_words : 0);
+    // Every lane's decoded bytes, for every lane of the handler.
+    __syncwarp();
+    ctx.input = rooms;
+    ctx.in_len = in_len;
+    ctx.output = t.output;
+    ctx.out_cap = p.io_out_bytes;
+    return t.input_ok;
+}
+
+// Writes the task's output to the slot's output area (empty if the task
+// failed; an output over the room fails it: PKQ_STATUS_BAD_ARGS), then the
+// worker's knowledge of the slot.
+__device__ __forceinline__ void io_end(const pkq_params& p, uint64_t slot, uint64_t lap, uint32_t lane,
+                                       const IoTask& t, Outcome& out) {
+    // Lane 0's outcome for all: lanes that disagree must not part ways
+    // before io_write's warp barrier.
     uint32_t status = __shfl_sync(FULL_MASK, out.status, 0);
     const uint32_t out_len = __shfl_sync(FULL_MASK, out.out_len, 0);
     if (status == PKQ_STATUS_OK && out_len > p.io_out_bytes) {
         out = fail(PKQ_STATUS_BAD_ARGS);
         status = PKQ_STATUS_BAD_ARGS;
     }
+    const uint32_t written = status == PKQ_STATUS_OK ? out_len : 0;
+    const uint32_t out_words = (written + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
+    const bool out_known = seen_covers(t.seen_out, lap, out_words, p.capacity_log2);
     // Every lane's output bytes, for the lanes that write them out.
     __syncwarp();
-    io_write(reinterpret_cast<uint64_t*>(p.io_out) + slot * p.io_out_words,
-             reinterpret_cast<const uint64_t*>(scratch + in_room),
-             status == PKQ_STATUS_OK ? out_len : 0, lap, lane);
-    return out;
+    io_write(reinterpret_cast<uint64_t*>(p.io_out) + slot * p.io_out_words, t.output, written, lap, lane,
+             !out_known);
+    // The knowledge for this slot's next lap, which this worker serves after
+    // this task's completion (the claim's fences order it for its poller).
+    if (lane == 0) {
+        if (t.input_ok)
+            __stcg(reinterpret_cast<unsigned long long*>(t.seen),
+                   seen_after(t.seen_in, lap, t.in_words, t.in_known, p.capacity_log2));
+        __stcg(reinterpret_cast<unsigned long long*>(t.seen + 1),
+               seen_after(t.seen_out, lap, out_words, out_known, p.capacity_log2));
+    }
 }
 
 // Reads a claim counter that other warps of the block update, as one value
@@ -294,11 +366,12 @@ __device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) 
 // before its turn polls again); the others see the counter move and go on
 // to the next slot. A poller beats while it polls, not while it runs a task.
 // `scratch`: 32 words of shared memory of this warp's own (see the claim
-// below).
+// below); `rooms`: this warp's IO rooms (run_io).
 template <class Handlers>
 __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
                                       unsigned long long* claim, unsigned long long* done,
-                                      unsigned long long* scratch, const Handlers& handlers) {
+                                      unsigned long long* scratch, uint8_t* rooms,
+                                      const Handlers& handlers) {
     const uint32_t lane = threadIdx.x & 31;
     // This poller's copy of the slots (COPIES in pkq_layout.h).
     const uint64_t* own_sq = reinterpret_cast<const uint64_t*>(p.sq) +
@@ -365,6 +438,31 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         const uint32_t tag = static_cast<uint32_t>(seq >> p.capacity_log2) & 0xff;
         const uint64_t* addr =
             lane < PKQ_SLOT_WORDS ? own_sq + slot * PKQ_SLOT_WORDS + lane : stop_word;
+        // Where the slot's last IO tasks had inputs whose words this lap's
+        // tag tells (IO_SEEN in pkq_layout.h), their first words are read in
+        // every poll, with the slot's: a task's input then costs no read
+        // after its slot's (when this poller takes it).
+        const uint64_t lap = seq >> p.capacity_log2;
+        IoTask io_task;
+        io_task.seen = io_seen(p, slot);
+        io_task.seen_in = io_task.seen_out = 0;
+        uint32_t spec_words = 0;
+        const uint64_t* const in_area = reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words;
+        if (io_task.seen != nullptr) {
+            io_task.seen_in = __ldcg(reinterpret_cast<const unsigned long long*>(io_task.seen));
+            io_task.seen_out = __ldcg(reinterpret_cast<const unsigned long long*>(io_task.seen + 1));
+            // Poller 0 alone: reads of one line by several warps are served
+            // one after another (benches/NOTES.md), and every poll would
+            // wait for the others'.
+            if (poller == 0 && seen_age(io_task.seen_in, lap, p.capacity_log2) < 256)
+                spec_words = min(static_cast<uint32_t>(io_task.seen_in & ((1u << SEEN_COUNT_BITS) - 1)),
+                                 32u * PKQ_IO_SPEC_LOADS);
+        }
+        const uint32_t spec_loads = (spec_words + 31) / 32;
+        uint32_t stale_polls = 0;
+        uint64_t pre[PKQ_IO_SPEC_LOADS];
+#pragma unroll
+        for (uint32_t j = 0; j < PKQ_IO_SPEC_LOADS; ++j) pre[j] = 0;
 
         Wait outcome = Wait::Pending;
         uint64_t w = 0;
@@ -390,11 +488,39 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                 sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);
             }
             w = poll_load(addr, lane, polls % PKQ_STOP_POLL_INTERVAL == 0);
+#pragma unroll
+            for (uint32_t j = 0; j < PKQ_IO_SPEC_LOADS; ++j) {
+                const uint32_t at = 32 * j + lane;
+                if (j < spec_loads && at < spec_words) pre[j] = load_sys(in_area + at);
+            }
             // The worker's tasks completed so far, read while the poll is in
             // flight (a shared-memory load, back long before it): the turn
             // check below then costs the way to the task nothing.
             if (shared_claims) seen_done = *reinterpret_cast<volatile unsigned long long*>(done);
             outcome = judge(w, lane, tag, poller > 0);  // waits for the load
+            // An IO task whose input words read with the slot are not all
+            // this lap's yet (the reads of one poll may be served in any
+            // order): the next poll, maybe another poller's a fraction of a
+            // round trip later, reads them again, rather than this one
+            // waiting a round trip for them. A bounded number of times: then
+            // run_io reads them again itself.
+            if (outcome == Wait::Task && spec_loads != 0 && stale_polls < IO_STALE_POLLS) {
+                const uint64_t h = __shfl_sync(FULL_MASK, w, 0);
+                const uint32_t in_len =
+                    static_cast<uint32_t>(h >> PKQ_HEADER_IN_SHIFT) & ((1u << PKQ_HEADER_IN_BITS) - 1);
+                const uint32_t in_words = (in_len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
+                const uint32_t need = min(in_words, spec_words);
+                bool fresh = true;
+#pragma unroll
+                for (uint32_t j = 0; j < PKQ_IO_SPEC_LOADS; ++j)
+                    if (32 * j + lane < need && tag_of(pre[j]) != tag) fresh = false;
+                if (((h >> PKQ_HEADER_IO_BIT) & 1) && ((h >> PKQ_HEADER_PACK_SHIFT) & 0xff) == 0 &&
+                    seen_covers(io_task.seen_in, lap, in_words, p.capacity_log2) &&
+                    !__all_sync(FULL_MASK, fresh)) {
+                    ++stale_polls;
+                    outcome = Wait::Pending;
+                }
+            }
             // Read after the load returned: if another poller took this task
             // meanwhile, the slot may since hold a later lap, so a bad tag
             // says nothing until the counter says this task is not taken.
@@ -474,14 +600,15 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             // Header bits 32..56: an IO task's flag and input length.
             const uint32_t h1 = static_cast<uint32_t>(c[0] >> 32) & 0xffffff;
             io = (h1 >> (PKQ_HEADER_IO_BIT - 32)) & 1;
-            if (io && p.io_in_words + p.io_out_words != 0) {
-                out = run_io(p, slot, seq, worker * p.pollers + poller, lane,
-                             h1 & ((1u << PKQ_HEADER_IN_BITS) - 1), ctx, handlers);
-            } else if (io) {
-                out = fail(PKQ_STATUS_BAD_ARGS);  // no IO areas: no host sends this
-            } else {
-                out = handlers(ctx);
-            }
+            // One call of the handlers for plain and IO tasks (one copy of
+            // their code: see IO_BATCH). No IO areas: no host sends an IO
+            // task.
+            const bool areas = io_task.seen != nullptr;
+            const bool run = !io || (areas && io_begin(p, slot, lap, rooms, lane,
+                                                       h1 & ((1u << PKQ_HEADER_IN_BITS) - 1), ctx,
+                                                       io_task, pre, spec_words));
+            out = run ? handlers(ctx) : fail(PKQ_STATUS_BAD_ARGS);
+            if (io && areas) io_end(p, slot, lap, lane, io_task, out);
         }
         const uint64_t t_end = globaltimer();
         if (!nop && __any_sync(FULL_MASK, out.wrote_device_memory)) {
@@ -529,9 +656,40 @@ __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers&
     }
     __syncthreads();
     const uint32_t worker = warp / p.pollers;
+    // Nothing known yet of the IO areas of the slots this block's workers
+    // serve (IO_SEEN in pkq_layout.h): a worker w serves the slots of ring
+    // w % rings whose index is start_seq + w / rings modulo the ring's
+    // workers (see serve).
+    if (p.io_in_words + p.io_out_words != 0) {
+        const uint32_t first_worker = blockIdx.x * (blockDim.x >> 5) / p.pollers;
+        const uint32_t block_workers = max(1u, (blockDim.x >> 5) / p.pollers);
+        const uint64_t ring_workers = p.workers / p.rings;
+        const uint64_t per_worker = (1ull << p.capacity_log2) / ring_workers;
+        for (uint64_t i = threadIdx.x; i < block_workers * per_worker; i += blockDim.x) {
+            const uint32_t w = first_worker + static_cast<uint32_t>(i / per_worker);
+            if (w >= p.workers) continue;
+            const uint64_t slot = (static_cast<uint64_t>(w % p.rings) << p.capacity_log2) +
+                                  ((p.start_seq + w / p.rings + (i % per_worker) * ring_workers) &
+                                   ((1ull << p.capacity_log2) - 1));
+            uint64_t* seen = io_seen(p, slot);
+#pragma unroll
+            for (int j = 0; j < PKQ_IO_SEEN_WORDS; ++j) __stcg(reinterpret_cast<unsigned long long*>(seen + j), 0ull);
+        }
+        __syncthreads();
+    }
     if (worker >= p.workers) return;
+    // Each warp's IO rooms: in the block's dynamic shared memory when the
+    // launch gave it room for all of its warps' (Builder::io), else in
+    // io_scratch.
+    extern __shared__ __align__(16) uint8_t io_shared[];
+    uint32_t dynamic_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_bytes));
+    const uint32_t pair = io_room(p.io_in_bytes) + io_room(p.io_out_bytes);
+    uint8_t* const rooms = pair != 0 && dynamic_bytes >= (blockDim.x >> 5) * pair
+                               ? io_shared + warp_in_block * pair
+                               : reinterpret_cast<uint8_t*>(p.io_scratch) + static_cast<uint64_t>(warp) * pair;
     serve(p, worker, warp % p.pollers, &claims[warp_in_block / p.pollers],
-          &dones[warp_in_block / p.pollers], &scratch[warp_in_block * 32], handlers);
+          &dones[warp_in_block / p.pollers], &scratch[warp_in_block * 32], rooms, handlers);
 }
 
 }  // namespace pkq

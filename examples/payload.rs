@@ -1,11 +1,12 @@
 //! Round trip against payload size: a task whose input and output are `N`
 //! bytes each way, for N from 8 B to 64 KiB, by pkq's IO tasks
-//! (`Builder::io`, `submit_io` of COPY_IO, on the latency setting) and by
+//! (`Builder::io` sized to the task, `submit_io` of COPY_IO, on the latency
+//! setting; with where the time goes: submit, device, wait) and by
 //! what CUDA offers for the same work (COPY_IO's as an ordinary kernel):
 //! cudaMemcpyAsync in + launch + cudaMemcpyAsync out + sync; the same
 //! three as a CUDA graph + sync; a launched kernel reading and writing
 //! mapped host memory + sync. In the same run: pkq's NOP round trip on the
-//! same runtime, and PCIe copy bandwidth each way.
+//! latency setting, and PCIe copy bandwidth each way.
 //!
 //! `cargo run --release --example payload -- --json benches/results/payload.json --svg benches/results/payload.svg`
 
@@ -205,15 +206,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         record("zero-copy launch", size, l, &mut rows);
     }
 
-    // pkq: the latency setting, with IO areas of 64 KiB each way.
-    let rt = Runtime::builder()
-        .workers(1)
-        .pollers(8)
-        .io(most, most)
-        .build()?;
+    // pkq: the latency setting, with IO areas the size of the task's data
+    // each way (as an application sizes them: rooms this small sit in
+    // shared memory).
+    let latency_setting = || Runtime::builder().workers(1).pollers(8);
+    let rt = latency_setting().build()?;
     let nop = Latency::measure("pkq NOP round trip", &clock, w, n, || {
         rt.submit(Op::NOP, &())?.wait().map(drop)
     });
+    rt.shutdown()?;
     println!(
         "{:<40}{:>8.2}{:>8.2}",
         nop.name,
@@ -222,6 +223,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     rows.push(nop.row("us"));
     for &size in &SIZES {
+        let rt = latency_setting().io(size, size).build()?;
         let io = CopyIoArgs {
             out_len: size as u32,
             key,
@@ -244,8 +246,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .wait_output()?;
         assert_eq!(out, want(size));
         record("pkq", size, l, &mut rows);
+        // Where the time goes: the host's submit (the input written), the
+        // device's task (from the whole slot to the handler's return), and
+        // the wait (the output read back), medians of their own run.
+        let (mut submit, mut device, mut wait) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..2_000 {
+            let t0 = clock.now();
+            let ticket = rt.submit_io(Op::COPY_IO, &io, &input[..size])?;
+            let t1 = clock.now();
+            let (c, _) = ticket.wait_output()?;
+            let t2 = clock.now();
+            submit.push(clock.between(t0, t1));
+            wait.push(clock.between(t1, t2));
+            device.push(c.device_time().as_nanos() as u64);
+        }
+        let median_us = |v: &mut Vec<u64>| {
+            v.sort_unstable();
+            v[v.len() / 2] as f64 / 1e3
+        };
+        let (s, d, wt) = (
+            median_us(&mut submit),
+            median_us(&mut device),
+            median_us(&mut wait),
+        );
+        println!("    submit {s:.2} us, device {d:.2} us, wait {wt:.2} us (medians)");
+        if let Some(row) = rows.last_mut() {
+            row.insert("submit_p50_us".into(), json!(s));
+            row.insert("device_p50_us".into(), json!(d));
+            row.insert("wait_p50_us".into(), json!(wt));
+        }
+        rt.shutdown()?;
     }
-    rt.shutdown()?;
 
     // The yardsticks, from this run.
     let p50 = |mech: &str, size: usize| {

@@ -67,5 +67,9 @@ cp scripts/bundle-run.sh "$out/run.sh"
 chmod +x "$out/run.sh"
 git rev-parse HEAD >"$out/COMMIT" 2>/dev/null || echo unknown >"$out/COMMIT"
 if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then echo "(work tree dirty)" >>"$out/COMMIT"; fi
-du -sh "$out"
+# One archive of it as well: the binaries each embed the kernels, so it
+# packs to a fraction (what a device tool with a size limit carries):
+#   tar xzf <bundle>.tar.gz -C <dir> && <dir>/<bundle>/run.sh
+tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
+du -sh "$out" "$out.tar.gz"
 find "$out" -type f | sort

@@ -188,13 +188,35 @@ impl Kernel {
         }
     }
 
+    /// Lets a launch of this kernel give each block `bytes` of dynamic
+    /// shared memory (over the default 48 KiB, the device must allow it);
+    /// whether it may.
+    pub(crate) fn allow_dynamic_shared(&self, bytes: usize) -> bool {
+        if bytes <= 48 << 10 {
+            return true;
+        }
+        let Ok(bytes) = i32::try_from(bytes) else {
+            return false;
+        };
+        matches!(
+            crate::cuda::driver::with_current(&self.ctx, || {
+                self.function.set_attribute(
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    bytes,
+                )
+            }),
+            Ok(Ok(()))
+        )
+    }
+
     /// How many blocks of `threads` threads of this kernel the device keeps
-    /// resident at once: the driver's occupancy figure per multiprocessor
-    /// (registers, shared memory, launch bounds) times the multiprocessors.
-    pub(crate) fn max_resident_blocks(&self, threads: u32) -> Result<usize> {
+    /// resident at once, each with `dynamic_shared` bytes of dynamic shared
+    /// memory: the driver's occupancy figure per multiprocessor (registers,
+    /// shared memory, launch bounds) times the multiprocessors.
+    pub(crate) fn max_resident_blocks(&self, threads: u32, dynamic_shared: usize) -> Result<usize> {
         let per_sm = crate::cuda::driver::with_current(&self.ctx, || {
             self.function
-                .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)
+                .occupancy_max_active_blocks_per_multiprocessor(threads, dynamic_shared, None)
         })??;
         let sms = self
             .ctx

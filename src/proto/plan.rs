@@ -5,7 +5,8 @@
 
 use crate::proto::io::{output_words, room};
 use crate::proto::layout::{
-    CQE_WORDS, CTRL_BYTES, IO_WORD_BYTES, KernelParams, PACK_TASKS, SECTION_ALIGN, SLOT_WORDS,
+    CQE_WORDS, CTRL_BYTES, IO_SEEN_WORDS, IO_WORD_BYTES, KernelParams, PACK_TASKS, SECTION_ALIGN,
+    SLOT_WORDS,
 };
 use crate::proto::queue::Queue;
 use crate::proto::ring::{Geometry, SEQ_MASK};
@@ -102,6 +103,17 @@ impl Plan {
     pub(crate) fn io_scratch_bytes(&self) -> usize {
         let (input, output) = self.io;
         room(input) + room(output)
+    }
+
+    /// Device memory of the IO transport (0 without IO): each poller warp's
+    /// rooms ([`Plan::io_scratch_bytes`]), then what the workers know of
+    /// each slot's areas (IO_SEEN in `cuda/pkq_layout.h`).
+    pub(crate) fn io_device_bytes(&self) -> usize {
+        if self.io == (0, 0) {
+            return 0;
+        }
+        self.io_scratch_bytes() * self.all_pollers()
+            + self.rings * self.geo.capacity() * IO_SEEN_WORDS * 8
     }
 
     /// Poller warps in all.

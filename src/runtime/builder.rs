@@ -286,11 +286,16 @@ impl Builder {
     /// (`ctx.input`), the handler writes its output (`ctx.output`) and the
     /// task's waiter reads it, with no copy engine and no stream (each
     /// 8-byte word carries 7 bytes and the lap's tag, as the slot's words
-    /// do; the device runs one system fence before it reads an input and
-    /// one before the word that names an output's lap: IO in
-    /// `cuda/pkq_layout.h`). Default none. Costs: pinned memory of about
-    /// `8/7 (input + output)` bytes per slot per ring, and device memory of
-    /// `input + output` bytes, each rounded up to 112, per poller warp.
+    /// do). The device fences (system scope) before it reads an input and
+    /// before the word that names an output's lap only where the tags
+    /// cannot tell this lap's words: a slot's first IO task, a longer
+    /// input or output than its last ones, or one after 256 laps without
+    /// an IO task (IO in `cuda/pkq_layout.h`). Default none. Costs: pinned
+    /// memory of about `8/7 (input + output)` bytes per slot per ring;
+    /// device memory of `input + output` bytes, each rounded up to 112, per
+    /// poller warp, and 16 bytes per slot; the handler's input and output
+    /// sit in shared memory where every block of the kernel keeps its
+    /// warps' and the kernel stays resident, else in that device memory.
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn io(mut self, input: usize, output: usize) -> Self {
         self.io = (input, output);
@@ -396,7 +401,7 @@ impl Builder {
         let words = [h2d.words(0, plan.h2d_len), d2h.words(0, plan.d2h_len)];
         let (h2d_addr, d2h_addr) = (h2d.device_addr(0), d2h.device_addr(0));
         let mut kernel = Kernel::from_image(&ctx, &self.image, &self.kernel, true, vec![h2d, d2h])?;
-        let scratch = match plan.io_scratch_bytes() * plan.all_pollers() {
+        let scratch = match plan.io_device_bytes() {
             0 => 0,
             bytes => kernel.device_memory(bytes)?,
         };
@@ -417,14 +422,27 @@ impl Builder {
         // counts are powers of two, so blocks are full.
         let pollers = plan.all_pollers();
         let warps = pollers.min(MAX_WARPS_PER_BLOCK);
-        let cfg = LaunchConfig {
+        let mut cfg = LaunchConfig {
             grid_dim: ((pollers / warps) as u32, 1, 1),
             block_dim: (warps as u32 * 32, 1, 1),
             shared_mem_bytes: 0,
         };
         // Every block must be resident at once, or the workers that are not
         // wait for ones that never end: refuse what cannot be.
-        let resident = kernel.max_resident_blocks(cfg.block_dim.0)?;
+        let mut resident = kernel.max_resident_blocks(cfg.block_dim.0, 0)?;
+        // IO rooms in shared memory where every block keeps its warps' and
+        // stays resident (the kernel looks at what the launch gave it);
+        // otherwise they stay in device memory (`io_scratch`).
+        let rooms = warps * plan.io_scratch_bytes();
+        if rooms != 0 && kernel.allow_dynamic_shared(rooms) {
+            let with_rooms = kernel
+                .max_resident_blocks(cfg.block_dim.0, rooms)
+                .unwrap_or(0);
+            if with_rooms >= cfg.grid_dim.0 as usize {
+                cfg.shared_mem_bytes = rooms as u32;
+                resident = with_rooms;
+            }
+        }
         if (cfg.grid_dim.0 as usize) > resident {
             return Err(Error::InvalidConfig(format!(
                 "{} workers of {} pollers need {} blocks of {} warps resident at once; device {} \

@@ -102,6 +102,10 @@ const TESTS: &[Test] = &[
     ),
     ("state_ops_random_vs_cpu", ops::state_ops_random_vs_cpu),
     ("io_tasks_random_vs_cpu", ops::io_tasks_random_vs_cpu),
+    (
+        "io_tasks_reuse_small_areas_across_laps",
+        ops::io_tasks_reuse_small_areas_across_laps,
+    ),
     ("batches_submit_and_reap", protocol::batches_submit_and_reap),
     (
         "host_access_rate_is_measured",

@@ -678,11 +678,74 @@ pub(crate) fn state_ops_random_vs_cpu() {
     println!("    2000 + 4 x 500 arm steps on device state checked against the host");
 }
 
+/// One IO task checked against the host: COPY_IO's output and value.
+fn check_copy_io((t, input, args): (pkq::Ticket, Vec<u8>, pkq::builtin::CopyIoArgs)) {
+    let (c, out) = t.wait_output().unwrap();
+    let key = args.key as u8;
+    assert_eq!(out.len(), args.out_len as usize);
+    for (i, o) in out.iter().enumerate() {
+        let want = input.get(i).copied().unwrap_or(0) ^ key;
+        assert_eq!(*o, want, "byte {i} of {}", out.len());
+    }
+    assert_eq!(c.value, input.iter().map(|&b| u64::from(b)).sum::<u64>());
+}
+
+/// `tasks` IO tasks of COPY_IO from each of four threads on `rt` (areas of
+/// `most` bytes each way), each checked against the host, with up to 24 in
+/// flight: sizes from `size`; every `nops`-th task (0: never) is preceded
+/// by a run of `nop_run` NOPs, which leave the areas alone for as many
+/// laps. The tasks checked.
+fn io_random(
+    rt: &Runtime,
+    seed: u64,
+    tasks: usize,
+    size: &(dyn Fn(&mut Rng) -> usize + Sync),
+    nops: usize,
+    nop_run: usize,
+) -> usize {
+    use pkq::builtin::CopyIoArgs;
+    let mut n = 0;
+    std::thread::scope(|s| {
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut rng = Rng::new(seed + t);
+                    let mut held = VecDeque::new();
+                    for i in 0..tasks {
+                        if nops != 0 && i % nops == nops - 1 {
+                            for _ in 0..nop_run {
+                                rt.submit(Op::NOP, &()).unwrap().wait().unwrap();
+                            }
+                        }
+                        let input: Vec<u8> =
+                            (0..size(&mut rng)).map(|_| rng.next() as u8).collect();
+                        let args = CopyIoArgs {
+                            out_len: size(&mut rng) as u32,
+                            key: rng.next() as u32,
+                        };
+                        let t = rt.submit_io(Op::COPY_IO, &args, &input).unwrap();
+                        held.push_back((t, input, args));
+                        if held.len() > 1 + i % 24 {
+                            check_copy_io(held.pop_front().unwrap());
+                        }
+                    }
+                    held.into_iter().for_each(check_copy_io);
+                    tasks
+                })
+            })
+            .collect();
+        for t in threads {
+            n += t.join().unwrap();
+        }
+    });
+    n
+}
+
 /// IO tasks (`Builder::io`, `submit_io`): input and output bytes in mapped
 /// memory, every size from 0 to 64 KiB each way (the edges of a 7-byte word
 /// among them), COPY_IO's output and value checked against the host, from
 /// four threads across many laps of a small ring with two pollers per
-/// worker; refusals.
+/// worker (areas this large: rooms in device memory); refusals.
 pub(crate) fn io_tasks_random_vs_cpu() {
     use pkq::builtin::CopyIoArgs;
     const MOST: usize = 65536;
@@ -693,55 +756,16 @@ pub(crate) fn io_tasks_random_vs_cpu() {
         .io(MOST, MOST)
         .build()
         .unwrap();
-    let check = |(t, input, args): (pkq::Ticket, Vec<u8>, CopyIoArgs)| {
-        let (c, out) = t.wait_output().unwrap();
-        let key = args.key as u8;
-        assert_eq!(out.len(), args.out_len as usize);
-        for (i, o) in out.iter().enumerate() {
-            let want = input.get(i).copied().unwrap_or(0) ^ key;
-            assert_eq!(*o, want, "byte {i} of {}", out.len());
-        }
-        assert_eq!(c.value, input.iter().map(|&b| u64::from(b)).sum::<u64>());
-    };
     let edges = [
         0usize, 1, 3, 4, 6, 7, 8, 13, 14, 15, 255, 1024, 4096, 65535, MOST,
     ];
-    let mut n = 0;
-    std::thread::scope(|s| {
-        let threads: Vec<_> = (0..4u64)
-            .map(|t| {
-                let (rt, check) = (&rt, &check);
-                s.spawn(move || {
-                    let mut rng = Rng::new(800 + t);
-                    let mut held = VecDeque::new();
-                    let tasks = if under_sanitizer() { 200 } else { 3_000 };
-                    for i in 0..tasks {
-                        let size = |rng: &mut Rng| match rng.below(4) {
-                            0 => edges[rng.below(edges.len() as u64) as usize],
-                            1 => rng.below(MOST as u64 + 1) as usize,
-                            _ => rng.below(300) as usize,
-                        };
-                        let input: Vec<u8> =
-                            (0..size(&mut rng)).map(|_| rng.next() as u8).collect();
-                        let args = CopyIoArgs {
-                            out_len: size(&mut rng) as u32,
-                            key: rng.next() as u32,
-                        };
-                        let t = rt.submit_io(Op::COPY_IO, &args, &input).unwrap();
-                        held.push_back((t, input, args));
-                        if held.len() > 1 + i % 24 {
-                            check(held.pop_front().unwrap());
-                        }
-                    }
-                    held.into_iter().for_each(check);
-                    tasks
-                })
-            })
-            .collect();
-        for t in threads {
-            n += t.join().unwrap();
-        }
-    });
+    let size = |rng: &mut Rng| match rng.below(4) {
+        0 => edges[rng.below(edges.len() as u64) as usize],
+        1 => rng.below(MOST as u64 + 1) as usize,
+        _ => rng.below(300) as usize,
+    };
+    let tasks = if under_sanitizer() { 200 } else { 3_000 };
+    let n = io_random(&rt, 800, tasks, &size, 0, 0);
     // Refused by the device: more output than the room; plain tasks of the
     // op have none.
     let over = CopyIoArgs {
@@ -784,4 +808,42 @@ pub(crate) fn io_tasks_random_vs_cpu() {
     ));
     plain.shutdown().unwrap();
     println!("    {n} IO tasks of 0 to 64 KiB each way checked against the host");
+}
+
+/// IO tasks on small areas (rooms in shared memory) of a small ring served by
+/// one worker of eight pollers: most tasks the same size as the one before
+/// in their slot (inputs read with the slot's poll, outputs without a
+/// fence), some longer or shorter, and runs of over 256 laps without an IO
+/// task (a word then carries its tag again: the worker must fence), every
+/// output checked against the host; then the same on two rings of four
+/// workers of two pollers.
+pub(crate) fn io_tasks_reuse_small_areas_across_laps() {
+    const MOST: usize = 1024;
+    let tasks = if under_sanitizer() { 150 } else { 4_000 };
+    // Capacity 8: a run of 4800 NOPs from four threads is over 256 laps of
+    // each slot, on one ring or two.
+    let (nops, nop_run) = if under_sanitizer() {
+        (0, 0)
+    } else {
+        (1_000, 1_200)
+    };
+    let size = |rng: &mut Rng| match rng.below(8) {
+        0 => rng.below(MOST as u64 + 1) as usize,
+        1 => rng.below(8) as usize,
+        _ => 1000,
+    };
+    let mut n = 0;
+    for (workers, rings, pollers) in [(1, 1, 8), (8, 2, 2)] {
+        let rt = Runtime::builder()
+            .capacity(8)
+            .workers(workers)
+            .rings(rings)
+            .pollers(pollers)
+            .io(MOST, MOST)
+            .build()
+            .unwrap();
+        n += io_random(&rt, 900 + workers as u64, tasks, &size, nops, nop_run);
+        rt.shutdown().unwrap();
+    }
+    println!("    {n} IO tasks of up to 1 KiB each way checked against the host, areas reused");
 }

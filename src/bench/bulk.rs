@@ -1,0 +1,143 @@
+//! How long one block of warps takes to move a run of bytes between mapped
+//! host memory and the SM (mirrors `cuda/pkq_bulk.cuh`): the costs under an
+//! IO task's input and output, by load and store kind, warps, and loads in
+//! flight per lane.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use crate::cuda::driver;
+use crate::cuda::kernel::Kernel;
+use crate::cuda::mapped::MappedBuffer;
+use crate::error::{Error, Result};
+
+/// The load or store instruction a [`Bulk`] pass uses (`BulkKind` in
+/// `cuda/pkq_bulk.cuh`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BulkKind {
+    /// `ld/st.relaxed.sys.global.u64`.
+    RelaxedSys,
+    /// `ld/st.volatile.global.u64`.
+    Volatile,
+    /// `ld.global.cv.u64` / `st.global.wt.u64` (weak, not kept in caches).
+    WeakUncached,
+    /// `ld/st.relaxed.sys.global.v2.u64` (16 bytes a lane).
+    RelaxedSysV2,
+    /// `ld/st.volatile.global.v2.u64`.
+    VolatileV2,
+    /// `ld.global.cv.v2.u64` / `st.global.wt.v2.u64`.
+    WeakUncachedV2,
+}
+
+impl BulkKind {
+    /// Every kind, in the kernel's order.
+    pub const ALL: [BulkKind; 6] = [
+        BulkKind::RelaxedSys,
+        BulkKind::Volatile,
+        BulkKind::WeakUncached,
+        BulkKind::RelaxedSysV2,
+        BulkKind::VolatileV2,
+        BulkKind::WeakUncachedV2,
+    ];
+
+    /// A short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            BulkKind::RelaxedSys => "relaxed.sys",
+            BulkKind::Volatile => "volatile",
+            BulkKind::WeakUncached => "weak uncached",
+            BulkKind::RelaxedSysV2 => "relaxed.sys v2",
+            BulkKind::VolatileV2 => "volatile v2",
+            BulkKind::WeakUncachedV2 => "weak uncached v2",
+        }
+    }
+
+    fn code(self) -> u32 {
+        Self::ALL.iter().position(|&k| k == self).unwrap_or(0) as u32
+    }
+}
+
+/// One block of `warps` warps moving `bytes` of mapped host memory to the
+/// SM (loads) or from it (posted stores, then a system fence each), with
+/// `inflight` loads or stores of `kind` issued a lane before any value is
+/// used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bulk {
+    /// Warps of the block (1 to 32).
+    pub warps: u32,
+    /// Bytes a pass moves (a multiple of 16, at most 1 MiB).
+    pub bytes: u32,
+    /// Stores (from the SM to host memory) rather than loads.
+    pub write: bool,
+    /// The instruction.
+    pub kind: BulkKind,
+    /// Loads or stores a lane issues before it waits (1, 2, 4, 8 or 16).
+    pub inflight: u32,
+    /// Passes timed.
+    pub iters: u32,
+}
+
+/// What [`bulk_copy`] measured: the mean and least ns of a pass.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BulkTime {
+    /// Mean ns of a pass.
+    pub mean_ns: f64,
+    /// The fastest pass, ns.
+    pub least_ns: f64,
+}
+
+/// Places a run of passes goes through in turn.
+const RUNS: usize = 64;
+
+/// Times `bulk` on device `index` (the GPU's clock, one fresh kernel).
+pub fn bulk_copy(index: usize, bulk: &Bulk) -> Result<BulkTime> {
+    let ok = (1..=32).contains(&bulk.warps)
+        && bulk.bytes.is_multiple_of(16)
+        && bulk.bytes > 0
+        && bulk.bytes <= 1 << 20
+        && [1, 2, 4, 8, 16].contains(&bulk.inflight)
+        && bulk.iters > 0;
+    if !ok {
+        return Err(Error::InvalidArgument(format!(
+            "bulk_copy {bulk:?}: 1 to 32 warps, a multiple of 16 bytes up to 1 MiB, 1, 2, 4, 8 \
+             or 16 in flight, at least one pass"
+        )));
+    }
+    crate::cuda::image::bench_image()?;
+    let ctx = driver::open(index)?;
+    let words = bulk.bytes / 8;
+    let area = MappedBuffer::new(&ctx, RUNS * words as usize)?;
+    let out_buf = MappedBuffer::new(&ctx, 4)?;
+    let (area_at, out_at) = (area.device_addr(0), out_buf.device_addr(0));
+    let out = out_buf.words(0, 4);
+    let kernel = Kernel::bench(&ctx, "pkq_bulk_kernel", vec![area, out_buf])?;
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (32 * bulk.warps, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (runs, kind, write) = (RUNS as u32, bulk.kind.code(), u32::from(bulk.write));
+    // SAFETY: pkq_bulk_kernel(uint64_t*, uint64_t*, uint32_t x 6) gets
+    // addresses into the kernel's own mapped memory: `runs` runs of `words`
+    // words, and 3 result words; the kind and the count in flight are ones
+    // it knows.
+    unsafe {
+        kernel.launch(cfg, |b| {
+            b.arg(&area_at)
+                .arg(&out_at)
+                .arg(&words)
+                .arg(&runs)
+                .arg(&kind)
+                .arg(&bulk.inflight)
+                .arg(&write)
+                .arg(&bulk.iters);
+        })?
+    };
+    kernel.wait_finished(Instant::now().checked_add(Duration::from_secs(60)))?;
+    Ok(BulkTime {
+        mean_ns: out.at(0).load(Ordering::Acquire) as f64 / f64::from(bulk.iters),
+        least_ns: out.at(1).load(Ordering::Acquire) as f64,
+    })
+}
