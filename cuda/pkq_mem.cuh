@@ -14,12 +14,35 @@ __device__ __forceinline__ uint64_t load_sys(const uint64_t* p) {
     return v;
 }
 
+// load_sys where `pred` holds, else 0: one predicated instruction, not a
+// branch (a lane-dependent branch around an asm load makes ptxas wrap it in
+// a convergence region, which a poll loop pays for every poll).
+__device__ __forceinline__ uint64_t load_sys_if(bool pred, const uint64_t* p) {
+    uint64_t v = 0;
+    asm volatile(
+        "{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\t"
+        "@q ld.relaxed.sys.global.u64 %0, [%1];\n\t}"
+        : "+l"(v)
+        : "l"(p), "r"(static_cast<uint32_t>(pred))
+        : "memory");
+    return v;
+}
+
 // Relaxed, system-scope 8-byte store: single-copy atomic, posted (costs the
 // SM nothing to wait for). Used for tagged completion words and state words;
 // a release or fence.sys would cost ~0.7 us per completion and is not needed
 // because every word is self-validating (see pkq_layout.h).
 __device__ __forceinline__ void store_sys(uint64_t* p, uint64_t v) {
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+// store_sys where `pred` holds: one predicated instruction (see load_sys_if).
+__device__ __forceinline__ void store_sys_if(bool pred, uint64_t* p, uint64_t v) {
+    asm volatile(
+        "{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\t"
+        "@q st.relaxed.sys.global.u64 [%0], %1;\n\t}" ::"l"(p),
+        "l"(v), "r"(static_cast<uint32_t>(pred))
+        : "memory");
 }
 
 // Two relaxed, system-scope 8-byte stores as one 16-byte vector store (`p`

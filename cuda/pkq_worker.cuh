@@ -4,6 +4,7 @@
 // order, each in slot r * capacity + (seq & (capacity - 1)) (pkq_layout.h).
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "pkq_handler.cuh"
 #include "pkq_layout.h"
@@ -147,8 +148,8 @@ __device__ __forceinline__ bool io_pass(const uint64_t* area, uint32_t words, ui
             const uint32_t k = base + 32 * j + lane;
             if (j < PKQ_IO_SPEC_LOADS && base == 0 && k < pre_words)
                 w[j] = pre[j];
-            else if (k < words)
-                w[j] = load_sys(area + k);
+            else
+                w[j] = load_sys_if(k < words, area + k);
         }
 #pragma unroll
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
@@ -204,15 +205,16 @@ __device__ __forceinline__ void io_write(uint64_t* area, const uint8_t* src, uin
     const uint64_t* room = reinterpret_cast<const uint64_t*>(src);
     uint64_t* stream = area + 1;
 #pragma unroll 4
-    for (uint32_t k = lane; k < words; k += 32) {
+    for (uint32_t base = 0; base < words; base += 32) {
         // Bytes [7k, 7k + 7): from the 8-byte word they start in, and the
         // next one unless they end in the first (the room's last word never
         // reaches past it: 7k % 8 is then 1).
-        const uint32_t at = PKQ_IO_WORD_BYTES * k;
+        const uint32_t k = base + lane;
+        const uint32_t at = PKQ_IO_WORD_BYTES * min(k, words - 1);
         const uint32_t shift = 8 * (at % 8);
         uint64_t v = room[at / 8] >> shift;
         if (at % 8 > 1) v |= room[at / 8 + 1] << (64 - shift);
-        store_sys(stream + k, tagged(v, tag));
+        store_sys_if(k < words, stream + k, tagged(v, tag));
     }
     // The stream before word 0, which names the lap, unless the worker
     // knows that no word of the stream can carry this lap's tag but this
@@ -366,7 +368,7 @@ __device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) 
 // before its turn polls again); the others see the counter move and go on
 // to the next slot. A poller beats while it polls, not while it runs a task.
 // `scratch`: 32 words of shared memory of this warp's own (see the claim
-// below); `rooms`: this warp's IO rooms (run_io).
+// below); `rooms`: this warp's IO rooms (io_begin).
 template <class Handlers>
 __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
                                       unsigned long long* claim, unsigned long long* done,
@@ -422,6 +424,10 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     // this worker is taken.
     uint64_t idle_since = 0;
     uint32_t sleep_ns = 0;
+    // Polls that found this worker's task `stale_k` whole but its input
+    // read with the slot not yet (below).
+    uint64_t stale_k = ~0ull;
+    uint32_t stale_polls = 0;
     for (;;) {
         if (shared_claims) {
             // Another poller took a task: the worker is busy, this poller is
@@ -449,8 +455,11 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         uint32_t spec_words = 0;
         const uint64_t* const in_area = reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words;
         if (io_task.seen != nullptr) {
-            io_task.seen_in = __ldcg(reinterpret_cast<const unsigned long long*>(io_task.seen));
-            io_task.seen_out = __ldcg(reinterpret_cast<const unsigned long long*>(io_task.seen + 1));
+            // Lane 0's reading for all (what the warp does depends on it).
+            io_task.seen_in = __shfl_sync(
+                FULL_MASK, __ldcg(reinterpret_cast<const unsigned long long*>(io_task.seen)), 0);
+            io_task.seen_out = __shfl_sync(
+                FULL_MASK, __ldcg(reinterpret_cast<const unsigned long long*>(io_task.seen + 1)), 0);
             // Poller 0 alone: reads of one line by several warps are served
             // one after another (benches/NOTES.md), and every poll would
             // wait for the others'.
@@ -458,8 +467,8 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                 spec_words = min(static_cast<uint32_t>(io_task.seen_in & ((1u << SEEN_COUNT_BITS) - 1)),
                                  32u * PKQ_IO_SPEC_LOADS);
         }
-        const uint32_t spec_loads = (spec_words + 31) / 32;
-        uint32_t stale_polls = 0;
+        uint32_t spec_loads = (spec_words + 31) / 32;
+        uint32_t spec_polls = 0;
         uint64_t pre[PKQ_IO_SPEC_LOADS];
 #pragma unroll
         for (uint32_t j = 0; j < PKQ_IO_SPEC_LOADS; ++j) pre[j] = 0;
@@ -468,72 +477,65 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         uint64_t w = 0;
         uint64_t seen_done = 0;
         bool taken = false;
-        while (outcome == Wait::Pending) {
-            // Every 8th poll, and every poll while sleeping between polls.
-            if ((++polls & 7) == 0 || sleep_ns != 0) {
-                beat_if_due();
-                // Idle policy: after idle_spin_ns of waiting, sleep between
-                // polls, doubling up to idle_sleep_max_ns.
-                if (p.idle_sleep_max_ns != 0 && sleep_ns == 0) {
-                    const uint64_t now = __shfl_sync(FULL_MASK, globaltimer(), 0);
-                    if (idle_since == 0) {
-                        idle_since = now;
-                    } else if (now - idle_since >= p.idle_spin_ns) {
-                        sleep_ns = min(64u, p.idle_sleep_max_ns);
+        // The poll loop, in two versions: with the input's reads (IO slots
+        // whose input the tags tell) and without. Any of that code in the
+        // one loop every worker runs cost every round trip ~0.5 us on the
+        // H100 (benches/NOTES.md), though skipped by a uniform branch.
+        const auto poll_slot = [&](auto spec) {
+            while (outcome == Wait::Pending) {
+                // Every 8th poll, and every poll while sleeping between polls.
+                if ((++polls & 7) == 0 || sleep_ns != 0) {
+                    beat_if_due();
+                    // Idle policy: after idle_spin_ns of waiting, sleep between
+                    // polls, doubling up to idle_sleep_max_ns.
+                    if (p.idle_sleep_max_ns != 0 && sleep_ns == 0) {
+                        const uint64_t now = __shfl_sync(FULL_MASK, globaltimer(), 0);
+                        if (idle_since == 0) {
+                            idle_since = now;
+                        } else if (now - idle_since >= p.idle_spin_ns) {
+                            sleep_ns = min(64u, p.idle_sleep_max_ns);
+                        }
                     }
                 }
-            }
-            if (sleep_ns != 0) {
-                __nanosleep(sleep_ns);
-                sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);
-            }
-            w = poll_load(addr, lane, polls % PKQ_STOP_POLL_INTERVAL == 0);
-#pragma unroll
-            for (uint32_t j = 0; j < PKQ_IO_SPEC_LOADS; ++j) {
-                const uint32_t at = 32 * j + lane;
-                if (j < spec_loads && at < spec_words) pre[j] = load_sys(in_area + at);
-            }
-            // The worker's tasks completed so far, read while the poll is in
-            // flight (a shared-memory load, back long before it): the turn
-            // check below then costs the way to the task nothing.
-            if (shared_claims) seen_done = *reinterpret_cast<volatile unsigned long long*>(done);
-            outcome = judge(w, lane, tag, poller > 0);  // waits for the load
-            // An IO task whose input words read with the slot are not all
-            // this lap's yet (the reads of one poll may be served in any
-            // order): the next poll, maybe another poller's a fraction of a
-            // round trip later, reads them again, rather than this one
-            // waiting a round trip for them. A bounded number of times: then
-            // run_io reads them again itself.
-            if (outcome == Wait::Task && spec_loads != 0 && stale_polls < IO_STALE_POLLS) {
-                const uint64_t h = __shfl_sync(FULL_MASK, w, 0);
-                const uint32_t in_len =
-                    static_cast<uint32_t>(h >> PKQ_HEADER_IN_SHIFT) & ((1u << PKQ_HEADER_IN_BITS) - 1);
-                const uint32_t in_words = (in_len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
-                const uint32_t need = min(in_words, spec_words);
-                bool fresh = true;
-#pragma unroll
-                for (uint32_t j = 0; j < PKQ_IO_SPEC_LOADS; ++j)
-                    if (32 * j + lane < need && tag_of(pre[j]) != tag) fresh = false;
-                if (((h >> PKQ_HEADER_IO_BIT) & 1) && ((h >> PKQ_HEADER_PACK_SHIFT) & 0xff) == 0 &&
-                    seen_covers(io_task.seen_in, lap, in_words, p.capacity_log2) &&
-                    !__all_sync(FULL_MASK, fresh)) {
-                    ++stale_polls;
-                    outcome = Wait::Pending;
+                if (sleep_ns != 0) {
+                    __nanosleep(sleep_ns);
+                    sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);
+                }
+                w = poll_load(addr, lane, polls % PKQ_STOP_POLL_INTERVAL == 0);
+                if constexpr (decltype(spec)::value) {
+                    // An idle worker's polls stop reading the input after
+                    // PKQ_IO_SPEC_POLLS: the task that comes then is read after
+                    // its slot.
+                    if (spec_loads != 0 && ++spec_polls > PKQ_IO_SPEC_POLLS) spec_loads = spec_words = 0;
+    #pragma unroll
+                    for (uint32_t j = 0; j < PKQ_IO_SPEC_LOADS; ++j) {
+                        const uint32_t at = 32 * j + lane;
+                        if (j < spec_loads) pre[j] = load_sys_if(at < spec_words, in_area + at);
+                    }
+                }
+                // The worker's tasks completed so far, read while the poll is in
+                // flight (a shared-memory load, back long before it): the turn
+                // check below then costs the way to the task nothing.
+                if (shared_claims) seen_done = *reinterpret_cast<volatile unsigned long long*>(done);
+                outcome = judge(w, lane, tag, poller > 0);  // waits for the load
+                // Read after the load returned: if another poller took this task
+                // meanwhile, the slot may since hold a later lap, so a bad tag
+                // says nothing until the counter says this task is not taken.
+                // A whole slot is settled by the claim's compare-and-swap, and a
+                // poller that keeps polling a taken task's slot learns of it
+                // every 8th poll (or when its poll sees the task), so neither
+                // pays this read on the way to the task.
+                if (shared_claims && (outcome == Wait::BadTag || (polls & 7) == 0) &&
+                    read_claim(claim) > k) {
+                    taken = true;
+                    break;
                 }
             }
-            // Read after the load returned: if another poller took this task
-            // meanwhile, the slot may since hold a later lap, so a bad tag
-            // says nothing until the counter says this task is not taken.
-            // A whole slot is settled by the claim's compare-and-swap, and a
-            // poller that keeps polling a taken task's slot learns of it
-            // every 8th poll (or when its poll sees the task), so neither
-            // pays this read on the way to the task.
-            if (shared_claims && (outcome == Wait::BadTag || (polls & 7) == 0) &&
-                read_claim(claim) > k) {
-                taken = true;
-                break;
-            }
-        }
+        };
+        if (spec_loads != 0)
+            poll_slot(std::true_type{});
+        else
+            poll_slot(std::false_type{});
         if (taken) {
             idle_since = 0;
             sleep_ns = 0;
@@ -548,6 +550,35 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         // it, so a cancel or a fault stops a worker that still has tasks
         // queued.
         if (stop_in(w)) break;
+
+        // An IO task whose input words read with the slot are not all this
+        // lap's yet (the reads of one poll may be served in any order): the
+        // next poll, maybe another poller's a fraction of a round trip
+        // later, reads them again, rather than this one waiting a round
+        // trip for them. A bounded number of times for one task: then
+        // io_read reads them again itself. (Here, not in the poll loop: see
+        // poll_slot.)
+        if (spec_loads != 0) {
+            if (stale_k != k) {
+                stale_k = k;
+                stale_polls = 0;
+            }
+            const uint64_t h = __shfl_sync(FULL_MASK, w, 0);
+            const uint32_t in_len =
+                static_cast<uint32_t>(h >> PKQ_HEADER_IN_SHIFT) & ((1u << PKQ_HEADER_IN_BITS) - 1);
+            const uint32_t in_words = (in_len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
+            const uint32_t need = min(in_words, spec_words);
+            bool fresh = true;
+#pragma unroll
+            for (uint32_t j = 0; j < PKQ_IO_SPEC_LOADS; ++j)
+                if (32 * j + lane < need && tag_of(pre[j]) != tag) fresh = false;
+            if (stale_polls < IO_STALE_POLLS && ((h >> PKQ_HEADER_IO_BIT) & 1) &&
+                ((h >> PKQ_HEADER_PACK_SHIFT) & 0xff) == 0 &&
+                seen_covers(io_task.seen_in, lap, in_words, p.capacity_log2) && !__all_sync(FULL_MASK, fresh)) {
+                ++stale_polls;
+                continue;
+            }
+        }
 
         // Lane 0 alone writes the completion, from its own clock readings
         // and handler outcome: nothing else on the way from the poll to the

@@ -75,6 +75,8 @@ if [ $run_benches = 1 ]; then
   done
   echo "=== bench: access_rate"
   timeout 300 "$here/examples/access_rate" --json "$out/access_rate.json" || failed+=(access_rate)
+  echo "=== bench: bulk_rate"
+  timeout 300 "$here/examples/bulk_rate" --json "$out/bulk_rate.json" || failed+=(bulk_rate)
   echo "=== bench: payload"
   timeout 300 "$here/examples/payload" --json "$out/payload.json" --svg "$out/payload.svg" \
     || failed+=(payload)

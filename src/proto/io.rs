@@ -4,7 +4,9 @@
 //! whole stream, whatever order the words arrived in. An output area's word
 //! 0 holds the output's length and its lap's low bits, its stream starts at
 //! word 1: the area keeps older laps' words, so word 0 (written after the
-//! stream, behind a fence) says whose the stream is.
+//! stream) says whose the stream is; the device fences between them, or
+//! knows that no word of the stream can carry this lap's tag but this
+//! lap's (IO_SEEN in the header), so the host checks every word's tag.
 
 use crate::proto::layout::{IO_LAP_BITS, IO_LAP_SHIFT, IO_ROOM_ALIGN, IO_WORD_BYTES};
 use crate::proto::slot::{CHUNK_MASK, chunks, payload, tag_of, tagged};
@@ -25,9 +27,10 @@ pub(crate) fn output_words(bytes: usize) -> usize {
     1 + words_for(bytes)
 }
 
-/// Device memory a poller warp decodes an input of up to `bytes` into (or
-/// a handler writes an output of up to `bytes` in): eight words become
-/// seven 8-byte words there, so whole groups of 56 bytes.
+/// The room (shared or device memory) a poller warp decodes an input of up
+/// to `bytes` into, or a handler writes an output of up to `bytes` in:
+/// word k's 7 bytes at bytes [7k, 7k + 7), the room a multiple of 112
+/// bytes (8-byte words, whole groups of seven).
 pub(crate) fn room(bytes: usize) -> usize {
     bytes.next_multiple_of(IO_ROOM_ALIGN)
 }

@@ -98,8 +98,8 @@ impl Plan {
         (io_words(input), output_words(output))
     }
 
-    /// Bytes of device memory each poller warp decodes its task's input
-    /// into and its handler writes the output in.
+    /// Bytes of the rooms (shared or device memory) each poller warp
+    /// decodes its task's input into and its handler writes the output in.
     pub(crate) fn io_scratch_bytes(&self) -> usize {
         let (input, output) = self.io;
         room(input) + room(output)

@@ -289,8 +289,8 @@ impl Builder {
     /// do). The device fences (system scope) before it reads an input and
     /// before the word that names an output's lap only where the tags
     /// cannot tell this lap's words: a slot's first IO task, a longer
-    /// input or output than its last ones, or one after 256 laps without
-    /// an IO task (IO in `cuda/pkq_layout.h`). Default none. Costs: pinned
+    /// input or output than the slot's recent ones, or one after a long
+    /// run of laps without them (IO in `cuda/pkq_layout.h`). Default none. Costs: pinned
     /// memory of about `8/7 (input + output)` bytes per slot per ring;
     /// device memory of `input + output` bytes, each rounded up to 112, per
     /// poller warp, and 16 bytes per slot; the handler's input and output

@@ -820,12 +820,12 @@ pub(crate) fn io_tasks_random_vs_cpu() {
 pub(crate) fn io_tasks_reuse_small_areas_across_laps() {
     const MOST: usize = 1024;
     let tasks = if under_sanitizer() { 150 } else { 4_000 };
-    // Capacity 8: a run of 4800 NOPs from four threads is over 256 laps of
-    // each slot, on one ring or two.
+    // Capacity 8: a run of 4200 NOPs from one thread alone is over 256
+    // laps of each slot, on one ring or two.
     let (nops, nop_run) = if under_sanitizer() {
         (0, 0)
     } else {
-        (1_000, 1_200)
+        (1_000, 4_200)
     };
     let size = |rng: &mut Rng| match rng.below(8) {
         0 => rng.below(MOST as u64 + 1) as usize,
