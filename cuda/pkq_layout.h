@@ -193,8 +193,8 @@
  * its loads come after the slot's: the producer's stores reach the device
  * in order, x86-64's TSO, with a release fence for the compiler), or, where
  * the worker's knowledge of the slot (below) makes the tag enough, with no
- * fence (poller 0 reads the first words in the same round as the slot,
- * while it has polled the slot fewer than PKQ_IO_SPEC_POLLS times). The producer
+ * fence (reading the input in the same round as the slot was measured
+ * slower: benches/NOTES.md, fourteenth session). The producer
  * rewrites them only for a later lap, after it saw the task's completion.
  * Output area (device -> host allocation): io_out_words words per slot, the
  * same indexing; word 0 holds the output's length (bits 0..17) and the low
@@ -222,18 +222,15 @@
  * all written at lap L or later". A task of lap M whose words [0, m) have
  * m <= n and M - L < 256 meets in those words only laps M - 255 .. M, so
  * a word that carries M's tag is M's: no fence is needed to tell. Then
- * the input is read without a fence (poller 0 reads the first words in
- * the same round as the slot's poll: PKQ_IO_SPEC_LOADS loads a lane at
- * most) and the output's word 0 is stored without a fence after its
- * stream. Otherwise (the slot's first IO task, a longer area than the
+ * the input is read without a fence (a word of another lap is read again,
+ * behind a fence) and the output's word 0 is stored without a fence after
+ * its stream. Otherwise (the slot's first IO task, a longer area than the
  * knowledge covers, or a knowledge 256 laps old: IO tasks that write
  * fewer words keep an older lap's knowledge up to 128 laps, failed and
  * empty ones none) the fences above order them. Knowledge read late (an
  * older value) is still true: the areas only get newer.
  * ------------------------------------------------------------------------- */
 #define PKQ_IO_SEEN_WORDS 2
-#define PKQ_IO_SPEC_LOADS 8
-#define PKQ_IO_SPEC_POLLS 64
 #define PKQ_IO_MAX_BYTES 65536
 #define PKQ_IO_WORD_BYTES 7
 #define PKQ_IO_ROOM_ALIGN 112

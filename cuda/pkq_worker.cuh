@@ -4,7 +4,6 @@
 // order, each in slot r * capacity + (seq & (capacity - 1)) (pkq_layout.h).
 #pragma once
 #include <cstdint>
-#include <type_traits>
 
 #include "pkq_handler.cuh"
 #include "pkq_layout.h"
@@ -112,9 +111,6 @@ __device__ __forceinline__ Outcome run_pack(const pkq_params& p, uint64_t slot, 
 // still return an older copy under the memory model (no fence orders it
 // after the slot's), so it is read again.
 constexpr uint32_t IO_RETRIES = 1024;
-// Polls that see an IO task's slot whole but not yet the input words read
-// with it before the task is taken all the same (serve).
-constexpr uint32_t IO_STALE_POLLS = 16;
 
 // Host memory is read and written in whole runs of the warp: access j of
 // lane l of a batch touches word 32 j + l of the batch's words, so each
@@ -124,7 +120,6 @@ constexpr uint32_t IO_STALE_POLLS = 16;
 // kept small: it runs once per task, and what an SM runs once is fetched
 // from the instruction caches' misses (unrolled, it cost microseconds).
 constexpr uint32_t IO_BATCH = 8;
-static_assert(PKQ_IO_SPEC_LOADS <= IO_BATCH, "the reads with the slot's are of the first batch");
 
 // Bytes [7k, 7k + 7) of a stream, from word k's payload, into `dst` + 7k.
 __device__ __forceinline__ void io_put(uint8_t* dst, uint32_t k, uint64_t w) {
@@ -134,22 +129,17 @@ __device__ __forceinline__ void io_put(uint8_t* dst, uint32_t k, uint64_t w) {
 }
 
 // One pass over a task's input, `words` tagged words at `area`, into `dst`
-// (this warp's room, in shared or device memory); words 32 j + lane under
-// `pre_words` were read already (`pre`, with the slot's poll). Whether a
-// word of this lane carried another lap's tag than `tag`.
+// (this warp's room, in shared or device memory). Whether a word of this
+// lane carried another lap's tag than `tag`.
 __device__ __forceinline__ bool io_pass(const uint64_t* area, uint32_t words, uint32_t tag, uint8_t* dst,
-                                        uint32_t lane, const uint64_t (&pre)[PKQ_IO_SPEC_LOADS],
-                                        uint32_t pre_words) {
+                                        uint32_t lane) {
     bool stale = false;
     for (uint32_t base = 0; base < words; base += 32 * IO_BATCH) {
         uint64_t w[IO_BATCH];
 #pragma unroll
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
             const uint32_t k = base + 32 * j + lane;
-            if (j < PKQ_IO_SPEC_LOADS && base == 0 && k < pre_words)
-                w[j] = pre[j];
-            else
-                w[j] = load_sys_if(k < words, area + k);
+            w[j] = load_sys_if(k < words, area + k);
         }
 #pragma unroll
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
@@ -164,19 +154,18 @@ __device__ __forceinline__ bool io_pass(const uint64_t* area, uint32_t words, ui
 }
 
 // Decodes a task's input, `len` bytes in tagged words of lap `tag` at
-// `area`, into `dst`, taking `pre` (see io_pass) for its first words. Where
-// a word is of another lap (read before it landed, or an older copy: no
-// fence ordered these reads after the slot's), a system fence and a second
-// pass; then each word still stale is read again, IO_RETRIES times at most.
-// Whether every word carried the tag (warp-uniform).
+// `area`, into `dst`. Where a word is of another lap (read before it
+// landed, or an older copy: no fence ordered these reads after the
+// slot's), a system fence and a second pass; then each word still stale is
+// read again, IO_RETRIES times at most. Whether every word carried the tag
+// (warp-uniform).
 __device__ __forceinline__ bool io_read(const uint64_t* area, uint32_t len, uint32_t tag, uint8_t* dst,
-                                        uint32_t lane, const uint64_t (&pre)[PKQ_IO_SPEC_LOADS],
-                                        uint32_t pre_words) {
+                                        uint32_t lane) {
     const uint32_t words = (len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
     bool stale = false;
 #pragma unroll 1
     for (uint32_t pass = 0; pass < 2; ++pass) {
-        stale = io_pass(area, words, tag, dst, lane, pre, pass == 0 ? pre_words : 0);
+        stale = io_pass(area, words, tag, dst, lane);
         if (!__any_sync(FULL_MASK, stale)) return true;
         __threadfence_system();
     }
@@ -289,8 +278,7 @@ struct IoTask {
 // the input and the output room. Whether the input was within bounds and
 // whole (if not, the task fails: PKQ_STATUS_BAD_ARGS).
 __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uint64_t lap, uint8_t* rooms,
-                                         uint32_t lane, uint32_t in_len, Context& ctx, IoTask& t,
-                                         const uint64_t (&pre)[PKQ_IO_SPEC_LOADS], uint32_t pre_words) {
+                                         uint32_t lane, uint32_t in_len, Context& ctx, IoTask& t) {
     t.in_words = (in_len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
     t.in_known = seen_covers(t.seen_in, lap, t.in_words, p.capacity_log2);
     // Unless the tags tell this lap's words: the input's loads after the
@@ -299,7 +287,7 @@ __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uin
     t.output = rooms + io_room(p.io_in_bytes);
     t.input_ok = in_len <= p.io_in_bytes &&
                  io_read(reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words, in_len,
-                         static_cast<uint32_t>(lap) & 0xff, rooms, lane, pre, t.in_known ? pre_words : 0);
+                         static_cast<uint32_t>(lap) & 0xff, rooms, lane);
     // Every lane's decoded bytes, for every lane of the handler.
     __syncwarp();
     ctx.input = rooms;
@@ -424,10 +412,6 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     // this worker is taken.
     uint64_t idle_since = 0;
     uint32_t sleep_ns = 0;
-    // Polls that found this worker's task `stale_k` whole but its input
-    // read with the slot not yet (below).
-    uint64_t stale_k = ~0ull;
-    uint32_t stale_polls = 0;
     for (;;) {
         if (shared_claims) {
             // Another poller took a task: the worker is busy, this poller is
@@ -444,98 +428,62 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         const uint32_t tag = static_cast<uint32_t>(seq >> p.capacity_log2) & 0xff;
         const uint64_t* addr =
             lane < PKQ_SLOT_WORDS ? own_sq + slot * PKQ_SLOT_WORDS + lane : stop_word;
-        // Where the slot's last IO tasks had inputs whose words this lap's
-        // tag tells (IO_SEEN in pkq_layout.h), their first words are read in
-        // every poll, with the slot's: a task's input then costs no read
-        // after its slot's (when this poller takes it).
+        // What the worker knows of the slot's IO areas (IO_SEEN in
+        // pkq_layout.h), read before the poll: off the way to the task.
         const uint64_t lap = seq >> p.capacity_log2;
         IoTask io_task;
         io_task.seen = io_seen(p, slot);
         io_task.seen_in = io_task.seen_out = 0;
-        uint32_t spec_words = 0;
-        const uint64_t* const in_area = reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words;
         if (io_task.seen != nullptr) {
             // Lane 0's reading for all (what the warp does depends on it).
             io_task.seen_in = __shfl_sync(
                 FULL_MASK, __ldcg(reinterpret_cast<const unsigned long long*>(io_task.seen)), 0);
             io_task.seen_out = __shfl_sync(
                 FULL_MASK, __ldcg(reinterpret_cast<const unsigned long long*>(io_task.seen + 1)), 0);
-            // Poller 0 alone: reads of one line by several warps are served
-            // one after another (benches/NOTES.md), and every poll would
-            // wait for the others'.
-            if (poller == 0 && seen_age(io_task.seen_in, lap, p.capacity_log2) < 256)
-                spec_words = min(static_cast<uint32_t>(io_task.seen_in & ((1u << SEEN_COUNT_BITS) - 1)),
-                                 32u * PKQ_IO_SPEC_LOADS);
         }
-        uint32_t spec_loads = (spec_words + 31) / 32;
-        uint32_t spec_polls = 0;
-        uint64_t pre[PKQ_IO_SPEC_LOADS];
-#pragma unroll
-        for (uint32_t j = 0; j < PKQ_IO_SPEC_LOADS; ++j) pre[j] = 0;
 
         Wait outcome = Wait::Pending;
         uint64_t w = 0;
         uint64_t seen_done = 0;
         bool taken = false;
-        // The poll loop, in two versions: with the input's reads (IO slots
-        // whose input the tags tell) and without. Any of that code in the
-        // one loop every worker runs cost every round trip ~0.5 us on the
-        // H100 (benches/NOTES.md), though skipped by a uniform branch.
-        const auto poll_slot = [&](auto spec) {
-            while (outcome == Wait::Pending) {
-                // Every 8th poll, and every poll while sleeping between polls.
-                if ((++polls & 7) == 0 || sleep_ns != 0) {
-                    beat_if_due();
-                    // Idle policy: after idle_spin_ns of waiting, sleep between
-                    // polls, doubling up to idle_sleep_max_ns.
-                    if (p.idle_sleep_max_ns != 0 && sleep_ns == 0) {
-                        const uint64_t now = __shfl_sync(FULL_MASK, globaltimer(), 0);
-                        if (idle_since == 0) {
-                            idle_since = now;
-                        } else if (now - idle_since >= p.idle_spin_ns) {
-                            sleep_ns = min(64u, p.idle_sleep_max_ns);
-                        }
+        while (outcome == Wait::Pending) {
+            // Every 8th poll, and every poll while sleeping between polls.
+            if ((++polls & 7) == 0 || sleep_ns != 0) {
+                beat_if_due();
+                // Idle policy: after idle_spin_ns of waiting, sleep between
+                // polls, doubling up to idle_sleep_max_ns.
+                if (p.idle_sleep_max_ns != 0 && sleep_ns == 0) {
+                    const uint64_t now = __shfl_sync(FULL_MASK, globaltimer(), 0);
+                    if (idle_since == 0) {
+                        idle_since = now;
+                    } else if (now - idle_since >= p.idle_spin_ns) {
+                        sleep_ns = min(64u, p.idle_sleep_max_ns);
                     }
-                }
-                if (sleep_ns != 0) {
-                    __nanosleep(sleep_ns);
-                    sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);
-                }
-                w = poll_load(addr, lane, polls % PKQ_STOP_POLL_INTERVAL == 0);
-                if constexpr (decltype(spec)::value) {
-                    // An idle worker's polls stop reading the input after
-                    // PKQ_IO_SPEC_POLLS: the task that comes then is read after
-                    // its slot.
-                    if (spec_loads != 0 && ++spec_polls > PKQ_IO_SPEC_POLLS) spec_loads = spec_words = 0;
-    #pragma unroll
-                    for (uint32_t j = 0; j < PKQ_IO_SPEC_LOADS; ++j) {
-                        const uint32_t at = 32 * j + lane;
-                        if (j < spec_loads) pre[j] = load_sys_if(at < spec_words, in_area + at);
-                    }
-                }
-                // The worker's tasks completed so far, read while the poll is in
-                // flight (a shared-memory load, back long before it): the turn
-                // check below then costs the way to the task nothing.
-                if (shared_claims) seen_done = *reinterpret_cast<volatile unsigned long long*>(done);
-                outcome = judge(w, lane, tag, poller > 0);  // waits for the load
-                // Read after the load returned: if another poller took this task
-                // meanwhile, the slot may since hold a later lap, so a bad tag
-                // says nothing until the counter says this task is not taken.
-                // A whole slot is settled by the claim's compare-and-swap, and a
-                // poller that keeps polling a taken task's slot learns of it
-                // every 8th poll (or when its poll sees the task), so neither
-                // pays this read on the way to the task.
-                if (shared_claims && (outcome == Wait::BadTag || (polls & 7) == 0) &&
-                    read_claim(claim) > k) {
-                    taken = true;
-                    break;
                 }
             }
-        };
-        if (spec_loads != 0)
-            poll_slot(std::true_type{});
-        else
-            poll_slot(std::false_type{});
+            if (sleep_ns != 0) {
+                __nanosleep(sleep_ns);
+                sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);
+            }
+            w = poll_load(addr, lane, polls % PKQ_STOP_POLL_INTERVAL == 0);
+            // The worker's tasks completed so far, read while the poll is in
+            // flight (a shared-memory load, back long before it): the turn
+            // check below then costs the way to the task nothing.
+            if (shared_claims) seen_done = *reinterpret_cast<volatile unsigned long long*>(done);
+            outcome = judge(w, lane, tag, poller > 0);  // waits for the load
+            // Read after the load returned: if another poller took this task
+            // meanwhile, the slot may since hold a later lap, so a bad tag
+            // says nothing until the counter says this task is not taken.
+            // A whole slot is settled by the claim's compare-and-swap, and a
+            // poller that keeps polling a taken task's slot learns of it
+            // every 8th poll (or when its poll sees the task), so neither
+            // pays this read on the way to the task.
+            if (shared_claims && (outcome == Wait::BadTag || (polls & 7) == 0) &&
+                read_claim(claim) > k) {
+                taken = true;
+                break;
+            }
+        }
         if (taken) {
             idle_since = 0;
             sleep_ns = 0;
@@ -550,35 +498,6 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         // it, so a cancel or a fault stops a worker that still has tasks
         // queued.
         if (stop_in(w)) break;
-
-        // An IO task whose input words read with the slot are not all this
-        // lap's yet (the reads of one poll may be served in any order): the
-        // next poll, maybe another poller's a fraction of a round trip
-        // later, reads them again, rather than this one waiting a round
-        // trip for them. A bounded number of times for one task: then
-        // io_read reads them again itself. (Here, not in the poll loop: see
-        // poll_slot.)
-        if (spec_loads != 0) {
-            if (stale_k != k) {
-                stale_k = k;
-                stale_polls = 0;
-            }
-            const uint64_t h = __shfl_sync(FULL_MASK, w, 0);
-            const uint32_t in_len =
-                static_cast<uint32_t>(h >> PKQ_HEADER_IN_SHIFT) & ((1u << PKQ_HEADER_IN_BITS) - 1);
-            const uint32_t in_words = (in_len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
-            const uint32_t need = min(in_words, spec_words);
-            bool fresh = true;
-#pragma unroll
-            for (uint32_t j = 0; j < PKQ_IO_SPEC_LOADS; ++j)
-                if (32 * j + lane < need && tag_of(pre[j]) != tag) fresh = false;
-            if (stale_polls < IO_STALE_POLLS && ((h >> PKQ_HEADER_IO_BIT) & 1) &&
-                ((h >> PKQ_HEADER_PACK_SHIFT) & 0xff) == 0 &&
-                seen_covers(io_task.seen_in, lap, in_words, p.capacity_log2) && !__all_sync(FULL_MASK, fresh)) {
-                ++stale_polls;
-                continue;
-            }
-        }
 
         // Lane 0 alone writes the completion, from its own clock readings
         // and handler outcome: nothing else on the way from the poll to the
@@ -637,7 +556,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             const bool areas = io_task.seen != nullptr;
             const bool run = !io || (areas && io_begin(p, slot, lap, rooms, lane,
                                                        h1 & ((1u << PKQ_HEADER_IN_BITS) - 1), ctx,
-                                                       io_task, pre, spec_words));
+                                                       io_task));
             out = run ? handlers(ctx) : fail(PKQ_STATUS_BAD_ARGS);
             if (io && areas) io_end(p, slot, lap, lane, io_task, out);
         }
