@@ -18,7 +18,10 @@ enum BulkKind : uint32_t {
     BULK_RELAXED_SYS_V2 = 3,
     BULK_VOLATILE_V2 = 4,
     BULK_WEAK_UNCACHED_V2 = 5,
-    BULK_KINDS = 6,
+    // relaxed.sys, 8 bytes a lane, half the warp a load: each instruction
+    // one 128-byte line rather than two.
+    BULK_RELAXED_SYS_HALF = 6,
+    BULK_KINDS = 7,
 };
 
 template <uint32_t KIND>
@@ -80,9 +83,32 @@ __device__ __forceinline__ uint64_t bulk_pass(uint64_t* area, uint32_t words, bo
                 a[j] = b[j] = 0;
                 if (u < units) bulk_load<KIND>(area + u * PER, a[j], b[j]);
             }
+            // All 64 bits of every value: folded to less, ptxas narrows the
+            // loads themselves (to 32-bit ones, half the bytes).
 #pragma unroll
-            for (uint32_t j = 0; j < INFLIGHT; ++j) fold ^= a[j] + b[j];
+            for (uint32_t j = 0; j < INFLIGHT; ++j) fold ^= a[j] ^ (b[j] << 1 | b[j] >> 63);
         }
+    }
+    return fold;
+}
+
+// BULK_RELAXED_SYS_HALF: lanes 0..15 of each warp load, instruction j of a
+// batch reading line j of the warp's run of INFLIGHT lines.
+template <uint32_t INFLIGHT>
+__device__ __forceinline__ uint64_t bulk_pass_half(uint64_t* area, uint32_t words) {
+    const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    uint64_t fold = 0;
+    for (uint32_t base = 16 * INFLIGHT * warp; base < words; base += 16 * INFLIGHT * warps) {
+        uint64_t a[INFLIGHT];
+#pragma unroll
+        for (uint32_t j = 0; j < INFLIGHT; ++j) {
+            const uint32_t k = base + 16 * j + lane;
+            a[j] = 0;
+            if (lane < 16 && k < words)
+                asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(a[j]) : "l"(area + k) : "memory");
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < INFLIGHT; ++j) fold ^= a[j];
     }
     return fold;
 }
@@ -90,6 +116,15 @@ __device__ __forceinline__ uint64_t bulk_pass(uint64_t* area, uint32_t words, bo
 template <uint32_t KIND>
 __device__ __forceinline__ uint64_t bulk_pass_k(uint32_t inflight, uint64_t* area, uint32_t words, bool write,
                                                 uint64_t value) {
+    if constexpr (KIND == BULK_RELAXED_SYS_HALF) {
+        switch (inflight) {
+            case 1: return bulk_pass_half<1>(area, words);
+            case 2: return bulk_pass_half<2>(area, words);
+            case 4: return bulk_pass_half<4>(area, words);
+            case 8: return bulk_pass_half<8>(area, words);
+            default: return bulk_pass_half<16>(area, words);
+        }
+    }
     switch (inflight) {
         case 1: return bulk_pass<KIND, 1>(area, words, write, value);
         case 2: return bulk_pass<KIND, 2>(area, words, write, value);
@@ -121,7 +156,8 @@ __device__ __forceinline__ void bulk_copy(uint64_t* area, uint64_t* out, uint32_
             case BULK_WEAK_UNCACHED: fold ^= bulk_pass_k<BULK_WEAK_UNCACHED>(inflight, at, words, write, i); break;
             case BULK_RELAXED_SYS_V2: fold ^= bulk_pass_k<BULK_RELAXED_SYS_V2>(inflight, at, words, write, i); break;
             case BULK_VOLATILE_V2: fold ^= bulk_pass_k<BULK_VOLATILE_V2>(inflight, at, words, write, i); break;
-            default: fold ^= bulk_pass_k<BULK_WEAK_UNCACHED_V2>(inflight, at, words, write, i); break;
+            case BULK_WEAK_UNCACHED_V2: fold ^= bulk_pass_k<BULK_WEAK_UNCACHED_V2>(inflight, at, words, write, i); break;
+            default: fold ^= bulk_pass_k<BULK_RELAXED_SYS_HALF>(inflight, at, words, write, i); break;
         }
         if (write) __threadfence_system();
         // Every thread's loads returned (their values folded) or stores landed.
@@ -137,8 +173,9 @@ __device__ __forceinline__ void bulk_copy(uint64_t* area, uint64_t* out, uint32_
         out[0] = sum;
         out[1] = least;
     }
-    fold = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(fold));
-    if (threadIdx.x == 0) out[2] = fold;
+    const uint32_t lo = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(fold));
+    const uint32_t hi = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(fold >> 32));
+    if (threadIdx.x == 0) out[2] = (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
 }  // namespace pkq

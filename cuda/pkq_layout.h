@@ -183,7 +183,8 @@
  * a short output leaves the tail of a longer one), so a word 256 laps old
  * carries the same tag: the tags alone do not tell this lap's words, and
  * each direction also has an order (below).
- * Input area (host -> device allocation): io_in_words words per slot, at
+ * Input area (host -> device allocation): io_in_words words per slot (an
+ * even count: each area starts on 16 bytes, read 16 bytes a lane), at
  * index (r * capacity + slot) * io_in_words; the task's input bytes (their
  * count in the slot's header). Written by the producer that reserved the
  * slot (relaxed 8-byte stores) before it publishes the slot; read by the

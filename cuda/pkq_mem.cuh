@@ -28,6 +28,22 @@ __device__ __forceinline__ uint64_t load_sys_if(bool pred, const uint64_t* p) {
     return v;
 }
 
+// Two relaxed, system-scope 8-byte loads as one 16-byte vector load (`p`
+// 16-byte aligned; each word single-copy atomic, as load_sys's) where
+// `pred` holds, else 0 and 0. One warp keeps only a few loads of host
+// memory in flight, whatever their width, so wider loads move more:
+// bulk_rate read 64 KiB in 75 us this way against 150 us 8 bytes a lane.
+__device__ __forceinline__ void load2_sys_if(bool pred, const uint64_t* p, uint64_t& a, uint64_t& b) {
+    a = 0;
+    b = 0;
+    asm volatile(
+        "{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %3, 0;\n\t"
+        "@q ld.relaxed.sys.global.v2.u64 {%0, %1}, [%2];\n\t}"
+        : "+l"(a), "+l"(b)
+        : "l"(p), "r"(static_cast<uint32_t>(pred))
+        : "memory");
+}
+
 // Relaxed, system-scope 8-byte store: single-copy atomic, posted (costs the
 // SM nothing to wait for). Used for tagged completion words and state words;
 // a release or fence.sys would cost ~0.7 us per completion and is not needed

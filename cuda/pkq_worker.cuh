@@ -112,11 +112,11 @@ __device__ __forceinline__ Outcome run_pack(const pkq_params& p, uint64_t slot, 
 // after the slot's), so it is read again.
 constexpr uint32_t IO_RETRIES = 1024;
 
-// Host memory is read and written in whole runs of the warp: access j of
-// lane l of a batch touches word 32 j + l of the batch's words, so each
-// instruction is one 256-byte request, and IO_BATCH of them are in flight a
-// lane. Each lane converts its own words: word k carries bytes [7k, 7k + 7)
-// of the stream, which sit at those bytes of the warp's room. The code is
+// Host memory is read and written in whole runs of the warp: each load of
+// a batch one 512-byte request (16 bytes a lane), each store a 256-byte
+// one, IO_BATCH loads in flight a lane. Each lane converts its own words:
+// word k carries bytes [7k, 7k + 7) of the stream, which sit at those bytes
+// of the warp's room. The code is
 // kept small: it runs once per task, and what an SM runs once is fetched
 // from the instruction caches' misses (unrolled, it cost microseconds).
 constexpr uint32_t IO_BATCH = 8;
@@ -128,25 +128,31 @@ __device__ __forceinline__ void io_put(uint8_t* dst, uint32_t k, uint64_t w) {
     for (uint32_t b = 0; b < PKQ_IO_WORD_BYTES; ++b) d[b] = static_cast<uint8_t>(w >> (8 * b));
 }
 
-// One pass over a task's input, `words` tagged words at `area`, into `dst`
-// (this warp's room, in shared or device memory). Whether a word of this
-// lane carried another lap's tag than `tag`.
+// One pass over a task's input, `words` tagged words at `area` (16-byte
+// aligned, with a word to spare when `words` is odd: the area's count is
+// even), into `dst` (this warp's room, in shared or device memory): lane l
+// of load j of a batch reads words 64 j + 2 l and the next, 16 bytes. Whether
+// a word of this lane carried another lap's tag than `tag`.
 __device__ __forceinline__ bool io_pass(const uint64_t* area, uint32_t words, uint32_t tag, uint8_t* dst,
                                         uint32_t lane) {
     bool stale = false;
-    for (uint32_t base = 0; base < words; base += 32 * IO_BATCH) {
-        uint64_t w[IO_BATCH];
+    for (uint32_t base = 0; base < words; base += 64 * IO_BATCH) {
+        uint64_t a[IO_BATCH], b[IO_BATCH];
 #pragma unroll
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
-            const uint32_t k = base + 32 * j + lane;
-            w[j] = load_sys_if(k < words, area + k);
+            const uint32_t k = base + 64 * j + 2 * lane;
+            load2_sys_if(k < words, area + k, a[j], b[j]);
         }
 #pragma unroll
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
-            const uint32_t k = base + 32 * j + lane;
+            const uint32_t k = base + 64 * j + 2 * lane;
             if (k < words) {
-                stale |= tag_of(w[j]) != tag;
-                io_put(dst, k, w[j]);
+                stale |= tag_of(a[j]) != tag;
+                io_put(dst, k, a[j]);
+            }
+            if (k + 1 < words) {
+                stale |= tag_of(b[j]) != tag;
+                io_put(dst, k + 1, b[j]);
             }
         }
     }

@@ -33,6 +33,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for bytes in [1024u32, 8192, 65536] {
             let mut best: Option<(f64, String)> = None;
             for kind in BulkKind::ALL {
+                if write && kind == BulkKind::RelaxedSysHalf {
+                    continue;
+                }
                 for warps in [1u32, 2, 4, 8, 16, 32] {
                     for inflight in [1u32, 4, 16] {
                         let bulk = Bulk {

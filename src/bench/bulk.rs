@@ -29,17 +29,21 @@ pub enum BulkKind {
     VolatileV2,
     /// `ld.global.cv.v2.u64` / `st.global.wt.v2.u64`.
     WeakUncachedV2,
+    /// `ld.relaxed.sys.global.u64` by half the warp a load: one 128-byte
+    /// line an instruction (loads only; stores as [`BulkKind::RelaxedSys`]).
+    RelaxedSysHalf,
 }
 
 impl BulkKind {
     /// Every kind, in the kernel's order.
-    pub const ALL: [BulkKind; 6] = [
+    pub const ALL: [BulkKind; 7] = [
         BulkKind::RelaxedSys,
         BulkKind::Volatile,
         BulkKind::WeakUncached,
         BulkKind::RelaxedSysV2,
         BulkKind::VolatileV2,
         BulkKind::WeakUncachedV2,
+        BulkKind::RelaxedSysHalf,
     ];
 
     /// A short name for reports.
@@ -51,6 +55,7 @@ impl BulkKind {
             BulkKind::RelaxedSysV2 => "relaxed.sys v2",
             BulkKind::VolatileV2 => "volatile v2",
             BulkKind::WeakUncachedV2 => "weak uncached v2",
+            BulkKind::RelaxedSysHalf => "relaxed.sys half-warp",
         }
     }
 

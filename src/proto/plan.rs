@@ -90,12 +90,14 @@ impl Plan {
     }
 
     /// Words of a slot's input and output area for `io` (most input and
-    /// output bytes): the output's stream starts with its length.
+    /// output bytes): the output's stream starts with its length; an even
+    /// count of input words, so that every slot's input area starts on 16
+    /// bytes (the device reads it 16 bytes a lane).
     fn io_area_words((input, output): (usize, usize)) -> (usize, usize) {
         if input == 0 && output == 0 {
             return (0, 0);
         }
-        (io_words(input), output_words(output))
+        (io_words(input).next_multiple_of(2), output_words(output))
     }
 
     /// Bytes of the rooms (shared or device memory) each poller warp
