@@ -124,13 +124,14 @@ __device__ __forceinline__ uint64_t bulk_pass_k(uint32_t inflight, uint64_t* are
             case 8: return bulk_pass_half<8>(area, words);
             default: return bulk_pass_half<16>(area, words);
         }
-    }
-    switch (inflight) {
-        case 1: return bulk_pass<KIND, 1>(area, words, write, value);
-        case 2: return bulk_pass<KIND, 2>(area, words, write, value);
-        case 4: return bulk_pass<KIND, 4>(area, words, write, value);
-        case 8: return bulk_pass<KIND, 8>(area, words, write, value);
-        default: return bulk_pass<KIND, 16>(area, words, write, value);
+    } else {
+        switch (inflight) {
+            case 1: return bulk_pass<KIND, 1>(area, words, write, value);
+            case 2: return bulk_pass<KIND, 2>(area, words, write, value);
+            case 4: return bulk_pass<KIND, 4>(area, words, write, value);
+            case 8: return bulk_pass<KIND, 8>(area, words, write, value);
+            default: return bulk_pass<KIND, 16>(area, words, write, value);
+        }
     }
 }
 

@@ -210,10 +210,11 @@
  * knowledge); it reads them before it frees
  * the slot (the next lap overwrites them). One writer per word, aligned 8 bytes:
  * no torn read. Each poller warp decodes its task's input into, and its
- * handler writes the output in, a scratch area of device memory of its own
- * (io_scratch, allocated before the kernel starts): eight words (56 bytes)
- * become seven 8-byte words there and back, so each room is a multiple of
- * PKQ_IO_ROOM_ALIGN bytes.
+ * handler writes the output in, rooms of its own: in the block's dynamic
+ * shared memory when the launch gave every warp of the block its rooms,
+ * else in io_scratch (device memory allocated before the kernel starts).
+ * Word k's 7 bytes sit at bytes [7k, 7k + 7) of a room; each room is a
+ * multiple of PKQ_IO_ROOM_ALIGN bytes (8-byte words, whole groups of 7).
  * What the worker knows of each slot's areas (device memory, after the
  * rooms: PKQ_IO_SEEN_WORDS words per slot, input then output, zeroed by the
  * kernel's blocks before they serve; read and written only by the pollers

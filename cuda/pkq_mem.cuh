@@ -14,23 +14,11 @@ __device__ __forceinline__ uint64_t load_sys(const uint64_t* p) {
     return v;
 }
 
-// load_sys where `pred` holds, else 0: one predicated instruction, not a
-// branch (a lane-dependent branch around an asm load makes ptxas wrap it in
-// a convergence region, which a poll loop pays for every poll).
-__device__ __forceinline__ uint64_t load_sys_if(bool pred, const uint64_t* p) {
-    uint64_t v = 0;
-    asm volatile(
-        "{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\t"
-        "@q ld.relaxed.sys.global.u64 %0, [%1];\n\t}"
-        : "+l"(v)
-        : "l"(p), "r"(static_cast<uint32_t>(pred))
-        : "memory");
-    return v;
-}
-
 // Two relaxed, system-scope 8-byte loads as one 16-byte vector load (`p`
 // 16-byte aligned; each word single-copy atomic, as load_sys's) where
-// `pred` holds, else 0 and 0. One warp keeps only a few loads of host
+// `pred` holds, else 0 and 0: one predicated instruction, not a branch (a
+// lane-dependent branch around an asm load makes ptxas wrap it in a
+// convergence region). One warp keeps only a few loads of host
 // memory in flight, whatever their width, so wider loads move more:
 // bulk_rate read 64 KiB in 75 us this way against 150 us 8 bytes a lane.
 __device__ __forceinline__ void load2_sys_if(bool pred, const uint64_t* p, uint64_t& a, uint64_t& b) {
@@ -52,7 +40,8 @@ __device__ __forceinline__ void store_sys(uint64_t* p, uint64_t v) {
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
-// store_sys where `pred` holds: one predicated instruction (see load_sys_if).
+// store_sys where `pred` holds: one predicated instruction (see
+// load2_sys_if).
 __device__ __forceinline__ void store_sys_if(bool pred, uint64_t* p, uint64_t v) {
     asm volatile(
         "{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\t"

@@ -334,6 +334,33 @@ __device__ __forceinline__ void io_end(const pkq_params& p, uint64_t slot, uint6
     }
 }
 
+// Which tasks a worker serves (RINGS in pkq_layout.h): worker w of W serves
+// ring w % R, its tasks k = 0, 1, ... being sequence numbers start + w / R
+// + k W / R, each in slot (ring) * capacity + (seq & (capacity - 1)), so
+// every lap the same slots. Worked out once, used per task.
+struct WorkerSlots {
+    uint64_t ring_base;     // the ring's first slot
+    uint64_t ring_workers;  // the ring's workers (W / R)
+    uint64_t first;         // the worker's place among them
+    uint64_t mask;          // capacity - 1
+
+    __device__ __forceinline__ WorkerSlots(const pkq_params& p, uint32_t worker)
+        : ring_base(static_cast<uint64_t>(worker % p.rings) << p.capacity_log2),
+          ring_workers(p.workers / p.rings),
+          first(worker / p.rings),
+          mask((1ull << p.capacity_log2) - 1) {}
+
+    // The sequence number of the worker's task k.
+    __device__ __forceinline__ uint64_t seq(const pkq_params& p, uint64_t k) const {
+        return (p.start_seq + first + k * ring_workers) & SEQ_MASK;
+    }
+    // The slot of sequence number `seq` of the worker's ring.
+    __device__ __forceinline__ uint64_t slot(uint64_t seq) const { return ring_base + (seq & mask); }
+    // How many slots the worker serves: every lap its tasks k < this fill
+    // them once.
+    __device__ __forceinline__ uint64_t slots() const { return (mask + 1) / ring_workers; }
+};
+
 // Reads a claim counter that other warps of the block update, as one value
 // for the whole warp: lanes reading it each for themselves could read it at
 // different moments (independent thread scheduling), part ways, and leave a
@@ -377,11 +404,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         reinterpret_cast<const uint64_t*>(p.ctrl) + worker * (PKQ_CTRL_BYTES / 8) + PKQ_CTRL_STOP;
     uint64_t* state = reinterpret_cast<uint64_t*>(p.states) + worker * p.pollers + poller;
     uint64_t* heartbeat = state + p.workers * p.pollers;
-    const uint64_t mask = (1ull << p.capacity_log2) - 1;
-    // This worker's ring, its first slot, and its place among the ring's workers.
-    const uint64_t ring_base = static_cast<uint64_t>(worker % p.rings) << p.capacity_log2;
-    const uint64_t ring_workers = p.workers / p.rings;
-    const uint64_t first = worker / p.rings;
+    const WorkerSlots slots(p, worker);
     const bool shared_claims = p.pollers > 1;
     if (poller > 0) {
         const int64_t rtt = __shfl_sync(FULL_MASK, read_round_trip_cycles(stop_word), 0);
@@ -429,8 +452,8 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             }
             k = taken_to;
         }
-        const uint64_t seq = (p.start_seq + first + k * ring_workers) & SEQ_MASK;
-        const uint64_t slot = ring_base + (seq & mask);
+        const uint64_t seq = slots.seq(p, k);
+        const uint64_t slot = slots.slot(seq);
         const uint32_t tag = static_cast<uint32_t>(seq >> p.capacity_log2) & 0xff;
         const uint64_t* addr =
             lane < PKQ_SLOT_WORDS ? own_sq + slot * PKQ_SLOT_WORDS + lane : stop_word;
@@ -613,21 +636,16 @@ __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers&
     __syncthreads();
     const uint32_t worker = warp / p.pollers;
     // Nothing known yet of the IO areas of the slots this block's workers
-    // serve (IO_SEEN in pkq_layout.h): a worker w serves the slots of ring
-    // w % rings whose index is start_seq + w / rings modulo the ring's
-    // workers (see serve).
+    // serve (IO_SEEN in pkq_layout.h; WorkerSlots).
     if (p.io_in_words + p.io_out_words != 0) {
         const uint32_t first_worker = blockIdx.x * (blockDim.x >> 5) / p.pollers;
         const uint32_t block_workers = max(1u, (blockDim.x >> 5) / p.pollers);
-        const uint64_t ring_workers = p.workers / p.rings;
-        const uint64_t per_worker = (1ull << p.capacity_log2) / ring_workers;
+        const uint64_t per_worker = WorkerSlots(p, 0).slots();
         for (uint64_t i = threadIdx.x; i < block_workers * per_worker; i += blockDim.x) {
             const uint32_t w = first_worker + static_cast<uint32_t>(i / per_worker);
             if (w >= p.workers) continue;
-            const uint64_t slot = (static_cast<uint64_t>(w % p.rings) << p.capacity_log2) +
-                                  ((p.start_seq + w / p.rings + (i % per_worker) * ring_workers) &
-                                   ((1ull << p.capacity_log2) - 1));
-            uint64_t* seen = io_seen(p, slot);
+            const WorkerSlots ws(p, w);
+            uint64_t* seen = io_seen(p, ws.slot(ws.seq(p, i % per_worker)));
 #pragma unroll
             for (int j = 0; j < PKQ_IO_SEEN_WORDS; ++j) __stcg(reinterpret_cast<unsigned long long*>(seen + j), 0ull);
         }
