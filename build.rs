@@ -6,8 +6,9 @@
 //! With the crate feature `bench` (pkq's own tests, examples and benches
 //! turn it on through the dev-dependency on itself; a dependent never does)
 //! it also compiles the measurement kernels, `cuda/pkq_bench.cu`, into a
-//! second embedded fatbin (`pkq_bench.fatbin`), and the example's handlers
-//! (`examples/custom_handler/*.cu`) the way a downstream crate would, with
+//! second embedded fatbin (`pkq_bench.fatbin`), and the examples' handlers
+//! (`examples/custom_handler/fk.cu`, `examples/control_loop/control.cu`,
+//! `examples/risk_check/book.cu`) the way a downstream crate would, with
 //! `pkq-build`. Without the feature neither is compiled nor written.
 //!
 //! nvcc is found by `pkq_build::find_nvcc` (`NVCC`, then `CUDA_HOME`,
@@ -28,8 +29,13 @@ const LAYOUT_HEADER: &str = "cuda/pkq_layout.h";
 const KERNEL_SOURCE: &str = "cuda/pkq.cu";
 /// The measurement kernels (feature `bench`), a fatbin of their own.
 const BENCH_SOURCE: &str = "cuda/pkq_bench.cu";
-/// The example's own translation unit, built as a downstream crate would.
-const EXAMPLE_SOURCE: &str = "examples/custom_handler/fk.cu";
+/// The examples' own translation units, each built as a downstream crate
+/// would, into `$OUT_DIR/<name>.fatbin`: (source, name).
+const EXAMPLE_SOURCES: [(&str, &str); 3] = [
+    ("examples/custom_handler/fk.cu", "custom_handler"),
+    ("examples/control_loop/control.cu", "control_loop"),
+    ("examples/risk_check/book.cu", "risk_check"),
+];
 const WORKER_KERNEL: &str = "pkq_worker_kernel";
 
 fn main() {
@@ -44,7 +50,10 @@ fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=cuda");
     if bench {
-        println!("cargo::rerun-if-changed=examples/custom_handler");
+        for (source, _) in EXAMPLE_SOURCES {
+            let folder = Path::new(source).parent().unwrap();
+            println!("cargo::rerun-if-changed={}", folder.display());
+        }
     }
     pkq_build::rerun_if_env_changed();
     println!("cargo::rerun-if-env-changed=DOCS_RS");
@@ -66,12 +75,15 @@ fn main() {
     )
     .unwrap();
     if bench {
-        compile_example(
-            &manifest,
-            &out,
-            kernel.nvcc.as_deref(),
-            &kernel.nvcc_version,
-        );
+        for (source, name) in EXAMPLE_SOURCES {
+            compile_example(
+                &manifest,
+                &out,
+                (source, name),
+                kernel.nvcc.as_deref(),
+                &kernel.nvcc_version,
+            );
+        }
     }
     fs::write(
         out.join("build_info_gen.rs"),
@@ -208,13 +220,19 @@ fn compile_bench(manifest: &Path, out: &Path, kernel: &Kernel) -> Result<PathBuf
     Ok(fatbin)
 }
 
-/// Compiles the custom-handler example's `.cu` into
-/// `$OUT_DIR/custom_handler.fatbin`, as a downstream build script would (an
-/// empty file when there is no nvcc: the example then says it cannot run),
-/// with the nvcc that built the kernel. Only with the feature `bench`.
-fn compile_example(manifest: &Path, out: &Path, nvcc: Option<&Path>, nvcc_version: &str) {
-    let fatbin = out.join("custom_handler.fatbin");
-    let stamp = out.join("custom_handler.fatbin.stamp");
+/// Compiles an example's `.cu` (`source`) into `$OUT_DIR/<name>.fatbin`,
+/// as a downstream build script would (an empty file when there is no
+/// nvcc: the example then says it cannot run), with the nvcc that built the
+/// kernel. Only with the feature `bench`.
+fn compile_example(
+    manifest: &Path,
+    out: &Path,
+    (source, name): (&str, &str),
+    nvcc: Option<&Path>,
+    nvcc_version: &str,
+) {
+    let fatbin = out.join(format!("{name}.fatbin"));
+    let stamp = out.join(format!("{name}.fatbin.stamp"));
     let Some(nvcc) = nvcc else {
         fs::write(&fatbin, []).unwrap();
         // The empty file must not pass for a build of the same inputs once
@@ -222,23 +240,17 @@ fn compile_example(manifest: &Path, out: &Path, nvcc: Option<&Path>, nvcc_versio
         let _ = fs::remove_file(&stamp);
         return;
     };
-    let mut cmd = pkq_build::Fatbin::new(EXAMPLE_SOURCE)
+    let mut cmd = pkq_build::Fatbin::new(source)
         .include(manifest.join("cuda"))
         .command(nvcc, &fatbin)
         .unwrap_or_else(|e| panic!("pkq: {e}"));
     cmd.current_dir(manifest);
-    let key = input_key(
-        manifest,
-        &cmd,
-        nvcc_version,
-        &[manifest.join(EXAMPLE_SOURCE)],
-    );
+    let key = input_key(manifest, &cmd, nvcc_version, &[manifest.join(source)]);
     let built = fs::metadata(&fatbin).is_ok_and(|m| m.len() > 0);
     if built && fs::read_to_string(&stamp).is_ok_and(|s| s == key) {
         return;
     }
-    pkq_build::run(cmd, nvcc, &fatbin)
-        .unwrap_or_else(|e| panic!("pkq: compiling {EXAMPLE_SOURCE}: {e}"));
+    pkq_build::run(cmd, nvcc, &fatbin).unwrap_or_else(|e| panic!("pkq: compiling {source}: {e}"));
     fs::write(&stamp, &key).unwrap();
 }
 

@@ -66,6 +66,14 @@ __device__ __forceinline__ Outcome ok_output(uint32_t out_len, uint64_t value = 
     return o;
 }
 
+// ok_output for a task that also wrote device memory (a state op's IO task):
+// its writes are seen as ok_after_writes says.
+__device__ __forceinline__ Outcome ok_output_after_writes(uint32_t out_len, uint64_t value = 0) {
+    Outcome o = ok_output(out_len, value);
+    o.wrote_device_memory = true;
+    return o;
+}
+
 // The arguments of an op on device state (`PKQ_OP_INFO_STATE`; `StateOp` on
 // the host): the state's device address and byte length, written by pkq, then
 // the host's arguments `A`. The handler touches no memory but the state's

@@ -33,9 +33,10 @@ for m in runs:
         sys.exit(f"error: {m['out_dir']}: pkq was built without its feature `bench`")
     if "FATBIN: Result<&[u8], &str> = Err" in gen:
         sys.exit("error: pkq was built without its CUDA kernels (nvcc not found); see DEVELOPERS.md")
-    fk = os.path.join(m["out_dir"], "custom_handler.fatbin")
-    if os.path.getsize(fk) == 0:
-        sys.exit(f"error: {fk} is empty (built without nvcc); see DEVELOPERS.md")
+    for name in ("custom_handler", "control_loop", "risk_check"):
+        fk = os.path.join(m["out_dir"], f"{name}.fatbin")
+        if os.path.getsize(fk) == 0:
+            sys.exit(f"error: {fk} is empty (built without nvcc); see DEVELOPERS.md")
 PY
 rm -rf "$out"
 mkdir -p "$out/tests" "$out/examples" "$out/benches"

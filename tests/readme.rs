@@ -1,11 +1,9 @@
-//! The README's table of measurements is rendered from the committed bench
-//! results, never typed by hand: this test renders it again and compares.
-//! `PKQ_BLESS=1 cargo test --test readme` rewrites the README's block.
+//! The README's tables of measurements are rendered from the committed
+//! bench results, never typed by hand: these tests render them again and
+//! compare. `PKQ_BLESS=1 cargo test --test readme` rewrites the README's
+//! blocks.
 
 use serde_json::Value;
-
-const BEGIN: &str = "<!-- latency-table:begin -->\n";
-const END: &str = "<!-- latency-table:end -->";
 
 fn f(v: &Value) -> String {
     v.as_f64().map_or("-".into(), |x| format!("{x:.2}"))
@@ -83,30 +81,177 @@ fn render(results: Option<&str>) -> String {
     out
 }
 
-#[test]
-fn readme_table_matches_committed_results() {
+/// Checks (or with `PKQ_BLESS`, rewrites) the README's block between
+/// `<!-- {marker}:begin -->` and `<!-- {marker}:end -->` against `want`.
+fn check_block(marker: &str, want: &str, from: &str) {
     let root = env!("CARGO_MANIFEST_DIR");
     let readme_path = format!("{root}/README.md");
     let readme = std::fs::read_to_string(&readme_path).unwrap();
-    let results = std::fs::read_to_string(format!("{root}/benches/results/latency.json")).ok();
-    let want = render(results.as_deref());
+    let (begin, end) = (
+        format!("<!-- {marker}:begin -->\n"),
+        format!("<!-- {marker}:end -->"),
+    );
     let start = readme
-        .find(BEGIN)
-        .expect("README has the table's begin marker")
-        + BEGIN.len();
-    let end = readme.find(END).expect("README has the table's end marker");
-    let have = &readme[start..end];
+        .find(&begin)
+        .unwrap_or_else(|| panic!("README has the {marker} begin marker"))
+        + begin.len();
+    let stop = readme
+        .find(&end)
+        .unwrap_or_else(|| panic!("README has the {marker} end marker"));
+    let have = &readme[start..stop];
     if have != want {
         if std::env::var_os("PKQ_BLESS").is_some() {
-            let updated = format!("{}{want}{}", &readme[..start], &readme[end..]);
+            let updated = format!("{}{want}{}", &readme[..start], &readme[stop..]);
             std::fs::write(&readme_path, updated).unwrap();
-            println!("README.md table rewritten from benches/results/latency.json");
+            println!("README.md {marker} block rewritten from {from}");
             return;
         }
         panic!(
-            "README's table differs from benches/results/latency.json; run PKQ_BLESS=1 cargo test --test readme\n--- want ---\n{want}--- have ---\n{have}"
+            "README's {marker} block differs from {from}; run PKQ_BLESS=1 cargo test --test readme\n--- want ---\n{want}--- have ---\n{have}"
         );
     }
+}
+
+fn results(name: &str) -> Option<Value> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(format!("{root}/benches/results/{name}")).ok()?;
+    Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name} parses: {e}")))
+}
+
+fn header(r: &Value) -> String {
+    let commit = r["commit"].as_str().unwrap_or("?");
+    format!(
+        "{}, driver {}, {}, commit `{}`",
+        r["device"].as_str().unwrap_or("?"),
+        r["driver"].as_str().unwrap_or("?"),
+        r["date"].as_str().unwrap_or("?"),
+        &commit[..commit.len().min(12)],
+    )
+}
+
+fn rows(r: &Value) -> &Vec<Value> {
+    r["rows"].as_array().expect("rows")
+}
+
+/// The real-loop section: the control loop, the payload curve, the risk
+/// check and the pipeline, each from its committed results.
+fn render_real_loop() -> String {
+    let mut out = String::new();
+    let none = |name: &str| format!("(no `{name}` committed yet)\n");
+    match results("control_loop.json") {
+        None => out += &none("control_loop.json"),
+        Some(r) => {
+            out += &format!("`control_loop.json` ({}):\n\n", header(&r));
+            out +=
+                "| loop | ticks | p50 µs | p99 µs | p99.9 µs | max µs | misses | deadline µs |\n";
+            out += "|---|---:|---:|---:|---:|---:|---:|---:|\n";
+            for row in rows(&r) {
+                out += &format!(
+                    "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                    row["name"].as_str().unwrap_or("?"),
+                    row["ticks"],
+                    f(&row["p50_us"]),
+                    f(&row["p99_us"]),
+                    f(&row["p99_9_us"]),
+                    f(&row["max_us"]),
+                    row["misses"],
+                    f(&row["deadline_us"]),
+                );
+            }
+        }
+    }
+    out += "\n";
+    match results("payload.json") {
+        None => out += &none("payload.json"),
+        Some(r) => {
+            out += &format!(
+                "`payload.json` ({}), round trip p50 in µs, the same bytes each way:\n\n",
+                header(&r)
+            );
+            let mechs = ["pkq", "memcpy+launch+sync", "graph", "zero-copy launch"];
+            out += &format!("| each way | {} |\n", mechs.join(" | "));
+            out += &format!("|---:|{}\n", "---:|".repeat(mechs.len()));
+            let p50 = |name: String| {
+                rows(&r)
+                    .iter()
+                    .find(|row| row["name"] == name.as_str())
+                    .map_or("-".into(), |row| f(&row["p50_us"]))
+            };
+            for size in [8, 256, 1024, 4096, 16384, 65536] {
+                let cells: Vec<String> = mechs
+                    .iter()
+                    .map(|m| p50(format!("{m} payload {size} B")))
+                    .collect();
+                out += &format!("| {size} B | {} |\n", cells.join(" | "));
+            }
+            out += &format!(
+                "\nThe NOP round trip of the same run: {} µs.\n",
+                p50("pkq NOP round trip".into())
+            );
+        }
+    }
+    out += "\n";
+    match results("risk_check.json") {
+        None => out += &none("risk_check.json"),
+        Some(r) => {
+            out += &format!("`risk_check.json` ({}):\n\n", header(&r));
+            out += "| risk check | orders/s offered | p50 µs | p99 µs | p99.9 µs | max µs | orders/s back to back |\n";
+            out += "|---|---:|---:|---:|---:|---:|---:|\n";
+            for row in rows(&r) {
+                out += &format!(
+                    "| {} | {} | {} | {} | {} | {} | {} |\n",
+                    row["name"].as_str().unwrap_or("?"),
+                    row["rate_per_s"],
+                    f(&row["p50_us"]),
+                    f(&row["p99_us"]),
+                    f(&row["p99_9_us"]),
+                    f(&row["max_us"]),
+                    row["max_orders_per_s"],
+                );
+            }
+        }
+    }
+    out += "\n";
+    match results("pipeline.json") {
+        None => out += &none("pipeline.json"),
+        Some(r) => {
+            out += &format!("`pipeline.json` ({}):\n\n", header(&r));
+            out += "| pipeline | tasks/s | tasks/s without overlap | overlap % | tasks a batch | bytes a task |\n";
+            out += "|---|---:|---:|---:|---:|---:|\n";
+            for row in rows(&r) {
+                out += &format!(
+                    "| {} | {} | {} | {} | {} | {} |\n",
+                    row["name"].as_str().unwrap_or("?"),
+                    row["tasks_per_s"],
+                    row["serial_tasks_per_s"],
+                    f(&row["overlap_pct"]),
+                    row["batch_tasks"],
+                    row["task_bytes"],
+                );
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn readme_table_matches_committed_results() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let results = std::fs::read_to_string(format!("{root}/benches/results/latency.json")).ok();
+    check_block(
+        "latency-table",
+        &render(results.as_deref()),
+        "benches/results/latency.json",
+    );
+}
+
+#[test]
+fn real_loop_section_matches_committed_results() {
+    check_block(
+        "real-loop",
+        &render_real_loop(),
+        "benches/results/{control_loop,payload,risk_check,pipeline}.json",
+    );
 }
 
 /// Every test that the README's failure table names is a test function of

@@ -65,8 +65,8 @@ impl Runtime {
             }
         }
         // SAFETY: the caller vouches for the addresses (see above).
-        let ticket = unsafe { self.call_unchecked(op, args)? };
-        self.wait_borrowing(ticket)
+        let mut ticket = unsafe { self.call_unchecked(op, args)? };
+        self.wait_borrowing(&mut ticket)
     }
 
     /// Waits for a task that uses memory the caller holds borrowed for the
@@ -74,7 +74,7 @@ impl Runtime {
     /// completion only once the kernel is known to have stopped (or
     /// aborting the process if it cannot tell), so the borrows never end
     /// while the task could still run.
-    pub(crate) fn wait_borrowing(&self, mut ticket: crate::Ticket) -> Result<Completion> {
+    pub(crate) fn wait_borrowing(&self, ticket: &mut crate::Ticket) -> Result<Completion> {
         match ticket.wait_watching(None, Watch::Nothing) {
             Ok(c) => Ok(c),
             Err(e @ Error::Task(_)) => Err(e),

@@ -302,8 +302,38 @@ impl<'rt, R: RingAccess> Producer<'rt, R> {
     /// ```
     pub fn submit_io<A: Pod>(&self, op: Op, args: &A, input: &[u8]) -> Result<Ticket> {
         let bytes = bytemuck::bytes_of(args);
-        let image = SlotImage::new(op.0, bytes)?;
+        SlotImage::new(op.0, bytes)?;
         self.rt.shared.ops.refuse(op, bytes.len())?;
+        // SAFETY: the op table refuses ops that dereference addresses in
+        // their arguments (and state ops); the areas are the slot's own.
+        unsafe { self.submit_unchecked_io_bytes(op, bytes, input) }
+    }
+
+    /// [`Producer::submit_io`] of raw argument bytes, any op.
+    ///
+    /// # Safety
+    /// As [`Producer::submit_unchecked`].
+    pub(crate) unsafe fn submit_unchecked_io_bytes(
+        &self,
+        op: Op,
+        args: &[u8],
+        input: &[u8],
+    ) -> Result<Ticket> {
+        let image = SlotImage::new(op.0, args)?;
+        self.check_input(input)?;
+        submit_with_input::<R>(
+            self.ring,
+            op,
+            &image.with_input(input.len()),
+            Some(input),
+            true,
+        )
+    }
+
+    /// Refuses an IO task's input on a runtime without IO areas
+    /// ([`Error::InvalidConfig`]) or longer than they hold
+    /// ([`Error::PayloadTooLarge`]).
+    fn check_input(&self, input: &[u8]) -> Result<()> {
         let (most, _) = match self.ring.queue().io_limits() {
             (0, 0) => {
                 return Err(Error::InvalidConfig(
@@ -318,13 +348,7 @@ impl<'rt, R: RingAccess> Producer<'rt, R> {
                 max: most,
             });
         }
-        submit_with_input::<R>(
-            self.ring,
-            op,
-            &image.with_input(input.len()),
-            Some(input),
-            true,
-        )
+        Ok(())
     }
 
     /// Submits a task whose arguments are raw bytes (at most 48).

@@ -1,5 +1,6 @@
-//! Device state that pkq owns ([`DeviceState`]) and the safe call of an op
-//! on it ([`Runtime::call_on_state`]): state a handler keeps between tasks
+//! Device state that pkq owns ([`DeviceState`]) and the safe calls of an op
+//! on it ([`Runtime::call_on_state`], and with data in and out through the
+//! slot's IO areas, [`Runtime::call_on_state_io`]): state a handler keeps between tasks
 //! (an integrator, an order book, a model's weights) without a stream
 //! synchronization per call.
 //!
@@ -296,6 +297,58 @@ impl Runtime {
         state: &mut DeviceState<S>,
         args: &A,
     ) -> Result<Completion> {
+        let encoded = self.state_args(op, state, args)?;
+        // SAFETY: the op table lists the op as a state op, whose handler
+        // touches only the state's bytes at the encoded address: live
+        // device memory of the runtime's context (its state memory, which
+        // lives as long as any state does), borrowed exclusively for this
+        // call, which waits for the task (or for the kernel to stop) before
+        // it returns.
+        let mut ticket = unsafe {
+            self.thread_producer()
+                .submit_unchecked_bytes(op.op(), encoded.as_bytes())?
+        };
+        self.wait_borrowing(&mut ticket)
+    }
+
+    /// [`Runtime::call_on_state`] of an IO task: `input` in the slot's
+    /// input area, where the handler reads it (`ctx.input`), and the bytes
+    /// it wrote to `ctx.output` returned with the completion, as
+    /// [`Runtime::submit_io`] and [`Ticket::wait_output`](crate::Ticket::wait_output)
+    /// do. One round trip: a sensor frame in, the state stepped, the
+    /// commands out.
+    ///
+    /// Refuses, with nothing submitted, what [`Runtime::call_on_state`]
+    /// refuses, and: a runtime without IO areas ([`Error::InvalidConfig`]);
+    /// more input than its areas hold ([`Error::PayloadTooLarge`]). An
+    /// output longer than the areas fails the task
+    /// ([`Error::Task`], `BadArgs`). Waits as [`Runtime::call_on_state`].
+    pub fn call_on_state_io<S: Pod, A: Pod>(
+        &self,
+        op: &StateOp<S, A>,
+        state: &mut DeviceState<S>,
+        args: &A,
+        input: &[u8],
+    ) -> Result<(Completion, Vec<u8>)> {
+        let encoded = self.state_args(op, state, args)?;
+        // SAFETY: as in `call_on_state`; the input and output areas are the
+        // slot's own, which the ticket holds until the task completed.
+        let mut ticket = unsafe {
+            self.thread_producer()
+                .submit_unchecked_io_bytes(op.op(), encoded.as_bytes(), input)?
+        };
+        let c = self.wait_borrowing(&mut ticket)?;
+        Ok((c, ticket.take_output()))
+    }
+
+    /// The arguments of a task of `op` on `state`: the state's address and
+    /// length, then `args`; refused as [`Runtime::call_on_state`] says.
+    fn state_args<S: Pod, A: Pod>(
+        &self,
+        op: &StateOp<S, A>,
+        state: &DeviceState<S>,
+        args: &A,
+    ) -> Result<crate::ops::stateful::Encoded> {
         self.shared.ops.check(&op.signature())?;
         if !self
             .shared
@@ -308,18 +361,7 @@ impl Runtime {
                 op.name()
             )));
         }
-        let addr = state.arena.addr(state.offset);
-        let encoded = op.encode(addr, state.bytes() as u64, args)?;
-        // SAFETY: the op table lists the op as a state op, whose handler
-        // touches only the state's bytes at `addr`: live device memory of
-        // the runtime's context (its state memory, which lives as long as
-        // any state does), borrowed exclusively for this call, which waits
-        // for the task (or for the kernel to stop) before it returns.
-        let ticket = unsafe {
-            self.thread_producer()
-                .submit_unchecked_bytes(op.op(), encoded.as_bytes())?
-        };
-        self.wait_borrowing(ticket)
+        op.encode(state.arena.addr(state.offset), state.bytes() as u64, args)
     }
 }
 

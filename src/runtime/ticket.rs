@@ -137,7 +137,13 @@ impl Ticket {
     /// [`Ticket::wait`].
     pub fn wait_output(mut self) -> Result<(Completion, Vec<u8>)> {
         let c = self.wait_until(None)?;
-        Ok((c, self.output.take().map(Vec::from).unwrap_or_default()))
+        Ok((c, self.take_output()))
+    }
+
+    /// The output [`Ticket::output`] holds, taken (empty where it holds
+    /// none).
+    pub(crate) fn take_output(&mut self) -> Vec<u8> {
+        self.output.take().map(Vec::from).unwrap_or_default()
     }
 
     /// An IO task's output, once the ticket has its result (from

@@ -7,8 +7,12 @@
 //!
 //! Usage: `cargo test --release --test gpu [-- NAME_FILTER...]`.
 
+#[path = "../../examples/control_loop/control.rs"]
+mod control;
 #[path = "../../examples/custom_handler/fk.rs"]
 mod fk;
+#[path = "../../examples/risk_check/book.rs"]
+mod risk;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -101,6 +105,8 @@ const TESTS: &[Test] = &[
         ops::custom_handler_vs_reference,
     ),
     ("state_ops_random_vs_cpu", ops::state_ops_random_vs_cpu),
+    ("state_io_random_vs_cpu", ops::state_io_random_vs_cpu),
+    ("risk_check_random_vs_cpu", ops::risk_check_random_vs_cpu),
     ("io_tasks_random_vs_cpu", ops::io_tasks_random_vs_cpu),
     (
         "io_tasks_reuse_small_areas_across_laps",
