@@ -313,7 +313,11 @@ __device__ __forceinline__ void io_end(const pkq_params& p, uint64_t slot, uint6
     uint32_t status = __shfl_sync(FULL_MASK, out.status, 0);
     const uint32_t out_len = __shfl_sync(FULL_MASK, out.out_len, 0);
     if (status == PKQ_STATUS_OK && out_len > p.io_out_bytes) {
+        // Failed, but what the handler wrote to device memory stays
+        // written: the fence before the completion still orders it.
+        const bool wrote = out.wrote_device_memory;
         out = fail(PKQ_STATUS_BAD_ARGS);
+        out.wrote_device_memory = wrote;
         status = PKQ_STATUS_BAD_ARGS;
     }
     const uint32_t written = status == PKQ_STATUS_OK ? out_len : 0;

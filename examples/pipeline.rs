@@ -141,9 +141,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut host_in = Vec::new();
     let mut host_out = Vec::new();
     for _ in 0..2 {
-        // SAFETY: page-locked buffers, each written or read by this thread
-        // only while no copy that uses it is in flight (its stream
-        // synchronized).
+        // SAFETY: page-locked buffers, uninitialized: an input is written
+        // (`prepare`) before its first copy in, an output read only after
+        // a copy out wrote it; each by this thread alone, while no copy
+        // that uses it is in flight (its stream synchronized).
         unsafe {
             host_in.push(ctx.alloc_pinned::<u8>(batch_bytes)?);
             host_out.push(ctx.alloc_pinned::<u8>(batch_bytes)?);

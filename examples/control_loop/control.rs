@@ -172,10 +172,14 @@ impl Plant {
 }
 
 /// The largest difference between two ticks' outputs, relative to 1 or
-/// the reference's magnitude, whichever is larger.
+/// the reference's magnitude, whichever is larger; infinite where either
+/// is not finite.
 pub fn max_error(got: &Outputs, want: &Outputs) -> f32 {
     got.iter()
         .zip(want)
-        .map(|(g, w)| (g - w).abs() / w.abs().max(1.0))
+        .map(|(g, w)| {
+            let e = (g - w).abs() / w.abs().max(1.0);
+            if e.is_finite() { e } else { f32::INFINITY }
+        })
         .fold(0.0, f32::max)
 }

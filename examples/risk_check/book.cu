@@ -18,7 +18,7 @@
 #define RISK_REJECT_PRICE 1     // outside the instrument's band around the mid
 #define RISK_REJECT_POSITION 2  // the position after the fill over the limit
 #define RISK_REJECT_NOTIONAL 3  // the gross notional over the limit
-#define RISK_REJECT_UNKNOWN 4   // no such account or instrument
+#define RISK_REJECT_UNKNOWN 4   // no such account or instrument, or a value out of range
 
 // The book kept on the device between orders; the host's `Book`
 // (bytemuck::Pod) is the same struct. Prices in ticks, quantities in lots.
@@ -41,7 +41,10 @@ struct risk_order {
 
 namespace risk {
 
-__device__ __forceinline__ int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
+// Whether |v| <= 2^40: the range of every price, band, limit and position
+// the check takes from the book, so that nothing it computes overflows
+// (orders are within 2^30 lots and ticks, notionals within 2^62).
+__device__ __forceinline__ bool sane(int64_t v) { return v >= -(1ll << 40) && v <= (1ll << 40); }
 
 // The check by one thread; returns the decision and, where accepted, the new
 // position in the value's upper bits.
@@ -49,13 +52,20 @@ __device__ __forceinline__ uint64_t check(risk_book* b, const risk_order& o) {
     if (o.account >= RISK_ACCOUNTS || o.instrument >= RISK_INSTRUMENTS || o.qty == 0 ||
         o.qty < -(1ll << 30) || o.qty > (1ll << 30) || o.price <= 0 || o.price > (1ll << 30))
         return RISK_REJECT_UNKNOWN;
-    if (abs64(o.price - __ldcg(b->mid + o.instrument)) > __ldcg(b->band + o.instrument))
-        return RISK_REJECT_PRICE;
+    const int64_t mid = __ldcg(b->mid + o.instrument), band = __ldcg(b->band + o.instrument);
     int64_t* pos = b->position + o.account * RISK_INSTRUMENTS + o.instrument;
-    const int64_t after = __ldcg(pos) + o.qty;
-    if (abs64(after) > __ldcg(b->position_limit + o.account)) return RISK_REJECT_POSITION;
-    const int64_t notional = __ldcg(b->notional + o.account) + abs64(o.qty) * o.price;
-    if (notional > __ldcg(b->notional_limit + o.account)) return RISK_REJECT_NOTIONAL;
+    const int64_t held = __ldcg(pos), limit = __ldcg(b->position_limit + o.account);
+    const int64_t gross = __ldcg(b->notional + o.account);
+    const int64_t gross_limit = __ldcg(b->notional_limit + o.account);
+    if (!sane(mid) || !sane(band) || !sane(held) || !sane(limit) || gross < 0 || gross > (1ll << 61) ||
+        gross_limit < 0 || gross_limit > (1ll << 61))
+        return RISK_REJECT_UNKNOWN;
+    const int64_t off = o.price - mid;
+    if ((off < 0 ? -off : off) > band) return RISK_REJECT_PRICE;
+    const int64_t after = held + o.qty;
+    if ((after < 0 ? -after : after) > limit) return RISK_REJECT_POSITION;
+    const int64_t notional = gross + (o.qty < 0 ? -o.qty : o.qty) * o.price;
+    if (notional > gross_limit) return RISK_REJECT_NOTIONAL;
     __stcg(pos, after);
     __stcg(b->notional + o.account, notional);
     return RISK_ACCEPT | (static_cast<uint64_t>(after) << 8);

@@ -29,6 +29,7 @@ pub const ACCEPT: u64 = 0;
 pub const REJECT_PRICE: u64 = 1;
 pub const REJECT_POSITION: u64 = 2;
 pub const REJECT_NOTIONAL: u64 = 3;
+/// No such account or instrument, or an order or book value out of range.
 pub const REJECT_UNKNOWN: u64 = 4;
 
 /// `struct risk_book` of book.cu: the book kept on the device. Prices in
@@ -106,15 +107,24 @@ impl Book {
         {
             return REJECT_UNKNOWN;
         }
-        if (o.price - self.mid[i]).abs() > self.band[i] {
+        let sane = |v: i64| (-(1 << 40)..=1 << 40).contains(&v);
+        let gross_ok = |v: i64| (0..=1 << 61).contains(&v);
+        let (mid, band) = (self.mid[i], self.band[i]);
+        let (held, limit) = (self.position[a * INSTRUMENTS + i], self.position_limit[a]);
+        let (gross, gross_limit) = (self.notional[a], self.notional_limit[a]);
+        let in_range = sane(mid) && sane(band) && sane(held) && sane(limit);
+        if !(in_range && gross_ok(gross) && gross_ok(gross_limit)) {
+            return REJECT_UNKNOWN;
+        }
+        if (o.price - mid).abs() > band {
             return REJECT_PRICE;
         }
-        let after = self.position[a * INSTRUMENTS + i] + o.qty;
-        if after.abs() > self.position_limit[a] {
+        let after = held + o.qty;
+        if after.abs() > limit {
             return REJECT_POSITION;
         }
-        let notional = self.notional[a] + o.qty.abs() * o.price;
-        if notional > self.notional_limit[a] {
+        let notional = gross + o.qty.abs() * o.price;
+        if notional > gross_limit {
             return REJECT_NOTIONAL;
         }
         self.position[a * INSTRUMENTS + i] = after;

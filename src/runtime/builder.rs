@@ -281,7 +281,8 @@ impl Builder {
 
     /// Input and output areas in mapped memory for every slot, of up to
     /// `input` and `output` bytes (each at most 65536), for IO tasks
-    /// ([`Runtime::submit_io`](crate::Runtime::submit_io)): the producer
+    /// ([`Runtime::submit_io`](crate::Runtime::submit_io), and on device
+    /// state [`Runtime::call_on_state_io`](crate::Runtime::call_on_state_io)): the producer
     /// writes a task's input there and its handler reads it
     /// (`ctx.input`), the handler writes its output (`ctx.output`) and the
     /// task's waiter reads it, with no copy engine and no stream (each

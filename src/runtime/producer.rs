@@ -302,11 +302,9 @@ impl<'rt, R: RingAccess> Producer<'rt, R> {
     /// ```
     pub fn submit_io<A: Pod>(&self, op: Op, args: &A, input: &[u8]) -> Result<Ticket> {
         let bytes = bytemuck::bytes_of(args);
-        SlotImage::new(op.0, bytes)?;
+        let image = SlotImage::new(op.0, bytes)?;
         self.rt.shared.ops.refuse(op, bytes.len())?;
-        // SAFETY: the op table refuses ops that dereference addresses in
-        // their arguments (and state ops); the areas are the slot's own.
-        unsafe { self.submit_unchecked_io_bytes(op, bytes, input) }
+        self.publish_io(op, &image, input)
     }
 
     /// [`Producer::submit_io`] of raw argument bytes, any op.
@@ -319,7 +317,12 @@ impl<'rt, R: RingAccess> Producer<'rt, R> {
         args: &[u8],
         input: &[u8],
     ) -> Result<Ticket> {
-        let image = SlotImage::new(op.0, args)?;
+        self.publish_io(op, &SlotImage::new(op.0, args)?, input)
+    }
+
+    /// Publishes an IO task of `image` with `input` in its slot's input
+    /// area, once [`Producer::check_input`] let it.
+    fn publish_io(&self, op: Op, image: &SlotImage, input: &[u8]) -> Result<Ticket> {
         self.check_input(input)?;
         submit_with_input::<R>(
             self.ring,

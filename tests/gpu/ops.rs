@@ -833,6 +833,35 @@ pub(crate) fn risk_check_random_vs_cpu() {
         decisions.iter().all(|&d| d > 0),
         "every decision taken: {decisions:?}"
     );
+    // A book written with values out of range is refused, not computed on
+    // (nothing overflows), on the device as on the host.
+    let mut wild = risk::Book::new(10);
+    wild.mid[0] = i64::MAX;
+    wild.position[risk::INSTRUMENTS + 1] = i64::MIN;
+    wild.notional[2] = i64::MAX;
+    wild.position_limit[3] = -1;
+    state.write(&[wild]).unwrap();
+    for (account, instrument) in [(5, 0), (1, 1), (2, 4), (3, 6)] {
+        let o = risk::Order {
+            account,
+            instrument,
+            qty: 1,
+            price: wild.mid[instrument as usize].clamp(1, 1 << 30),
+        };
+        let got = rt
+            .call_on_state(&risk::CHECK, &mut state, &o)
+            .unwrap()
+            .value;
+        let expect = wild.check(&o);
+        assert_eq!(got, expect, "{o:?}");
+        let want = if account == 3 {
+            risk::REJECT_POSITION
+        } else {
+            risk::REJECT_UNKNOWN
+        };
+        assert_eq!(got, want, "{o:?}");
+    }
+    assert_eq!(state.read().unwrap(), [wild], "nothing written");
     rt.shutdown().unwrap();
     println!("    20 000 orders checked against the host's book: {decisions:?}");
 }
