@@ -9,6 +9,11 @@ fn f(v: &Value) -> String {
     v.as_f64().map_or("-".into(), |x| format!("{x:.2}"))
 }
 
+/// A count or a rate, whole.
+fn n(v: &Value) -> String {
+    v.as_f64().map_or("-".into(), |x| format!("{x:.0}"))
+}
+
 fn render(results: Option<&str>) -> String {
     let Some(text) = results else {
         return "(no results committed yet)\n".into();
@@ -201,12 +206,12 @@ fn render_real_loop() -> String {
                 out += &format!(
                     "| {} | {} | {} | {} | {} | {} | {} |\n",
                     row["name"].as_str().unwrap_or("?"),
-                    row["rate_per_s"],
+                    n(&row["rate_per_s"]),
                     f(&row["p50_us"]),
                     f(&row["p99_us"]),
                     f(&row["p99_9_us"]),
                     f(&row["max_us"]),
-                    row["max_orders_per_s"],
+                    n(&row["max_orders_per_s"]),
                 );
             }
         }
@@ -222,8 +227,8 @@ fn render_real_loop() -> String {
                 out += &format!(
                     "| {} | {} | {} | {} | {} | {} |\n",
                     row["name"].as_str().unwrap_or("?"),
-                    row["tasks_per_s"],
-                    row["serial_tasks_per_s"],
+                    n(&row["tasks_per_s"]),
+                    n(&row["serial_tasks_per_s"]),
                     f(&row["overlap_pct"]),
                     row["batch_tasks"],
                     row["task_bytes"],
