@@ -451,7 +451,15 @@ fn device_state_needs_a_cuda_runtime_and_an_element() {
 #[test]
 fn io_tasks_bring_back_their_output_across_laps_and_threads() {
     use crate::ops::builtin::CopyIoArgs;
-    let rt = soft(Runtime::builder().capacity(8).workers(2).io(600, 700));
+    // No stall bound: under Miri, a worker's thread can go unscheduled for
+    // longer than the default while five threads share two cores.
+    let rt = soft(
+        Runtime::builder()
+            .capacity(8)
+            .workers(2)
+            .io(600, 700)
+            .stall_after(Duration::MAX),
+    );
     std::thread::scope(|s| {
         for t in 0..3u64 {
             let rt = &rt;
