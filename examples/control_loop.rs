@@ -31,7 +31,7 @@ use pkq::cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg, result, sys};
 use pkq::cudarc::nvrtc::Ptx;
 use plotters::prelude::*;
 use serde_json::{Map, Value, json};
-use support::{Clock, Latency, one_stream_context, report, start, write_json};
+use support::{Clock, Latency, one_stream_context, report, start, trim, write_json};
 
 #[derive(Parser)]
 #[command(about = "a fixed-rate control loop: pkq vs launch + memcpy + sync vs a CUDA graph")]
@@ -119,19 +119,24 @@ impl Run {
             .map(|c| c.iter().filter(|&&l| u64::from(l) > bound).count())
             .collect();
         m.insert("misses_by_tenth".into(), json!(by_tenth));
-        println!(
-            "{:<34}{:>9}{:>8.2}{:>8.2}{:>8.2}{:>9.2}{:>8}{:>10.2}",
-            self.name,
-            self.latency_ns.len(),
-            lat.p50_us(),
-            lat.quantile_us(0.99),
-            lat.quantile_us(0.999),
-            lat.hist.max() as f64 / 1e3,
-            self.misses(),
-            jit.quantile_us(0.99),
-        );
         m
     }
+}
+
+/// One line of the table: a run's row.
+fn print_row(m: &Map<String, Value>) {
+    let us = |k: &str| m[k].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "{:<34}{:>9}{:>8.2}{:>8.2}{:>8.2}{:>9.2}{:>8}{:>10.2}",
+        m["name"].as_str().unwrap_or("?"),
+        m["ticks"],
+        us("p50_us"),
+        us("p99_us"),
+        us("p99_9_us"),
+        us("max_us"),
+        m["misses"],
+        us("jitter_p99_us"),
+    );
 }
 
 /// Runs `ticks` ticks at `rate_khz` of `step` (frame in, outputs out),
@@ -174,11 +179,7 @@ fn run_loop(
     let origin = clock.ns(clock.now()) + period_ns;
     for k in 0..ticks {
         let due = origin + k * period_ns;
-        let mut now = clock.now();
-        while clock.ns(now) < due {
-            std::hint::spin_loop();
-            now = clock.now();
-        }
+        let now = clock.spin_until(due);
         jitter_ns.push((clock.ns(now) - due).min(u64::from(u32::MAX)) as u32);
         plant.frame(&mut frame);
         let t0 = clock.now();
@@ -241,7 +242,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         block_dim: (32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut runs: Vec<(f64, Run)> = Vec::new();
+    // Each run with its row, printed as it finishes.
+    let mut runs: Vec<(f64, Run, Map<String, Value>)> = Vec::new();
+    let mut finished = |rate: f64, run: Run| {
+        let row = run.row();
+        print_row(&row);
+        runs.push((rate, run, row));
+    };
     for (i, &rate) in args.rates.iter().enumerate() {
         let dt = (1e6 / rate).round() as f32 * 1e-9;
         for graph in [false, true] {
@@ -328,7 +335,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Ok(0)
             })?;
             drop(graph_exec);
-            runs.push((rate, run.with_row()));
+            finished(rate, run);
             drop(state);
         }
     }
@@ -361,13 +368,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             bytemuck::bytes_of_mut(out).copy_from_slice(&bytes);
             Ok(c.device_time().as_nanos() as u64)
         })?;
-        runs.push((rate, run.with_row()));
+        finished(rate, run);
     }
     rt.shutdown()?;
 
     // Rows: per rate, pkq, launch, graph.
-    let mut rows = Vec::new();
-    let mut order: Vec<&(f64, Run)> = runs.iter().collect();
+    let mut order: Vec<&(f64, Run, Map<String, Value>)> = runs.iter().collect();
     let rank = |n: &str| {
         ["pkq", "launch", "graph"]
             .iter()
@@ -382,36 +388,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{:<34}{:>9}{:>8}{:>8}{:>8}{:>9}{:>8}{:>10}",
         "tick to commands (µs)", "ticks", "p50", "p99", "p99.9", "max", "misses", "jit p99"
     );
-    for (_, run) in &order {
-        rows.push(run.row());
+    for (.., row) in &order {
+        print_row(row);
     }
     if let Some(path) = &args.json {
+        let rows = order.iter().map(|(.., row)| row.clone()).collect();
         write_json(path, &report(&info, rows));
     }
     if let Some(path) = &args.svg {
         let top = args.rates.iter().copied().fold(f64::MIN, f64::max);
         let series: Vec<&Run> = order
             .iter()
-            .filter(|(r, _)| *r == top)
-            .map(|(_, run)| run)
+            .filter(|(r, ..)| *r == top)
+            .map(|(_, run, _)| run)
             .collect();
         plot(path, top, &series)?;
         println!("wrote {}", path.display());
     }
     Ok(())
-}
-
-impl Run {
-    /// Prints the run's row as it finishes.
-    fn with_row(self) -> Self {
-        self.row();
-        self
-    }
-}
-
-fn trim(v: f64) -> String {
-    let s = format!("{v:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Latency over time: each mechanism's median and worst tick per window of

@@ -120,11 +120,7 @@ fn run(
     let mut free_at = 0u64;
     for (k, o) in orders.iter().enumerate() {
         let due = origin + (k as f64 * period_ns) as u64;
-        let mut now = clock.now();
-        while clock.ns(now) < due {
-            std::hint::spin_loop();
-            now = clock.now();
-        }
+        clock.spin_until(due);
         // Late: the order was due while the check before was still running.
         if free_at > due {
             late += 1;

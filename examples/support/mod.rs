@@ -56,6 +56,17 @@ impl Clock {
         (t.wrapping_sub(self.origin) as f64 * self.ns_per_tick) as u64
     }
 
+    /// Spins until `due_ns` (nanoseconds since the origin, as [`Clock::ns`]
+    /// gives) and returns the reading at which it ended.
+    pub fn spin_until(&self, due_ns: u64) -> u64 {
+        let mut now = self.now();
+        while self.ns(now) < due_ns {
+            std::hint::spin_loop();
+            now = self.now();
+        }
+        now
+    }
+
     /// Nanoseconds from reading `a` to reading `b`.
     #[inline(always)]
     pub fn between(&self, a: u64, b: u64) -> u64 {
@@ -329,7 +340,8 @@ pub fn plot_percentiles(path: &Path, title: &str, series: &[&Latency]) {
     println!("wrote {}", path.display());
 }
 
-fn trim(v: f64) -> String {
+/// `v` with at most three decimals and no trailing zeros.
+pub fn trim(v: f64) -> String {
     let s = format!("{v:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }

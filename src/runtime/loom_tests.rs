@@ -14,11 +14,13 @@ use crate::runtime::{Runtime, Shared};
 
 /// A one-worker runtime on the stepped software device, and the device.
 fn stepped() -> (Runtime, Arc<SoftDevice>) {
-    let rt = Runtime::builder()
-        .capacity(2)
-        .workers(1)
-        .build_soft(false)
-        .unwrap();
+    stepped_with(Runtime::builder().capacity(2).workers(1))
+}
+
+/// The runtime `builder` makes on the stepped software device, and the
+/// device.
+fn stepped_with(builder: crate::Builder) -> (Runtime, Arc<SoftDevice>) {
+    let rt = builder.build_soft(false).unwrap();
     let Engine::Soft(dev) = &rt.shared.engine else {
         unreachable!("built on the software device")
     };
@@ -96,17 +98,7 @@ fn loom_an_unread_ticket_is_dropped_while_its_runtime_is_dropped() {
 /// A one-worker runtime with IO areas of 16 bytes each way on the stepped
 /// software device, and the device.
 fn stepped_io() -> (Runtime, Arc<SoftDevice>) {
-    let rt = Runtime::builder()
-        .capacity(2)
-        .workers(1)
-        .io(16, 16)
-        .build_soft(false)
-        .unwrap();
-    let Engine::Soft(dev) = &rt.shared.engine else {
-        unreachable!("built on the software device")
-    };
-    let dev = dev.clone();
-    (rt, dev)
+    stepped_with(Runtime::builder().capacity(2).workers(1).io(16, 16))
 }
 
 /// An IO task's result polled while the device runs it: `out_len` bytes
