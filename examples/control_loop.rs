@@ -129,12 +129,12 @@ fn print_row(m: &Map<String, Value>) {
     println!(
         "{:<34}{:>9}{:>8.2}{:>8.2}{:>8.2}{:>9.2}{:>8}{:>10.2}",
         m["name"].as_str().unwrap_or("?"),
-        m["ticks"],
+        m["ticks"].as_u64().unwrap_or(0),
         us("p50_us"),
         us("p99_us"),
         us("p99_9_us"),
         us("max_us"),
-        m["misses"],
+        m["misses"].as_u64().unwrap_or(0),
         us("jitter_p99_us"),
     );
 }
