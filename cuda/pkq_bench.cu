@@ -69,3 +69,15 @@ extern "C" __global__ void pkq_gemv_kernel(const float* a, const float* x, float
     s = pkq::warp_sum(s);
     if (lane == 0) y[r] = s;
 }
+
+// The waiting bench's task as an ordinary kernel (examples/waiting.rs): one
+// thread spins `ns` nanoseconds by %globaltimer, as the SPIN op does, then
+// stores the time it ended into `*end` (mapped host memory, read by the
+// host after its wait returned).
+extern "C" __global__ void pkq_spin_stamp_kernel(uint64_t ns, volatile uint64_t* end) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    const uint64_t t0 = pkq::globaltimer();
+    uint64_t now = t0;
+    while (now - t0 < ns) now = pkq::globaltimer();
+    *end = now;
+}

@@ -49,8 +49,8 @@ pub use runtime::live_runtimes;
 pub use runtime::state::DeviceState;
 pub use runtime::ticket::{Completion, Ticket};
 pub use runtime::{
-    Builder, ExclusiveProducer, ExclusiveRing, IdlePolicy, Producer, RingAccess, Runtime,
-    SharedRing,
+    Builder, ExclusiveProducer, ExclusiveRing, IdlePolicy, MonitorKind, Producer, RingAccess,
+    Runtime, SharedRing, WaitStrategy, monitor_support,
 };
 
 /// The most argument bytes a task carries inline in its slot.

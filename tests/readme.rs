@@ -239,6 +239,69 @@ fn render_real_loop() -> String {
     out
 }
 
+/// The waiting section: wake-up latency and CPU per waiter of every wait
+/// strategy and of CUDA's waits, then the async and callback rows.
+fn render_waiting() -> String {
+    let Some(r) = results("waiting.json") else {
+        return "(no `waiting.json` committed yet)\n".into();
+    };
+    let mut out = format!(
+        "`waiting.json` ({}), wake-up = the task's end on the device to the waiting thread running; CPU = the process's per waiting thread (1 = a whole core):\n\n",
+        header(&r)
+    );
+    out += "| wait | task | waiters | wake p50 µs | wake p99 µs | CPU per waiter |\n";
+    out += "|---|---:|---:|---:|---:|---:|\n";
+    for row in rows(&r) {
+        let name = row["name"].as_str().unwrap_or("?");
+        let Some(rest) = name
+            .strip_prefix("wait: ")
+            .or_else(|| name.strip_prefix("cuda: "))
+        else {
+            continue;
+        };
+        let parts: Vec<&str> = rest.split(", ").collect();
+        let [how, task, waiters] = parts[..] else {
+            continue;
+        };
+        let how = if name.starts_with("cuda: ") {
+            format!("CUDA event sync, {how}")
+        } else if row.get("fallback").is_some() {
+            format!("{how} (as SpinThenYield here)")
+        } else {
+            how.to_string()
+        };
+        out += &format!(
+            "| {how} | {task} | {} | {} | {} | {} |\n",
+            waiters.split(' ').next().unwrap_or("?"),
+            f(&row["wake_p50_us"]),
+            f(&row["wake_p99_us"]),
+            f(&row["cpu_per_waiter"]),
+        );
+    }
+    out += "\n| round trip | p50 µs | p99 µs |\n|---|---:|---:|\n";
+    for name in [
+        "spin round trip",
+        "async round trip",
+        "async round trip, idle executor",
+        "callback",
+        "cudaLaunchHostFunc",
+    ] {
+        if let Some(row) = rows(&r).iter().find(|row| row["name"] == name) {
+            out += &format!(
+                "| {name} | {} | {} |\n",
+                f(&row["p50_us"]),
+                f(&row["p99_us"])
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn waiting_section_matches_committed_results() {
+    check_block("waiting", &render_waiting(), "benches/results/waiting.json");
+}
+
 #[test]
 fn readme_table_matches_committed_results() {
     let root = env!("CARGO_MANIFEST_DIR");

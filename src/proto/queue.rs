@@ -608,6 +608,24 @@ impl Queue {
         Some(cqe)
     }
 
+    /// Whether the task of `seq` is complete or no longer in its slot
+    /// (taken, or moved to the overflow map): a holder looking at its slot
+    /// now would not find it pending there. Read-only, for the completion
+    /// thread, which holds no slot: a stale `true` (the slot's next lap)
+    /// only wakes a waiter that looks again.
+    #[inline]
+    pub(crate) fn ready(&self, seq: u64) -> bool {
+        self.turns[self.geo.slot(seq)].load(Ordering::Acquire) != seq || self.poll(seq).is_some()
+    }
+
+    /// The first word of `seq`'s completion entry: a monitor armed on its
+    /// line wakes on the device's write of the entry, which lies within one
+    /// line (`runtime::wait::monitor`).
+    #[inline]
+    pub(crate) fn completion_word(&self, seq: u64) -> &AtomicU64 {
+        self.cq.at(self.geo.slot(seq) * CQE_WORDS)
+    }
+
     #[cfg(any(test, feature = "bench"))]
     /// Writes the completion of `seq` as the device does (the software
     /// devices of the tests and of `HostRing`).

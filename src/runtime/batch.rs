@@ -12,7 +12,10 @@ use crate::proto::queue::Completed;
 use crate::proto::queue::Queue;
 use crate::proto::ring::seq_add;
 use crate::runtime::ticket::{Completion, outcome_of};
+use crate::runtime::wait::reactor::Interest;
+use crate::runtime::wait::{Target, WaitStrategy};
 use crate::runtime::{RingPtr, Shared, Watch};
+use std::sync::Arc;
 
 /// What one task of a batch came to: its completion, or how its handler
 /// failed (the [`TaskError`] a [`Ticket`](crate::Ticket) reports as
@@ -21,27 +24,34 @@ pub type TaskResult = std::result::Result<Completion, TaskError>;
 
 /// The handle of a batch of tasks of one op, in submission order.
 ///
-/// Reap them together ([`Batch::wait`]) or as they come ([`Batch::poll`],
-/// then [`Batch::results`]). Like a [`Ticket`](crate::Ticket), a batch may
+/// Reap them together ([`Batch::wait`]; how the thread waits:
+/// [`Batch::with_wait`]), as they come ([`Batch::poll`], then
+/// [`Batch::results`]), or `.await` it (a `Batch` is a
+/// [`Future`](std::future::Future), woken by the runtime's completion
+/// thread). Like a [`Ticket`](crate::Ticket), a batch may
 /// be dropped unread (its slots are reclaimed) and may outlive its runtime.
 #[must_use = "a batch is the only way to its tasks' results (dropping it lets them run unobserved)"]
 pub struct Batch {
-    ring: RingPtr,
-    op: Op,
+    pub(crate) ring: RingPtr,
+    pub(crate) op: Op,
     /// The first task's sequence number; the others follow it.
-    first: u64,
+    pub(crate) first: u64,
     /// Per task: its result once taken.
     results: Vec<Option<TaskResult>>,
     /// Tasks per slot: 1, or `PACK_TASKS` for packs (the last slot holds
     /// the rest).
-    per_slot: usize,
+    pub(crate) per_slot: usize,
     /// Tasks before this index are all taken.
-    reaped: usize,
+    pub(crate) reaped: usize,
     /// Tasks taken so far.
     done: usize,
     /// Orphan shares held: one per task taken or dropped after the runtime
     /// was (`Take::Orphaned`); given back on drop.
     shares: u64,
+    /// How its waits wait (`None`: the runtime's strategy).
+    wait: Option<WaitStrategy>,
+    /// A future's interest with the completion thread, while it waits.
+    pub(crate) interest: Option<Arc<Interest>>,
 }
 
 impl fmt::Debug for Batch {
@@ -98,6 +108,8 @@ impl Batch {
             reaped: 0,
             done: 0,
             shares: 0,
+            wait: None,
+            interest: None,
         }
     }
 
@@ -114,6 +126,14 @@ impl Batch {
     /// The op of its tasks.
     pub fn op(&self) -> Op {
         self.op
+    }
+
+    /// The same batch, whose waits ([`Batch::wait`], [`Batch::wait_timeout`])
+    /// use `strategy` instead of the runtime's
+    /// ([`Builder::wait`](crate::Builder::wait)).
+    pub fn with_wait(mut self, strategy: WaitStrategy) -> Self {
+        self.wait = Some(strategy);
+        self
     }
 
     /// The sequence number of each slot the batch took, in order
@@ -144,8 +164,8 @@ impl Batch {
         &self.results
     }
 
-    /// Waits for every task (spinning, then yielding, as
-    /// [`Ticket::wait`](crate::Ticket::wait)) and returns their results in
+    /// Waits for every task (as its [`WaitStrategy`] says, as
+    /// [`Ticket::wait`](crate::Ticket::wait) does) and returns their results in
     /// submission order. Errors: a device fault, a stop, a cancel, or
     /// [`Error::Stalled`] if a worker went silent past the stall bound; the
     /// batch then keeps what it collected ([`Batch::results`]) and may be
@@ -177,21 +197,39 @@ impl Batch {
     fn wait_until(&mut self, deadline: Option<Instant>) -> Result<Vec<TaskResult>> {
         // With every task taken (or none to take), the batch owns no slot
         // and may hold no share: the runtime's memory may be gone.
-        if self.done < self.len() {
+        while !self.take_in_order() {
             let ring = self.ring;
+            let how = self.wait.unwrap_or_else(|| ring.shared().wait);
+            // One wait per slot that ends the run taken in order: the
+            // completion thread and the monitor watch that slot.
+            let target = Target {
+                ring: ring.ring,
+                seq: seq_add(self.first, (self.reaped / self.per_slot) as u64),
+            };
+            let reaped = self.reaped;
             // SAFETY: the batch owns a slot or holds a share until its last
             // task is taken, after which neither call touches the runtime.
+            // The pointer is the runtime's `Arc`'s (a `RingPtr`).
             unsafe {
-                Shared::wait_for(ring.shared_ptr(), deadline, Watch::AnyWorker, || {
-                    self.take_in_order().then_some(())
-                })?
+                Shared::wait_for(
+                    ring.shared_ptr(),
+                    deadline,
+                    Watch::AnyWorker,
+                    how,
+                    Some(target),
+                    || (self.take_in_order() || self.reaped != reaped).then_some(()),
+                )?
             };
         }
-        Ok(self
-            .results
+        Ok(self.all_results())
+    }
+
+    /// Every task's result (all taken).
+    pub(crate) fn all_results(&self) -> Vec<TaskResult> {
+        self.results
             .iter()
             .map(|r| r.expect("every task taken"))
-            .collect())
+            .collect()
     }
 
     /// The slots the batch took.
@@ -276,6 +314,9 @@ fn fill(op: Op, results: &mut [Option<TaskResult>], done: Completed) {
 
 impl Drop for Batch {
     fn drop(&mut self) {
+        if let Some(i) = self.interest.take() {
+            i.leave();
+        }
         for d in 0..self.slots() {
             let taken = self.results[self.tasks_of(d).start].is_some();
             // SAFETY: an untaken slot is the batch's (or it holds a share).

@@ -19,6 +19,7 @@ use crate::runtime::Runtime;
 use crate::runtime::engine::Engine;
 use crate::runtime::shared::{Settings, Shared};
 use crate::runtime::state::StateArena;
+use crate::runtime::wait::WaitStrategy;
 
 /// How often waiters ask the driver whether the kernel still lives.
 const PROBE_EVERY: Duration = Duration::from_millis(1);
@@ -65,6 +66,7 @@ pub struct Builder {
     pub(crate) stall_after: Duration,
     pub(crate) state_bytes: usize,
     pub(crate) io: (usize, usize),
+    pub(crate) wait: WaitStrategy,
 }
 
 impl Default for Builder {
@@ -86,6 +88,7 @@ impl Default for Builder {
             stall_after: Duration::from_secs(1),
             state_bytes: DEFAULT_STATE_BYTES,
             io: (0, 0),
+            wait: WaitStrategy::SpinThenYield,
         }
     }
 }
@@ -323,6 +326,28 @@ impl Builder {
         self
     }
 
+    /// How the runtime's tickets and batches wait for their results unless
+    /// told otherwise ([`Ticket::with_wait`](crate::Ticket::with_wait)).
+    /// Default [`WaitStrategy::SpinThenYield`]; see [`WaitStrategy`] for
+    /// what each costs. [`WaitStrategy::Monitor`] on a CPU without a
+    /// user-level monitor waits as `SpinThenYield` ([`Runtime::wait_strategy`]
+    /// says which is used).
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Op, Runtime, WaitStrategy};
+    /// // Threads that wait for long tasks sleep instead of spinning.
+    /// let rt = Runtime::builder().wait(WaitStrategy::Park).build()?;
+    /// let done = rt.submit(Op::SPIN, &[1_000_000u64])?.wait()?;
+    /// assert!(done.device_time().as_micros() >= 1000);
+    /// # Ok(()) }
+    /// ```
+    #[must_use = "a builder starts nothing until `build` is called"]
+    pub fn wait(mut self, strategy: WaitStrategy) -> Self {
+        self.wait = strategy;
+        self
+    }
+
     /// How often waiters probe the kernel's liveness (for tests).
     #[doc(hidden)]
     #[cfg(any(test, feature = "bench"))]
@@ -492,6 +517,7 @@ impl Builder {
             probe_every: self.probe_every,
             stall_after: self.stall_after,
             stop_timeout: self.stop_timeout,
+            wait: self.wait,
         }
     }
 

@@ -97,6 +97,17 @@ impl RingPtr {
 impl Drop for Runtime {
     fn drop(&mut self) {
         let _ = self.shared.stop(true);
+        // The completion thread: every task is complete (or the runtime
+        // failed), so it fires what is left and ends; joined before the
+        // orphan shares are handed out, so it reads no queue after. A
+        // runtime dropped by a callback on that thread cannot join it: the
+        // thread ends by itself after the callback, holding its own
+        // reference to this memory until then.
+        if let Some(thread) = self.shared.reactor.close()
+            && thread.thread().id() != std::thread::current().id()
+        {
+            let _ = thread.join();
+        }
         // Tickets and batches may outlive the runtime; they count no
         // reference (see `RingPtr`). Keep one reference aside for the last
         // of them, hand each its share (`Queue::orphan`), then give back

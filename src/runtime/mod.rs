@@ -13,6 +13,7 @@ pub(crate) mod producer;
 pub(crate) mod shared;
 pub(crate) mod state;
 pub(crate) mod ticket;
+pub(crate) mod wait;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,6 +32,8 @@ pub(crate) use handle::RingPtr;
 pub use producer::{ExclusiveProducer, ExclusiveRing, Producer, RingAccess, SharedRing};
 pub(crate) use shared::{Shared, Watch};
 use ticket::Ticket;
+pub use wait::WaitStrategy;
+pub use wait::monitor::{MonitorKind, monitor_support};
 
 /// A resident kernel serving submission rings in mapped host memory.
 ///
@@ -272,6 +275,21 @@ impl Runtime {
     /// the stall bound. For supervisors; waits check this by themselves.
     pub fn health(&self) -> Result<()> {
         self.shared.health()
+    }
+
+    /// How this runtime's tickets and batches wait unless told otherwise:
+    /// [`Builder::wait`]'s strategy as it works on this machine
+    /// ([`WaitStrategy::effective`]: `Monitor` without the CPU's monitor
+    /// waits as `SpinThenYield`; [`monitor_support`] says why).
+    pub fn wait_strategy(&self) -> WaitStrategy {
+        self.shared.wait.effective()
+    }
+
+    /// How many completion callbacks ([`Ticket::on_complete`]) panicked
+    /// on the completion thread so far (each panic was caught there; the
+    /// runtime serves on).
+    pub fn callback_panics(&self) -> u64 {
+        self.shared.reactor.panics.load(Ordering::Relaxed)
     }
 }
 

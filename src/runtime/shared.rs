@@ -7,8 +7,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::Backoff;
-
 use crate::cuda::driver;
 use crate::cuda::kernel::KernelState;
 use crate::error::{Error, Result};
@@ -22,6 +20,7 @@ use crate::proto::words::Words;
 use crate::runtime::LIVE;
 use crate::runtime::engine::Engine;
 use crate::runtime::liveness::Liveness;
+use crate::runtime::wait::WaitStrategy;
 
 /// The settings a runtime's shared state keeps (from its `Builder`).
 #[derive(Clone, Copy, Debug)]
@@ -30,14 +29,11 @@ pub(crate) struct Settings {
     pub(crate) probe_every: Duration,
     pub(crate) stall_after: Duration,
     pub(crate) stop_timeout: Duration,
+    pub(crate) wait: WaitStrategy,
 }
 
-/// How long a waiter spins before it starts yielding the CPU.
-const SPIN_FOR: Duration = Duration::from_micros(200);
 /// How long the kernel's stream may stay unqueryable before waiters give up.
 const UNKNOWN_FOR: Duration = Duration::from_millis(200);
-/// Polls between two looks at the clock.
-const POLLS_PER_CHECK: u32 = 64;
 /// `Shared::stopping`: a shutdown (drain first) began.
 const DRAIN: u8 = 1;
 /// `Shared::stopping`: a cancel began.
@@ -68,7 +64,9 @@ pub(crate) struct Shared {
     /// Why the kernel no longer serves, once known (a fault, or the end
     /// of a shutdown); every later wait reports it.
     fault: OnceLock<Error>,
-    liveness: Liveness,
+    pub(crate) liveness: Liveness,
+    /// The completion thread's registry of waiters (`runtime::wait`).
+    pub(crate) reactor: crate::runtime::wait::reactor::Registry,
     /// The outcome of shutdown, once it ran.
     stopped: Mutex<Option<Result<()>>>,
     stop_timeout: Duration,
@@ -86,6 +84,8 @@ pub(crate) struct Shared {
     stopping: AtomicU8,
     /// The device side: the CUDA kernel, or the software device.
     pub(crate) engine: Engine,
+    /// How the runtime's tickets and batches wait unless told otherwise.
+    pub(crate) wait: WaitStrategy,
     /// The device memory states come from (`Runtime::state`), if any.
     pub(crate) state: Option<Arc<crate::runtime::state::StateArena>>,
 }
@@ -110,6 +110,8 @@ impl Shared {
             ops,
             fault: OnceLock::new(),
             liveness: Liveness::new(b.probe_every, b.stall_after, plan.all_pollers()),
+            reactor: Default::default(),
+            wait: b.wait,
             start_seq: plan.start_seq,
             stopped: Mutex::new(None),
             stop_timeout: b.stop_timeout,
@@ -164,6 +166,8 @@ impl Shared {
                         NonNull::from(self),
                         None,
                         Watch::AnyWorker,
+                        WaitStrategy::SpinThenYield,
+                        None,
                         || match try_once() {
                             Ok(seq) => Some(Ok(seq)),
                             Err(Refusal::Full) => None,
@@ -307,7 +311,7 @@ impl Shared {
     }
 
     /// [`Error::Stalled`] if a watched worker has been silent past the bound.
-    fn check_stall(&self, watch: Watch) -> Result<()> {
+    pub(crate) fn check_stall(&self, watch: Watch) -> Result<()> {
         let workers = match watch {
             Watch::Nothing => return Ok(()),
             Watch::Worker(w) => w..w + 1,
@@ -329,57 +333,6 @@ impl Shared {
         self.probe_unless_busy(now).unwrap_or(Ok(()))?;
         self.check()?;
         self.check_stall(Watch::AnyWorker)
-    }
-
-    /// Polls `ready` until it yields, spinning first and then yielding the
-    /// CPU, with a liveness probe every millisecond; `Timeout` at `deadline`,
-    /// [`Error::Stalled`] if what `watch` names goes silent.
-    ///
-    /// A function of a pointer, not of `&self`: `ready` may end the
-    /// caller's hold on the runtime's memory (a ticket taking its task),
-    /// after which it may be freed while this call returns; a reference
-    /// argument would still be live (protected) then. The state is looked
-    /// at only between calls of `ready` that yielded nothing.
-    ///
-    /// # Safety
-    /// `this` points to a live `Shared` for as long as `ready` yields
-    /// nothing (the caller is the runtime, or owns a slot or holds a share
-    /// until `ready` yields).
-    pub(crate) unsafe fn wait_for<T>(
-        this: NonNull<Shared>,
-        deadline: Option<Instant>,
-        watch: Watch,
-        mut ready: impl FnMut() -> Option<T>,
-    ) -> Result<T> {
-        // The clock is first read after a round of polls: a round trip that
-        // ends within it never pays for a clock read.
-        let mut start = None;
-        let backoff = Backoff::new();
-        loop {
-            for _ in 0..POLLS_PER_CHECK {
-                if let Some(v) = ready() {
-                    return Ok(v);
-                }
-                std::hint::spin_loop();
-            }
-            // SAFETY: `ready` yielded nothing: still alive (the contract).
-            let s = unsafe { this.as_ref() };
-            s.check()?;
-            let now = Instant::now();
-            let start = *start.get_or_insert(now);
-            // Probes begin after one interval of waiting: a healthy round
-            // trip never pays for one.
-            if now - start >= s.liveness.every {
-                s.probe_if_due(now)?;
-                s.check_stall(watch)?;
-            }
-            if deadline.is_some_and(|d| now >= d) {
-                return Err(Error::Timeout);
-            }
-            if now - start >= SPIN_FOR {
-                backoff.snooze();
-            }
-        }
     }
 
     /// Waits until every poller reported in, or `deadline` (none: no limit).
@@ -418,10 +371,17 @@ impl Shared {
             let deadline = Instant::now().checked_add(self.stop_timeout);
             // SAFETY: the runtime's own stop: alive for the whole call.
             unsafe {
-                Self::wait_for(NonNull::from(self), deadline, Watch::Nothing, || {
-                    let mut rings = self.queues.iter().zip(&ends);
-                    rings.all(|(q, &end)| q.incomplete(end) == 0).then_some(())
-                })
+                Self::wait_for(
+                    NonNull::from(self),
+                    deadline,
+                    Watch::Nothing,
+                    WaitStrategy::SpinThenYield,
+                    None,
+                    || {
+                        let mut rings = self.queues.iter().zip(&ends);
+                        rings.all(|(q, &end)| q.incomplete(end) == 0).then_some(())
+                    },
+                )
             }
         } else {
             Ok(())

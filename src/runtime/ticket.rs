@@ -7,7 +7,10 @@ use crate::error::{Result, TaskError, TaskStatus};
 use crate::ops::op::Op;
 use crate::proto::queue::{Completed, Queue};
 use crate::proto::slot::Cqe;
+use crate::runtime::wait::reactor::Interest;
+use crate::runtime::wait::{Target, WaitStrategy};
 use crate::runtime::{RingPtr, Shared, Watch};
+use std::sync::Arc;
 
 /// A finished task's inline result and the device's timestamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,8 +33,11 @@ impl Completion {
 
 /// The handle of one submitted task.
 ///
-/// Wait for it ([`Ticket::wait`], [`Ticket::wait_timeout`]) or poll it
-/// ([`Ticket::try_result`]). Its slot in the ring is reused once the task
+/// Wait for it ([`Ticket::wait`], [`Ticket::wait_timeout`]; how the thread
+/// waits: [`Ticket::with_wait`]), poll it ([`Ticket::try_result`]), `.await`
+/// it (a `Ticket` is a [`Future`](std::future::Future), woken by the
+/// runtime's completion thread, with any executor), or hand it a callback
+/// ([`Ticket::on_complete`]). Its slot in the ring is reused once the task
 /// completed; a completion not yet read then waits for its ticket on the
 /// host, so holding tickets never blocks `submit`.
 ///
@@ -53,6 +59,10 @@ pub struct Ticket {
     /// Orphan shares held (0 or 1): the runtime was dropped first
     /// (`Take::Orphaned`); given back on drop.
     shares: u64,
+    /// How its waits wait (`None`: the runtime's strategy).
+    pub(crate) wait: Option<WaitStrategy>,
+    /// A future's interest with the completion thread, while it waits.
+    pub(crate) interest: Option<Arc<Interest>>,
 }
 
 impl fmt::Debug for Ticket {
@@ -74,7 +84,14 @@ impl Ticket {
             outcome: None,
             output: None,
             shares: 0,
+            wait: None,
+            interest: None,
         }
+    }
+
+    /// The ring the task is in, as the handles hold it.
+    pub(crate) fn ring_ptr(&self) -> RingPtr {
+        self.ring
     }
 
     /// The task's sequence number: its position in its ring's submission
@@ -93,6 +110,24 @@ impl Ticket {
     /// The task's op.
     pub fn op(&self) -> Op {
         self.op
+    }
+
+    /// The same ticket, whose waits ([`Ticket::wait`],
+    /// [`Ticket::wait_timeout`], [`Ticket::wait_output`]) use `strategy`
+    /// instead of the runtime's ([`Builder::wait`](crate::Builder::wait)).
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Op, Runtime, WaitStrategy};
+    /// let rt = Runtime::builder().build()?;
+    /// // A long task: sleep while it runs rather than spin.
+    /// let long = rt.submit(Op::SPIN, &[2_000_000u64])?.with_wait(WaitStrategy::Park);
+    /// long.wait()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_wait(mut self, strategy: WaitStrategy) -> Self {
+        self.wait = Some(strategy);
+        self
     }
 
     /// The result if the task completed, `None` if not yet. Never blocks.
@@ -118,9 +153,11 @@ impl Ticket {
         }
     }
 
-    /// Waits for the task: spins first, then yields the CPU. Never hangs:
-    /// a device fault or a kernel that stopped serving ends the wait with an
-    /// error (checked every millisecond).
+    /// Waits for the task, as its [`WaitStrategy`] says (the runtime's,
+    /// [`Builder::wait`](crate::Builder::wait), unless
+    /// [`Ticket::with_wait`] set one). Never hangs: a device fault or a
+    /// kernel that stopped serving ends the wait with an error (checked
+    /// every millisecond).
     ///
     /// Errors: [`Error::Task`](crate::Error::Task) if the handler failed; a
     /// device fault or stop; [`Error::Cancelled`](crate::Error::Cancelled);
@@ -182,18 +219,29 @@ impl Ticket {
             return Ok(o?);
         }
         let (ring, seq, shares) = (self.ring, self.seq, &mut self.shares);
+        let how = self.wait.unwrap_or_else(|| ring.shared().wait);
+        let target = Target {
+            ring: ring.ring,
+            seq,
+        };
         // SAFETY: the ticket owns its slot (no outcome yet) or holds a
         // share until `take_at` yields its task, after which neither call
-        // touches the runtime; so for each `take_at` in the loop.
+        // touches the runtime; so for each `take_at` in the loop. The
+        // pointer is the runtime's `Arc`'s (a `RingPtr`).
         let cqe = unsafe {
-            Shared::wait_for(ring.shared_ptr(), deadline, watch, || {
-                Queue::take_at(ring.queue_ptr(), seq).counted(shares)
-            })?
+            Shared::wait_for(
+                ring.shared_ptr(),
+                deadline,
+                watch,
+                how,
+                Some(target),
+                || Queue::take_at(ring.queue_ptr(), seq).counted(shares),
+            )?
         };
         self.finish(cqe)
     }
 
-    fn finish(&mut self, done: Completed) -> Result<Completion> {
+    pub(crate) fn finish(&mut self, done: Completed) -> Result<Completion> {
         let outcome = outcome_of(self.op, &done.cqe);
         self.outcome = Some(outcome);
         self.output = done.output;
@@ -203,6 +251,9 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        if let Some(i) = self.interest.take() {
+            i.leave();
+        }
         // SAFETY: without an outcome the ticket owns its slot or holds a
         // share; it touches the runtime after this only to give back shares.
         if self.outcome.is_none() && unsafe { Queue::detach_at(self.ring.queue_ptr(), self.seq) } {

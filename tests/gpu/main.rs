@@ -21,6 +21,7 @@ mod lifecycle;
 mod ops;
 mod protocol;
 mod tools;
+mod waiting;
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -197,6 +198,18 @@ const TESTS: &[Test] = &[
     (
         "cancel_wins_over_the_liveness_probe",
         lifecycle::cancel_wins_over_the_liveness_probe,
+    ),
+    (
+        "every_wait_strategy_random_vs_cpu",
+        waiting::every_wait_strategy_random_vs_cpu,
+    ),
+    (
+        "futures_and_callbacks_random_vs_cpu",
+        waiting::futures_and_callbacks_random_vs_cpu,
+    ),
+    (
+        "every_wait_strategy_under_cancel_and_drop",
+        waiting::every_wait_strategy_under_cancel_and_drop,
     ),
     // Faults leave a sticky error in the process's CUDA context: each runs
     // in a child process of this binary.

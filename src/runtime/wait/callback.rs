@@ -1,0 +1,77 @@
+//! Completion callbacks: a closure the runtime's completion thread runs
+//! once a task completed (the analogue of `cudaLaunchHostFunc` and
+//! `cudaStreamAddCallback`, without a stream in between).
+
+use crate::error::{Error, Result};
+use crate::proto::sync::Mutex;
+use crate::runtime::Shared;
+use crate::runtime::Watch;
+use crate::runtime::ticket::{Completion, Ticket};
+use crate::runtime::wait::reactor::{Interest, Wake};
+
+impl Ticket {
+    /// Runs `f` with the task's result once it completed, on the runtime's
+    /// completion thread (started by the first callback, future or parked
+    /// wait), and consumes the ticket.
+    ///
+    /// `f` gets what [`Ticket::wait`] would return: the completion, the
+    /// handler's failure ([`Error::Task`]), or the error that ended the
+    /// wait (a device fault, a stop or cancel, or [`Error::Stalled`], after
+    /// which the task is left to finish unobserved). It runs exactly once.
+    /// Once the runtime is shutting down, `f` runs at once on the calling
+    /// thread instead (shutdown drains the tasks first, so callbacks
+    /// registered before it run on the completion thread).
+    ///
+    /// A panicking `f` does not take the runtime down: the panic is caught
+    /// (and, on the completion thread, counted:
+    /// [`Runtime::callback_panics`](crate::Runtime::callback_panics)).
+    /// Every callback of a runtime runs on the same thread, one after
+    /// another, so a long one delays the others and every parked waiter
+    /// and future of the runtime; hand long work to another thread. An IO
+    /// task's output does not reach `f` (wait for it, or await it).
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use std::sync::mpsc;
+    /// let rt = pkq::Runtime::builder().build()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// rt.submit(pkq::Op::ECHO, &[42u64])?.on_complete(move |result| {
+    ///     let _ = tx.send(result.map(|c| c.value));
+    /// });
+    /// assert_eq!(rx.recv().unwrap()?, 42);
+    /// # Ok(()) }
+    /// ```
+    pub fn on_complete(self, f: impl FnOnce(Result<Completion>) + Send + 'static) {
+        let (ring, seq) = (self.ring_ptr(), self.seq());
+        let watch = Watch::Worker(ring.worker_of(seq));
+        let mut ticket = self;
+        let run = move |why: Option<Error>| {
+            let result = match ticket.try_result() {
+                Ok(Some(c)) => Ok(c),
+                Err(e) => Err(e),
+                // Fired for a stall, or shutdown with the task pending.
+                Ok(None) => Err(why.unwrap_or(Error::Closed)),
+            };
+            // The ticket goes first: a pending one (a stall) lets go of its
+            // slot before `f` runs, whatever `f` does.
+            drop(ticket);
+            f(result);
+        };
+        let interest = Interest::new(
+            ring.ring,
+            seq,
+            watch,
+            Wake::Callback(Mutex::new(Some(Box::new(run)))),
+        );
+        // SAFETY: the ticket owns its slot or holds a share (it is in the
+        // closure, which the interest holds), and the pointer is the
+        // runtime's `Arc`'s (a `RingPtr`).
+        if let Err(refused) = unsafe { Shared::arm(ring.shared_ptr(), interest) } {
+            // The runtime is shutting down (its count of panics can no
+            // longer be read): run it here, with what the ticket says now.
+            // Nothing of the runtime's is touched after: the ticket's take
+            // may free it.
+            refused.fire(None, &std::sync::atomic::AtomicU64::new(0));
+        }
+    }
+}

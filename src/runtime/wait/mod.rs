@@ -1,0 +1,271 @@
+//! Waiting for completions: the strategies a waiting thread may use
+//! ([`WaitStrategy`]), the wait loop they share, the completion thread
+//! that wakes parked threads, futures and callbacks ([`reactor`]), the
+//! CPU's monitor ([`monitor`]), and the `Future` and callback faces of
+//! tickets and batches ([`future`], [`callback`]).
+
+pub(crate) mod callback;
+pub(crate) mod future;
+pub(crate) mod monitor;
+pub(crate) mod reactor;
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::Backoff;
+
+use crate::error::{Error, Result};
+use crate::runtime::{Shared, Watch};
+use reactor::{Interest, Refused, Wake};
+
+/// How a thread waits for a task's completion.
+///
+/// Set per runtime with [`Builder::wait`](crate::Builder::wait) (default
+/// [`WaitStrategy::SpinThenYield`]), and per ticket or batch with
+/// [`Ticket::with_wait`](crate::Ticket::with_wait) and
+/// [`Batch::with_wait`](crate::Batch::with_wait). Every strategy keeps the
+/// same guarantees: a device fault, a stop, a cancel or a stalled worker
+/// ends the wait with its error, and a deadline
+/// ([`Ticket::wait_timeout`](crate::Ticket::wait_timeout)) is kept.
+/// What each costs is measured by `--example waiting` (the README's "How
+/// to wait").
+///
+/// Only waits for results use the strategy; a producer waiting for room in
+/// a full ring spins, then yields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WaitStrategy {
+    /// Polls the completion without pause: the lowest latency, and a whole
+    /// core for as long as the thread waits.
+    Spin,
+    /// Polls without pause for 200 µs, then yields the CPU between polls
+    /// (`sched_yield`): the latency of `Spin` for short tasks; on a machine
+    /// with idle cores, still a whole core while it waits.
+    #[default]
+    SpinThenYield,
+    /// Polls once, then sleeps until the runtime's completion thread wakes
+    /// it. That thread (one per runtime, started by the first wait that
+    /// parks) polls the completions of every parked waiter, future and
+    /// callback without pause while there are any, and sleeps once none
+    /// was left for half a millisecond: one core at most, whatever the
+    /// number of waiters. Each wake-up costs the OS's (several µs).
+    Park,
+    /// Rests on the completion entry's line with the CPU's monitor
+    /// (UMONITOR/UMWAIT, or MONITORX/MWAITX) between polls: near the
+    /// latency of `Spin`, with the core in a light sleep state. Where the
+    /// CPU or the kernel does not offer it ([`monitor_support`](crate::monitor_support)
+    /// says why), it falls back to `SpinThenYield`.
+    Monitor,
+}
+
+/// How long [`WaitStrategy::SpinThenYield`] spins before it yields.
+const SPIN_FOR: Duration = Duration::from_micros(200);
+/// Polls between two looks at the clock.
+const POLLS_PER_CHECK: u32 = 64;
+/// The longest a parked waiter sleeps before it looks by itself (the
+/// completion thread wakes it on completion, fault, stall or shutdown;
+/// this only bounds a wake-up lost to a bug).
+const PARK_AT_MOST: Duration = Duration::from_millis(50);
+
+/// What a wait waits for: the task of `seq` in ring `ring` (the completion
+/// thread and the monitor look at it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Target {
+    pub(crate) ring: usize,
+    pub(crate) seq: u64,
+}
+
+/// How a wait goes: the strategy resolved for this CPU and this wait.
+#[derive(Clone, Copy, Debug)]
+enum How {
+    Spin,
+    SpinThenYield,
+    Park(Target),
+    Monitor(monitor::MonitorKind, Target),
+}
+
+impl WaitStrategy {
+    /// The strategy a wait for `target` actually uses here.
+    fn resolve(self, target: Option<Target>) -> How {
+        match (self, target) {
+            (Self::Spin, _) => How::Spin,
+            (Self::Park, Some(t)) => How::Park(t),
+            (Self::Monitor, Some(t)) => match monitor::monitor_support() {
+                Ok(kind) => How::Monitor(kind, t),
+                Err(_) => How::SpinThenYield,
+            },
+            _ => How::SpinThenYield,
+        }
+    }
+
+    /// The strategy a wait with `self` uses on this machine: `Monitor`
+    /// becomes `SpinThenYield` where [`monitor_support`](crate::monitor_support)
+    /// refuses; the others are themselves.
+    pub fn effective(self) -> WaitStrategy {
+        match self {
+            Self::Monitor if monitor::monitor_support().is_err() => Self::SpinThenYield,
+            other => other,
+        }
+    }
+}
+
+impl Shared {
+    /// Polls `ready` until it yields, waiting between polls as `how` says,
+    /// with a liveness probe every interval; `Timeout` at `deadline`,
+    /// [`Error::Stalled`] if what `watch` names goes silent. `target` is
+    /// what `ready` waits for, where it is one task (`Park` and `Monitor`
+    /// need it; without, they spin, then yield).
+    ///
+    /// A function of a pointer, not of `&self`: `ready` may end the
+    /// caller's hold on the runtime's memory (a ticket taking its task),
+    /// after which it may be freed while this call returns; a reference
+    /// argument would still be live (protected) then. The state is looked
+    /// at only between calls of `ready` that yielded nothing.
+    ///
+    /// # Safety
+    /// `this` points to a live `Shared` for as long as `ready` yields
+    /// nothing (the caller is the runtime, or owns a slot or holds a share
+    /// until `ready` yields), and comes from the runtime's `Arc` (a
+    /// `RingPtr`) where `how` may park.
+    pub(crate) unsafe fn wait_for<T>(
+        this: NonNull<Shared>,
+        deadline: Option<Instant>,
+        watch: Watch,
+        how: WaitStrategy,
+        target: Option<Target>,
+        mut ready: impl FnMut() -> Option<T>,
+    ) -> Result<T> {
+        let mut how = how.resolve(target);
+        // The clock is first read after a round of polls: a round trip that
+        // ends within it never pays for a clock read.
+        let mut start = None;
+        let backoff = Backoff::new();
+        let mut interest: Option<Arc<Interest>> = None;
+        let outcome = 'wait: loop {
+            for _ in 0..POLLS_PER_CHECK {
+                if let Some(v) = ready() {
+                    break 'wait Ok(v);
+                }
+                std::hint::spin_loop();
+            }
+            // SAFETY: `ready` yielded nothing: still alive (the contract).
+            let s = unsafe { this.as_ref() };
+            if let Err(e) = s.check() {
+                break Err(e);
+            }
+            let now = Instant::now();
+            let start = *start.get_or_insert(now);
+            // Probes begin after one interval of waiting: a healthy round
+            // trip never pays for one.
+            if now - start >= s.liveness.every
+                && let Err(e) = s.probe_if_due(now).and_then(|()| s.check_stall(watch))
+            {
+                break Err(e);
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                break Err(Error::Timeout);
+            }
+            match how {
+                How::Spin => {}
+                How::SpinThenYield => {
+                    if now - start >= SPIN_FOR {
+                        backoff.snooze();
+                    }
+                }
+                How::Monitor(kind, t) => {
+                    let queue = &s.queues[t.ring];
+                    let word: *const _ = queue.completion_word(t.seq);
+                    monitor::wait_on(kind, word.cast(), || queue.ready(t.seq));
+                }
+                How::Park(t) => {
+                    // Armed once, and again after each wake-up it fired.
+                    if interest.as_ref().is_none_or(|i| i.fired()) {
+                        let new = Interest::new(
+                            t.ring,
+                            t.seq,
+                            watch,
+                            Wake::Thread(crate::proto::sync::current()),
+                        );
+                        // SAFETY: the caller's contract (from the `Arc`).
+                        match unsafe { Shared::arm(this, new) } {
+                            Ok(armed) => interest = Some(armed),
+                            Err(_) => {
+                                how = How::SpinThenYield;
+                                continue;
+                            }
+                        }
+                        // Armed: look once more before sleeping (a
+                        // completion before the arming is seen by the
+                        // completion thread too, but needs no wake-up).
+                        if let Some(v) = ready() {
+                            break 'wait Ok(v);
+                        }
+                    }
+                    let mut nap = PARK_AT_MOST;
+                    if let Some(d) = deadline {
+                        nap = nap.min(d.saturating_duration_since(now));
+                    }
+                    crate::proto::sync::park_timeout(nap);
+                }
+            }
+        };
+        if let Some(i) = interest {
+            i.leave();
+        }
+        outcome
+    }
+
+    /// Hands `interest` to the runtime's completion thread, starting it if
+    /// none runs. `Err` once the runtime is shutting down (or no thread
+    /// could be started): the caller waits by itself.
+    ///
+    /// # Safety
+    /// `this` points to a live `Shared` whose runtime was not dropped (the
+    /// caller owns a slot), and comes from the runtime's `Arc` (a
+    /// `RingPtr`): the thread keeps a reference counted from it.
+    pub(crate) unsafe fn arm(
+        this: NonNull<Shared>,
+        interest: Arc<Interest>,
+    ) -> std::result::Result<Arc<Interest>, Arc<Interest>> {
+        // SAFETY: live (the contract).
+        let s = unsafe { this.as_ref() };
+        let mut interest = interest;
+        loop {
+            match s.reactor.register(interest.clone()) {
+                Ok(()) => return Ok(interest),
+                Err((Refused::Closed, i)) => return Err(i),
+                Err((Refused::NotStarted, i)) => {
+                    interest = i;
+                    let started = s.reactor.start(|| {
+                        #[cfg(not(loom))]
+                        {
+                            // SAFETY: `this` comes from the runtime's
+                            // `Arc`, which is alive (its runtime was not
+                            // dropped): one more reference, for the thread.
+                            let shared = unsafe {
+                                Arc::increment_strong_count(this.as_ptr());
+                                Arc::from_raw(this.as_ptr())
+                            };
+                            std::thread::Builder::new()
+                                .name("pkq-completions".into())
+                                .spawn(move || reactor::serve(shared))
+                        }
+                        #[cfg(loom)]
+                        Err(std::io::Error::other(
+                            "loom models run no completion thread",
+                        ))
+                    });
+                    if !started {
+                        return Err(interest);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+#[cfg(all(test, loom))]
+mod loom_tests;

@@ -1,0 +1,346 @@
+//! Every wait strategy, futures and callbacks, against the software
+//! device: the real runtime, its completion thread, tickets and batches.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+use crate::ops::op::Op;
+use crate::runtime::{Builder, Runtime, WaitStrategy};
+
+const ALL: [WaitStrategy; 4] = [
+    WaitStrategy::Spin,
+    WaitStrategy::SpinThenYield,
+    WaitStrategy::Park,
+    WaitStrategy::Monitor,
+];
+
+fn soft(b: Builder) -> Runtime {
+    b.build_soft(true).expect("the software device starts")
+}
+
+struct Unpark(std::thread::Thread, AtomicUsize);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.1.fetch_add(1, Ordering::Relaxed);
+        self.0.unpark();
+    }
+}
+
+/// Polls every future on each wake-up until all are ready; a future that
+/// is not woken within `LOST` is a lost wake-up (the test fails rather
+/// than hangs).
+fn block_on_all<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
+    const LOST: Duration = Duration::from_secs(20);
+    let unpark = Arc::new(Unpark(std::thread::current(), AtomicUsize::new(0)));
+    let waker = Waker::from(unpark.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    loop {
+        for (f, o) in futures.iter_mut().zip(out.iter_mut()) {
+            if o.is_none()
+                && let Poll::Ready(v) = Pin::new(f).poll(&mut cx)
+            {
+                *o = Some(v);
+            }
+        }
+        if out.iter().all(Option::is_some) {
+            return out.into_iter().map(Option::unwrap).collect();
+        }
+        let wakes = unpark.1.load(Ordering::Relaxed);
+        let t = Instant::now();
+        while unpark.1.load(Ordering::Relaxed) == wakes {
+            std::thread::park_timeout(LOST);
+            assert!(t.elapsed() < LOST, "a pending future was never woken");
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of waits: the lifecycle test below runs under Miri"
+)]
+fn every_strategy_brings_back_every_task_once() {
+    for how in ALL {
+        let rt = Arc::new(soft(Runtime::builder().capacity(64).workers(2).wait(how)));
+        std::thread::scope(|s| {
+            for k in 0..4u64 {
+                let rt = &rt;
+                s.spawn(move || {
+                    for i in 0..300u64 {
+                        let v = k << 32 | i;
+                        // Some long enough to park on.
+                        let c = if i % 50 == 0 {
+                            rt.submit(Op::SPIN, &200_000u64)
+                                .unwrap()
+                                .wait()
+                                .unwrap()
+                                .value
+                        } else {
+                            rt.submit(Op::ECHO, &[v]).unwrap().wait().unwrap().value
+                        };
+                        let want = if i % 50 == 0 { 200_000 } else { v };
+                        assert_eq!(c, want, "{how:?}");
+                    }
+                    // A batch, waited on the strategy too.
+                    let args: Vec<[u64; 1]> = (0..40).map(|j| [j]).collect();
+                    let mut b = rt.submit_batch(Op::ECHO, &args).unwrap().with_wait(how);
+                    let got: Vec<u64> = b
+                        .wait()
+                        .unwrap()
+                        .into_iter()
+                        .map(|r| r.unwrap().value)
+                        .collect();
+                    assert_eq!(got, (0..40).collect::<Vec<u64>>());
+                });
+            }
+        });
+        assert_eq!(rt.wait_strategy(), how.effective());
+    }
+}
+
+#[test]
+fn monitor_falls_back_where_the_cpu_has_none() {
+    let rt = soft(
+        Runtime::builder()
+            .capacity(8)
+            .workers(1)
+            .wait(WaitStrategy::Monitor),
+    );
+    match crate::monitor_support() {
+        Ok(_) => assert_eq!(rt.wait_strategy(), WaitStrategy::Monitor),
+        Err(why) => {
+            assert!(!why.is_empty());
+            assert_eq!(rt.wait_strategy(), WaitStrategy::SpinThenYield);
+        }
+    }
+    assert_eq!(
+        rt.submit(Op::ECHO, &[3u64]).unwrap().wait().unwrap().value,
+        3
+    );
+    rt.shutdown().unwrap();
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "waits out a stall bound of real time")]
+fn every_strategy_ends_on_cancel_and_on_a_stall() {
+    for how in ALL {
+        // A cancel while the waiter waits (parked, for `Park`).
+        let rt = Arc::new(soft(Runtime::builder().capacity(8).workers(1).wait(how)));
+        let long = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
+        let behind = rt.submit(Op::ECHO, &[1u64]).unwrap();
+        let waiter = std::thread::spawn(move || behind.wait());
+        std::thread::sleep(Duration::from_millis(20));
+        rt.cancel().unwrap();
+        assert!(
+            matches!(waiter.join().unwrap(), Err(Error::Cancelled)),
+            "{how:?}"
+        );
+        assert!(matches!(long.wait(), Ok(_) | Err(Error::Cancelled)));
+        // A stall: the worker runs a task past the bound.
+        let bound = Duration::from_millis(20);
+        let rt = soft(
+            Runtime::builder()
+                .capacity(8)
+                .workers(1)
+                .stall_after(bound)
+                .wait(how),
+        );
+        let mut long = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
+        match long.wait_timeout(Duration::from_secs(5)) {
+            Err(Error::Stalled { worker: 0, .. }) => {}
+            other => panic!("{how:?}: expected Stalled, got {other:?}"),
+        }
+        // The ticket is still good, and a deadline is kept.
+        let t = Instant::now();
+        let r = long.wait_timeout(Duration::from_millis(5));
+        assert!(
+            matches!(r, Err(Error::Timeout | Error::Stalled { .. })),
+            "{how:?}: {r:?}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(2));
+        rt.cancel().unwrap();
+    }
+}
+
+#[test]
+fn futures_and_callbacks_outlive_their_runtime_and_drop_safely() {
+    // The lifecycle, small enough for Miri: a future dropped mid-wait, a
+    // future and a callback pending while the runtime is dropped, a
+    // panicking callback.
+    let rt = soft(Runtime::builder().capacity(4).workers(1));
+    let mut dropped = rt.submit(Op::SPIN, &2_000_000u64).unwrap();
+    let waker = Waker::from(Arc::new(Unpark(
+        std::thread::current(),
+        AtomicUsize::new(0),
+    )));
+    assert!(
+        Pin::new(&mut dropped)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    drop(dropped);
+    let (tx, rx) = mpsc::channel();
+    let tx2 = tx.clone();
+    rt.submit(Op::ECHO, &[7u64])
+        .unwrap()
+        .on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
+    rt.submit(Op::ECHO, &[8u64])
+        .unwrap()
+        .on_complete(|_| panic!("a callback that panics"));
+    let pending = rt.submit(Op::ECHO, &[9u64]).unwrap();
+    let batch = rt.submit_batch(Op::ECHO, &[[10u64], [11]]).unwrap();
+    assert_eq!(rx.recv().unwrap().unwrap(), 7);
+    // The panic is caught on the completion thread, which goes on.
+    let t = Instant::now();
+    while rt.callback_panics() == 0 {
+        assert!(t.elapsed() < Duration::from_secs(20));
+        std::thread::yield_now();
+    }
+    rt.submit(Op::ECHO, &[12u64])
+        .unwrap()
+        .on_complete(move |r| tx2.send(r.map(|c| c.value)).unwrap());
+    assert_eq!(rx.recv().unwrap().unwrap(), 12);
+    drop(rt);
+    assert_eq!(block_on_all(vec![pending]).remove(0).unwrap().value, 9);
+    let values: Vec<u64> = block_on_all(vec![batch])
+        .remove(0)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.unwrap().value)
+        .collect();
+    assert_eq!(values, [10, 11]);
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a thousand futures: the lifecycle test above runs under Miri"
+)]
+fn a_thousand_futures_each_get_their_own_result() {
+    let rt = soft(Runtime::builder().capacity(256).workers(4));
+    let tickets: Vec<_> = (0..1000u64)
+        .map(|i| rt.submit(Op::ECHO, &[i * 3]).unwrap())
+        .collect();
+    let got: Vec<u64> = block_on_all(tickets)
+        .into_iter()
+        .map(|r| r.unwrap().value)
+        .collect();
+    assert_eq!(got, (0..1000u64).map(|i| i * 3).collect::<Vec<_>>());
+    // Awaiting a reference keeps the ticket; a long task parks the future.
+    let mut t = rt.submit(Op::SPIN, &3_000_000u64).unwrap();
+    assert_eq!(
+        block_on_all(vec![&mut t]).remove(0).unwrap().value,
+        3_000_000
+    );
+    assert_eq!(t.try_result().unwrap().unwrap().value, 3_000_000);
+    rt.shutdown().unwrap();
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "callbacks for a thousand tasks")]
+fn every_callback_runs_once_with_its_result_or_error() {
+    let rt = Arc::new(soft(Runtime::builder().capacity(64).workers(2)));
+    let (tx, rx) = mpsc::channel();
+    for i in 0..1000u64 {
+        let tx = tx.clone();
+        rt.submit(Op::ECHO, &[i])
+            .unwrap()
+            .on_complete(move |r| tx.send((i, r.map(|c| c.value))).unwrap());
+    }
+    let mut seen = vec![false; 1000];
+    for _ in 0..1000 {
+        let (i, r) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("every callback runs");
+        assert_eq!(r.unwrap(), i);
+        assert!(
+            !std::mem::replace(&mut seen[i as usize], true),
+            "task {i} twice"
+        );
+    }
+    // A cancel: pending callbacks get the error, once each.
+    let long: Vec<_> = (0..4)
+        .map(|_| rt.submit(Op::SPIN, &300_000_000u64).unwrap())
+        .collect();
+    for t in long {
+        let tx = tx.clone();
+        t.on_complete(move |r| tx.send((0, r.map(|c| c.value))).unwrap());
+    }
+    std::thread::sleep(Duration::from_millis(5));
+    rt.cancel().unwrap();
+    for _ in 0..4 {
+        let (_, r) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("cancelled callbacks run");
+        assert!(matches!(r, Ok(_) | Err(Error::Cancelled)), "{r:?}");
+    }
+    // Closed: a callback runs at once on the calling thread.
+    let rt = soft(Runtime::builder().capacity(8).workers(1));
+    let t = rt.submit(Op::ECHO, &[5u64]).unwrap();
+    drop(rt);
+    let here = std::thread::current().id();
+    let (tx, rx) = mpsc::channel();
+    t.on_complete(move |r| {
+        tx.send((std::thread::current().id(), r.map(|c| c.value)))
+            .unwrap()
+    });
+    let (on, r) = rx.try_recv().expect("ran at once");
+    assert_eq!((on, r.unwrap()), (here, 5));
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "a runtime dropped on its own completion thread")]
+fn a_callback_may_drop_the_last_handle_of_its_runtime() {
+    let rt = Arc::new(soft(Runtime::builder().capacity(8).workers(1)));
+    let memory = Arc::downgrade(&rt.shared);
+    let (tx, rx) = mpsc::channel();
+    let t = rt.submit(Op::ECHO, &[4u64]).unwrap();
+    let keep = rt.clone();
+    drop(rt);
+    t.on_complete(move |r| {
+        // The last `Runtime` goes here, on the completion thread.
+        drop(keep);
+        tx.send(r.map(|c| c.value)).unwrap();
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(20)).unwrap().unwrap(),
+        4
+    );
+    let t = Instant::now();
+    while memory.strong_count() > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the memory is freed once the thread ends"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "parks on real time")]
+fn parked_waiters_wake_when_their_runtime_is_dropped() {
+    let rt = soft(
+        Runtime::builder()
+            .capacity(16)
+            .workers(1)
+            .wait(WaitStrategy::Park),
+    );
+    let waiters: Vec<_> = (0..8u64)
+        .map(|i| {
+            let t = rt.submit(Op::SPIN, &(1_000_000 + i)).unwrap();
+            std::thread::spawn(move || t.wait().map(|c| c.value))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(2));
+    drop(rt);
+    for (i, w) in waiters.into_iter().enumerate() {
+        assert_eq!(w.join().unwrap().unwrap(), 1_000_000 + i as u64);
+    }
+}
