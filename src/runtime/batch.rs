@@ -197,7 +197,11 @@ impl Batch {
     fn wait_until(&mut self, deadline: Option<Instant>) -> Result<Vec<TaskResult>> {
         // With every task taken (or none to take), the batch owns no slot
         // and may hold no share: the runtime's memory may be gone.
+        // One wait across the slots: its strategy's spin, and the probes,
+        // count from the first.
+        let mut since = None;
         while !self.take_in_order() {
+            let since = *since.get_or_insert_with(Instant::now);
             let ring = self.ring;
             let how = self.wait.unwrap_or_else(|| ring.shared().wait);
             // One wait per slot that ends the run taken in order: the
@@ -217,6 +221,7 @@ impl Batch {
                     Watch::AnyWorker,
                     how,
                     Some(target),
+                    Some(since),
                     || (self.take_in_order() || self.reaped != reaped).then_some(()),
                 )?
             };

@@ -285,9 +285,9 @@ impl Runtime {
         self.shared.wait.effective()
     }
 
-    /// How many completion callbacks ([`Ticket::on_complete`]) panicked
-    /// on the completion thread so far (each panic was caught there; the
-    /// runtime serves on).
+    /// How many completion callbacks ([`Ticket::on_complete`]), and wakers
+    /// of futures (an executor's), panicked on the completion thread so far
+    /// (each panic was caught there; the runtime serves on).
     pub fn callback_panics(&self) -> u64 {
         self.shared.reactor.panics.load(Ordering::Relaxed)
     }

@@ -168,6 +168,7 @@ impl Shared {
                         Watch::AnyWorker,
                         WaitStrategy::SpinThenYield,
                         None,
+                        None,
                         || match try_once() {
                             Ok(seq) => Some(Ok(seq)),
                             Err(Refusal::Full) => None,
@@ -376,6 +377,7 @@ impl Shared {
                     deadline,
                     Watch::Nothing,
                     WaitStrategy::SpinThenYield,
+                    None,
                     None,
                     || {
                         let mut rings = self.queues.iter().zip(&ends);

@@ -89,6 +89,12 @@ impl Ticket {
         }
     }
 
+    /// The result, if it was taken already (the runtime's memory may then
+    /// be gone: nothing else of the ticket's may be used).
+    pub(crate) fn taken(&self) -> Option<Result<Completion>> {
+        self.outcome.map(|o| o.map_err(Into::into))
+    }
+
     /// The ring the task is in, as the handles hold it.
     pub(crate) fn ring_ptr(&self) -> RingPtr {
         self.ring
@@ -235,6 +241,7 @@ impl Ticket {
                 watch,
                 how,
                 Some(target),
+                None,
                 || Queue::take_at(ring.queue_ptr(), seq).counted(shares),
             )?
         };

@@ -18,17 +18,24 @@ impl Ticket {
     /// handler's failure ([`Error::Task`]), or the error that ended the
     /// wait (a device fault, a stop or cancel, or [`Error::Stalled`], after
     /// which the task is left to finish unobserved). It runs exactly once.
-    /// Once the runtime is shutting down, `f` runs at once on the calling
-    /// thread instead (shutdown drains the tasks first, so callbacks
-    /// registered before it run on the completion thread).
+    /// Where no completion thread can take it, `f` runs on the calling
+    /// thread before `on_complete` returns, once the task is done: for a
+    /// ticket that already has its result, after its runtime was dropped
+    /// (which drained the tasks first, so callbacks registered before the
+    /// drop ran on the completion thread), or if the OS refused the thread.
     ///
     /// A panicking `f` does not take the runtime down: the panic is caught
     /// (and, on the completion thread, counted:
     /// [`Runtime::callback_panics`](crate::Runtime::callback_panics)).
     /// Every callback of a runtime runs on the same thread, one after
     /// another, so a long one delays the others and every parked waiter
-    /// and future of the runtime; hand long work to another thread. An IO
-    /// task's output does not reach `f` (wait for it, or await it).
+    /// and future of the runtime; hand long work to another thread. A
+    /// callback must not block on another task of its runtime (waiting on
+    /// a future, or with [`WaitStrategy::Park`](crate::WaitStrategy::Park)):
+    /// the thread that would wake it is the one it blocks. Nor may
+    /// callbacks of two runtimes each drop the other runtime (each drop
+    /// waits for the other's completion thread). An IO task's output does
+    /// not reach `f` (wait for it, or await it).
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
@@ -41,7 +48,16 @@ impl Ticket {
     /// assert_eq!(rx.recv().unwrap()?, 42);
     /// # Ok(()) }
     /// ```
-    pub fn on_complete(self, f: impl FnOnce(Result<Completion>) + Send + 'static) {
+    pub fn on_complete(mut self, f: impl FnOnce(Result<Completion>) + Send + 'static) {
+        // Taken already: the runtime's memory may be gone; nothing to wait
+        // for.
+        if let Some(done) = self.taken() {
+            drop(self);
+            return f(done);
+        }
+        if let Some(i) = self.interest.take() {
+            i.leave();
+        }
         let (ring, seq) = (self.ring_ptr(), self.seq());
         let watch = Watch::Worker(ring.worker_of(seq));
         let mut ticket = self;
@@ -49,8 +65,12 @@ impl Ticket {
             let result = match ticket.try_result() {
                 Ok(Some(c)) => Ok(c),
                 Err(e) => Err(e),
-                // Fired for a stall, or shutdown with the task pending.
-                Ok(None) => Err(why.unwrap_or(Error::Closed)),
+                // Fired for a stall or a fault with the task pending.
+                Ok(None) if why.is_some() => Err(why.expect("some")),
+                // Run here because no completion thread takes it (the
+                // runtime was dropped, or no thread could be started):
+                // wait for the task.
+                Ok(None) => ticket.wait_timeout(std::time::Duration::MAX),
             };
             // The ticket goes first: a pending one (a stall) lets go of its
             // slot before `f` runs, whatever `f` does.
@@ -67,10 +87,10 @@ impl Ticket {
         // closure, which the interest holds), and the pointer is the
         // runtime's `Arc`'s (a `RingPtr`).
         if let Err(refused) = unsafe { Shared::arm(ring.shared_ptr(), interest) } {
-            // The runtime is shutting down (its count of panics can no
-            // longer be read): run it here, with what the ticket says now.
-            // Nothing of the runtime's is touched after: the ticket's take
-            // may free it.
+            // No completion thread takes it: run it here, waiting for the
+            // task. Nothing of the runtime's is touched after: the
+            // ticket's take may free it (so a panic of `f` here is caught,
+            // not counted).
             refused.fire(None, &std::sync::atomic::AtomicU64::new(0));
         }
     }

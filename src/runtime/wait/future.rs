@@ -26,7 +26,7 @@ use crate::runtime::{RingPtr, Shared, Watch};
 fn arm(slot: &mut Option<Arc<Interest>>, ring: RingPtr, seq: u64, watch: Watch, cx: &Context<'_>) {
     if let Some(i) = slot {
         let same = matches!(&i.wake, Wake::Task(w) if w.will_wake(cx.waker()));
-        if same && !i.fired() {
+        if same && i.seq == seq && !i.fired() {
             return;
         }
         i.leave();

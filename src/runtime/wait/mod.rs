@@ -32,7 +32,8 @@ use reactor::{Interest, Refused, Wake};
 /// to wait").
 ///
 /// Only waits for results use the strategy; a producer waiting for room in
-/// a full ring spins, then yields.
+/// a full ring, and the drain of [`Runtime::shutdown`](crate::Runtime::shutdown)
+/// and of a runtime's drop, spin, then yield.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum WaitStrategy {
     /// Polls the completion without pause: the lowest latency, and a whole
@@ -43,8 +44,10 @@ pub enum WaitStrategy {
     /// with idle cores, still a whole core while it waits.
     #[default]
     SpinThenYield,
-    /// Polls once, then sleeps until the runtime's completion thread wakes
-    /// it. That thread (one per runtime, started by the first wait that
+    /// Polls briefly (64 polls, well under a microsecond), then sleeps
+    /// until the runtime's completion thread wakes it (and looks by itself
+    /// at least every 50 ms, a bound that no healthy wake-up needs). That
+    /// thread (one per runtime, started by the first wait that
     /// parks) polls the completions of every parked waiter, future and
     /// callback without pause while there are any, and sleeps once none
     /// was left for half a millisecond: one core at most, whatever the
@@ -52,7 +55,10 @@ pub enum WaitStrategy {
     Park,
     /// Rests on the completion entry's line with the CPU's monitor
     /// (UMONITOR/UMWAIT, or MONITORX/MWAITX) between polls: near the
-    /// latency of `Spin`, with the core in a light sleep state. Where the
+    /// latency of `Spin`, with the core in a light sleep state. The monitor
+    /// watches the completion entry's line: an IO task whose output lands
+    /// after its entry, or a completion a producer moved out of its slot,
+    /// is seen when the monitored wait ends (tens of µs at most). Where the
     /// CPU or the kernel does not offer it ([`monitor_support`](crate::monitor_support)
     /// says why), it falls back to `SpinThenYield`.
     Monitor,
@@ -114,7 +120,9 @@ impl Shared {
     /// with a liveness probe every interval; `Timeout` at `deadline`,
     /// [`Error::Stalled`] if what `watch` names goes silent. `target` is
     /// what `ready` waits for, where it is one task (`Park` and `Monitor`
-    /// need it; without, they spin, then yield).
+    /// need it; without, they spin, then yield). `since`: when the wait
+    /// began, for a wait that goes on from an earlier call (a batch's,
+    /// slot after slot); `None`: now.
     ///
     /// A function of a pointer, not of `&self`: `ready` may end the
     /// caller's hold on the runtime's memory (a ticket taking its task),
@@ -133,12 +141,13 @@ impl Shared {
         watch: Watch,
         how: WaitStrategy,
         target: Option<Target>,
+        since: Option<Instant>,
         mut ready: impl FnMut() -> Option<T>,
     ) -> Result<T> {
         let mut how = how.resolve(target);
         // The clock is first read after a round of polls: a round trip that
         // ends within it never pays for a clock read.
-        let mut start = None;
+        let mut start = since;
         let backoff = Backoff::new();
         let mut interest: Option<Arc<Interest>> = None;
         let outcome = 'wait: loop {

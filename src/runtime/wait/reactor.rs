@@ -5,7 +5,9 @@
 //! failed, or the task's worker stalled): a parked thread, a future's
 //! waker, a callback.
 //!
-//! The protocol (model-checked in `loom_tests`):
+//! The protocol (the registry's part model-checked in `loom_tests`:
+//! registering, firing, leaving, sleeping and closing; the memory's
+//! lifetime rests on the last point below):
 //! * An [`Interest`] is `ARMED` when registered; exactly one of `FIRED`
 //!   (by the completion thread) and `GONE` (by its waiter, which stopped
 //!   waiting) ends it, each by a compare-and-swap from `ARMED`, so a waiter
@@ -102,7 +104,8 @@ impl Interest {
     }
 
     /// Wakes its waiter unless it left; `why` is `None` for a ready task.
-    /// Runs a callback here, catching its panic (counted in `panics`).
+    /// Runs a callback here; a panic of the callback or of a waker is
+    /// caught and counted in `panics`.
     pub(crate) fn fire(&self, why: Option<Error>, panics: &std::sync::atomic::AtomicU64) {
         if self
             .state
@@ -111,7 +114,7 @@ impl Interest {
         {
             return;
         }
-        match &self.wake {
+        let wake = std::panic::AssertUnwindSafe(|| match &self.wake {
             Wake::Thread(t) => t.unpark(),
             Wake::Task(w) => w.wake_by_ref(),
             Wake::Callback(f) => {
@@ -120,12 +123,14 @@ impl Interest {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .take();
                 if let Some(f) = f {
-                    let run = std::panic::AssertUnwindSafe(move || f(why));
-                    if std::panic::catch_unwind(run).is_err() {
-                        panics.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
+                    f(why);
                 }
             }
+        });
+        // A callback's panic, or a waker's (an executor's), must not end
+        // the completion thread.
+        if std::panic::catch_unwind(wake).is_err() {
+            panics.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }

@@ -344,3 +344,58 @@ fn parked_waiters_wake_when_their_runtime_is_dropped() {
         assert_eq!(w.join().unwrap().unwrap(), 1_000_000 + i as u64);
     }
 }
+
+/// A review found `on_complete` reading the runtime's memory through a
+/// ticket that had taken its result already, after the runtime and its
+/// memory were gone (Miri: use after free).
+#[test]
+fn a_callback_on_a_taken_ticket_touches_no_freed_runtime() {
+    let rt = soft(Runtime::builder().capacity(4).workers(1));
+    let mut t = rt.submit(Op::ECHO, &[6u64]).unwrap();
+    assert_eq!(t.wait_timeout(Duration::from_secs(20)).unwrap().value, 6);
+    let memory = Arc::downgrade(&rt.shared);
+    drop(rt);
+    assert_eq!(memory.strong_count(), 0, "nothing holds the memory");
+    let (tx, rx) = mpsc::channel();
+    t.on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
+    assert_eq!(rx.try_recv().expect("ran at once").unwrap(), 6);
+}
+
+/// A review found that a waker that panics (an executor's) unwound the
+/// completion thread for good: later futures and callbacks were never
+/// woken.
+#[test]
+#[cfg_attr(miri, ignore = "a panic on the completion thread")]
+fn a_panicking_waker_leaves_the_completion_thread_serving() {
+    struct Panics;
+    impl Wake for Panics {
+        fn wake(self: Arc<Self>) {
+            panic!("an executor's waker that panics");
+        }
+    }
+    let rt = soft(Runtime::builder().capacity(8).workers(1));
+    let mut t = rt.submit(Op::SPIN, &2_000_000u64).unwrap();
+    let waker = Waker::from(Arc::new(Panics));
+    assert!(
+        Pin::new(&mut t)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    let start = Instant::now();
+    while rt.callback_panics() == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the waker was called"
+        );
+        std::thread::yield_now();
+    }
+    let (tx, rx) = mpsc::channel();
+    rt.submit(Op::ECHO, &[8u64])
+        .unwrap()
+        .on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(20)).unwrap().unwrap(),
+        8
+    );
+    assert_eq!(t.wait().unwrap().value, 2_000_000);
+}
