@@ -82,6 +82,11 @@ if [ $run_benches = 1 ]; then
     || failed+=(payload)
   echo "=== example: custom_handler"
   timeout 300 "$here/examples/custom_handler" --json "$out/custom_handler.json" || failed+=(custom_handler)
+  echo "=== bench: waiting"
+  timeout 300 "$here/examples/waiting" --json "$out/waiting.json" --svg "$out/waiting.svg" \
+    || failed+=(waiting)
+  echo "=== example: async_tasks"
+  timeout 120 "$here/examples/async_tasks" || failed+=(async_tasks)
 fi
 if [ "$soak" != 0 ]; then
   echo "=== soak: $soak s"

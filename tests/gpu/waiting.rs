@@ -178,12 +178,14 @@ pub(crate) fn every_wait_strategy_under_cancel_and_drop() {
         let long: Vec<_> = (0..4)
             .map(|_| rt.submit(Op::SPIN, &300_000_000u64).unwrap())
             .collect();
-        let behind: Vec<_> = (0..8u64)
-            .map(|i| rt.submit(Op::ECHO, &[i]).unwrap())
+        // Many tasks behind them: a worker may finish the task it already
+        // took after the cancel, not all of them.
+        let mut behind: Vec<_> = (0..200u64)
+            .map(|i| rt.submit(Op::ECHO, &[i]).unwrap().with_wait(how))
             .collect();
         let waiters: Vec<_> = long
             .into_iter()
-            .chain(behind)
+            .chain(behind.split_off(192))
             .map(|t| std::thread::spawn(move || t.wait()))
             .collect();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -193,11 +195,15 @@ pub(crate) fn every_wait_strategy_under_cancel_and_drop() {
         std::thread::sleep(Duration::from_millis(20));
         let t0 = Instant::now();
         rt.cancel().unwrap();
-        // A task running when the cancel came completes; its worker may
-        // also finish the task it already took; the rest are cancelled.
+        // A task running when the cancel came completes, and so may one its
+        // worker took already; the rest are cancelled. Every wait ends.
         let mut cancelled = 0;
-        for w in waiters {
-            match w.join().unwrap() {
+        let results = waiters
+            .into_iter()
+            .map(|w| w.join().unwrap())
+            .chain(behind.into_iter().map(|t| t.wait()));
+        for r in results {
+            match r {
                 Ok(_) => {}
                 Err(Error::Cancelled) => cancelled += 1,
                 r => panic!("{how:?}: {r:?}"),
