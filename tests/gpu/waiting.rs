@@ -247,8 +247,10 @@ pub(crate) fn every_wait_strategy_under_cancel_and_drop() {
             .collect();
         std::thread::sleep(Duration::from_millis(1));
         drop(rt);
+        // SPIN returns the nanoseconds it measured.
         for (i, w) in waiting.into_iter().enumerate() {
-            assert_eq!(w.join().unwrap().unwrap(), 1_000_000 + i as u64, "{how:?}");
+            let spun = w.join().unwrap().unwrap();
+            assert!(spun >= 1_000_000 + i as u64, "{how:?}: {spun}");
         }
     }
 }
