@@ -438,6 +438,60 @@ fn host_func_row(side: &CudaSide, clock: &Clock, samples: usize) -> Raw {
     }
 }
 
+/// The OS's own wake-up, the floor under `Park`: a thread parks, another
+/// unparks it after each task length (spinning meanwhile, as the
+/// completion thread does); latency from the unpark call to the parked
+/// thread running.
+fn os_wake_rows(args: &Args, clock: &Clock) -> Vec<Latency> {
+    use std::sync::atomic::{AtomicU64, Ordering::*};
+    const STOP: u64 = u64::MAX;
+    let mut out = Vec::new();
+    for (ns, len_name) in LENGTHS {
+        let mut lat = Latency::new(&format!("os wake-up after {len_name} parked"));
+        let until = Instant::now() + Duration::from_secs_f64(args.row_seconds / 2.0);
+        let (woken, sent) = (AtomicU64::new(0), AtomicU64::new(0));
+        std::thread::scope(|s| {
+            let (woken, sent) = (&woken, &sent);
+            // The sleeper: parks until the waker's round comes, then stamps
+            // its own wake-up.
+            let sleeper = s.spawn(move || {
+                let mut round = 1;
+                loop {
+                    while sent.load(Acquire) < round {
+                        std::thread::park();
+                    }
+                    if sent.load(Acquire) == STOP {
+                        return;
+                    }
+                    woken.store(clock.now(), Release);
+                    round += 1;
+                }
+            });
+            for round in 1.. {
+                woken.store(0, Relaxed);
+                clock.spin_until(clock.ns(clock.now()) + ns);
+                if Instant::now() >= until {
+                    sent.store(STOP, Release);
+                    sleeper.thread().unpark();
+                    break;
+                }
+                let t0 = clock.now();
+                sent.store(round, Release);
+                sleeper.thread().unpark();
+                let t1 = loop {
+                    match woken.load(Acquire) {
+                        0 => std::hint::spin_loop(),
+                        t => break t,
+                    }
+                };
+                lat.record_ns(clock.between(t0, t1));
+            }
+        });
+        out.push(lat);
+    }
+    out
+}
+
 /// The callback row: `on_complete` after a 2 µs SPIN task.
 fn callback_row(rt: &Runtime, clock: &Clock, samples: usize) -> Raw {
     let mut wakes = Vec::with_capacity(samples);
@@ -562,6 +616,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("pkq rows:");
     let mut raws = pkq_rows(&args, &rt, &clock);
     let callback = callback_row(&rt, &clock, args.samples);
+    let os_wakes = os_wake_rows(&args, &clock);
     let asyncs = async_rows(&rt, &clock, args.samples * 5);
     fit.extend(exchanges(&rt, &clock, 20_000, None));
     drop(rt);
@@ -584,6 +639,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rows.push(wake_row(raw, &map, false));
     }
     for lat in &asyncs {
+        rows.push(lat.row("us"));
+    }
+    for lat in &os_wakes {
         rows.push(lat.row("us"));
     }
     rows.push(wake_row(&callback, &map, true));

@@ -299,6 +299,12 @@ fn render_waiting() -> String {
     ] {
         out += &line(name);
     }
+    out += "\n| the OS's wake-up, unpark to running (the floor under Park) | p50 µs | p99 µs |\n|---|---:|---:|\n";
+    for row in rows(&r) {
+        if let Some(name) = row["name"].as_str().filter(|n| n.starts_with("os wake-up")) {
+            out += &line(name);
+        }
+    }
     out += "\n| callback start after a 2 µs task's end | p50 µs | p99 µs |\n|---|---:|---:|\n";
     for name in ["callback", "cudaLaunchHostFunc"] {
         out += &line(name);
