@@ -12,10 +12,9 @@ use crate::proto::queue::Completed;
 use crate::proto::queue::Queue;
 use crate::proto::ring::seq_add;
 use crate::runtime::ticket::{Completion, outcome_of};
-use crate::runtime::wait::reactor::Interest;
+use crate::runtime::wait::reactor::Armed;
 use crate::runtime::wait::{Target, WaitStrategy};
 use crate::runtime::{RingPtr, Shared, Watch};
-use std::sync::Arc;
 
 /// What one task of a batch came to: its completion, or how its handler
 /// failed (the [`TaskError`] a [`Ticket`](crate::Ticket) reports as
@@ -33,16 +32,16 @@ pub type TaskResult = std::result::Result<Completion, TaskError>;
 #[must_use = "a batch is the only way to its tasks' results (dropping it lets them run unobserved)"]
 pub struct Batch {
     pub(crate) ring: RingPtr,
-    pub(crate) op: Op,
+    op: Op,
     /// The first task's sequence number; the others follow it.
-    pub(crate) first: u64,
+    first: u64,
     /// Per task: its result once taken.
     results: Vec<Option<TaskResult>>,
     /// Tasks per slot: 1, or `PACK_TASKS` for packs (the last slot holds
     /// the rest).
-    pub(crate) per_slot: usize,
+    per_slot: usize,
     /// Tasks before this index are all taken.
-    pub(crate) reaped: usize,
+    reaped: usize,
     /// Tasks taken so far.
     done: usize,
     /// Orphan shares held: one per task taken or dropped after the runtime
@@ -51,7 +50,7 @@ pub struct Batch {
     /// How its waits wait (`None`: the runtime's strategy).
     wait: Option<WaitStrategy>,
     /// A future's interest with the completion thread, while it waits.
-    pub(crate) interest: Option<Arc<Interest>>,
+    pub(crate) interest: Armed,
 }
 
 impl fmt::Debug for Batch {
@@ -109,7 +108,7 @@ impl Batch {
             done: 0,
             shares: 0,
             wait: None,
-            interest: None,
+            interest: Armed::default(),
         }
     }
 
@@ -208,7 +207,7 @@ impl Batch {
             // completion thread and the monitor watch that slot.
             let target = Target {
                 ring: ring.ring,
-                seq: seq_add(self.first, (self.reaped / self.per_slot) as u64),
+                seq: self.first_untaken(),
             };
             let reaped = self.reaped;
             // SAFETY: the batch owns a slot or holds a share until its last
@@ -227,6 +226,12 @@ impl Batch {
             };
         }
         Ok(self.all_results())
+    }
+
+    /// The sequence number of the first slot not taken (whose completion
+    /// a wait watches).
+    pub(crate) fn first_untaken(&self) -> u64 {
+        seq_add(self.first, (self.reaped / self.per_slot) as u64)
     }
 
     /// Every task's result (all taken).
@@ -319,9 +324,7 @@ fn fill(op: Op, results: &mut [Option<TaskResult>], done: Completed) {
 
 impl Drop for Batch {
     fn drop(&mut self) {
-        if let Some(i) = self.interest.take() {
-            i.leave();
-        }
+        self.interest.leave();
         for d in 0..self.slots() {
             let taken = self.results[self.tasks_of(d).start].is_some();
             // SAFETY: an untaken slot is the batch's (or it holds a share).

@@ -7,10 +7,9 @@ use crate::error::{Result, TaskError, TaskStatus};
 use crate::ops::op::Op;
 use crate::proto::queue::{Completed, Queue};
 use crate::proto::slot::Cqe;
-use crate::runtime::wait::reactor::Interest;
+use crate::runtime::wait::reactor::Armed;
 use crate::runtime::wait::{Target, WaitStrategy};
 use crate::runtime::{RingPtr, Shared, Watch};
-use std::sync::Arc;
 
 /// A finished task's inline result and the device's timestamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,9 +59,9 @@ pub struct Ticket {
     /// (`Take::Orphaned`); given back on drop.
     shares: u64,
     /// How its waits wait (`None`: the runtime's strategy).
-    pub(crate) wait: Option<WaitStrategy>,
+    wait: Option<WaitStrategy>,
     /// A future's interest with the completion thread, while it waits.
-    pub(crate) interest: Option<Arc<Interest>>,
+    pub(crate) interest: Armed,
 }
 
 impl fmt::Debug for Ticket {
@@ -85,7 +84,7 @@ impl Ticket {
             output: None,
             shares: 0,
             wait: None,
-            interest: None,
+            interest: Armed::default(),
         }
     }
 
@@ -248,7 +247,7 @@ impl Ticket {
         self.finish(cqe)
     }
 
-    pub(crate) fn finish(&mut self, done: Completed) -> Result<Completion> {
+    fn finish(&mut self, done: Completed) -> Result<Completion> {
         let outcome = outcome_of(self.op, &done.cqe);
         self.outcome = Some(outcome);
         self.output = done.output;
@@ -258,9 +257,7 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        if let Some(i) = self.interest.take() {
-            i.leave();
-        }
+        self.interest.leave();
         // SAFETY: without an outcome the ticket owns its slot or holds a
         // share; it touches the runtime after this only to give back shares.
         if self.outcome.is_none() && unsafe { Queue::detach_at(self.ring.queue_ptr(), self.seq) } {

@@ -55,9 +55,7 @@ impl Ticket {
             drop(self);
             return f(done);
         }
-        if let Some(i) = self.interest.take() {
-            i.leave();
-        }
+        self.interest.leave();
         let (ring, seq) = (self.ring_ptr(), self.seq());
         let watch = Watch::Worker(ring.worker_of(seq));
         let mut ticket = self;

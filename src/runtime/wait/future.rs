@@ -10,34 +10,31 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::error::{Error, Result};
-use crate::proto::ring::seq_add;
+use crate::error::Result;
 use crate::runtime::batch::{Batch, TaskResult};
 use crate::runtime::ticket::{Completion, Ticket};
-use crate::runtime::wait::reactor::{Interest, Wake};
+use crate::runtime::wait::reactor::{Armed, Interest, Wake};
 use crate::runtime::{RingPtr, Shared, Watch};
 
 /// Arms (or keeps) `slot`'s interest in task `seq` of `ring` for `cx`'s
 /// waker. Without a completion thread (the runtime is shutting down) the
 /// task wakes itself: the next poll finds the result or the error.
-fn arm(slot: &mut Option<Arc<Interest>>, ring: RingPtr, seq: u64, watch: Watch, cx: &Context<'_>) {
-    if let Some(i) = slot {
+fn arm(slot: &mut Armed, ring: RingPtr, seq: u64, watch: Watch, cx: &Context<'_>) {
+    if let Some(i) = slot.get() {
         let same = matches!(&i.wake, Wake::Task(w) if w.will_wake(cx.waker()));
         if same && i.seq == seq && !i.fired() {
             return;
         }
-        i.leave();
     }
     let new = Interest::new(ring.ring, seq, watch, Wake::Task(cx.waker().clone()));
     // SAFETY: the caller owns the slot of `seq` (the runtime's memory is
     // alive), and the pointer is the runtime's `Arc`'s (a `RingPtr`).
     match unsafe { Shared::arm(ring.shared_ptr(), new) } {
-        Ok(armed) => *slot = Some(armed),
+        Ok(armed) => slot.set(Some(armed)),
         Err(_) => {
-            *slot = None;
+            slot.set(None);
             cx.waker().wake_by_ref();
         }
     }
@@ -58,27 +55,24 @@ impl Future for Ticket {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        let (ring, seq) = (this.ring_ptr(), this.seq());
         let result = this.try_result().and_then(|done| match done {
             Some(c) => Ok(Some(c)),
             // Pending: the runtime is alive for this look (the ticket owns
             // its slot, or holds a share).
-            None => {
-                let ring = this.ring_ptr();
-                let watch = Watch::Worker(ring.worker_of(this.seq()));
-                ring.shared().check_stall(watch).map(|()| None)
-            }
+            None => ring
+                .shared()
+                .check_stall(Watch::Worker(ring.worker_of(seq)))
+                .map(|()| None),
         });
         match result {
             Ok(None) => {
-                let (ring, seq) = (this.ring_ptr(), this.seq());
                 let watch = Watch::Worker(ring.worker_of(seq));
                 arm(&mut this.interest, ring, seq, watch, cx);
                 Poll::Pending
             }
             done => {
-                if let Some(i) = this.interest.take() {
-                    i.leave();
-                }
+                this.interest.leave();
                 Poll::Ready(done.map(|c| c.expect("some")))
             }
         }
@@ -95,41 +89,27 @@ impl Future for Batch {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let outcome = this.poll_taken().and_then(|next| match next {
-            None => Ok(None),
-            Some(seq) => this
-                .ring
+        // Takes what arrived; pending while a task is left (its first slot
+        // not taken is what the completion thread watches).
+        let outcome = this.poll().and_then(|done| {
+            if done == this.len() {
+                return Ok(None);
+            }
+            let next = this.first_untaken();
+            this.ring
                 .shared()
                 .check_stall(Watch::AnyWorker)
-                .map(|()| Some(seq)),
+                .map(|()| Some(next))
         });
         match outcome {
             Ok(Some(seq)) => {
                 arm(&mut this.interest, this.ring, seq, Watch::AnyWorker, cx);
                 Poll::Pending
             }
-            Ok(None) => {
-                if let Some(i) = this.interest.take() {
-                    i.leave();
-                }
-                Poll::Ready(Ok(this.all_results()))
-            }
-            Err(e) => {
-                if let Some(i) = this.interest.take() {
-                    i.leave();
-                }
-                Poll::Ready(Err::<_, Error>(e))
+            done => {
+                this.interest.leave();
+                Poll::Ready(done.map(|_| this.all_results()))
             }
         }
-    }
-}
-
-impl Batch {
-    /// Takes what arrived; `None` once every task is taken, else the
-    /// sequence number of the first slot not taken (whose completion the
-    /// completion thread watches). Errors as [`Batch::poll`].
-    fn poll_taken(&mut self) -> Result<Option<u64>> {
-        let done = self.poll()?;
-        Ok((done < self.len()).then(|| seq_add(self.first, (self.reaped / self.per_slot) as u64)))
     }
 }

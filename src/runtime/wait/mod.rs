@@ -17,7 +17,7 @@ use crossbeam_utils::Backoff;
 
 use crate::error::{Error, Result};
 use crate::runtime::{Shared, Watch};
-use reactor::{Interest, Refused, Wake};
+use reactor::{Armed, Interest, Refused, Wake};
 
 /// How a thread waits for a task's completion.
 ///
@@ -149,7 +149,7 @@ impl Shared {
         // ends within it never pays for a clock read.
         let mut start = since;
         let backoff = Backoff::new();
-        let mut interest: Option<Arc<Interest>> = None;
+        let mut interest = Armed::default();
         let outcome = 'wait: loop {
             for _ in 0..POLLS_PER_CHECK {
                 if let Some(v) = ready() {
@@ -188,7 +188,7 @@ impl Shared {
                 }
                 How::Park(t) => {
                     // Armed once, and again after each wake-up it fired.
-                    if interest.as_ref().is_none_or(|i| i.fired()) {
+                    if interest.get().is_none_or(Interest::fired) {
                         let new = Interest::new(
                             t.ring,
                             t.seq,
@@ -197,7 +197,7 @@ impl Shared {
                         );
                         // SAFETY: the caller's contract (from the `Arc`).
                         match unsafe { Shared::arm(this, new) } {
-                            Ok(armed) => interest = Some(armed),
+                            Ok(armed) => interest.set(Some(armed)),
                             Err(_) => {
                                 how = How::SpinThenYield;
                                 continue;
@@ -218,9 +218,7 @@ impl Shared {
                 }
             }
         };
-        if let Some(i) = interest {
-            i.leave();
-        }
+        interest.leave();
         outcome
     }
 

@@ -135,6 +135,32 @@ impl Interest {
     }
 }
 
+/// A waiter's interest while it has one armed (at most one at a time):
+/// replacing or leaving it leaves the old one, which the completion thread
+/// then never wakes for.
+#[derive(Default)]
+pub(crate) struct Armed(Option<Arc<Interest>>);
+
+impl Armed {
+    /// The interest armed, if any.
+    pub(crate) fn get(&self) -> Option<&Interest> {
+        self.0.as_deref()
+    }
+
+    /// Arms `interest` in place of the one armed (left), or none.
+    pub(crate) fn set(&mut self, interest: Option<Arc<Interest>>) {
+        self.leave();
+        self.0 = interest;
+    }
+
+    /// Leaves the interest armed, if any.
+    pub(crate) fn leave(&mut self) {
+        if let Some(i) = self.0.take() {
+            i.leave();
+        }
+    }
+}
+
 /// Whether the completion thread runs.
 enum Run {
     NotStarted,
