@@ -32,3 +32,20 @@ pub(crate) use std::thread::park_timeout;
 pub(crate) use loom::thread::yield_now;
 #[cfg(not(loom))]
 pub(crate) use std::thread::yield_now;
+
+/// The clock of the runtime's timing decisions: the probe schedule, stall
+/// bounds, the spin before yielding, deadlines. Under loom time stands
+/// still: loom replays a model's executions and needs each to take the
+/// branches its schedule alone decides, and a probe falling due after a
+/// preemption on a loaded machine broke the exploration. A model therefore
+/// probes only on its first look, never stalls and never times out.
+#[cfg(loom)]
+pub(crate) fn now() -> std::time::Instant {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
+}
+#[cfg(not(loom))]
+#[inline]
+pub(crate) fn now() -> std::time::Instant {
+    std::time::Instant::now()
+}

@@ -11,6 +11,7 @@ use crate::ops::op::Op;
 use crate::proto::queue::Completed;
 use crate::proto::queue::Queue;
 use crate::proto::ring::seq_add;
+use crate::proto::sync::now;
 use crate::runtime::ticket::{Completion, outcome_of};
 use crate::runtime::wait::reactor::Armed;
 use crate::runtime::wait::{Target, WaitStrategy};
@@ -152,7 +153,7 @@ impl Batch {
         // With every task taken, the runtime's memory may be gone.
         if self.done < self.len() {
             let shared = self.ring.shared();
-            shared.probe_if_due(Instant::now())?;
+            shared.probe_if_due(now())?;
             shared.check()?;
         }
         Ok(self.done)
@@ -190,7 +191,7 @@ impl Batch {
     /// # Ok(()) }
     /// ```
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Vec<TaskResult>> {
-        self.wait_until(Instant::now().checked_add(timeout))
+        self.wait_until(now().checked_add(timeout))
     }
 
     fn wait_until(&mut self, deadline: Option<Instant>) -> Result<Vec<TaskResult>> {
@@ -200,7 +201,7 @@ impl Batch {
         // count from the first.
         let mut since = None;
         while !self.take_in_order() {
-            let since = *since.get_or_insert_with(Instant::now);
+            let since = *since.get_or_insert_with(now);
             let ring = self.ring;
             let how = self.wait.unwrap_or_else(|| ring.shared().wait);
             // One wait per slot that ends the run taken in order: the

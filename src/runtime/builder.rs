@@ -1,7 +1,7 @@
 //! Settings of a runtime, and starting one.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytemuck::Pod;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -15,6 +15,7 @@ use crate::ops::typed::{Signature, TypedOp};
 use crate::proto::layout::{IO_MAX_BYTES, MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS};
 use crate::proto::plan::Plan;
 use crate::proto::ring::Geometry;
+use crate::proto::sync::now;
 use crate::runtime::Runtime;
 use crate::runtime::engine::Engine;
 use crate::runtime::shared::{Settings, Shared};
@@ -506,7 +507,7 @@ impl Builder {
         let rt = Runtime { shared };
         // A timeout too long to add to now has no deadline.
         rt.shared
-            .await_workers(Instant::now().checked_add(self.start_timeout))?;
+            .await_workers(now().checked_add(self.start_timeout))?;
         Ok(rt)
     }
 
@@ -562,7 +563,7 @@ impl Builder {
         assert!(!threads, "loom models step the software device themselves");
         let rt = Runtime { shared };
         rt.shared
-            .await_workers(Instant::now().checked_add(self.start_timeout))?;
+            .await_workers(now().checked_add(self.start_timeout))?;
         Ok(rt)
     }
 }

@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::proto::sync::now;
+
 /// The shared schedule of liveness probes: at most one waiter asks the
 /// driver at a time, once per interval; the others go on polling.
 pub(crate) struct Liveness {
@@ -36,7 +38,7 @@ impl Liveness {
     pub(crate) fn new(every: Duration, stall_after: Duration, pollers: usize) -> Self {
         let zeros = || (0..pollers).map(|_| AtomicU64::new(0)).collect();
         Self {
-            epoch: Instant::now(),
+            epoch: now(),
             every,
             next_ns: AtomicU64::new(0),
             busy: AtomicBool::new(false),

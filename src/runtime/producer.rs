@@ -8,7 +8,6 @@
 
 use std::cell::Cell;
 use std::marker::PhantomData;
-use std::time::Instant;
 
 use bytemuck::Pod;
 
@@ -18,6 +17,7 @@ use crate::ops::typed::TypedOp;
 use crate::proto::layout::PACK_TASKS;
 use crate::proto::queue::{Queue, Refusal};
 use crate::proto::slot::SlotImage;
+use crate::proto::sync::now;
 use crate::runtime::batch::{Batch, reserve_run};
 use crate::runtime::ticket::Ticket;
 use crate::runtime::{RingPtr, Runtime, submit, submit_with_input};
@@ -271,7 +271,7 @@ impl<'rt, R: RingAccess> Producer<'rt, R> {
         match submit::<R>(self.ring, op, &image, false) {
             // A caller looping on Full must learn if the kernel died.
             Err(Error::Full) => {
-                self.rt.shared.probe_if_due(Instant::now())?;
+                self.rt.shared.probe_if_due(now())?;
                 Err(Error::Full)
             }
             other => other,

@@ -16,6 +16,7 @@ use crate::proto::layout::{
 };
 use crate::proto::plan::Plan;
 use crate::proto::queue::{Queue, Refusal};
+use crate::proto::sync::now;
 use crate::proto::words::Words;
 use crate::runtime::LIVE;
 use crate::runtime::engine::Engine;
@@ -265,7 +266,7 @@ impl Shared {
         match state {
             KernelState::Running => {
                 // Stamped after the stream query, which may have waited.
-                self.read_heartbeats(self.liveness.ns(Instant::now()));
+                self.read_heartbeats(self.liveness.ns(crate::proto::sync::now()));
                 for w in 0..self.states.len() {
                     if self.state(w) == WORKER_BAD_TAG {
                         return Err(self.fail(Error::KernelStopped(format!(
@@ -330,7 +331,7 @@ impl Shared {
     /// Probes now (unless another thread is probing) and reports the first
     /// problem: a latched fault or stop, or a stalled worker.
     pub(crate) fn health(&self) -> Result<()> {
-        let now = Instant::now();
+        let now = now();
         self.probe_unless_busy(now).unwrap_or(Ok(()))?;
         self.check()?;
         self.check_stall(Watch::AnyWorker)
@@ -343,8 +344,8 @@ impl Shared {
             if running {
                 return Ok(());
             }
-            self.probe(Instant::now())?;
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            self.probe(now())?;
+            if deadline.is_some_and(|d| now() >= d) {
                 let _ = self.stop(false);
                 return Err(Error::KernelTimeout(
                     "start in time (not all workers reported in)",
@@ -369,7 +370,7 @@ impl Shared {
         let ends: Vec<u64> = self.queues.iter().map(Queue::close).collect();
         // A timeout too long to add to now has no deadline.
         let drained = if drain {
-            let deadline = Instant::now().checked_add(self.stop_timeout);
+            let deadline = now().checked_add(self.stop_timeout);
             // SAFETY: the runtime's own stop: alive for the whole call.
             unsafe {
                 Self::wait_for(
@@ -391,7 +392,7 @@ impl Shared {
         self.tell_stop();
         let exited = self
             .engine
-            .wait_finished(Instant::now().checked_add(self.stop_timeout));
+            .wait_finished(now().checked_add(self.stop_timeout));
         if !drain && exited.is_ok() {
             // No completion can come any more: pending tickets resolve.
             self.fail(Error::Cancelled);

@@ -7,6 +7,7 @@ use crate::error::{Result, TaskError, TaskStatus};
 use crate::ops::op::Op;
 use crate::proto::queue::{Completed, Queue};
 use crate::proto::slot::Cqe;
+use crate::proto::sync::now;
 use crate::runtime::wait::reactor::Armed;
 use crate::runtime::wait::{Target, WaitStrategy};
 use crate::runtime::{RingPtr, Shared, Watch};
@@ -151,7 +152,7 @@ impl Ticket {
             None => {
                 let shared = self.ring.shared();
                 shared
-                    .probe_if_due(Instant::now())
+                    .probe_if_due(now())
                     .and_then(|()| shared.check())
                     .map(|()| None)
             }
@@ -202,7 +203,7 @@ impl Ticket {
     /// A timeout too long to add to now (such as `Duration::MAX`) waits
     /// without a deadline.
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Completion> {
-        self.wait_until(Instant::now().checked_add(timeout))
+        self.wait_until(now().checked_add(timeout))
     }
 
     /// Waits, watching the task's worker for a stall.

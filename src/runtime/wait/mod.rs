@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::Backoff;
 
 use crate::error::{Error, Result};
+use crate::proto::sync::now;
 use crate::runtime::{Shared, Watch};
 use reactor::{Armed, Interest, Refused, Wake};
 
@@ -162,7 +163,7 @@ impl Shared {
             if let Err(e) = s.check() {
                 break Err(e);
             }
-            let now = Instant::now();
+            let now = now();
             let start = *start.get_or_insert(now);
             // Probes begin after one interval of waiting: a healthy round
             // trip never pays for one.

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use crate::error::Error;
+use crate::proto::sync::now;
 use crate::proto::sync::{AtomicBool, AtomicU8, Condvar, Mutex, MutexGuard, Ordering, Thread};
 use crate::runtime::Watch;
 
@@ -365,11 +366,10 @@ pub(crate) fn fire_all(
 /// when one is due, and sleep once nothing was live for `LINGER`.
 #[cfg(not(loom))]
 pub(crate) fn serve(shared: Arc<crate::runtime::Shared>) {
-    use std::time::Instant;
     let registry = &shared.reactor;
     let mut live: Vec<Arc<Interest>> = Vec::new();
     let mut quiet: u32 = 0;
-    let mut busy_at = Instant::now();
+    let mut busy_at = now();
     // Stalls are looked for once per probe interval (each look reads the
     // heartbeats the last probe recorded, per interest).
     let mut stalls_due = busy_at;
@@ -392,7 +392,7 @@ pub(crate) fn serve(shared: Arc<crate::runtime::Shared>) {
             quiet.saturating_add(1)
         };
         if quiet.is_multiple_of(ROUNDS_PER_CHECK) {
-            let now = Instant::now();
+            let now = now();
             if !live.is_empty() || ended > 0 {
                 busy_at = now;
             }
