@@ -81,3 +81,33 @@ extern "C" __global__ void pkq_spin_stamp_kernel(uint64_t ns, volatile uint64_t*
     while (now - t0 < ns) now = pkq::globaltimer();
     *end = now;
 }
+
+// The SM each block of a launch ran on (the partition tests and the
+// isolation bench): thread 0 of block b stores %smid into out[b], after
+// spinning `ns` nanoseconds so that the blocks of a launch overlap.
+extern "C" __global__ void pkq_smid_kernel(uint32_t* out, uint64_t ns) {
+    if (threadIdx.x != 0) return;
+    uint32_t sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    const uint64_t t0 = pkq::globaltimer();
+    while (pkq::globaltimer() - t0 < ns) {
+    }
+    out[blockIdx.x] = sm;
+}
+
+// A compute-bound application kernel (the isolation bench): each thread
+// runs four independent chains of `iters` FMAs in registers; a sum that
+// never occurs is stored (so the compiler keeps the chains, and the kernel
+// writes no memory).
+extern "C" __global__ void pkq_fma_kernel(float* out, uint32_t iters) {
+    float a = threadIdx.x * 1e-3f, b = a + 1.0f, c = a + 2.0f, d = a + 3.0f;
+    const float m = 0.999f, k = 1e-4f;
+    for (uint32_t i = 0; i < iters; ++i) {
+        a = fmaf(a, m, k);
+        b = fmaf(b, m, k);
+        c = fmaf(c, m, k);
+        d = fmaf(d, m, k);
+    }
+    const float sum = a + b + c + d;
+    if (sum == -1.0f) out[blockIdx.x] = sum;
+}

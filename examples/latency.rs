@@ -4,16 +4,17 @@
 //! * raw floor: a bare ping-pong with a resident kernel through mapped
 //!   memory (what any design over mapped memory pays): one word polled by
 //!   one and by two staggered poller warps, and 64-byte lines polled by as
-//!   many warps as the latency setting's (`--fast-pollers`), each on a copy
-//!   of its own; each with its one-way split (its echoes carry the device
+//!   many warps as the default runtime's (eight), each on a copy of its
+//!   own; each with its one-way split (its echoes carry the device
 //!   clock), mapped by a clock map of its own;
 //! * cudarc launch + sync: launch an empty kernel, synchronize its stream;
 //! * CUDA graph + sync: launch a one-node graph of the empty kernel, sync;
-//! * pkq: submit a NOP, wait for its completion; and its one-way breakdown
-//!   (host submit cost, pickup, execution, completion visibility) from the
-//!   device's timestamps mapped onto the host clock; then the same round
-//!   trip with `--fast-workers` workers of `--fast-pollers` poller warps
-//!   (the latency setting of `Builder::pollers`);
+//! * pkq: submit a NOP to the default runtime (`Runtime::builder().build()`,
+//!   one worker of eight pollers), wait for its completion; and its one-way
+//!   breakdown (host submit cost, pickup, execution, completion visibility)
+//!   from the device's timestamps mapped onto the host clock; then the same
+//!   round trip with `--fast-workers` workers of `--fast-pollers` poller
+//!   warps (the throughput shape: four workers of one poller);
 //! * pkq woken from idle, under the spin and the backoff idle policies.
 //!
 //! Each variant runs alone (no other resident kernel polling), after its own
@@ -59,20 +60,19 @@ struct Args {
     /// Core to pin the measuring thread to (default: the last one).
     #[arg(long)]
     core: Option<usize>,
-    /// pkq worker warps.
-    #[arg(long, default_value_t = 4)]
-    workers: usize,
-    /// Poller warps per pkq worker (1, 2, 4 or 8).
-    #[arg(long, default_value_t = 1)]
-    pollers: u32,
+    /// pkq worker warps (default: the builder's, one).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Poller warps per pkq worker, 1, 2, 4 or 8 (default: the builder's,
+    /// eight for one worker).
+    #[arg(long)]
+    pollers: Option<u32>,
     /// Poller warps per worker of the second pkq configuration measured,
-    /// the latency setting (each poller polls a copy of the slots of its
-    /// own); 0 leaves it out.
-    #[arg(long, default_value_t = 8)]
-    fast_pollers: u32,
-    /// Workers of the second pkq configuration (one worker keeps the
-    /// device's reads of host memory, and so the tail, down).
+    /// the throughput shape; 0 leaves it out.
     #[arg(long, default_value_t = 1)]
+    fast_pollers: u32,
+    /// Workers of the second pkq configuration, the throughput shape.
+    #[arg(long, default_value_t = 4)]
     fast_workers: usize,
     /// Rows "random arrival" pause below this many ns before each round
     /// trip, so tasks meet the device's polling at a random phase (as in a
@@ -114,8 +114,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut arrivals = Vec::new();
     let mut floor_one_way = Rows::new();
     let paced = format!("random arrival (gap < {} µs)", args.gap_ns / 1000);
+    // The default runtime's pollers.
     let many = Shape {
-        pollers: args.fast_pollers,
+        pollers: 8,
         words: 8,
         lines: 1024,
         copies: true,
@@ -125,9 +126,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (Shape::pollers(1), "raw floor (1 poller)"),
         (Shape::pollers(2), "raw floor (2 pollers)"),
     ];
-    if args.fast_pollers > 2 {
-        shapes.push((many, many_name.as_str()));
-    }
+    shapes.push((many, many_name.as_str()));
     for (shape, name) in shapes {
         let mut floor = Floor::start(args.device, shape)?;
         let (lat, exchanges) = floor_round_trips(&mut floor, &clock, name, w, n);
@@ -172,12 +171,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     drop(graph);
 
-    // pkq, busy: back-to-back round trips.
-    let rt = Runtime::builder()
-        .device(args.device)
-        .workers(args.workers)
-        .pollers(args.pollers)
-        .build()?;
+    // pkq, busy: back-to-back round trips; the default runtime unless told.
+    let mut b = Runtime::builder().device(args.device);
+    if let Some(workers) = args.workers {
+        b = b.workers(workers);
+    }
+    if let Some(pollers) = args.pollers {
+        b = b.pollers(pollers);
+    }
+    let rt = b.build()?;
     let run = pkq_round_trips(&rt, &clock, "pkq round trip", w, n, &mut Pacer::new(0))?;
     let name = format!("pkq round trip, {paced}");
     let paced_run = pkq_round_trips(&rt, &clock, &name, w, n, &mut Pacer::new(args.gap_ns))?;
@@ -185,12 +187,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     rt.shutdown()?;
     drop(rt);
 
-    // pkq with more poller warps per worker, back to back and paced.
+    // pkq in a second shape (the throughput shape unless told), back to
+    // back and paced.
     let mut fast_run = None;
-    // The latency setting's name in rows: its workers only when not one.
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     let fast = match args.fast_workers {
-        1 => format!("{} pollers", args.fast_pollers),
-        w => format!("{w} workers x {} pollers", args.fast_pollers),
+        1 => plural(args.fast_pollers as usize, "poller"),
+        w => format!(
+            "{} x {}",
+            plural(w, "worker"),
+            plural(args.fast_pollers as usize, "poller")
+        ),
     };
     if args.fast_pollers != 0 {
         let rt = Runtime::builder()
@@ -236,12 +243,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
         ),
     ] {
-        let rt = Runtime::builder()
-            .device(args.device)
-            .workers(args.workers)
-            .pollers(args.pollers)
-            .idle(policy)
-            .build()?;
+        let mut b = Runtime::builder().device(args.device).idle(policy);
+        if let Some(workers) = args.workers {
+            b = b.workers(workers);
+        }
+        if let Some(pollers) = args.pollers {
+            b = b.pollers(pollers);
+        }
+        let rt = b.build()?;
         let mut lat = Latency::new(name);
         for i in 0..100 + args.idle_samples {
             std::thread::sleep(idle);

@@ -85,6 +85,9 @@ if [ $run_benches = 1 ]; then
   echo "=== bench: waiting"
   timeout 300 "$here/examples/waiting" --json "$out/waiting.json" --svg "$out/waiting.svg" \
     || failed+=(waiting)
+  echo "=== bench: isolation"
+  timeout 300 "$here/examples/isolation" --json "$out/isolation.json" --svg "$out/isolation.svg" \
+    || failed+=(isolation)
   echo "=== example: async_tasks"
   timeout 120 "$here/examples/async_tasks" || failed+=(async_tasks)
 fi

@@ -82,6 +82,11 @@ pub enum Error {
         /// What it lacks.
         why: String,
     },
+    /// SM partitions ([`Builder::sm_partition`](crate::Builder::sm_partition))
+    /// are not available: the driver is older than CUDA 12.4, or the driver
+    /// refused the device's split (the call and its error are named).
+    #[error("SM partitions are unavailable: {0}")]
+    PartitionUnsupported(String),
     /// The crate was compiled without nvcc, so it carries no kernel.
     #[error(
         "pkq's CUDA kernel was not built: {0}. Install the CUDA toolkit (or `pip install \

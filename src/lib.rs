@@ -37,6 +37,7 @@ pub mod timing;
 
 pub use cuda::driver::{DeviceInfo, context, device_count, device_info};
 pub use cuda::image::image as kernel_image;
+pub use cuda::partition::{SmGranularity, SmPartition, sm_partition_support};
 /// The cudarc pkq is built against (device buffers for ops like AXPY come from it).
 pub use cudarc;
 pub use error::{Error, Result, TaskError, TaskStatus};

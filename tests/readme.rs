@@ -312,6 +312,71 @@ fn render_waiting() -> String {
     out
 }
 
+/// The isolation section: the round trip (latency lane) alone, under an
+/// application storm, beside bulk tasks, beside busy cores and another
+/// process's kernels; the application's kernels beside pkq; each with and
+/// without a partition.
+fn render_isolation() -> String {
+    let Some(r) = results("isolation.json") else {
+        return "(no `isolation.json` committed yet)\n".into();
+    };
+    let mut out = format!("`isolation.json` ({}):\n\n", header(&r));
+    out += "| round trip | partition | p50 µs | p99 µs | p99.9 µs | max µs |\n";
+    out += "|---|---|---:|---:|---:|---:|\n";
+    for row in rows(&r) {
+        let name = row["name"].as_str().unwrap_or("?");
+        let Some(rest) = name.strip_prefix("pkq round trip, ") else {
+            continue;
+        };
+        let Some((beside, part)) = rest.rsplit_once(", ") else {
+            continue;
+        };
+        let stalls = row
+            .get("stalls_reported")
+            .map(|s| format!(" ({s} stalls reported)"))
+            .unwrap_or_default();
+        out += &format!(
+            "| {beside}{stalls} | {part} | {} | {} | {} | {} |\n",
+            f(&row["p50_us"]),
+            f(&row["p99_us"]),
+            f(&row["p99_9_us"]),
+            f(&row["max_us"]),
+        );
+    }
+    out += "\n| application kernel | beside | partition | p50 µs (device) | vs alone |\n";
+    out += "|---|---|---|---:|---:|\n";
+    for row in rows(&r) {
+        let name = row["name"].as_str().unwrap_or("?");
+        let Some(rest) = name.strip_prefix("app kernel, ") else {
+            continue;
+        };
+        let parts: Vec<&str> = rest.split(", ").collect();
+        let [kind, beside, part] = parts[..] else {
+            continue;
+        };
+        let bound = row
+            .get("vs_sm_share_bound_x")
+            .and_then(Value::as_f64)
+            .map(|x| format!(" ({x:.3}x the SM-share bound)"))
+            .unwrap_or_default();
+        out += &format!(
+            "| {kind} | {beside} | {part} | {} | {:.3}x{bound} |\n",
+            f(&row["p50_us"]),
+            row["vs_alone_x"].as_f64().unwrap_or(f64::NAN),
+        );
+    }
+    out
+}
+
+#[test]
+fn isolation_section_matches_committed_results() {
+    check_block(
+        "isolation",
+        &render_isolation(),
+        "benches/results/isolation.json",
+    );
+}
+
 #[test]
 fn waiting_section_matches_committed_results() {
     check_block("waiting", &render_waiting(), "benches/results/waiting.json");

@@ -14,6 +14,7 @@ use cudarc::driver::{
 use crate::cuda::driver::error_name;
 use crate::cuda::image::Image;
 use crate::cuda::mapped::MappedBuffer;
+use crate::cuda::partition::Green;
 use crate::error::{Error, Result};
 use crate::ops::typed::OpTable;
 
@@ -35,6 +36,9 @@ pub(crate) enum KernelState {
 /// it. (Its module stays loaded for the process: see [`crate::cuda::modules`].)
 pub(crate) struct Kernel {
     ctx: Arc<CudaContext>,
+    /// The multiprocessors its stream's kernels may run on: the device's,
+    /// or its SM partition's.
+    sms: usize,
     stream: ManuallyDrop<Arc<CudaStream>>,
     function: ManuallyDrop<CudaFunction>,
     memory: ManuallyDrop<Vec<Arc<MappedBuffer>>>,
@@ -61,7 +65,7 @@ impl Kernel {
         name: &str,
         memory: Vec<Arc<MappedBuffer>>,
     ) -> Result<Self> {
-        Self::from_image(ctx, &Image::Bench, name, false, memory)
+        Self::from_image(ctx, &Image::Bench, name, false, memory, None)
     }
 
     /// Kernel `name` of `image` (see [`crate::cuda::modules`]) with its own
@@ -70,18 +74,29 @@ impl Kernel {
     /// kernel's module must export its op table, and a caller's worker
     /// kernel must take exactly one `pkq_params` (the embedded one's is
     /// checked at build time, in layout.rs: asking the driver would show as
-    /// an API error in every sanitizer run).
+    /// an API error in every sanitizer run). With `part`, the stream is the
+    /// partition's: the kernel runs on its SMs only (the module stays the
+    /// device's: a green context shares the primary context's modules).
     pub(crate) fn from_image(
         ctx: &Arc<CudaContext>,
         image: &Image,
         name: &str,
         worker: bool,
         memory: Vec<Arc<MappedBuffer>>,
+        part: Option<&Green>,
     ) -> Result<Self> {
         let loaded = crate::cuda::modules::kernel(ctx, image, name, worker)?;
-        let stream = ctx.new_stream()?;
+        let (stream, sms) = match part {
+            Some(part) => (part.stream()?, part.sms()),
+            None => {
+                let sms = ctx
+                    .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+                (ctx.new_stream()?, sms.max(0) as usize)
+            }
+        };
         Ok(Self {
             ctx: ctx.clone(),
+            sms,
             stream: ManuallyDrop::new(stream),
             function: ManuallyDrop::new(loaded.function),
             memory: ManuallyDrop::new(memory),
@@ -113,8 +128,13 @@ impl Kernel {
         // is refused rather than left waiting for this kernel.
         self.counted.store(true, Ordering::Release);
         crate::cuda::modules::started(&self.ctx);
+        // cudarc makes the stream's context current (a partition's green
+        // one): keep the thread's.
         // SAFETY: the caller vouches for the arguments.
-        if let Err(e) = unsafe { builder.launch(cfg) } {
+        let launched =
+            crate::cuda::driver::with_current(&self.ctx, || unsafe { builder.launch(cfg) })
+                .and_then(|r| r);
+        if let Err(e) = launched {
             self.uncount();
             self.live.store(false, Ordering::Release);
             return Err(e.into());
@@ -218,10 +238,7 @@ impl Kernel {
             self.function
                 .occupancy_max_active_blocks_per_multiprocessor(threads, dynamic_shared, None)
         })??;
-        let sms = self
-            .ctx
-            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-        Ok(per_sm as usize * sms.max(0) as usize)
+        Ok(per_sm as usize * self.sms)
     }
 
     /// `bytes` of device memory (not zeroed) for the kernel to work in,
@@ -233,12 +250,19 @@ impl Kernel {
         // that another resident kernel may fill.
         // SAFETY: u8 has no invalid bit patterns; the kernel writes this
         // memory before it reads it.
-        let mem = unsafe { self.stream.alloc::<u8>(bytes)? };
+        let mem = crate::cuda::driver::with_current(&self.ctx, || unsafe {
+            self.stream.alloc::<u8>(bytes)
+        })??;
         self.stream.synchronize()?;
         // The context tracks no events: the guard records nothing.
         let addr = mem.device_ptr(&self.stream).0;
         self.device_memory.push(mem);
         Ok(addr)
+    }
+
+    /// The multiprocessors its stream's kernels may run on.
+    pub(crate) fn sms(&self) -> usize {
+        self.sms
     }
 
     /// Whether the kernel may still run (launched, and not yet seen to end).
@@ -265,12 +289,15 @@ impl Drop for Kernel {
             // module's code): leak them rather than free them under it.
             return;
         }
-        // SAFETY: each field is dropped exactly once, here, and not used after.
-        unsafe {
-            ManuallyDrop::drop(&mut self.memory);
-            ManuallyDrop::drop(&mut self.device_memory);
-            ManuallyDrop::drop(&mut self.function);
-            ManuallyDrop::drop(&mut self.stream);
-        }
+        // cudarc makes the contexts current to release: keep the thread's.
+        let _ = crate::cuda::driver::with_current(&self.ctx.clone(), || {
+            // SAFETY: each field is dropped exactly once, here, and not used after.
+            unsafe {
+                ManuallyDrop::drop(&mut self.memory);
+                ManuallyDrop::drop(&mut self.device_memory);
+                ManuallyDrop::drop(&mut self.function);
+                ManuallyDrop::drop(&mut self.stream);
+            }
+        });
     }
 }

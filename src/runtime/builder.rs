@@ -4,12 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytemuck::Pod;
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
 
 use crate::cuda::driver;
 use crate::cuda::image::Image;
 use crate::cuda::kernel::Kernel;
 use crate::cuda::mapped::MappedBuffer;
+use crate::cuda::partition::{self, SmPartition};
 use crate::error::{Error, Result};
 use crate::ops::typed::{Signature, TypedOp};
 use crate::proto::layout::{IO_MAX_BYTES, MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS};
@@ -55,7 +56,8 @@ pub struct Builder {
     pub(crate) capacity: usize,
     pub(crate) workers: usize,
     pub(crate) rings: usize,
-    pub(crate) pollers: u32,
+    /// `None`: eight for a single worker, else one.
+    pub(crate) pollers: Option<u32>,
     pub(crate) idle: IdlePolicy,
     pub(crate) start_timeout: Duration,
     pub(crate) stop_timeout: Duration,
@@ -68,6 +70,11 @@ pub struct Builder {
     pub(crate) state_bytes: usize,
     pub(crate) io: (usize, usize),
     pub(crate) wait: WaitStrategy,
+    /// The SMs asked for (`None`: the whole device).
+    pub(crate) sm_partition: Option<usize>,
+    /// The runtime's other lanes (lane 0 is this builder's own).
+    pub(crate) lanes: Vec<Builder>,
+    pub(crate) completion_cpu: Option<usize>,
 }
 
 impl Default for Builder {
@@ -75,9 +82,9 @@ impl Default for Builder {
         Self {
             device: 0,
             capacity: 1024,
-            workers: 4,
+            workers: 1,
             rings: 1,
-            pollers: 1,
+            pollers: None,
             idle: IdlePolicy::Spin,
             start_timeout: Duration::from_secs(10),
             stop_timeout: Duration::from_secs(10),
@@ -90,6 +97,9 @@ impl Default for Builder {
             state_bytes: DEFAULT_STATE_BYTES,
             io: (0, 0),
             wait: WaitStrategy::SpinThenYield,
+            sm_partition: None,
+            lanes: Vec::new(),
+            completion_cpu: None,
         }
     }
 }
@@ -113,7 +123,7 @@ impl Builder {
     }
 
     /// Workers of the resident kernel: a power of two, at most 1024 and the
-    /// capacity times the rings (default 4), each `pollers` warps, eight
+    /// capacity times the rings (default 1), each `pollers` warps, eight
     /// warps to a multiprocessor; [`build`](Builder::build) refuses more
     /// workers and pollers than the device keeps resident at once
     /// ([`Error::InvalidConfig`]). Each ring has `workers / rings` of them;
@@ -124,12 +134,18 @@ impl Builder {
     /// `workers / rings`-th task of its ring after it), by its run time;
     /// the others go on.
     ///
-    /// Each idle worker keeps one PCIe read of host memory in flight per
-    /// poller, and serves at most one task per read round trip with its
-    /// completion: more workers serve more tasks per second, until the
-    /// producing threads are the limit. `benches/results/throughput*.json`
-    /// has the rates of 4 to 256 workers, and what a running pkq costs an
-    /// application kernel beside it.
+    /// The default, one worker of eight pollers, is the latency shape: the
+    /// round trip at the floor, for one task in flight at a time (a control
+    /// loop). Many workers are the throughput shape: each idle worker keeps
+    /// one PCIe read of host memory in flight per poller, and serves at
+    /// most one task per read round trip with its completion, so more
+    /// workers serve more tasks per second, until the producing threads are
+    /// the limit; a single task's round trip is longer than the latency
+    /// shape's. `benches/results/latency.json` has both shapes' round trip
+    /// beside the raw floor, `benches/results/throughput*.json` the rates of
+    /// 4 to 256 workers and what a running pkq costs an application kernel
+    /// beside it. With more than one worker, each has one poller unless
+    /// [`Builder::pollers`] says otherwise.
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn workers(mut self, warps: usize) -> Self {
         self.workers = warps;
@@ -167,8 +183,8 @@ impl Builder {
         self
     }
 
-    /// Poller warps per worker: 1, 2, 4 or 8 (default 1); more is the latency
-    /// setting. Each of a worker's pollers polls a copy of the worker's
+    /// Poller warps per worker: 1, 2, 4 or 8 (default: 8 for a single
+    /// worker, 1 for more); more is the latency setting. Each of a worker's pollers polls a copy of the worker's
     /// slots of its own (the producer writes every copy), started a
     /// fraction of a read round trip apart, so that a task lands in front
     /// of a poll sooner; the first to see it claims it, and runs it once
@@ -179,11 +195,11 @@ impl Builder {
     ///
     /// Costs: each submit stores its slot once per poller, the slots take
     /// that many times the pinned memory, and the kernel that many warps
-    /// per worker. The latency setting is one worker of eight pollers, for
-    /// one task in flight at a time, as a control loop has:
+    /// per worker. The latency setting, the default, is one worker of eight
+    /// pollers, for one task in flight at a time, as a control loop has:
     /// `benches/results/latency.json` has its round trip and submit call
-    /// beside the default's and the raw floor's, and `benches/NOTES.md` the
-    /// design sweep behind it.
+    /// beside the throughput shape's and the raw floor's, and
+    /// `benches/NOTES.md` the design sweep behind it.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
@@ -193,8 +209,14 @@ impl Builder {
     /// ```
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn pollers(mut self, n: u32) -> Self {
-        self.pollers = n;
+        self.pollers = Some(n);
         self
+    }
+
+    /// The pollers per worker these settings give.
+    pub(crate) fn pollers_per_worker(&self) -> u32 {
+        self.pollers
+            .unwrap_or(if self.workers == 1 { 8 } else { 1 })
     }
 
     /// What idle workers do (default [`IdlePolicy::Spin`]).
@@ -327,6 +349,93 @@ impl Builder {
         self
     }
 
+    /// Runs the resident kernel on `sms` of the device's multiprocessors
+    /// only (a green context, CUDA 12.4+), rounded up to what the device
+    /// allows (on Hopper, a multiple of 8: 1 to 8 give 8, 9 give 16), and
+    /// leaves the rest to the application through
+    /// [`Runtime::sm_partition`]: its kernels launched on
+    /// [`SmPartition::app_stream`](crate::SmPartition::app_stream) streams
+    /// never share an SM with the runtime. Kernels launched on any other
+    /// stream may still use every SM, the runtime's included.
+    ///
+    /// [`build`](Builder::build) refuses a size whose rounding leaves no SM
+    /// to the application, or more workers and pollers than the partition
+    /// keeps resident ([`Error::InvalidConfig`]), and reports a driver or
+    /// device without green contexts as [`Error::PartitionUnsupported`].
+    /// [`sm_partition_support`](crate::sm_partition_support) gives the
+    /// device's granularity. `benches/results/isolation.json` measures the
+    /// round trip and an application's kernels with and without one.
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// let rt = pkq::Runtime::builder().sm_partition(8).build()?;
+    /// let part = rt.sm_partition().expect("built with a partition");
+    /// assert!(part.sms() >= 8);
+    /// let app = part.app_stream()?; // the application's kernels go here
+    /// # let _ = app;
+    /// # Ok(()) }
+    /// ```
+    #[must_use = "a builder starts nothing until `build` is called"]
+    pub fn sm_partition(mut self, sms: usize) -> Self {
+        self.sm_partition = Some(sms);
+        self
+    }
+
+    /// Adds a lane: a resident kernel of its own, with its own rings,
+    /// workers and pollers as `lane` sets them, served by the same runtime
+    /// (on its device, in its SM partition if it has one), reached with
+    /// [`Runtime::lane`]. Lane 0 is the runtime itself; lanes are numbered
+    /// in the order added. A latency lane (the default shape) and a bulk
+    /// lane (many workers) keep a control loop's round trip apart from a
+    /// flood of bulk tasks: they share no ring, slot or worker.
+    /// [`Runtime::shutdown`], [`Runtime::cancel`] and [`Runtime::health`]
+    /// cover every lane; dropping the runtime stops them all.
+    ///
+    /// A lane builder naming another device, a partition, or lanes of its
+    /// own is refused ([`Error::InvalidConfig`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Op, Runtime};
+    /// let rt = Runtime::builder() // lane 0: the latency shape
+    ///     .lane(Runtime::builder().workers(64).rings(4)) // lane 1: bulk
+    ///     .build()?;
+    /// let bulk = rt.lane(1).expect("one extra lane");
+    /// let mut flood = bulk.submit_batch(Op::NOP, &[(); 256])?;
+    /// rt.submit(Op::NOP, &())?.wait()?; // not behind the flood
+    /// flood.wait()?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use = "a builder starts nothing until `build` is called"]
+    pub fn lane(mut self, lane: Builder) -> Self {
+        self.lanes.push(lane);
+        self
+    }
+
+    /// Pins the runtime's completion thread to CPU `cpu` (Linux; the thread
+    /// starts with the first [`WaitStrategy::Park`] wait, future or
+    /// callback, and serves them all, probing the kernel's health while it
+    /// has waiters). On a machine whose other cores are busy, give it a core
+    /// of its own: with `isolcpus=`/`nohz_full=` on the kernel command line,
+    /// or a `taskset`/cgroup cpuset that keeps the rest of the process and
+    /// its neighbours off that core. The threads that submit and spin-wait
+    /// are the caller's: pin them the same way (`core_affinity`,
+    /// `taskset -c`), one core each, for the round trip at the floor.
+    /// `build` refuses a CPU this process may not run on
+    /// ([`Error::InvalidConfig`]), and any CPU off Linux.
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Runtime, WaitStrategy};
+    /// let rt = Runtime::builder().wait(WaitStrategy::Park).completion_cpu(3).build()?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use = "a builder starts nothing until `build` is called"]
+    pub fn completion_cpu(mut self, cpu: usize) -> Self {
+        self.completion_cpu = Some(cpu);
+        self
+    }
+
     /// How the runtime's tickets and batches wait for their results unless
     /// told otherwise ([`Ticket::with_wait`](crate::Ticket::with_wait)).
     /// Default [`WaitStrategy::SpinThenYield`]; see [`WaitStrategy`] for
@@ -360,6 +469,32 @@ impl Builder {
 
     /// Checks the settings without touching the driver.
     pub(crate) fn validate(&self) -> Result<Geometry> {
+        for (i, lane) in self.lanes.iter().enumerate() {
+            let i = i + 1;
+            if lane.device != self.device || lane.sm_partition.is_some() || !lane.lanes.is_empty() {
+                return Err(Error::InvalidConfig(format!(
+                    "lane {i} names a device, a partition or lanes of its own: a lane runs on \
+                     its runtime's device ({}) and partition",
+                    self.device
+                )));
+            }
+            lane.validate()
+                .map_err(|e| Error::InvalidConfig(format!("lane {i}: {e}")))?;
+        }
+        if let Some(cpu) = self.completion_cpu
+            && !crate::runtime::wait::pin::allowed(cpu)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "completion_cpu {cpu}: this process may not run there (its affinity mask), or \
+                 this OS pins no thread"
+            )));
+        }
+        if self.sm_partition == Some(0) {
+            return Err(Error::InvalidConfig(
+                "an SM partition of 0 SMs: ask for at least 1 (rounded up to the device's smallest)"
+                    .into(),
+            ));
+        }
         let geo = Geometry::new(self.capacity)?;
         let (w, r) = (self.workers, self.rings);
         if r == 0 || !r.is_power_of_two() || r > w.max(1) {
@@ -373,10 +508,10 @@ impl Builder {
                 self.capacity
             )));
         }
-        if !matches!(self.pollers, 1 | 2 | 4 | 8) || self.pollers as usize > MAX_POLLERS {
+        let pollers = self.pollers_per_worker();
+        if !matches!(pollers, 1 | 2 | 4 | 8) || pollers as usize > MAX_POLLERS {
             return Err(Error::InvalidConfig(format!(
-                "pollers {} must be 1, 2, 4 or 8",
-                self.pollers
+                "pollers {pollers} must be 1, 2, 4 or 8"
             )));
         }
         if self.io.0 > IO_MAX_BYTES || self.io.1 > IO_MAX_BYTES {
@@ -413,11 +548,50 @@ impl Builder {
     /// [`Error::DeviceOutOfRange`], [`Error::UnsupportedDevice`],
     /// [`Error::KernelTimeout`], or the CUDA error of a failed driver call.
     pub fn build(self) -> Result<Runtime> {
-        let plan = self.plan()?;
+        self.validate()?;
         if let Image::Embedded = self.image {
             crate::cuda::image::image()?;
         }
         let ctx = driver::open(self.device)?;
+        let partition = match self.sm_partition {
+            Some(sms) => Some(SmPartition::new(partition::split(&ctx, self.device, sms)?)),
+            None => None,
+        };
+        // Every lane's module before any kernel runs (the driver would wait
+        // for a running one to load another).
+        for lane in &self.lanes {
+            if let Image::Embedded = lane.image {
+                crate::cuda::image::image()?;
+            }
+            crate::cuda::modules::kernel(&ctx, &lane.image, &lane.kernel, true)?;
+        }
+        let mut taken = 0.0;
+        let mut rt = self.start(&ctx, partition.as_ref(), &mut taken)?;
+        let mut lanes = Vec::with_capacity(self.lanes.len());
+        for lane in &self.lanes {
+            let mut lane = lane.start(&ctx, partition.as_ref(), &mut taken)?;
+            lane.partition = partition.clone();
+            lanes.push(lane);
+        }
+        rt.lanes = lanes.into_boxed_slice();
+        rt.partition = partition;
+        Ok(rt)
+    }
+
+    /// Starts this builder's kernel on `ctx` (in `partition`'s SMs if
+    /// given): one lane.
+    ///
+    /// `taken`: the multiprocessors the runtime's earlier lanes fill, in
+    /// SMs' worth of their blocks; this lane's are added. The lanes' blocks
+    /// must all be resident at once, together.
+    fn start(
+        &self,
+        ctx: &Arc<CudaContext>,
+        partition: Option<&SmPartition>,
+        taken: &mut f64,
+    ) -> Result<Runtime> {
+        let plan = self.plan()?;
+        let ctx = ctx.clone();
         let h2d = MappedBuffer::new(&ctx, plan.h2d_len)?;
         let d2h = MappedBuffer::new(&ctx, plan.d2h_len)?;
         let (spin, sleep) = match self.idle {
@@ -427,7 +601,14 @@ impl Builder {
         // Both fit (checked by `validate`).
         let words = [h2d.words(0, plan.h2d_len), d2h.words(0, plan.d2h_len)];
         let (h2d_addr, d2h_addr) = (h2d.device_addr(0), d2h.device_addr(0));
-        let mut kernel = Kernel::from_image(&ctx, &self.image, &self.kernel, true, vec![h2d, d2h])?;
+        let mut kernel = Kernel::from_image(
+            &ctx,
+            &self.image,
+            &self.kernel,
+            true,
+            vec![h2d, d2h],
+            partition.map(SmPartition::runtime_part),
+        )?;
         let scratch = match plan.io_device_bytes() {
             0 => 0,
             bytes => kernel.device_memory(bytes)?,
@@ -470,10 +651,26 @@ impl Builder {
                 resident = with_rooms;
             }
         }
+        // What fraction of the SMs this lane's blocks fill, beside the
+        // lanes before it.
+        let sms = kernel.sms() as f64;
+        let fill = cfg.grid_dim.0 as f64 * sms / resident.max(1) as f64;
+        if *taken > 0.0 && *taken + fill > sms {
+            return Err(Error::InvalidConfig(format!(
+                "the runtime's lanes need {} SMs' worth of resident blocks together, where {} has \
+                 {sms}: use fewer workers or pollers in a lane, or a larger partition",
+                (*taken + fill).ceil(),
+                match partition {
+                    Some(_) => "its partition",
+                    None => "the device",
+                },
+            )));
+        }
+        *taken += fill;
         if (cfg.grid_dim.0 as usize) > resident {
             return Err(Error::InvalidConfig(format!(
                 "{} workers of {} pollers need {} blocks of {} warps resident at once; device {} \
-                 holds at most {resident} such blocks of this kernel ({} warps): use fewer \
+                 holds at most {resident} such blocks of this kernel ({} warps{}): use fewer \
                  workers or pollers",
                 plan.workers,
                 plan.pollers,
@@ -481,6 +678,10 @@ impl Builder {
                 warps,
                 self.device,
                 resident * warps,
+                match partition {
+                    Some(p) => format!(" on its partition of {} SMs", p.sms()),
+                    None => String::new(),
+                },
             )));
         }
         // Before the launch: nothing is allocated on the device while the
@@ -504,7 +705,7 @@ impl Builder {
                 b.arg(&params);
             })?
         };
-        let rt = Runtime { shared };
+        let rt = Runtime::new(shared);
         // A timeout too long to add to now has no deadline.
         rt.shared
             .await_workers(now().checked_add(self.start_timeout))?;
@@ -519,6 +720,7 @@ impl Builder {
             stall_after: self.stall_after,
             stop_timeout: self.stop_timeout,
             wait: self.wait,
+            completion_cpu: self.completion_cpu,
         }
     }
 
@@ -529,7 +731,7 @@ impl Builder {
             geo,
             self.rings,
             self.workers,
-            self.pollers as usize,
+            self.pollers_per_worker() as usize,
             self.start_seq,
             self.io,
         ))
@@ -540,8 +742,14 @@ impl Builder {
     /// else only when a test steps it (loom). Its op table lists the
     /// built-in ops.
     #[cfg(test)]
-    pub(crate) fn build_soft(self, threads: bool) -> Result<Runtime> {
+    ///
+    /// One poller per worker unless the builder names some (a thread per
+    /// poller, or a stepped poller under loom, is what its tests afford);
+    /// lanes each on a software device of their own.
+    pub(crate) fn build_soft(mut self, threads: bool) -> Result<Runtime> {
         use crate::proto::words::Words;
+        self.validate()?;
+        self.pollers.get_or_insert(1);
         let plan = self.plan()?;
         let words = [Words::heap(plan.h2d_len), Words::heap(plan.d2h_len)];
         let device = crate::proto::soft::SoftDevice::new(plan, words[0].clone(), words[1].clone());
@@ -561,9 +769,14 @@ impl Builder {
         }
         #[cfg(loom)]
         assert!(!threads, "loom models step the software device themselves");
-        let rt = Runtime { shared };
+        let mut rt = Runtime::new(shared);
         rt.shared
             .await_workers(now().checked_add(self.start_timeout))?;
+        let mut lanes = Vec::new();
+        for lane in std::mem::take(&mut self.lanes) {
+            lanes.push(lane.build_soft(threads)?);
+        }
+        rt.lanes = lanes.into_boxed_slice();
         Ok(rt)
     }
 }
@@ -622,5 +835,48 @@ mod tests {
                 .is_ok()
         );
         assert!(Runtime::builder().workers(4).rings(4).validate().is_ok());
+    }
+
+    #[test]
+    fn the_default_shape_is_one_worker_of_eight_pollers() {
+        let b = Runtime::builder();
+        assert_eq!((b.workers, b.pollers_per_worker()), (1, 8));
+        // More workers: one poller each, unless told.
+        let b = Runtime::builder().workers(4);
+        assert_eq!(b.pollers_per_worker(), 1);
+        assert_eq!(
+            Runtime::builder()
+                .workers(4)
+                .pollers(2)
+                .pollers_per_worker(),
+            2
+        );
+        assert_eq!(Runtime::builder().pollers(1).pollers_per_worker(), 1);
+    }
+
+    #[test]
+    fn lanes_partitions_and_pinning_are_checked_before_the_driver() {
+        let bad = |b: Builder| match b.validate() {
+            Err(Error::InvalidConfig(why)) => Some(why),
+            _ => None,
+        };
+        for lane in [
+            Runtime::builder().device(1),
+            Runtime::builder().sm_partition(8),
+            Runtime::builder().lane(Runtime::builder()),
+            Runtime::builder().workers(3),
+        ] {
+            let why = bad(Runtime::builder().lane(Runtime::builder()).lane(lane)).unwrap();
+            assert!(why.contains("lane 2"), "{why}");
+        }
+        assert!(bad(Runtime::builder().sm_partition(0)).is_some());
+        assert!(bad(Runtime::builder().completion_cpu(usize::MAX)).is_some());
+        assert!(
+            Runtime::builder()
+                .sm_partition(8)
+                .lane(Runtime::builder().workers(64))
+                .validate()
+                .is_ok()
+        );
     }
 }

@@ -58,6 +58,10 @@ pub use wait::monitor::{MonitorKind, monitor_support};
 pub struct Runtime {
     /// Tickets and batches point here without counting (see `RingPtr`).
     pub(crate) shared: Arc<Shared>,
+    /// The SMs it runs on, if not the whole device.
+    pub(crate) partition: Option<crate::cuda::partition::SmPartition>,
+    /// Lanes 1, 2, ... ([`Builder::lane`]); stopped after this one.
+    pub(crate) lanes: Box<[Runtime]>,
 }
 
 /// The order in which this thread first touched a runtime: it picks the
@@ -76,14 +80,46 @@ impl std::fmt::Debug for Runtime {
             .field("capacity", &self.capacity())
             .field("workers", &self.workers())
             .field("rings", &self.rings())
+            .field("lanes", &self.lanes())
+            .field("sm_partition", &self.partition)
             .finish()
     }
 }
 
 impl Runtime {
-    /// A builder with the defaults: device 0, 1024 slots, 4 workers.
+    /// A builder with the defaults: device 0, 1024 slots, one worker of
+    /// eight pollers (the latency shape), the whole device.
     pub fn builder() -> Builder {
         Builder::default()
+    }
+
+    /// A runtime of one lane on the whole device, over `shared`.
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            partition: None,
+            lanes: Box::default(),
+        }
+    }
+
+    /// Lane `i` ([`Builder::lane`]): 0 is this runtime, 1 the first lane
+    /// added; `None` past the last.
+    pub fn lane(&self, i: usize) -> Option<&Runtime> {
+        match i {
+            0 => Some(self),
+            i => self.lanes.get(i - 1),
+        }
+    }
+
+    /// How many lanes it serves: 1 and one per [`Builder::lane`].
+    pub fn lanes(&self) -> usize {
+        1 + self.lanes.len()
+    }
+
+    /// The SMs it runs on and the rest of the device, if it was built with
+    /// [`Builder::sm_partition`].
+    pub fn sm_partition(&self) -> Option<&crate::cuda::partition::SmPartition> {
+        self.partition.as_ref()
     }
 
     /// Submits a task to the calling thread's ring (see [`Builder::rings`];
@@ -256,7 +292,10 @@ impl Runtime {
     /// kernel exited (and the last ticket is gone); if it never exits, it is
     /// leaked, not freed. Later calls (and `Drop`) return the first outcome.
     pub fn shutdown(&self) -> Result<()> {
-        self.shared.stop(true)
+        let first = self.shared.stop(true);
+        self.lanes
+            .iter()
+            .fold(first, |r, lane| r.and(lane.shutdown()))
     }
 
     /// Stops now: refuses new tasks ([`Error::Closed`](crate::Error::Closed)), tells the kernel to
@@ -266,7 +305,10 @@ impl Runtime {
     /// ones still report their results. Later calls (and `shutdown`, and
     /// `Drop`) return the first outcome.
     pub fn cancel(&self) -> Result<()> {
-        self.shared.stop(false)
+        let first = self.shared.stop(false);
+        self.lanes
+            .iter()
+            .fold(first, |r, lane| r.and(lane.cancel()))
     }
 
     /// Probes the kernel now: `Ok` while it serves; else the latched fault
@@ -274,7 +316,8 @@ impl Runtime {
     /// [`Error::Cancelled`](crate::Error::Cancelled)), or [`Error::Stalled`](crate::Error::Stalled) for a worker silent past
     /// the stall bound. For supervisors; waits check this by themselves.
     pub fn health(&self) -> Result<()> {
-        self.shared.health()
+        self.shared.health()?;
+        self.lanes.iter().try_for_each(Runtime::health)
     }
 
     /// How this runtime's tickets and batches wait unless told otherwise:

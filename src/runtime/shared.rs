@@ -31,6 +31,7 @@ pub(crate) struct Settings {
     pub(crate) stall_after: Duration,
     pub(crate) stop_timeout: Duration,
     pub(crate) wait: WaitStrategy,
+    pub(crate) completion_cpu: Option<usize>,
 }
 
 /// How long the kernel's stream may stay unqueryable before waiters give up.
@@ -89,6 +90,8 @@ pub(crate) struct Shared {
     pub(crate) wait: WaitStrategy,
     /// The device memory states come from (`Runtime::state`), if any.
     pub(crate) state: Option<Arc<crate::runtime::state::StateArena>>,
+    /// The CPU the completion thread is pinned to, if any.
+    pub(crate) completion_cpu: Option<usize>,
 }
 
 impl Shared {
@@ -124,6 +127,7 @@ impl Shared {
             stopping: AtomicU8::new(0),
             engine,
             state,
+            completion_cpu: b.completion_cpu,
         });
         LIVE.fetch_add(1, Ordering::Relaxed);
         shared

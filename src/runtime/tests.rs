@@ -537,3 +537,53 @@ fn io_tasks_bring_back_their_output_across_laps_and_threads() {
     ));
     rt.shutdown().unwrap();
 }
+
+#[test]
+fn lanes_stop_with_their_runtime_and_their_tickets_outlive_it() {
+    let rt = soft(
+        Runtime::builder()
+            .capacity(4)
+            .lane(Runtime::builder().capacity(8).workers(2)),
+    );
+    assert_eq!(rt.lanes(), 2);
+    assert!(rt.lane(2).is_none());
+    let bulk = rt.lane(1).unwrap();
+    assert_eq!(bulk.workers(), 2);
+    let lane_memory = Arc::downgrade(&bulk.shared);
+    let t = bulk.submit(Op::ECHO, &[9u64]).unwrap();
+    let mut b = bulk.submit_batch(Op::ECHO, &[[1u64], [2], [3]]).unwrap();
+    assert_eq!(
+        rt.submit(Op::ECHO, &[4u64]).unwrap().wait().unwrap().value,
+        4
+    );
+    rt.health().unwrap();
+    drop(rt);
+    // Every lane stopped with the runtime (after draining): the handles
+    // still report their results, then the lane's memory goes with them.
+    assert_eq!(t.wait().unwrap().value, 9);
+    let values: Vec<u64> = b
+        .wait()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.unwrap().value)
+        .collect();
+    assert_eq!(values, [1, 2, 3]);
+    drop(b);
+    assert!(freed(&lane_memory));
+}
+
+#[test]
+fn shutdown_and_cancel_reach_every_lane() {
+    let rt = soft(Runtime::builder().lane(Runtime::builder()));
+    rt.shutdown().unwrap();
+    assert!(matches!(
+        rt.lane(1).unwrap().submit(Op::NOP, &()),
+        Err(Error::Closed)
+    ));
+    let rt = soft(Runtime::builder().lane(Runtime::builder()));
+    let _ = rt.cancel();
+    assert!(matches!(
+        rt.lane(1).unwrap().submit(Op::NOP, &()),
+        Err(Error::Closed)
+    ));
+}

@@ -17,6 +17,7 @@ mod risk;
 mod support;
 
 mod faults;
+mod isolation;
 mod lifecycle;
 mod ops;
 mod protocol;
@@ -45,6 +46,19 @@ const SEQ_WRAP: u64 = 1 << 63;
 type Test = (&'static str, fn());
 
 const TESTS: &[Test] = &[
+    ("sm_partition_sizes", isolation::sm_partition_sizes),
+    (
+        "app_kernels_run_on_the_rest_of_the_device",
+        isolation::app_kernels_run_on_the_rest_of_the_device,
+    ),
+    (
+        "lanes_under_load_random_vs_cpu",
+        isolation::lanes_under_load_random_vs_cpu,
+    ),
+    (
+        "default_shape_is_the_latency_shape",
+        isolation::default_shape_is_the_latency_shape,
+    ),
     (
         "echo_million_through_1024_slots",
         protocol::echo_million_through_1024_slots,

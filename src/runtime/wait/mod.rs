@@ -7,6 +7,7 @@
 pub(crate) mod callback;
 pub(crate) mod future;
 pub(crate) mod monitor;
+pub(crate) mod pin;
 pub(crate) mod reactor;
 
 use std::ptr::NonNull;
@@ -254,9 +255,16 @@ impl Shared {
                                 Arc::increment_strong_count(this.as_ptr());
                                 Arc::from_raw(this.as_ptr())
                             };
+                            let cpu = shared.completion_cpu;
                             std::thread::Builder::new()
                                 .name("pkq-completions".into())
-                                .spawn(move || reactor::serve(shared))
+                                .spawn(move || {
+                                    // Checked allowed at build.
+                                    if let Some(cpu) = cpu {
+                                        pin::pin_current(cpu);
+                                    }
+                                    reactor::serve(shared)
+                                })
                         }
                         #[cfg(loom)]
                         Err(std::io::Error::other(

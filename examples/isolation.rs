@@ -1,0 +1,530 @@
+//! Isolation: pkq's round trip while the GPU and the host are busy, and
+//! what a running pkq costs the application's own kernels; with and
+//! without an SM partition (`Builder::sm_partition`). One run:
+//!
+//!     cargo run --release --example isolation -- --json benches/results/isolation.json --svg benches/results/isolation.svg
+//!
+//! The runtime is the default shape (one worker of eight pollers) with a
+//! bulk lane of 32 workers that backs off when idle (`Builder::lane`,
+//! `IdlePolicy::Backoff`). Its round trip (a NOP on the
+//! latency lane, p50/p99/p99.9) is measured alone; under an application
+//! storm (a memory-bound and a compute-bound kernel back to back on another
+//! stream: the partition's rest with a partition, a primary-context stream
+//! without); under a flood of bulk tasks on the bulk lane of the same
+//! runtime; beside CPU-heavy threads of another process on every other
+//! core; and beside another process's kernels on the GPU (time-slicing
+//! between the two processes' contexts), counting any stall reported. The
+//! application's kernels (memory-bound: y = A x, A 4096 x 4096; compute-bound:
+//! chains of FMAs in registers) are timed (p50 of the time between CUDA
+//! events around each launch; launch + sync on the host beside it) alone on the
+//! whole GPU with no pkq, alone on the rest of the device, beside pkq idle
+//! and beside pkq busy (round trips on the latency lane and a flood on the
+//! bulk lane).
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use pkq::cudarc::driver::{CudaFunction, CudaStream, DevicePtr, LaunchConfig, PushKernelArg, sys};
+use pkq::cudarc::nvrtc::Ptx;
+use pkq::{Error, IdlePolicy, Op, Runtime};
+use serde_json::{Map, Value, json};
+use support::{Clock, Latency, Pacer, pin_helper, plot_percentiles, report, start, write_json};
+
+#[derive(Parser)]
+#[command(about = "pkq's round trip beside busy GPUs and hosts, with and without an SM partition")]
+struct Args {
+    /// Round trips timed per row.
+    #[arg(long, default_value_t = 50_000)]
+    samples: usize,
+    /// Launches timed per application-kernel row.
+    #[arg(long, default_value_t = 200)]
+    app_runs: usize,
+    /// The runtime's partition, in SMs (rounded up by the device).
+    #[arg(long, default_value_t = 8)]
+    sms: usize,
+    /// How long the other process keeps the GPU busy (seconds).
+    #[arg(long, default_value_t = 3.0)]
+    neighbour_seconds: f64,
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    /// Internal: run as the other process that keeps the GPU busy for this
+    /// many seconds.
+    #[arg(long, hide = true)]
+    gpu_neighbour: Option<f64>,
+    /// Internal: run as the other process that keeps every core but the
+    /// last busy for this many seconds.
+    #[arg(long, hide = true)]
+    cpu_neighbour: Option<f64>,
+}
+
+const DIM: u32 = 4096;
+/// The compute-bound kernel: enough blocks that a launch is hundreds of
+/// waves on any partition (its time follows the SMs it gets).
+const FMA_BLOCKS: u32 = 1 << 18;
+const FMA_ITERS: u32 = 64;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Memory,
+    Compute,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Memory => "memory",
+            Kind::Compute => "compute",
+        }
+    }
+}
+
+/// The application: its two kernels and their buffers (device addresses).
+struct App {
+    gemv: CudaFunction,
+    fma: CudaFunction,
+    a: u64,
+    x: u64,
+    y: u64,
+    out: u64,
+}
+
+impl App {
+    fn launch(&self, kind: Kind, stream: &Arc<CudaStream>) -> Result<(), Error> {
+        // SAFETY: pkq_gemv_kernel(const float*, const float*, float*, u32,
+        // u32) over A (DIM x DIM), x and y (DIM); pkq_fma_kernel(float*,
+        // u32) over `out` (FMA_BLOCKS floats). The buffers outlive every
+        // launch (the app lives for the run, and each stream is synchronized
+        // before the next row).
+        unsafe {
+            match kind {
+                Kind::Memory => stream
+                    .launch_builder(&self.gemv)
+                    .arg(&self.a)
+                    .arg(&self.x)
+                    .arg(&self.y)
+                    .arg(&DIM)
+                    .arg(&DIM)
+                    .launch(LaunchConfig {
+                        grid_dim: (DIM / 8, 1, 1),
+                        block_dim: (256, 1, 1),
+                        shared_mem_bytes: 0,
+                    })?,
+                Kind::Compute => stream
+                    .launch_builder(&self.fma)
+                    .arg(&self.out)
+                    .arg(&FMA_ITERS)
+                    .launch(LaunchConfig {
+                        grid_dim: (FMA_BLOCKS, 1, 1),
+                        block_dim: (256, 1, 1),
+                        shared_mem_bytes: 0,
+                    })?,
+            };
+        }
+        Ok(())
+    }
+
+    /// `runs` launches of `kind` on `stream`, each synchronized: the
+    /// median of the kernel's time on the device (between events recorded
+    /// before and after it) and of launch + sync on the host, µs.
+    fn time(&self, kind: Kind, stream: &Arc<CudaStream>, runs: usize) -> Result<[f64; 2], Error> {
+        let timed = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        for _ in 0..10 {
+            self.launch(kind, stream)?;
+            stream.synchronize()?;
+        }
+        let (mut device, mut host) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+        for _ in 0..runs {
+            let t0 = Instant::now();
+            let start = stream.record_event(timed)?;
+            self.launch(kind, stream)?;
+            let end = stream.record_event(timed)?;
+            stream.synchronize()?;
+            host.push(t0.elapsed().as_secs_f64() * 1e6);
+            device.push(f64::from(start.elapsed_ms(&end)?) * 1e3);
+        }
+        device.sort_by(f64::total_cmp);
+        host.sort_by(f64::total_cmp);
+        Ok([device[runs / 2], host[runs / 2]])
+    }
+
+    /// Both kernels back to back on `stream` until `stop`.
+    fn storm(&self, stream: &Arc<CudaStream>, stop: &AtomicBool) -> Result<u64, Error> {
+        let mut n = 0;
+        while !stop.load(Ordering::Relaxed) {
+            self.launch(Kind::Memory, stream)?;
+            self.launch(Kind::Compute, stream)?;
+            stream.synchronize()?;
+            n += 2;
+        }
+        Ok(n)
+    }
+}
+
+/// What must outlive the application's launches (its buffers and module).
+type Keep = Vec<Box<dyn std::any::Any>>;
+
+/// The application's module and buffers, on the device's primary context
+/// (before any pkq kernel runs: the driver would wait for it to load).
+fn app() -> Result<(App, Arc<CudaStream>, Keep), Error> {
+    let ctx = support::one_stream_context()?;
+    let stream = ctx.new_stream()?;
+    let module = ctx.load_module(Ptx::from_binary(pkq::bench::image()?.to_vec()))?;
+    let a = stream.alloc_zeros::<f32>((DIM * DIM) as usize)?;
+    let x = stream.alloc_zeros::<f32>(DIM as usize)?;
+    let y = stream.alloc_zeros::<f32>(DIM as usize)?;
+    let out = stream.alloc_zeros::<f32>(FMA_BLOCKS as usize)?;
+    stream.synchronize()?;
+    let addr = |s: &pkq::cudarc::driver::CudaSlice<f32>| s.device_ptr(&stream).0;
+    let app = App {
+        gemv: module.load_function("pkq_gemv_kernel")?,
+        fma: module.load_function("pkq_fma_kernel")?,
+        a: addr(&a),
+        x: addr(&x),
+        y: addr(&y),
+        out: addr(&out),
+    };
+    let keep: Vec<Box<dyn std::any::Any>> = vec![
+        Box::new(a),
+        Box::new(x),
+        Box::new(y),
+        Box::new(out),
+        Box::new(module),
+    ];
+    Ok((app, stream, keep))
+}
+
+/// `samples` NOP round trips on `rt`, each after a random pause below 4
+/// µs (tasks meet the device's polling at a random phase); stalls counted
+/// (the round trip is retried), other errors end the run.
+fn round_trips(rt: &Runtime, clock: &Clock, name: &str, samples: usize) -> (Latency, u64) {
+    let mut lat = Latency::new(name);
+    let mut pacer = Pacer::new(4_000);
+    let mut stalls = 0;
+    for i in 0..samples + samples / 10 {
+        pacer.pause(clock);
+        let t0 = clock.now();
+        match rt.submit(Op::NOP, &()).and_then(|t| t.wait()) {
+            Ok(_) => {}
+            Err(Error::Stalled { .. }) => {
+                stalls += 1;
+                continue;
+            }
+            Err(e) => panic!("{name}: {e}"),
+        }
+        if i >= samples / 10 {
+            lat.record_ns(clock.between(t0, clock.now()));
+        }
+    }
+    (lat, stalls)
+}
+
+fn round_trip_row(l: &Latency, stalls: Option<u64>) -> Map<String, Value> {
+    let mut row = l.row("us");
+    if let Some(s) = stalls {
+        row.insert("stalls_reported".into(), json!(s));
+    }
+    row
+}
+
+/// An application-kernel row: `[device, host]` medians (µs) against the
+/// kernel's alone.
+fn app_row(
+    name: String,
+    t: [f64; 2],
+    alone: [f64; 2],
+    extra: &[(&str, f64)],
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    let us = |v: f64| json!((v * 1000.0).round() / 1000.0);
+    m.insert("name".into(), json!(name));
+    m.insert("p50_us".into(), us(t[0]));
+    m.insert(
+        "vs_alone_x".into(),
+        json!((t[0] / alone[0] * 1e4).round() / 1e4),
+    );
+    m.insert("launch_sync_p50_us".into(), us(t[1]));
+    m.insert(
+        "launch_sync_vs_alone_x".into(),
+        json!((t[1] / alone[1] * 1e4).round() / 1e4),
+    );
+    for (k, v) in extra {
+        m.insert((*k).into(), json!((v * 1e4).round() / 1e4));
+    }
+    m
+}
+
+/// Keeps the bulk lane flooded (four threads, batches of 256 NOPs) and,
+/// if `round_trips`, the latency lane busy, until `stop`; tasks done.
+fn busy(rt: &Runtime, round_trips: bool, stop: &AtomicBool, done: &AtomicU64) {
+    std::thread::scope(|s| {
+        for k in 0..4 {
+            s.spawn(move || {
+                pin_helper(k);
+                let bulk = rt.lane(1).expect("a bulk lane");
+                while !stop.load(Ordering::Relaxed) {
+                    let mut b = bulk.submit_batch(Op::NOP, &[(); 256]).unwrap();
+                    b.wait().unwrap();
+                    done.fetch_add(256, Ordering::Relaxed);
+                }
+            });
+        }
+        if round_trips {
+            s.spawn(move || {
+                pin_helper(4);
+                while !stop.load(Ordering::Relaxed) {
+                    rt.submit(Op::NOP, &()).unwrap().wait().unwrap();
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+}
+
+/// The other process that keeps the GPU busy: the application's kernels on
+/// its own context for `seconds`.
+fn gpu_neighbour(seconds: f64) -> Result<(), Box<dyn std::error::Error>> {
+    let (app, stream, _keep) = app()?;
+    let stop = AtomicBool::new(false);
+    let n = std::thread::scope(|s| {
+        let storm = s.spawn(|| app.storm(&stream, &stop));
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        stop.store(true, Ordering::Relaxed);
+        storm.join().unwrap()
+    })?;
+    println!("gpu neighbour: {n} kernels");
+    Ok(())
+}
+
+/// The other process that keeps every core but the last busy.
+fn cpu_neighbour(seconds: f64) {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    std::thread::scope(|s| {
+        for k in 0..cores.saturating_sub(1).max(1) {
+            s.spawn(move || {
+                pin_helper(k);
+                let mut x = 1u64;
+                while Instant::now() < end {
+                    for _ in 0..10_000 {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    }
+                    std::hint::black_box(x);
+                }
+            });
+        }
+    });
+}
+
+/// Runs this program as the other process (`flag` with `seconds`).
+fn neighbour(flag: &str, seconds: f64) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .arg(flag)
+        .arg(seconds.to_string())
+        .spawn()
+        .expect("starting the neighbour process")
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    if let Some(s) = args.gpu_neighbour {
+        return gpu_neighbour(s);
+    }
+    if let Some(s) = args.cpu_neighbour {
+        cpu_neighbour(s);
+        return Ok(());
+    }
+    let (clock, info) = start(None, 0)?;
+    let (app, primary, _keep) = app()?;
+    let n = args.samples;
+    let mut rows = Vec::new();
+    let mut plotted = Vec::new();
+
+    // The application alone on the whole GPU: no pkq.
+    let mut alone = [[0.0; 2]; 2];
+    for (i, kind) in [Kind::Memory, Kind::Compute].into_iter().enumerate() {
+        alone[i] = app.time(kind, &primary, args.app_runs)?;
+        println!(
+            "app kernel, {}-bound, alone: {:.1} µs",
+            kind.name(),
+            alone[i][0]
+        );
+        rows.push(app_row(
+            format!("app kernel, {}-bound, alone, no partition", kind.name()),
+            alone[i],
+            alone[i],
+            &[],
+        ));
+    }
+    let device_sms = info.multiprocessors as f64;
+
+    for partitioned in [false, true] {
+        let label = if partitioned {
+            "partition"
+        } else {
+            "no partition"
+        };
+        // The bulk lane backs off when idle: its pollers' reads of host
+        // memory would otherwise cost a memory-bound kernel beside it.
+        let bulk =
+            Runtime::builder()
+                .workers(32)
+                .rings(4)
+                .capacity(4096)
+                .idle(IdlePolicy::Backoff {
+                    spin: Duration::from_micros(50),
+                    max_sleep: Duration::from_micros(20),
+                });
+        let mut b = Runtime::builder().lane(bulk);
+        if partitioned {
+            b = b.sm_partition(args.sms);
+        }
+        let rt = b.build()?;
+        let (stream, app_sms) = match rt.sm_partition() {
+            Some(p) => {
+                println!(
+                    "partition: {} SMs for pkq, {} for the application",
+                    p.sms(),
+                    p.app_sms()
+                );
+                (p.app_stream()?, p.app_sms() as f64)
+            }
+            None => (primary.clone(), device_sms),
+        };
+        let bound = device_sms / app_sms;
+
+        let (l, _) = round_trips(&rt, &clock, &format!("pkq round trip, alone, {label}"), n);
+        let alone_p50 = l.p50_us();
+        rows.push(round_trip_row(&l, None));
+        plotted.push(l);
+
+        let stop = AtomicBool::new(false);
+        let (l, kernels) = std::thread::scope(|s| {
+            let storm = s.spawn(|| {
+                pin_helper(0);
+                app.storm(&stream, &stop)
+            });
+            let r = round_trips(&rt, &clock, &format!("pkq round trip, storm, {label}"), n);
+            stop.store(true, Ordering::Relaxed);
+            (r.0, storm.join().unwrap())
+        });
+        println!("  storm: {} application kernels", kernels?);
+        rows.push(round_trip_row(&l, None));
+        plotted.push(l);
+
+        let stop = AtomicBool::new(false);
+        let done = AtomicU64::new(0);
+        let l = std::thread::scope(|s| {
+            s.spawn(|| busy(&rt, false, &stop, &done));
+            let r = round_trips(&rt, &clock, &format!("pkq round trip, bulk, {label}"), n);
+            stop.store(true, Ordering::Relaxed);
+            r.0
+        });
+        let mut row = round_trip_row(&l, None);
+        row.insert(
+            "p50_vs_alone_x".into(),
+            json!((l.p50_us() / alone_p50 * 1e4).round() / 1e4),
+        );
+        row.insert("bulk_tasks".into(), json!(done.load(Ordering::Relaxed)));
+        rows.push(row);
+        plotted.push(l);
+
+        let mut hog = neighbour("--cpu-neighbour", 1.0 + n as f64 * 4e-6);
+        std::thread::sleep(Duration::from_millis(200));
+        let (l, _) = round_trips(
+            &rt,
+            &clock,
+            &format!("pkq round trip, cpu neighbour, {label}"),
+            n,
+        );
+        hog.wait()?;
+        rows.push(round_trip_row(&l, None));
+
+        // Another process's kernels: the two processes' contexts share the
+        // GPU by time slices, whatever the partition.
+        let mut other = neighbour("--gpu-neighbour", args.neighbour_seconds);
+        std::thread::sleep(Duration::from_millis(500));
+        let until = Instant::now() + Duration::from_secs_f64(args.neighbour_seconds - 1.0);
+        let mut lat = Latency::new(&format!("pkq round trip, other process, {label}"));
+        let mut stalls = 0;
+        while Instant::now() < until {
+            let (l, s) = round_trips(&rt, &clock, "", 1000);
+            lat.hist.add(&l.hist).unwrap();
+            stalls += s;
+        }
+        other.wait()?;
+        rows.push(round_trip_row(&lat, Some(stalls)));
+        plotted.push(lat);
+
+        for (i, kind) in [Kind::Memory, Kind::Compute].into_iter().enumerate() {
+            let share = |t: [f64; 2]| {
+                let mut v = vec![];
+                if kind == Kind::Compute && partitioned {
+                    v.push(("vs_sm_share_bound_x", t[0] / (alone[i][0] * bound)));
+                }
+                v
+            };
+            let idle = app.time(kind, &stream, args.app_runs)?;
+            let name = format!("app kernel, {}-bound, pkq idle, {label}", kind.name());
+            rows.push(app_row(name, idle, alone[i], &share(idle)));
+            let stop = AtomicBool::new(false);
+            let done = AtomicU64::new(0);
+            let busy_t = std::thread::scope(|s| {
+                s.spawn(|| busy(&rt, true, &stop, &done));
+                std::thread::sleep(Duration::from_millis(50));
+                let t = app.time(kind, &stream, args.app_runs);
+                stop.store(true, Ordering::Relaxed);
+                t
+            })?;
+            let name = format!("app kernel, {}-bound, pkq busy, {label}", kind.name());
+            rows.push(app_row(name, busy_t, alone[i], &share(busy_t)));
+            println!(
+                "app kernel, {}-bound, {label}: idle {:.1} µs, busy {:.1} µs (alone {:.1})",
+                kind.name(),
+                idle[0],
+                busy_t[0],
+                alone[i][0]
+            );
+        }
+        let part = rt.sm_partition().cloned();
+        rt.shutdown()?;
+        drop(rt);
+        // The rest of the device with no pkq running: what the partition
+        // alone costs the application.
+        if let Some(p) = part {
+            let stream = p.app_stream()?;
+            for (i, kind) in [Kind::Memory, Kind::Compute].into_iter().enumerate() {
+                let t = app.time(kind, &stream, args.app_runs)?;
+                let mut extra = vec![("sm_share_bound_x", bound)];
+                if kind == Kind::Compute {
+                    extra.push(("vs_sm_share_bound_x", t[0] / (alone[i][0] * bound)));
+                }
+                let name = format!("app kernel, {}-bound, alone, partition", kind.name());
+                rows.push(app_row(name, t, alone[i], &extra));
+            }
+        }
+    }
+
+    for r in &rows {
+        println!("{}", Value::Object(r.clone()));
+    }
+    if let Some(path) = &args.json {
+        write_json(path, &report(&info, rows));
+    }
+    if let Some(path) = &args.svg {
+        let series: Vec<&Latency> = plotted.iter().collect();
+        plot_percentiles(
+            path,
+            "pkq round trip: alone, under a storm, beside bulk, beside another process",
+            &series,
+        );
+    }
+    Ok(())
+}
