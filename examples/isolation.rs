@@ -11,15 +11,17 @@
 //! storm (a memory-bound and a compute-bound kernel back to back on another
 //! stream: the partition's rest with a partition, a primary-context stream
 //! without); under a flood of bulk tasks on the bulk lane of the same
-//! runtime; beside CPU-heavy threads of another process on every other
+//! runtime (four threads, packed batches of 8192 NOPs; and batches of 256
+//! NOPs, one task per slot); beside CPU-heavy threads of another process on every other
 //! core; and beside another process's kernels on the GPU (time-slicing
 //! between the two processes' contexts), counting any stall reported. The
 //! application's kernels (memory-bound: y = A x, A 4096 x 4096; compute-bound:
 //! chains of FMAs in registers) are timed (p50 of the time between CUDA
 //! events around each launch; launch + sync on the host beside it) alone on the
 //! whole GPU with no pkq, alone on the rest of the device, beside pkq idle
-//! and beside pkq busy (round trips on the latency lane and a flood on the
-//! bulk lane).
+//! and beside pkq busy (round trips on the latency lane and a packed flood
+//! on the bulk lane). `--bulk-sweep` prints the latency lane's round trip
+//! beside bulk lanes of other sizes and floods instead.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -59,6 +61,11 @@ struct Args {
     /// many seconds.
     #[arg(long, hide = true)]
     gpu_neighbour: Option<f64>,
+    /// Instead of the rows: the latency lane's round trip beside bulk lanes
+    /// of 8, 32 and 64 workers flooded one task per slot and packed, by
+    /// 1 to 4 threads, printed.
+    #[arg(long)]
+    bulk_sweep: bool,
     /// Internal: run as the other process that keeps every core but the
     /// last busy for this many seconds.
     #[arg(long, hide = true)]
@@ -261,24 +268,44 @@ fn app_row(
     m
 }
 
-/// Keeps the bulk lane flooded (four threads, batches of 256 NOPs) and,
-/// if `round_trips`, the latency lane busy, until `stop`; tasks done.
+/// Keeps the bulk lane flooded (four threads, packed batches of 8192
+/// NOPs) and, if `round_trips`, the latency lane busy, until `stop`; tasks
+/// done.
 fn busy(rt: &Runtime, round_trips: bool, stop: &AtomicBool, done: &AtomicU64) {
+    flood(rt, 4, 8192, true, round_trips, stop, done)
+}
+
+/// [`busy`] with `threads` flooding threads submitting batches of `batch`
+/// (`packed`: 32 tasks to a slot, `submit_packed`).
+fn flood(
+    rt: &Runtime,
+    threads: usize,
+    batch: usize,
+    packed: bool,
+    round_trips: bool,
+    stop: &AtomicBool,
+    done: &AtomicU64,
+) {
     std::thread::scope(|s| {
-        for k in 0..4 {
+        for k in 0..threads {
             s.spawn(move || {
                 pin_helper(k);
                 let bulk = rt.lane(1).expect("a bulk lane");
                 while !stop.load(Ordering::Relaxed) {
-                    let mut b = bulk.submit_batch(Op::NOP, &[(); 256]).unwrap();
+                    let tasks = vec![(); batch];
+                    let mut b = if packed {
+                        bulk.submit_packed(Op::NOP, &tasks).unwrap()
+                    } else {
+                        bulk.submit_batch(Op::NOP, &tasks).unwrap()
+                    };
                     b.wait().unwrap();
-                    done.fetch_add(256, Ordering::Relaxed);
+                    done.fetch_add(batch as u64, Ordering::Relaxed);
                 }
             });
         }
         if round_trips {
             s.spawn(move || {
-                pin_helper(4);
+                pin_helper(threads);
                 while !stop.load(Ordering::Relaxed) {
                     rt.submit(Op::NOP, &()).unwrap().wait().unwrap();
                     done.fetch_add(1, Ordering::Relaxed);
@@ -342,6 +369,53 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let (clock, info) = start(None, 0)?;
+    if args.bulk_sweep {
+        for (workers, pollers) in [(8, 1), (32, 1), (64, 1)] {
+            for idle in [false] {
+                let mut bulk = Runtime::builder()
+                    .workers(workers)
+                    .pollers(pollers)
+                    .rings(4.min(workers))
+                    .capacity(4096);
+                if idle {
+                    bulk = bulk.idle(IdlePolicy::Backoff {
+                        spin: Duration::from_micros(50),
+                        max_sleep: Duration::from_micros(20),
+                    });
+                }
+                let rt = Runtime::builder().lane(bulk).build()?;
+                let (alone, _) = round_trips(&rt, &clock, "alone", args.samples);
+                for (threads, batch, packed) in [
+                    (4, 256, false),
+                    (1, 8192, true),
+                    (2, 8192, true),
+                    (4, 8192, true),
+                    (4, 1024, true),
+                ] {
+                    let stop = AtomicBool::new(false);
+                    let done = AtomicU64::new(0);
+                    let t0 = Instant::now();
+                    let l = std::thread::scope(|s| {
+                        s.spawn(|| flood(&rt, threads, batch, packed, false, &stop, &done));
+                        let r = round_trips(&rt, &clock, "bulk", args.samples);
+                        stop.store(true, Ordering::Relaxed);
+                        r.0
+                    });
+                    let rate = done.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64();
+                    println!(
+                        "bulk {workers}x{pollers} backoff {idle}: {threads} threads x {batch} packed {packed}: p50 {:.3} vs alone {:.3} = {:.3}x, p99 {:.2}, {:.1} M tasks/s",
+                        l.p50_us(),
+                        alone.p50_us(),
+                        l.p50_us() / alone.p50_us(),
+                        l.quantile_us(0.99),
+                        rate / 1e6
+                    );
+                }
+                rt.shutdown()?;
+            }
+        }
+        return Ok(());
+    }
     let (app, primary, _keep) = app()?;
     let n = args.samples;
     let mut rows = Vec::new();
@@ -419,22 +493,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rows.push(round_trip_row(&l, None));
         plotted.push(l);
 
-        let stop = AtomicBool::new(false);
-        let done = AtomicU64::new(0);
-        let l = std::thread::scope(|s| {
-            s.spawn(|| busy(&rt, false, &stop, &done));
-            let r = round_trips(&rt, &clock, &format!("pkq round trip, bulk, {label}"), n);
-            stop.store(true, Ordering::Relaxed);
-            r.0
-        });
-        let mut row = round_trip_row(&l, None);
-        row.insert(
-            "p50_vs_alone_x".into(),
-            json!((l.p50_us() / alone_p50 * 1e4).round() / 1e4),
-        );
-        row.insert("bulk_tasks".into(), json!(done.load(Ordering::Relaxed)));
-        rows.push(row);
-        plotted.push(l);
+        // Bulk traffic on the same runtime: packed (32 tasks to a slot, as
+        // bulk work is best pushed), and one task per slot.
+        for (packed, beside, batch) in
+            [(true, "bulk", 8192), (false, "bulk one task per slot", 256)]
+        {
+            let stop = AtomicBool::new(false);
+            let done = AtomicU64::new(0);
+            let t0 = Instant::now();
+            let l = std::thread::scope(|s| {
+                s.spawn(|| flood(&rt, 4, batch, packed, false, &stop, &done));
+                let r = round_trips(
+                    &rt,
+                    &clock,
+                    &format!("pkq round trip, {beside}, {label}"),
+                    n,
+                );
+                stop.store(true, Ordering::Relaxed);
+                r.0
+            });
+            let rate = done.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64();
+            let mut row = round_trip_row(&l, None);
+            row.insert(
+                "p50_vs_alone_x".into(),
+                json!((l.p50_us() / alone_p50 * 1e4).round() / 1e4),
+            );
+            row.insert("bulk_tasks_per_s".into(), json!(rate.round()));
+            rows.push(row);
+            if packed {
+                plotted.push(l);
+            }
+        }
 
         let mut hog = neighbour("--cpu-neighbour", 1.0 + n as f64 * 4e-6);
         std::thread::sleep(Duration::from_millis(200));
