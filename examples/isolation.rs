@@ -45,7 +45,7 @@ struct Args {
     #[arg(long, default_value_t = 50_000)]
     samples: usize,
     /// Launches timed per application-kernel row.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 1000)]
     app_runs: usize,
     /// The runtime's partition, in SMs (rounded up by the device).
     #[arg(long, default_value_t = 8)]
@@ -77,6 +77,8 @@ const DIM: u32 = 4096;
 /// waves on any partition (its time follows the SMs it gets).
 const FMA_BLOCKS: u32 = 1 << 18;
 const FMA_ITERS: u32 = 64;
+
+const KINDS: [Kind; 2] = [Kind::Memory, Kind::Compute];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -143,7 +145,7 @@ impl App {
     /// before and after it) and of launch + sync on the host, µs.
     fn time(&self, kind: Kind, stream: &Arc<CudaStream>, runs: usize) -> Result<[f64; 2], Error> {
         let timed = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        for _ in 0..10 {
+        for _ in 0..50 {
             self.launch(kind, stream)?;
             stream.synchronize()?;
         }
@@ -422,21 +424,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut plotted = Vec::new();
 
     // The application alone on the whole GPU: no pkq.
-    let mut alone = [[0.0; 2]; 2];
-    for (i, kind) in [Kind::Memory, Kind::Compute].into_iter().enumerate() {
-        alone[i] = app.time(kind, &primary, args.app_runs)?;
-        println!(
-            "app kernel, {}-bound, alone: {:.1} µs",
-            kind.name(),
-            alone[i][0]
-        );
-        rows.push(app_row(
-            format!("app kernel, {}-bound, alone, no partition", kind.name()),
-            alone[i],
-            alone[i],
-            &[],
-        ));
+    // Measured now and again at the end (no pkq either time); rows compare
+    // with the mean of the two. Every other application row is kept as
+    // (name, kind, times, SM-share bound if the compute-bound one is
+    // judged by it) until then.
+    let mut first_alone = [[0.0; 2]; 2];
+    for (i, kind) in KINDS.into_iter().enumerate() {
+        first_alone[i] = app.time(kind, &primary, args.app_runs)?;
     }
+    let mut app_rows: Vec<(String, usize, [f64; 2], Option<f64>)> = Vec::new();
     let device_sms = info.multiprocessors as f64;
 
     for partitioned in [false, true] {
@@ -473,6 +469,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             None => (primary.clone(), device_sms),
         };
         let bound = device_sms / app_sms;
+        // The application's kernels first, before the neighbours' phases.
+        for (i, kind) in KINDS.into_iter().enumerate() {
+            let judged = (kind == Kind::Compute && partitioned).then_some(bound);
+            let idle = app.time(kind, &stream, args.app_runs)?;
+            let name = format!("app kernel, {}-bound, pkq idle, {label}", kind.name());
+            app_rows.push((name, i, idle, judged));
+            let stop = AtomicBool::new(false);
+            let done = AtomicU64::new(0);
+            let busy_t = std::thread::scope(|s| {
+                s.spawn(|| busy(&rt, true, &stop, &done));
+                std::thread::sleep(Duration::from_millis(50));
+                let t = app.time(kind, &stream, args.app_runs);
+                stop.store(true, Ordering::Relaxed);
+                t
+            })?;
+            let name = format!("app kernel, {}-bound, pkq busy, {label}", kind.name());
+            app_rows.push((name, i, busy_t, judged));
+            println!(
+                "app kernel, {}-bound, {label}: idle {:.1} µs, busy {:.1} µs",
+                kind.name(),
+                idle[0],
+                busy_t[0],
+            );
+        }
 
         let (l, _) = round_trips(&rt, &clock, &format!("pkq round trip, alone, {label}"), n);
         let alone_p50 = l.p50_us();
@@ -552,36 +572,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rows.push(round_trip_row(&lat, Some(stalls)));
         plotted.push(lat);
 
-        for (i, kind) in [Kind::Memory, Kind::Compute].into_iter().enumerate() {
-            let share = |t: [f64; 2]| {
-                let mut v = vec![];
-                if kind == Kind::Compute && partitioned {
-                    v.push(("vs_sm_share_bound_x", t[0] / (alone[i][0] * bound)));
-                }
-                v
-            };
-            let idle = app.time(kind, &stream, args.app_runs)?;
-            let name = format!("app kernel, {}-bound, pkq idle, {label}", kind.name());
-            rows.push(app_row(name, idle, alone[i], &share(idle)));
-            let stop = AtomicBool::new(false);
-            let done = AtomicU64::new(0);
-            let busy_t = std::thread::scope(|s| {
-                s.spawn(|| busy(&rt, true, &stop, &done));
-                std::thread::sleep(Duration::from_millis(50));
-                let t = app.time(kind, &stream, args.app_runs);
-                stop.store(true, Ordering::Relaxed);
-                t
-            })?;
-            let name = format!("app kernel, {}-bound, pkq busy, {label}", kind.name());
-            rows.push(app_row(name, busy_t, alone[i], &share(busy_t)));
-            println!(
-                "app kernel, {}-bound, {label}: idle {:.1} µs, busy {:.1} µs (alone {:.1})",
-                kind.name(),
-                idle[0],
-                busy_t[0],
-                alone[i][0]
-            );
-        }
         let part = rt.sm_partition().cloned();
         rt.shutdown()?;
         drop(rt);
@@ -589,18 +579,39 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // alone costs the application.
         if let Some(p) = part {
             let stream = p.app_stream()?;
-            for (i, kind) in [Kind::Memory, Kind::Compute].into_iter().enumerate() {
+            for (i, kind) in KINDS.into_iter().enumerate() {
                 let t = app.time(kind, &stream, args.app_runs)?;
-                let mut extra = vec![("sm_share_bound_x", bound)];
-                if kind == Kind::Compute {
-                    extra.push(("vs_sm_share_bound_x", t[0] / (alone[i][0] * bound)));
-                }
                 let name = format!("app kernel, {}-bound, alone, partition", kind.name());
-                rows.push(app_row(name, t, alone[i], &extra));
+                let judged = (kind == Kind::Compute).then_some(bound);
+                app_rows.push((name, i, t, judged));
             }
         }
     }
 
+    let mut alone = [[0.0; 2]; 2];
+    for (i, kind) in KINDS.into_iter().enumerate() {
+        let last = app.time(kind, &primary, args.app_runs)?;
+        alone[i] = [0, 1].map(|k| (first_alone[i][k] + last[k]) / 2.0);
+        let mut row = app_row(
+            format!("app kernel, {}-bound, alone, no partition", kind.name()),
+            alone[i],
+            alone[i],
+            &[],
+        );
+        row.insert("first_p50_us".into(), json!(first_alone[i][0]));
+        row.insert("last_p50_us".into(), json!(last[0]));
+        rows.push(row);
+    }
+    for (name, i, t, judged) in app_rows {
+        let extra: Vec<(&str, f64)> = match judged {
+            Some(bound) => vec![
+                ("sm_share_bound_x", bound),
+                ("vs_sm_share_bound_x", t[0] / (alone[i][0] * bound)),
+            ],
+            None => vec![],
+        };
+        rows.push(app_row(name, t, alone[i], &extra));
+    }
     for r in &rows {
         println!("{}", Value::Object(r.clone()));
     }
