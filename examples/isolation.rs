@@ -66,6 +66,11 @@ struct Args {
     /// 1 to 4 threads, printed.
     #[arg(long)]
     bulk_sweep: bool,
+    /// Instead of the rows: the memory-bound kernel's time on the rest of an
+    /// 8-SM partition beside idle runtimes of several shapes and idle
+    /// policies, printed.
+    #[arg(long)]
+    idle_sweep: bool,
     /// Internal: run as the other process that keeps every core but the
     /// last busy for this many seconds.
     #[arg(long, hide = true)]
@@ -371,6 +376,57 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let (clock, info) = start(None, 0)?;
+    if args.idle_sweep {
+        let (app, primary, _keep) = app()?;
+        let backoff = |max_sleep_us| IdlePolicy::Backoff {
+            spin: Duration::from_micros(50),
+            max_sleep: Duration::from_micros(max_sleep_us),
+        };
+        let configs: Vec<(&str, pkq::Builder)> = vec![
+            ("latency lane, spin", Runtime::builder()),
+            (
+                "latency lane, backoff 20 us",
+                Runtime::builder().idle(backoff(20)),
+            ),
+            (
+                "latency lane, backoff 1 ms",
+                Runtime::builder().idle(backoff(1000)),
+            ),
+            ("latency lane 1 poller, spin", Runtime::builder().pollers(1)),
+            (
+                "latency lane + bulk 32 backoff 20 us",
+                Runtime::builder().lane(Runtime::builder().workers(32).idle(backoff(20))),
+            ),
+            (
+                "latency lane + bulk 32 backoff 1 ms",
+                Runtime::builder().lane(Runtime::builder().workers(32).idle(backoff(1000))),
+            ),
+            (
+                "latency lane + bulk 32 spin",
+                Runtime::builder().lane(Runtime::builder().workers(32)),
+            ),
+        ];
+        let whole = app.time(Kind::Memory, &primary, args.app_runs)?[0];
+        let mut rest_alone = None;
+        for (name, b) in configs {
+            let rt = b.sm_partition(args.sms).build()?;
+            let part = rt.sm_partition().unwrap().clone();
+            let stream = part.app_stream()?;
+            let t = app.time(Kind::Memory, &stream, args.app_runs)?[0];
+            let t_whole = app.time(Kind::Memory, &primary, args.app_runs)?[0];
+            rt.shutdown()?;
+            drop(rt);
+            let alone =
+                *rest_alone.get_or_insert(app.time(Kind::Memory, &stream, args.app_runs)?[0]);
+            let now_alone = app.time(Kind::Memory, &stream, args.app_runs)?[0];
+            println!(
+                "{name}: rest {t:.2} us vs alone {alone:.2}/{now_alone:.2} = {:.3}x; whole GPU {t_whole:.2} vs {whole:.2} = {:.3}x",
+                t / now_alone,
+                t_whole / whole
+            );
+        }
+        return Ok(());
+    }
     if args.bulk_sweep {
         for (workers, pollers) in [(8, 1), (32, 1), (64, 1)] {
             for idle in [false] {
