@@ -88,6 +88,8 @@ if [ $run_benches = 1 ]; then
   echo "=== bench: isolation"
   timeout 300 "$here/examples/isolation" --json "$out/isolation.json" --svg "$out/isolation.svg" \
     || failed+=(isolation)
+  echo "=== bench: pool"
+  timeout 300 "$here/examples/pool" --json "$out/pool.json" || failed+=(pool)
   echo "=== example: async_tasks"
   timeout 120 "$here/examples/async_tasks" || failed+=(async_tasks)
 fi

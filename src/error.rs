@@ -87,6 +87,13 @@ pub enum Error {
     /// refused the device's split (the call and its error are named).
     #[error("SM partitions are unavailable: {0}")]
     PartitionUnsupported(String),
+    /// A [`Pool`](crate::Pool) device named for a task no longer serves (it
+    /// faulted or stopped and was taken out).
+    #[error("device {0} of the pool no longer serves")]
+    NotServing(usize),
+    /// No device of a [`Pool`](crate::Pool) serves any more.
+    #[error("no device of the pool serves any more")]
+    NoServingDevice,
     /// The crate was compiled without nvcc, so it carries no kernel.
     #[error(
         "pkq's CUDA kernel was not built: {0}. Install the CUDA toolkit (or `pip install \

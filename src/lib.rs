@@ -30,6 +30,7 @@ pub mod build_info;
 mod cuda;
 mod error;
 pub mod ops;
+mod pool;
 mod proto;
 mod ptxas;
 mod runtime;
@@ -43,6 +44,7 @@ pub use cudarc;
 pub use error::{Error, Result, TaskError, TaskStatus};
 pub use ops::builtin;
 pub use ops::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, StateOp, TypedOp, echo_fold};
+pub use pool::{Pool, PoolBuilder, Routing};
 pub use runtime::batch::{Batch, TaskResult};
 #[doc(hidden)]
 #[cfg(feature = "bench")]

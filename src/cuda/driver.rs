@@ -100,6 +100,20 @@ pub(crate) fn with_current<T>(
     Ok(out)
 }
 
+/// Device `index`'s PCI address as the driver gives it ("0000:3B:00.0").
+pub(crate) fn pci_bus_id(index: usize) -> Result<String> {
+    init()?;
+    let dev = result::device::get(index as i32)?;
+    let mut buf = [0 as std::ffi::c_char; 32];
+    // SAFETY: a buffer of the length passed; the driver writes a
+    // NUL-terminated string into it.
+    unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as i32, dev) }.result()?;
+    // SAFETY: NUL-terminated within the buffer (the driver's contract; the
+    // last byte was zero and the driver writes at most len bytes).
+    let id = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    Ok(id.to_string_lossy().into_owned())
+}
+
 /// CUDA's name of a driver error, such as `CUDA_ERROR_ILLEGAL_ADDRESS`.
 pub(crate) fn error_name(e: cudarc::driver::DriverError) -> String {
     e.error_name()

@@ -52,6 +52,8 @@ pub struct Batch {
     wait: Option<WaitStrategy>,
     /// A future's interest with the completion thread, while it waits.
     pub(crate) interest: Armed,
+    /// Its tasks' count in a pool member's load, until all are taken.
+    load: Option<crate::pool::PoolLoad>,
 }
 
 impl fmt::Debug for Batch {
@@ -98,6 +100,15 @@ pub(crate) fn reserve_run<R: crate::runtime::RingAccess>(
 }
 
 impl Batch {
+    /// The batch, counted in a pool member's load until all its results
+    /// are taken or it is dropped.
+    pub(crate) fn counted(mut self, load: crate::pool::PoolLoad) -> Self {
+        if self.done < self.len() {
+            self.load = Some(load);
+        }
+        self
+    }
+
     pub(crate) fn new(ring: RingPtr, op: Op, first: u64, n: usize, per_slot: usize) -> Self {
         Self {
             ring,
@@ -110,6 +121,7 @@ impl Batch {
             shares: 0,
             wait: None,
             interest: Armed::default(),
+            load: None,
         }
     }
 
@@ -285,6 +297,9 @@ impl Batch {
             return false;
         };
         self.done += tasks.len();
+        if self.done == self.len() {
+            self.load = None;
+        }
         fill(self.op, &mut self.results[tasks], done);
         true
     }

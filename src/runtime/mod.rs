@@ -111,6 +111,11 @@ impl Runtime {
         }
     }
 
+    /// The fault or stop latched for lane 0, if any (no probe).
+    pub(crate) fn latched(&self) -> Result<()> {
+        self.shared.check()
+    }
+
     /// How many lanes it serves: 1 and one per [`Builder::lane`].
     pub fn lanes(&self) -> usize {
         1 + self.lanes.len()

@@ -63,6 +63,8 @@ pub struct Ticket {
     wait: Option<WaitStrategy>,
     /// A future's interest with the completion thread, while it waits.
     pub(crate) interest: Armed,
+    /// Its count in a pool member's load, until its result is taken.
+    load: Option<crate::pool::PoolLoad>,
 }
 
 impl fmt::Debug for Ticket {
@@ -86,7 +88,15 @@ impl Ticket {
             shares: 0,
             wait: None,
             interest: Armed::default(),
+            load: None,
         }
+    }
+
+    /// The ticket, counted in a pool member's load until its result is
+    /// taken or it is dropped.
+    pub(crate) fn counted(mut self, load: crate::pool::PoolLoad) -> Self {
+        self.load = Some(load);
+        self
     }
 
     /// The result, if it was taken already (the runtime's memory may then
@@ -251,6 +261,7 @@ impl Ticket {
     fn finish(&mut self, done: Completed) -> Result<Completion> {
         let outcome = outcome_of(self.op, &done.cqe);
         self.outcome = Some(outcome);
+        self.load = None;
         self.output = done.output;
         Ok(outcome?)
     }

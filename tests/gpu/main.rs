@@ -20,6 +20,7 @@ mod faults;
 mod isolation;
 mod lifecycle;
 mod ops;
+mod pool;
 mod protocol;
 mod tools;
 mod waiting;
@@ -46,6 +47,8 @@ const SEQ_WRAP: u64 = 1 << 63;
 type Test = (&'static str, fn());
 
 const TESTS: &[Test] = &[
+    ("pool_random_vs_cpu", pool::pool_random_vs_cpu),
+    ("pool_refusals", pool::pool_refusals),
     ("sm_partition_sizes", isolation::sm_partition_sizes),
     (
         "app_kernels_run_on_the_rest_of_the_device",
@@ -232,6 +235,10 @@ const TESTS: &[Test] = &[
         "illegal_address_faults_every_waiter",
         faults::illegal_address_faults_every_waiter,
     ),
+    (
+        "pool_device_fault_takes_the_device_out",
+        pool::pool_device_fault_takes_the_device_out,
+    ),
 ];
 
 /// Faults, run in a child process (`PKQ_GPU_CHILD=<name>`).
@@ -239,6 +246,7 @@ const CHILDREN: &[Test] = &[
     ("trap", faults::child_trap),
     ("illegal_address", faults::child_illegal_address),
     ("no_visible_gpu", faults::child_no_visible_gpu),
+    ("pool_trap", pool::child_pool_trap),
 ];
 
 /// Why the running test skipped itself, if it did.

@@ -30,6 +30,25 @@ pub(crate) fn pin_current(cpu: usize) -> bool {
     }
 }
 
+/// Lets the calling thread run on `cpus` only; whether it could.
+#[cfg(target_os = "linux")]
+pub(crate) fn pin_to(cpus: &[usize]) -> bool {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; each CPU set is
+    // below its size; the call reads the set's size in bytes.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &cpu in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn pin_to(_cpus: &[usize]) -> bool {
+    false
+}
+
 /// Elsewhere no thread is pinned: the builder refuses the setting.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn allowed(_cpu: usize) -> bool {

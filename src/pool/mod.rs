@@ -1,0 +1,469 @@
+//! Several GPUs as one: a [`Pool`] of runtimes, one per device, with
+//! routing and failure isolation.
+
+mod load;
+mod numa;
+
+pub(crate) use load::Load as PoolLoad;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use bytemuck::Pod;
+use cudarc::driver::CudaSlice;
+
+use crate::error::{Error, Result};
+use crate::ops::op::Op;
+use crate::ops::typed::TypedOp;
+use crate::runtime::batch::Batch;
+use crate::runtime::ticket::Ticket;
+use crate::runtime::{Builder, Runtime};
+use load::Load;
+
+/// How a [`Pool`] picks the device of a task it routes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Routing {
+    /// The serving device with the fewest tasks in flight (tickets and
+    /// batches the pool handed out whose results were not taken yet).
+    #[default]
+    LeastLoaded,
+    /// Of two serving devices picked at random, the less loaded: almost as
+    /// even as `LeastLoaded` with many devices, reading two loads a task.
+    PowerOfTwo,
+    /// The serving devices in turn.
+    RoundRobin,
+}
+
+/// Configures and starts a [`Pool`].
+#[derive(Clone, Debug)]
+#[must_use = "a builder starts nothing until `build` is called"]
+pub struct PoolBuilder {
+    devices: Option<Vec<usize>>,
+    runtime: Builder,
+    routing: Routing,
+}
+
+/// One device of a pool.
+struct Member {
+    device: usize,
+    rt: Runtime,
+    /// Tasks in flight (see [`Load`]).
+    load: Arc<AtomicUsize>,
+    /// Cleared when the device faulted or stopped: routing skips it.
+    serving: AtomicBool,
+    numa_node: Option<usize>,
+}
+
+/// Runtimes on several devices behind one submit: each device has its own
+/// resident kernel, context, pinned memory and rings (a [`Runtime`] each,
+/// from one [`Builder`] template), and the pool routes each task to one of
+/// them ([`Routing`], or by key with [`Pool::submit_keyed`]). A device that
+/// faults or stops is taken out: its tickets report the error
+/// ([`Error::DeviceFault`], ...), the pool routes to the others, and
+/// [`Pool::serving`] lists those left. Tasks that use a device's buffers go
+/// to that device's runtime ([`Pool::for_buffer`]); naming another device's
+/// buffers is refused, never copied.
+///
+/// Where the host has several NUMA nodes, each device's runtime is built on
+/// a thread pinned to the CPUs of the node its PCI slot hangs off (so its
+/// pinned memory is allocated there) and its completion thread is pinned
+/// there too; on a host of one node ([`Pool::numa_nodes`]) nothing is
+/// placed.
+///
+/// ```no_run
+/// # fn main() -> pkq::Result<()> {
+/// use pkq::{Op, Pool, Routing};
+/// let pool = Pool::builder().routing(Routing::PowerOfTwo).build()?; // every device
+/// let t = pool.submit(Op::ECHO, &[7u64])?;
+/// assert_eq!(t.wait()?.value, 7);
+/// let same = pool.submit_keyed(42, Op::ECHO, &[1u64])?; // key 42: always one device
+/// same.wait()?;
+/// println!("serving: {:?}", pool.serving());
+/// # Ok(()) }
+/// ```
+pub struct Pool {
+    members: Box<[Member]>,
+    routing: Routing,
+    next: AtomicUsize,
+    rng: AtomicU64,
+    nodes: usize,
+}
+
+impl Default for PoolBuilder {
+    fn default() -> Self {
+        Self {
+            devices: None,
+            runtime: Runtime::builder(),
+            routing: Routing::default(),
+        }
+    }
+}
+
+impl PoolBuilder {
+    /// The devices (default: every device the driver reports). Each index
+    /// once; an empty list, a repeated or absent index is refused at build.
+    pub fn devices(mut self, devices: &[usize]) -> Self {
+        self.devices = Some(devices.to_vec());
+        self
+    }
+
+    /// The settings of every device's runtime (its device is the pool's
+    /// choice: a device set here is ignored).
+    pub fn runtime(mut self, builder: Builder) -> Self {
+        self.runtime = builder;
+        self
+    }
+
+    /// How tasks are routed (default [`Routing::LeastLoaded`]).
+    pub fn routing(mut self, routing: Routing) -> Self {
+        self.routing = routing;
+        self
+    }
+
+    /// Starts a runtime on every device. Errors: [`Error::InvalidConfig`]
+    /// (no device, a device twice, or a runtime setting out of range),
+    /// [`Error::DeviceOutOfRange`], and every error of
+    /// [`Builder::build`]; the runtimes already started are stopped.
+    pub fn build(self) -> Result<Pool> {
+        let devices = match self.devices {
+            Some(d) => d,
+            None => (0..crate::cuda::driver::device_count()?).collect(),
+        };
+        if devices.is_empty() {
+            return Err(Error::InvalidConfig(
+                "a pool needs at least one device".into(),
+            ));
+        }
+        for (i, d) in devices.iter().enumerate() {
+            if devices[..i].contains(d) {
+                return Err(Error::InvalidConfig(format!("device {d} is named twice")));
+            }
+        }
+        let nodes = numa::nodes();
+        let mut members = Vec::with_capacity(devices.len());
+        for &device in &devices {
+            let node = if nodes > 1 {
+                crate::cuda::driver::pci_bus_id(device)
+                    .ok()
+                    .and_then(|id| numa::node_of(&id))
+            } else {
+                None
+            };
+            let cpus = node.map(numa::cpus_of).unwrap_or_default();
+            let mut b = self.runtime.clone().device(device);
+            if let (Some(&cpu), None) = (cpus.first(), b.completion_cpu) {
+                b = b.completion_cpu(cpu);
+            }
+            // Pinned memory goes where the allocating thread runs: build on
+            // a thread of the device's node.
+            let rt = if cpus.is_empty() {
+                b.build()?
+            } else {
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        crate::runtime::wait::pin::pin_to(&cpus);
+                        b.build()
+                    })
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::InvalidConfig("a build thread panicked".into())))
+                })?
+            };
+            members.push(Member {
+                device,
+                rt,
+                load: Arc::new(AtomicUsize::new(0)),
+                serving: AtomicBool::new(true),
+                numa_node: node,
+            });
+        }
+        Ok(Pool {
+            members: members.into_boxed_slice(),
+            routing: self.routing,
+            next: AtomicUsize::new(0),
+            rng: AtomicU64::new(0x9e37_79b9_7f4a_7c15),
+            nodes,
+        })
+    }
+}
+
+impl Pool {
+    /// A builder: every device, the default runtime, least-loaded routing.
+    pub fn builder() -> PoolBuilder {
+        PoolBuilder::default()
+    }
+
+    /// The pool's devices, in the order given.
+    pub fn devices(&self) -> Vec<usize> {
+        self.members.iter().map(|m| m.device).collect()
+    }
+
+    /// The devices that still serve (a device that faulted or stopped is
+    /// taken out when a submit, a route or [`Pool::health`] finds it so).
+    pub fn serving(&self) -> Vec<usize> {
+        self.members
+            .iter()
+            .filter(|m| self.still_serving(m))
+            .map(|m| m.device)
+            .collect()
+    }
+
+    /// The host's NUMA nodes as sysfs lists them (1 where it lists none).
+    pub fn numa_nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// The NUMA node device `device`'s runtime was placed on; `None` on a
+    /// host of one node, or where sysfs does not say.
+    pub fn numa_node(&self, device: usize) -> Option<usize> {
+        self.member(device).ok().and_then(|m| m.numa_node)
+    }
+
+    /// The tasks in flight on `device` (handed out by the pool, results not
+    /// yet taken); `None` for a device not in the pool.
+    pub fn load(&self, device: usize) -> Option<usize> {
+        self.member(device)
+            .ok()
+            .map(|m| m.load.load(Ordering::Relaxed))
+    }
+
+    /// Device `device`'s runtime, for anything the pool does not route
+    /// (producers, device state, IO tasks). Tasks submitted through it are
+    /// not counted in the pool's loads. Errors: [`Error::InvalidArgument`]
+    /// (not in the pool), [`Error::NotServing`].
+    pub fn runtime(&self, device: usize) -> Result<&Runtime> {
+        let m = self.member(device)?;
+        if !self.still_serving(m) {
+            return Err(Error::NotServing(device));
+        }
+        Ok(&m.rt)
+    }
+
+    /// The runtime of the device `buffer` lives on: a task that reads or
+    /// writes it must run there. Errors: [`Error::InvalidArgument`] (its
+    /// device is not in the pool), [`Error::NotServing`].
+    pub fn for_buffer<T>(&self, buffer: &CudaSlice<T>) -> Result<&Runtime> {
+        self.runtime(buffer.context().ordinal())
+    }
+
+    /// Submits to the device [`Routing`] picks.
+    pub fn submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
+        self.routed(1, |rt| rt.submit(op, args), Ticket::counted)
+    }
+
+    /// A typed call on the device [`Routing`] picks (its op checked at
+    /// build against every device's table).
+    pub fn call<A: Pod>(&self, op: &TypedOp<A>, args: &A) -> Result<Ticket> {
+        self.routed(1, |rt| rt.call(op, args), Ticket::counted)
+    }
+
+    /// A batch, all on the device [`Routing`] picks.
+    pub fn submit_batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
+        self.routed(args.len(), |rt| rt.submit_batch(op, args), Batch::counted)
+    }
+
+    /// A typed batch, all on the device [`Routing`] picks.
+    pub fn call_batch<A: Pod>(&self, op: &TypedOp<A>, args: &[A]) -> Result<Batch> {
+        self.routed(args.len(), |rt| rt.call_batch(op, args), Batch::counted)
+    }
+
+    /// A packed batch (32 tasks to a slot), all on the device [`Routing`]
+    /// picks.
+    pub fn submit_packed<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
+        self.routed(args.len(), |rt| rt.submit_packed(op, args), Batch::counted)
+    }
+
+    /// Submits to the device of `key`: the same device for the same key
+    /// while it serves (rendezvous hashing over the serving devices: a
+    /// device taken out moves only its own keys).
+    pub fn submit_keyed<A: Pod>(&self, key: u64, op: Op, args: &A) -> Result<Ticket> {
+        loop {
+            let m = self.keyed(key)?;
+            match m.rt.submit(op, args) {
+                Ok(t) => return Ok(t.counted(Load::add(&m.load, 1))),
+                Err(e) => self.after_failure(m, e)?,
+            }
+        }
+    }
+
+    /// The device of `key` ([`Pool::submit_keyed`]'s choice).
+    pub fn route_key(&self, key: u64) -> Result<usize> {
+        self.keyed(key).map(|m| m.device)
+    }
+
+    /// Probes every device now and takes out those that faulted or
+    /// stopped; `Ok` while one serves, else [`Error::NoServingDevice`].
+    pub fn health(&self) -> Result<()> {
+        for m in self.members.iter() {
+            if let Err(e) = m.rt.health()
+                && !matches!(e, Error::Stalled { .. })
+            {
+                m.serving.store(false, Ordering::Relaxed);
+            }
+        }
+        if self.serving().is_empty() {
+            return Err(Error::NoServingDevice);
+        }
+        Ok(())
+    }
+
+    /// Shuts every device's runtime down ([`Runtime::shutdown`]); the first
+    /// error, after all were asked.
+    pub fn shutdown(&self) -> Result<()> {
+        let outcomes: Vec<Result<()>> = self.members.iter().map(|m| m.rt.shutdown()).collect();
+        outcomes.into_iter().collect()
+    }
+
+    fn member(&self, device: usize) -> Result<&Member> {
+        self.members
+            .iter()
+            .find(|m| m.device == device)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "device {device} is not in the pool (devices {:?})",
+                    self.devices()
+                ))
+            })
+    }
+
+    /// Whether `m` serves; a device whose runtime latched a fault or a stop
+    /// is taken out here.
+    fn still_serving(&self, m: &Member) -> bool {
+        if !m.serving.load(Ordering::Relaxed) {
+            return false;
+        }
+        if m.rt.latched().is_err() {
+            m.serving.store(false, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Submits with `submit` to the routed device, counting `n` tasks in
+    /// its load (`count` attaches the load to what was submitted); a device
+    /// found dead is taken out and the next one tried.
+    fn routed<T>(
+        &self,
+        n: usize,
+        submit: impl Fn(&Runtime) -> Result<T>,
+        count: impl Fn(T, Load) -> T,
+    ) -> Result<T> {
+        loop {
+            let m = self.pick()?;
+            match submit(&m.rt) {
+                Ok(t) => return Ok(count(t, Load::add(&m.load, n))),
+                Err(e) => self.after_failure(m, e)?,
+            }
+        }
+    }
+
+    /// After a submit to `m` failed with `e`: `Ok` to try another device
+    /// (`m` was found dead and taken out), else the error (the task's own,
+    /// such as a payload too large: another device would refuse it too).
+    fn after_failure(&self, m: &Member, e: Error) -> Result<()> {
+        if self.still_serving(m) {
+            return Err(e);
+        }
+        if self.serving().is_empty() {
+            return Err(Error::NoServingDevice);
+        }
+        Ok(())
+    }
+
+    /// The routed device.
+    fn pick(&self) -> Result<&Member> {
+        let serving: Vec<&Member> = self
+            .members
+            .iter()
+            .filter(|m| self.still_serving(m))
+            .collect();
+        if serving.is_empty() {
+            return Err(Error::NoServingDevice);
+        }
+        let load = |m: &&Member| m.load.load(Ordering::Relaxed);
+        let m = match self.routing {
+            Routing::RoundRobin => {
+                serving[self.next.fetch_add(1, Ordering::Relaxed) % serving.len()]
+            }
+            Routing::LeastLoaded => {
+                let start = self.next.fetch_add(1, Ordering::Relaxed) % serving.len();
+                // Ties go round the devices, not always to the first.
+                serving[start..]
+                    .iter()
+                    .chain(&serving[..start])
+                    .copied()
+                    .min_by_key(load)
+                    .unwrap_or(serving[0])
+            }
+            Routing::PowerOfTwo => {
+                let r = self.random();
+                let a = serving[(r % serving.len() as u64) as usize];
+                let b = serving[((r >> 32) % serving.len() as u64) as usize];
+                if load(&b) < load(&a) { b } else { a }
+            }
+        };
+        Ok(m)
+    }
+
+    /// The serving device of `key` by rendezvous hashing.
+    fn keyed(&self, key: u64) -> Result<&Member> {
+        self.members
+            .iter()
+            .filter(|m| self.still_serving(m))
+            .max_by_key(|m| mix(key ^ mix(m.device as u64 + 1)))
+            .ok_or(Error::NoServingDevice)
+    }
+
+    /// A random word (xorshift; relaxed races only repeat a value).
+    fn random(&self) -> u64 {
+        let mut x = self.rng.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.store(x, Ordering::Relaxed);
+        x
+    }
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("devices", &self.devices())
+            .field("serving", &self.serving())
+            .field("routing", &self.routing)
+            .finish()
+    }
+}
+
+/// A 64-bit mix (splitmix64's finalizer).
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+impl Pool {
+    /// A pool over runtimes already built (the software device's, in tests).
+    fn of(runtimes: Vec<(usize, Runtime)>, routing: Routing) -> Self {
+        Self {
+            members: runtimes
+                .into_iter()
+                .map(|(device, rt)| Member {
+                    device,
+                    rt,
+                    load: Arc::new(AtomicUsize::new(0)),
+                    serving: AtomicBool::new(true),
+                    numa_node: None,
+                })
+                .collect(),
+            routing,
+            next: AtomicUsize::new(0),
+            rng: AtomicU64::new(0x9e37_79b9_7f4a_7c15),
+            nodes: 1,
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Routing, loads and failure isolation of a pool, over runtimes on the
+//! software device.
+
+use super::*;
+
+fn soft_pool(n: usize, routing: Routing) -> Pool {
+    let runtimes = (0..n)
+        .map(|d| {
+            let rt = Runtime::builder()
+                .capacity(64)
+                .build_soft(true)
+                .expect("the software device starts");
+            (d, rt)
+        })
+        .collect();
+    Pool::of(runtimes, routing)
+}
+
+fn loads(pool: &Pool) -> Vec<usize> {
+    pool.devices()
+        .iter()
+        .map(|&d| pool.load(d).unwrap())
+        .collect()
+}
+
+#[test]
+fn every_routing_spreads_tasks_and_counts_them_until_taken() {
+    for routing in [
+        Routing::RoundRobin,
+        Routing::LeastLoaded,
+        Routing::PowerOfTwo,
+    ] {
+        let pool = soft_pool(3, routing);
+        let tickets: Vec<Ticket> = (0..30u64)
+            .map(|i| pool.submit(Op::ECHO, &[i]).unwrap())
+            .collect();
+        let l = loads(&pool);
+        assert_eq!(l.iter().sum::<usize>(), 30, "{routing:?}: {l:?}");
+        match routing {
+            Routing::RoundRobin | Routing::LeastLoaded => {
+                assert_eq!(l, [10, 10, 10], "{routing:?}")
+            }
+            _ => assert!(l.iter().all(|&n| n > 0), "{routing:?}: {l:?}"),
+        }
+        for (i, t) in tickets.into_iter().enumerate() {
+            assert_eq!(t.wait().unwrap().value, i as u64);
+        }
+        assert_eq!(loads(&pool), [0, 0, 0], "{routing:?}");
+        // Batches and packs count every task, until all are taken.
+        let mut b = pool.submit_batch(Op::ECHO, &[[1u64], [2], [3]]).unwrap();
+        let mut p = pool.submit_packed(Op::ECHO, &[5u64; 40]).unwrap();
+        assert_eq!(loads(&pool).iter().sum::<usize>(), 43);
+        assert_eq!(b.wait().unwrap().len(), 3);
+        assert!(
+            p.wait()
+                .unwrap()
+                .iter()
+                .all(|r| r.as_ref().unwrap().value == 5)
+        );
+        assert_eq!(loads(&pool), [0, 0, 0]);
+        // A dropped ticket gives its count back too.
+        drop(pool.submit(Op::NOP, &()).unwrap());
+        assert_eq!(loads(&pool), [0, 0, 0]);
+    }
+}
+
+#[test]
+fn least_loaded_avoids_the_device_holding_tasks() {
+    let pool = soft_pool(2, Routing::LeastLoaded);
+    let held: Vec<Ticket> = (0..5)
+        .map(|_| pool.runtime(0).unwrap().submit(Op::NOP, &()).unwrap())
+        .collect();
+    // Straight to a runtime: not counted.
+    assert_eq!(loads(&pool), [0, 0]);
+    let a = pool.submit(Op::NOP, &()).unwrap();
+    let b = pool.submit(Op::NOP, &()).unwrap();
+    let c = pool.submit(Op::NOP, &()).unwrap();
+    assert_eq!(loads(&pool).iter().sum::<usize>(), 3);
+    assert!(loads(&pool).iter().all(|&n| n >= 1));
+    for t in held.into_iter().chain([a, b, c]) {
+        t.wait().unwrap();
+    }
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "1000 keys over three software devices: too slow under Miri"
+)]
+fn a_key_stays_on_its_device_and_only_a_lost_devices_keys_move() {
+    let pool = soft_pool(3, Routing::LeastLoaded);
+    let before: Vec<usize> = (0..1000).map(|k| pool.route_key(k).unwrap()).collect();
+    for d in 0..3 {
+        let n = before.iter().filter(|&&x| x == d).count();
+        assert!((200..=470).contains(&n), "device {d}: {n} of 1000 keys");
+    }
+    assert_eq!(
+        before,
+        (0..1000)
+            .map(|k| pool.route_key(k).unwrap())
+            .collect::<Vec<_>>()
+    );
+    let t = pool.submit_keyed(7, Op::ECHO, &[7u64]).unwrap();
+    assert_eq!(t.wait().unwrap().value, 7);
+    let _ = pool.runtime(1).unwrap().cancel();
+    for (k, &was) in before.iter().enumerate() {
+        let now = pool.route_key(k as u64).unwrap();
+        if was == 1 {
+            assert_ne!(now, 1);
+        } else {
+            assert_eq!(now, was, "key {k} moved off a serving device");
+        }
+    }
+}
+
+#[test]
+fn a_stopped_device_is_taken_out_and_the_others_serve() {
+    let pool = soft_pool(3, Routing::RoundRobin);
+    let _ = pool.runtime(0).unwrap().cancel();
+    for i in 0..20u64 {
+        assert_eq!(
+            pool.submit(Op::ECHO, &[i]).unwrap().wait().unwrap().value,
+            i
+        );
+    }
+    assert_eq!(pool.serving(), [1, 2]);
+    assert!(matches!(pool.runtime(0), Err(Error::NotServing(0))));
+    assert!(matches!(pool.runtime(9), Err(Error::InvalidArgument(_))));
+    assert_eq!(pool.load(9), None);
+    pool.health().unwrap();
+    let _ = pool.runtime(1).unwrap().cancel();
+    let _ = pool.runtime(2).unwrap().cancel();
+    assert!(matches!(
+        pool.submit(Op::NOP, &()),
+        Err(Error::NoServingDevice)
+    ));
+    assert!(matches!(
+        pool.submit_keyed(1, Op::NOP, &()),
+        Err(Error::NoServingDevice)
+    ));
+    assert!(matches!(pool.health(), Err(Error::NoServingDevice)));
+    assert!(pool.serving().is_empty());
+}
+
+#[test]
+fn a_tasks_own_error_is_not_a_dead_device() {
+    let pool = soft_pool(2, Routing::RoundRobin);
+    let too_big = [0u8; 4096];
+    assert!(matches!(
+        pool.submit(Op::ECHO, &too_big),
+        Err(Error::PayloadTooLarge { .. })
+    ));
+    assert_eq!(pool.serving(), [0, 1]);
+}

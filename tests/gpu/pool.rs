@@ -1,0 +1,159 @@
+//! The pool on the GPUs there are (one on the GPU machine): every routing,
+//! batches, packs, typed calls and keys through it, checked against the CPU
+//! and counted; its refusals; a device fault taking the device out (in a
+//! child process: the fault is sticky for the process).
+
+use super::*;
+use pkq::{Pool, Routing};
+
+const ROUTINGS: [Routing; 3] = [
+    Routing::LeastLoaded,
+    Routing::PowerOfTwo,
+    Routing::RoundRobin,
+];
+
+/// Random ECHO tasks, batches and packs through a pool of every device,
+/// under every routing, from four threads; every result checked.
+pub(crate) fn pool_random_vs_cpu() {
+    let devices = pkq::device_count().unwrap();
+    for routing in ROUTINGS {
+        let pool = Pool::builder().routing(routing).build().unwrap();
+        assert_eq!(pool.devices(), (0..devices).collect::<Vec<_>>());
+        assert_eq!(pool.serving(), pool.devices());
+        println!(
+            "    {routing:?}: {} device(s), {} NUMA node(s), device 0 on node {:?}",
+            devices,
+            pool.numa_nodes(),
+            pool.numa_node(0)
+        );
+        let counted = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let (pool, counted) = (&pool, &counted);
+                s.spawn(move || {
+                    let mut rng = Rng::new(0x9001 + t);
+                    for _ in 0..500 {
+                        let v = rng.next();
+                        assert_eq!(
+                            pool.submit(Op::ECHO, &[v]).unwrap().wait().unwrap().value,
+                            v
+                        );
+                        let k = rng.next();
+                        let t = pool.submit_keyed(k, Op::ECHO, &[v]).unwrap();
+                        assert_eq!(t.wait().unwrap().value, v);
+                        counted.fetch_add(2, Ordering::Relaxed);
+                    }
+                    let args: Vec<[u64; 1]> = (0..300).map(|_| [rng.next()]).collect();
+                    let mut b = pool.submit_batch(Op::ECHO, &args).unwrap();
+                    for (r, a) in b.wait().unwrap().iter().zip(&args) {
+                        assert_eq!(r.as_ref().unwrap().value, a[0]);
+                    }
+                    let words: Vec<u64> = (0..1000).map(|_| rng.next()).collect();
+                    let mut p = pool.submit_packed(Op::ECHO, &words).unwrap();
+                    for (r, w) in p.wait().unwrap().iter().zip(&words) {
+                        assert_eq!(r.as_ref().unwrap().value, *w);
+                    }
+                    counted.fetch_add(1300, Ordering::Relaxed);
+                });
+            }
+        });
+        assert_eq!(counted.load(Ordering::Relaxed), 4 * 2300);
+        for d in pool.devices() {
+            assert_eq!(pool.load(d), Some(0), "{routing:?}: device {d}'s load");
+        }
+        // The same key, the same device.
+        let d = pool.route_key(99).unwrap();
+        assert!((0..20).all(|_| pool.route_key(99).unwrap() == d));
+        pool.health().unwrap();
+        pool.shutdown().unwrap();
+    }
+}
+
+/// A pool refuses what it cannot serve, with typed errors.
+pub(crate) fn pool_refusals() {
+    let count = pkq::device_count().unwrap();
+    for (devices, what) in [(vec![], "no device"), (vec![0, 0], "a device twice")] {
+        match Pool::builder().devices(&devices).build() {
+            Err(Error::InvalidConfig(_)) => {}
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    match Pool::builder().devices(&[0, count + 5]).build() {
+        Err(Error::DeviceOutOfRange { index, .. }) => assert_eq!(index, count + 5),
+        other => panic!("an absent device: {other:?}"),
+    }
+    match Pool::builder()
+        .runtime(Runtime::builder().capacity(3))
+        .build()
+    {
+        Err(Error::InvalidConfig(_)) => {}
+        other => panic!("a bad runtime setting: {other:?}"),
+    }
+    let pool = Pool::builder().devices(&[0]).build().unwrap();
+    assert!(matches!(
+        pool.runtime(count + 1),
+        Err(Error::InvalidArgument(_))
+    ));
+    // A task on a device's buffers goes to that device's runtime.
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let x = stream.clone_htod(&[1.0f32; 64]).unwrap();
+    let mut y = stream.clone_htod(&[2.0f32; 64]).unwrap();
+    let rt = pool.for_buffer(&x).unwrap();
+    assert_eq!(rt.device(), 0);
+    rt.axpy(0.5, &x, &mut y).unwrap();
+    assert!(stream.clone_dtoh(&y).unwrap().iter().all(|&v| v == 2.5));
+    // Too large for a slot: the task's own error, the device still serves.
+    assert!(matches!(
+        pool.submit(Op::ECHO, &[0u8; 4096]),
+        Err(Error::PayloadTooLarge { .. })
+    ));
+    assert_eq!(pool.serving(), [0]);
+    pool.shutdown().unwrap();
+}
+
+/// In a child process: a TRAP on the pool's device faults its tickets with
+/// `DeviceFault` and takes it out; with no device left, submits are
+/// refused with `NoServingDevice`. Every ticket resolves.
+pub(crate) fn pool_device_fault_takes_the_device_out() {
+    faults::run_fault_child("pool_trap");
+}
+
+pub(crate) fn child_pool_trap() {
+    let pool = Pool::builder().devices(&[0]).build().unwrap();
+    let before: Vec<_> = (0..64u64)
+        .map(|i| pool.submit(Op::ECHO, &[i]).unwrap())
+        .collect();
+    // SAFETY: TRAP dereferences nothing; it kills the kernel on purpose.
+    let trap = unsafe { pool.runtime(0).unwrap().submit_unchecked(Op::TRAP, &()) }.unwrap();
+    let after: Vec<_> = (0..64u64)
+        .map(|i| pool.runtime(0).unwrap().submit(Op::ECHO, &[i]).unwrap())
+        .collect();
+    let t0 = Instant::now();
+    assert!(matches!(trap.wait(), Err(Error::DeviceFault(_))));
+    let mut resolved = 0;
+    for (i, t) in before.into_iter().enumerate() {
+        match t.wait() {
+            Ok(c) => assert_eq!(c.value, i as u64),
+            Err(Error::DeviceFault(_)) => {}
+            Err(e) => panic!("{e:?}"),
+        }
+        resolved += 1;
+    }
+    for t in after {
+        assert!(matches!(t.wait(), Err(Error::DeviceFault(_)) | Ok(_)));
+        resolved += 1;
+    }
+    println!(
+        "    fault seen after {:?}; {resolved} tickets resolved",
+        t0.elapsed()
+    );
+    assert_eq!(resolved, 128);
+    assert!(pool.serving().is_empty());
+    assert!(matches!(
+        pool.submit(Op::NOP, &()),
+        Err(Error::NoServingDevice)
+    ));
+    assert!(matches!(pool.runtime(0), Err(Error::NotServing(0))));
+    assert!(matches!(pool.health(), Err(Error::NoServingDevice)));
+}
