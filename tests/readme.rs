@@ -368,6 +368,42 @@ fn render_isolation() -> String {
     out
 }
 
+/// The pool section: round trips through a pool against a lone runtime,
+/// and throughput through pools of 1 to all devices.
+fn render_pool() -> String {
+    let Some(r) = results("pool.json") else {
+        return "(no `pool.json` committed yet)\n".into();
+    };
+    let mut out = format!("`pool.json` ({}):\n\n", header(&r));
+    out += "| round trip | p50 µs | p99 µs | p99.9 µs |\n|---|---:|---:|---:|\n";
+    for row in rows(&r).iter().filter(|row| row.get("p50_us").is_some()) {
+        out += &format!(
+            "| {} | {} | {} | {} |\n",
+            row["name"].as_str().unwrap_or("?"),
+            f(&row["p50_us"]),
+            f(&row["p99_us"]),
+            f(&row["p99_9_us"]),
+        );
+    }
+    out += "\n| throughput | M tasks/s |\n|---|---:|\n";
+    for row in rows(&r)
+        .iter()
+        .filter(|row| row.get("tasks_per_s").is_some())
+    {
+        out += &format!(
+            "| {} | {:.1} |\n",
+            row["name"].as_str().unwrap_or("?"),
+            row["tasks_per_s"].as_f64().unwrap_or(f64::NAN) / 1e6,
+        );
+    }
+    out
+}
+
+#[test]
+fn pool_section_matches_committed_results() {
+    check_block("pool", &render_pool(), "benches/results/pool.json");
+}
+
 #[test]
 fn isolation_section_matches_committed_results() {
     check_block(

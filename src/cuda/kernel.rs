@@ -39,6 +39,9 @@ pub(crate) struct Kernel {
     /// The multiprocessors its stream's kernels may run on: the device's,
     /// or its SM partition's.
     sms: usize,
+    /// The partition's lock, held around calls that make its green context
+    /// current (see `Green`).
+    part_lock: Option<Arc<std::sync::Mutex<()>>>,
     stream: ManuallyDrop<Arc<CudaStream>>,
     function: ManuallyDrop<CudaFunction>,
     memory: ManuallyDrop<Vec<Arc<MappedBuffer>>>,
@@ -97,6 +100,7 @@ impl Kernel {
         Ok(Self {
             ctx: ctx.clone(),
             sms,
+            part_lock: part.map(Green::shared_lock),
             stream: ManuallyDrop::new(stream),
             function: ManuallyDrop::new(loaded.function),
             memory: ManuallyDrop::new(memory),
@@ -130,10 +134,10 @@ impl Kernel {
         crate::cuda::modules::started(&self.ctx);
         // cudarc makes the stream's context current (a partition's green
         // one): keep the thread's.
-        // SAFETY: the caller vouches for the arguments.
-        let launched =
-            crate::cuda::driver::with_current(&self.ctx, || unsafe { builder.launch(cfg) })
-                .and_then(|r| r);
+        let launched = self.bound(|| {
+            // SAFETY: the caller vouches for the arguments.
+            unsafe { builder.launch(cfg) }
+        });
         if let Err(e) = launched {
             self.uncount();
             self.live.store(false, Ordering::Release);
@@ -201,6 +205,20 @@ impl Kernel {
 }
 
 impl Kernel {
+    /// `f`, a cudarc call on the kernel's stream that makes the stream's
+    /// context current, with the thread's own context kept and, for a
+    /// partition's stream, the partition's lock held.
+    fn bound<T>(
+        &self,
+        f: impl FnOnce() -> std::result::Result<T, DriverError>,
+    ) -> std::result::Result<T, DriverError> {
+        let _one = self
+            .part_lock
+            .as_ref()
+            .map(|l| l.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        crate::cuda::driver::with_current(&self.ctx, f).and_then(|r| r)
+    }
+
     /// Takes the kernel out of the running count, once.
     fn uncount(&self) {
         if self.counted.swap(false, Ordering::AcqRel) {
@@ -250,10 +268,11 @@ impl Kernel {
         // that another resident kernel may fill.
         // SAFETY: u8 has no invalid bit patterns; the kernel writes this
         // memory before it reads it.
-        let mem = crate::cuda::driver::with_current(&self.ctx, || unsafe {
-            self.stream.alloc::<u8>(bytes)
-        })??;
-        self.stream.synchronize()?;
+        let mem = self.bound(|| {
+            // SAFETY: as above.
+            let mem = unsafe { self.stream.alloc::<u8>(bytes) }?;
+            self.stream.synchronize().map(|()| mem)
+        })?;
         // The context tracks no events: the guard records nothing.
         let addr = mem.device_ptr(&self.stream).0;
         self.device_memory.push(mem);
@@ -290,6 +309,10 @@ impl Drop for Kernel {
             return;
         }
         // cudarc makes the contexts current to release: keep the thread's.
+        let lock = self.part_lock.clone();
+        let _one = lock
+            .as_ref()
+            .map(|l| l.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         let _ = crate::cuda::driver::with_current(&self.ctx.clone(), || {
             // SAFETY: each field is dropped exactly once, here, and not used after.
             unsafe {

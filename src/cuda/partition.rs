@@ -122,6 +122,12 @@ fn granularity(full: &sys::CUdevResource) -> SmGranularity {
 
 /// One side of a split: a green context and its cudarc handle.
 pub(crate) struct Green {
+    /// Held around every call of pkq's that makes this context current:
+    /// CUDA documents a green context as current to one thread at a time.
+    lock: Arc<Mutex<()>>,
+    /// A stream made before event tracking was turned on (the rest's
+    /// part): later streams then never synchronize the context.
+    _first: Option<Arc<CudaStream>>,
     /// The green context as a `CUcontext`, for cudarc. Never dropped (kept
     /// in [`SPLITS`]): cudarc would try to destroy it as an ordinary
     /// context (which the driver refuses for a green one).
@@ -134,6 +140,7 @@ impl Green {
     /// Its cudarc context is the green one: cudarc makes it current on the
     /// calling thread around the stream's calls, as it does for any context.
     pub(crate) fn stream(&self) -> Result<Arc<CudaStream>> {
+        let _one = self.lock();
         // cudarc makes the context current to create it: keep the thread's.
         Ok(crate::cuda::driver::with_current(&self.ctx, || {
             self.ctx.new_stream()
@@ -142,6 +149,16 @@ impl Green {
 
     pub(crate) fn sms(&self) -> usize {
         self.sms
+    }
+
+    /// The lock held around pkq's calls that make this context current.
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lock, for a kernel that outlives this borrow.
+    pub(crate) fn shared_lock(&self) -> Arc<Mutex<()>> {
+        self.lock.clone()
     }
 
     pub(crate) fn ctx(&self) -> &Arc<CudaContext> {
@@ -167,11 +184,14 @@ static SPLITS: Mutex<Vec<Arc<Split>>> = Mutex::new(Vec::new());
 /// exceeds the device.
 pub(crate) fn split(ctx: &Arc<CudaContext>, device: usize, sms: usize) -> Result<Arc<Split>> {
     let g = support(ctx)?;
-    let granted = sms.max(g.min).next_multiple_of(g.align);
+    let granted = sms
+        .max(g.min)
+        .checked_next_multiple_of(g.align)
+        .unwrap_or(usize::MAX);
     if granted >= g.sms {
         return Err(Error::InvalidConfig(format!(
-            "an SM partition of {sms} SMs is {granted} on device {device}, whose {} SMs it \
-             would leave none to the application's part (the largest is {})",
+            "an SM partition of {sms} SMs would leave none of device {device}'s {} SMs to the \
+             application's part (the largest is {})",
             g.sms,
             (g.sms - 1) / g.align * g.align
         )));
@@ -205,14 +225,21 @@ pub(crate) fn split(ctx: &Arc<CudaContext>, device: usize, sms: usize) -> Result
     .map_err(|e| refused("cuDevSmResourceSplitByCount", e))?;
     let got = granularity(&first).sms;
     let left = granularity(&rest).sms;
+    // The driver's size, where the granularity predicted another.
+    if let Some(s) = splits
+        .iter()
+        .find(|s| s.device == device && s.first.sms == got)
+    {
+        return Ok(s.clone());
+    }
     if groups != 1 || got == 0 || left == 0 {
         return Err(Error::InvalidConfig(format!(
             "device {device} split {granted} SMs as {groups} part(s) of {got} and {left} left: \
              no part would be left to the application"
         )));
     }
-    let first = green(ctx, device, &mut first, got)?;
-    let rest = match green(ctx, device, &mut rest, left) {
+    let first = green(ctx, device, &mut first, got, false)?;
+    let rest = match green(ctx, device, &mut rest, left, true) {
         Ok(rest) => rest,
         Err(e) => {
             // Never dropped, like every green context (see `Green::ctx`).
@@ -230,11 +257,16 @@ pub(crate) fn split(ctx: &Arc<CudaContext>, device: usize, sms: usize) -> Result
 }
 
 /// A green context of `resource` (`sms` SMs) on `ctx`'s device.
+/// `tracked`: cudarc's event tracking on (the application's part, whose
+/// streams and slices users order through cudarc), after one stream was
+/// made without it; off for the runtime's part (a resident kernel never
+/// ends, and tracking would synchronize the context behind it).
 fn green(
     ctx: &Arc<CudaContext>,
     device: usize,
     resource: &mut sys::CUdevResource,
     sms: usize,
+    tracked: bool,
 ) -> Result<Green> {
     let mut desc = std::ptr::null_mut();
     // SAFETY: one valid SM resource from a split; a valid out-pointer.
@@ -264,14 +296,36 @@ fn green(
     // SAFETY: a valid context of this device whose life is the green
     // context's, which is never destroyed; the wrapper is never dropped
     // (kept in `SPLITS`), so cudarc never destroys it.
-    let wrapped = crate::cuda::driver::with_current(ctx, || unsafe {
+    let wrapped = match crate::cuda::driver::with_current(ctx, || unsafe {
         CudaContext::from_raw_context(device, ctx.cu_device(), cu_ctx)
-    })??;
-    // SAFETY: cudarc's event tracking would synchronize the context when a
-    // first stream is made, behind a resident kernel that never ends; pkq
-    // keeps no CudaSlice of this context whose use it would order.
+    }) {
+        Ok(Ok(w)) => w,
+        Ok(Err(e)) | Err(e) => {
+            // SAFETY: made above; no stream or wrapper of it is left.
+            let _ = unsafe { sys::cuGreenCtxDestroy(handle) };
+            return Err(refused("cuCtxFromGreenCtx", e));
+        }
+    };
+    // SAFETY: with tracking on, cudarc's first stream would synchronize the
+    // context (behind a resident kernel that never ends): off while pkq
+    // makes its first stream; on again for the application's part, whose
+    // slices cudarc orders across its streams from then on.
     unsafe { wrapped.disable_event_tracking() };
-    Ok(Green { ctx: wrapped, sms })
+    let mut first = None;
+    if tracked {
+        first = Some(crate::cuda::driver::with_current(&wrapped, || {
+            wrapped.new_stream()
+        })??);
+        // SAFETY: see above: a stream exists, so later ones never
+        // synchronize the context.
+        unsafe { wrapped.enable_event_tracking() };
+    }
+    Ok(Green {
+        lock: Arc::new(Mutex::new(())),
+        _first: first,
+        ctx: wrapped,
+        sms,
+    })
 }
 
 /// The SMs a runtime built with [`Builder::sm_partition`](crate::Builder::sm_partition)
@@ -281,7 +335,14 @@ fn green(
 /// stays off the runtime's SMs: kernels launched on any other stream of the
 /// device (the primary context's, `pkq::context(i)?.new_stream()`, the
 /// runtime API's) may use every SM, the runtime's included. The parts are
-/// green contexts, kept for the process (a stream never outlives its part).
+/// green contexts, kept for the process (a stream never outlives its part),
+/// one split per device and size: runtimes built with the same size share
+/// its SMs (pkq checks only one runtime's lanes against them), and splits
+/// of different sizes are each cut from the whole device, so they overlap:
+/// use one partition size per device in a process, and lanes for several
+/// resident kernels in it. CUDA documents a green context as current to
+/// one thread at a time: pkq serializes its own calls on each part; use the
+/// rest's streams from one thread at a time.
 ///
 /// ```no_run
 /// # fn main() -> pkq::Result<()> {
@@ -324,13 +385,15 @@ impl SmPartition {
         self.split.rest.sms()
     }
 
-    /// The rest of the device as a cudarc context (a green context): load
-    /// modules and allocate with it or with the device's primary context
-    /// (they share memory and modules); only the streams of
-    /// [`SmPartition::app_stream`] keep kernels on the rest's SMs. Like any
-    /// cudarc context, it is made current on the threads that use it
-    /// through cudarc; CUDA documents a green context as current to one
-    /// thread at a time.
+    /// The rest of the device as a cudarc context (a green context, with
+    /// cudarc's event tracking on): it shares memory and modules with the
+    /// device's primary context. Load modules through the primary context
+    /// (`pkq::context(i)`) before building the runtime: the driver waits
+    /// for running kernels to load one, and the runtime's never ends. Only
+    /// the streams of [`SmPartition::app_stream`] keep kernels on the
+    /// rest's SMs. cudarc makes this context current on each thread that
+    /// uses its streams; CUDA documents a green context as current to one
+    /// thread at a time: use the rest's streams from one thread at a time.
     pub fn app_context(&self) -> &Arc<CudaContext> {
         self.split.rest.ctx()
     }

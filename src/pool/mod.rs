@@ -370,39 +370,46 @@ impl Pool {
         Ok(())
     }
 
-    /// The routed device.
+    /// The routed device (no allocation: this is on every submit).
     fn pick(&self) -> Result<&Member> {
-        let serving: Vec<&Member> = self
-            .members
-            .iter()
-            .filter(|m| self.still_serving(m))
-            .collect();
-        if serving.is_empty() {
-            return Err(Error::NoServingDevice);
+        let n = self.members.len();
+        if n == 1 {
+            let m = &self.members[0];
+            return if self.still_serving(m) {
+                Ok(m)
+            } else {
+                Err(Error::NoServingDevice)
+            };
         }
-        let load = |m: &&Member| m.load.load(Ordering::Relaxed);
-        let m = match self.routing {
-            Routing::RoundRobin => {
-                serving[self.next.fetch_add(1, Ordering::Relaxed) % serving.len()]
+        let load = |m: &Member| m.load.load(Ordering::Relaxed);
+        if self.routing == Routing::PowerOfTwo {
+            let r = self.random();
+            let a = &self.members[(r % n as u64) as usize];
+            let b = &self.members[((r >> 32) % n as u64) as usize];
+            match (self.still_serving(a), self.still_serving(b)) {
+                (true, true) => return Ok(if load(b) < load(a) { b } else { a }),
+                (true, false) => return Ok(a),
+                (false, true) => return Ok(b),
+                // Both out: the least loaded of those left.
+                (false, false) => {}
             }
-            Routing::LeastLoaded => {
-                let start = self.next.fetch_add(1, Ordering::Relaxed) % serving.len();
-                // Ties go round the devices, not always to the first.
-                serving[start..]
-                    .iter()
-                    .chain(&serving[..start])
-                    .copied()
-                    .min_by_key(load)
-                    .unwrap_or(serving[0])
+        }
+        // From a rotating start, so that ties go round the devices.
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut best: Option<&Member> = None;
+        for i in 0..n {
+            let m = &self.members[(start + i) % n];
+            if !self.still_serving(m) {
+                continue;
             }
-            Routing::PowerOfTwo => {
-                let r = self.random();
-                let a = serving[(r % serving.len() as u64) as usize];
-                let b = serving[((r >> 32) % serving.len() as u64) as usize];
-                if load(&b) < load(&a) { b } else { a }
+            if self.routing == Routing::RoundRobin {
+                return Ok(m);
             }
-        };
-        Ok(m)
+            if best.is_none_or(|b| load(m) < load(b)) {
+                best = Some(m);
+            }
+        }
+        best.ok_or(Error::NoServingDevice)
     }
 
     /// The serving device of `key` by rendezvous hashing.

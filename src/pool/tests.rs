@@ -24,6 +24,7 @@ fn loads(pool: &Pool) -> Vec<usize> {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "nine software devices: too slow under Miri")]
 fn every_routing_spreads_tasks_and_counts_them_until_taken() {
     for routing in [
         Routing::RoundRobin,
@@ -151,4 +152,22 @@ fn a_tasks_own_error_is_not_a_dead_device() {
         Err(Error::PayloadTooLarge { .. })
     ));
     assert_eq!(pool.serving(), [0, 1]);
+}
+
+#[test]
+fn tickets_and_batches_outlive_their_pool() {
+    let pool = soft_pool(2, Routing::RoundRobin);
+    let t = pool.submit(Op::ECHO, &[3u64]).unwrap();
+    let mut b = pool.submit_batch(Op::ECHO, &[[4u64], [5]]).unwrap();
+    drop(pool);
+    // The runtimes drained their tasks when dropped; the handles read
+    // their results and give their loads back to counts nobody reads.
+    assert_eq!(t.wait().unwrap().value, 3);
+    let values: Vec<u64> = b
+        .wait()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.unwrap().value)
+        .collect();
+    assert_eq!(values, [4, 5]);
 }

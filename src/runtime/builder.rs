@@ -391,8 +391,12 @@ impl Builder {
     /// [`Runtime::shutdown`], [`Runtime::cancel`] and [`Runtime::health`]
     /// cover every lane; dropping the runtime stops them all.
     ///
-    /// A lane builder naming another device, a partition, or lanes of its
-    /// own is refused ([`Error::InvalidConfig`]).
+    /// A lane runs on its runtime's device (its own device setting is not
+    /// read) and in its partition; a lane builder naming a partition or
+    /// lanes of its own is refused ([`Error::InvalidConfig`]). Its other
+    /// settings are its own (wait strategy, idle policy, ops, module); it
+    /// has a completion thread of its own, pinned where the runtime's is
+    /// ([`Builder::completion_cpu`]) unless the lane names a CPU.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
@@ -415,14 +419,15 @@ impl Builder {
     /// Pins the runtime's completion thread to CPU `cpu` (Linux; the thread
     /// starts with the first [`WaitStrategy::Park`] wait, future or
     /// callback, and serves them all, probing the kernel's health while it
-    /// has waiters). On a machine whose other cores are busy, give it a core
+    /// has waiters; without this it may run on any CPU the process may,
+    /// whatever core the waiter that started it was pinned to). On a machine whose other cores are busy, give it a core
     /// of its own: with `isolcpus=`/`nohz_full=` on the kernel command line,
     /// or a `taskset`/cgroup cpuset that keeps the rest of the process and
     /// its neighbours off that core. The threads that submit and spin-wait
     /// are the caller's: pin them the same way (`core_affinity`,
     /// `taskset -c`), one core each, for the round trip at the floor.
-    /// `build` refuses a CPU this process may not run on
-    /// ([`Error::InvalidConfig`]), and any CPU off Linux.
+    /// `build` refuses a CPU this process may not run on (its main thread's
+    /// affinity mask; [`Error::InvalidConfig`]), and any CPU off Linux.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
@@ -471,11 +476,11 @@ impl Builder {
     pub(crate) fn validate(&self) -> Result<Geometry> {
         for (i, lane) in self.lanes.iter().enumerate() {
             let i = i + 1;
-            if lane.device != self.device || lane.sm_partition.is_some() || !lane.lanes.is_empty() {
+            if lane.sm_partition.is_some() || !lane.lanes.is_empty() {
                 return Err(Error::InvalidConfig(format!(
-                    "lane {i} names a device, a partition or lanes of its own: a lane runs on \
-                     its runtime's device ({}) and partition",
-                    self.device
+                    "lane {i} names a partition or lanes of its own: a lane runs in its \
+                     runtime's partition ({:?} SMs)",
+                    self.sm_partition
                 )));
             }
             lane.validate()
@@ -546,7 +551,9 @@ impl Builder {
     /// workers and pollers than the device can keep resident at once),
     /// [`Error::KernelNotBuilt`], [`Error::NoDriver`], [`Error::NoDevice`],
     /// [`Error::DeviceOutOfRange`], [`Error::UnsupportedDevice`],
-    /// [`Error::KernelTimeout`], or the CUDA error of a failed driver call.
+    /// [`Error::PartitionUnsupported`], [`Error::KernelTimeout`], or the
+    /// CUDA error of a failed driver call. A lane that fails to start fails
+    /// the build; the lanes started before it are stopped.
     pub fn build(self) -> Result<Runtime> {
         self.validate()?;
         if let Image::Embedded = self.image {
@@ -569,6 +576,10 @@ impl Builder {
         let mut rt = self.start(&ctx, partition.as_ref(), &mut taken)?;
         let mut lanes = Vec::with_capacity(self.lanes.len());
         for lane in &self.lanes {
+            let mut lane = lane.clone().device(self.device);
+            if lane.completion_cpu.is_none() {
+                lane.completion_cpu = self.completion_cpu;
+            }
             let mut lane = lane.start(&ctx, partition.as_ref(), &mut taken)?;
             lane.partition = partition.clone();
             lanes.push(lane);
@@ -860,8 +871,16 @@ mod tests {
             Err(Error::InvalidConfig(why)) => Some(why),
             _ => None,
         };
+        // A lane's device is its runtime's: not read, not refused.
+        assert!(
+            Runtime::builder()
+                .device(1)
+                .lane(Runtime::builder())
+                .lane(Runtime::builder().device(7))
+                .validate()
+                .is_ok()
+        );
         for lane in [
-            Runtime::builder().device(1),
             Runtime::builder().sm_partition(8),
             Runtime::builder().lane(Runtime::builder()),
             Runtime::builder().workers(3),

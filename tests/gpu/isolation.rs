@@ -241,7 +241,6 @@ pub(crate) fn lanes_under_load_random_vs_cpu() {
     assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
     // A lane naming another device or a partition of its own: refused.
     for lane in [
-        Runtime::builder().device(1),
         Runtime::builder().sm_partition(8),
         Runtime::builder().lane(Runtime::builder()),
     ] {

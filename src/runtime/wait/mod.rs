@@ -259,10 +259,12 @@ impl Shared {
                             std::thread::Builder::new()
                                 .name("pkq-completions".into())
                                 .spawn(move || {
-                                    // Checked allowed at build.
-                                    if let Some(cpu) = cpu {
-                                        pin::pin_current(cpu);
-                                    }
+                                    // Checked allowed at build; without
+                                    // one, not the first waiter's core.
+                                    match cpu {
+                                        Some(cpu) => pin::pin_current(cpu),
+                                        None => pin::unpin_current(),
+                                    };
                                     reactor::serve(shared)
                                 })
                         }

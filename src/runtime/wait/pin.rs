@@ -1,18 +1,39 @@
 //! Pinning the completion thread to one CPU ([`Builder::completion_cpu`](crate::Builder::completion_cpu)).
 
-/// Whether this process may run on `cpu` (its affinity mask has it).
+/// The affinity mask of the process's main thread (the calling thread
+/// may be pinned narrower), if the OS gives it.
 #[cfg(target_os = "linux")]
-pub(crate) fn allowed(cpu: usize) -> bool {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return false;
-    }
+fn process_mask() -> Option<libc::cpu_set_t> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; the call writes at
-    // most its size into it.
+    // most its size into it; getpid names the main thread.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0
-            && libc::CPU_ISSET(cpu, &set)
+        (libc::sched_getaffinity(
+            libc::getpid(),
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &mut set,
+        ) == 0)
+            .then_some(set)
     }
+}
+
+/// Whether this process may run on `cpu` (its main thread's affinity mask
+/// has it).
+#[cfg(target_os = "linux")]
+pub(crate) fn allowed(cpu: usize) -> bool {
+    // SAFETY: CPU_ISSET reads the set, `cpu` below its size.
+    cpu < libc::CPU_SETSIZE as usize
+        && process_mask().is_some_and(|set| unsafe { libc::CPU_ISSET(cpu, &set) })
+}
+
+/// Lets the calling thread run wherever the process may (a thread
+/// inherits its creator's mask, which may be one pinned core).
+#[cfg(target_os = "linux")]
+pub(crate) fn unpin_current() -> bool {
+    // SAFETY: a valid set; the call reads its size in bytes.
+    process_mask().is_some_and(|set| unsafe {
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    })
 }
 
 /// Pins the calling thread to `cpu`; whether it could.
@@ -57,5 +78,10 @@ pub(crate) fn allowed(_cpu: usize) -> bool {
 
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn pin_current(_cpu: usize) -> bool {
+    false
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn unpin_current() -> bool {
     false
 }
