@@ -239,6 +239,10 @@ const TESTS: &[Test] = &[
         "pool_device_fault_takes_the_device_out",
         pool::pool_device_fault_takes_the_device_out,
     ),
+    (
+        "pool_fault_leaves_the_other_devices_serving",
+        pool::pool_fault_leaves_the_other_devices_serving,
+    ),
 ];
 
 /// Faults, run in a child process (`PKQ_GPU_CHILD=<name>`).
@@ -247,6 +251,7 @@ const CHILDREN: &[Test] = &[
     ("illegal_address", faults::child_illegal_address),
     ("no_visible_gpu", faults::child_no_visible_gpu),
     ("pool_trap", pool::child_pool_trap),
+    ("pool_trap_one_of_many", pool::child_pool_trap_one_of_many),
 ];
 
 /// Why the running test skipped itself, if it did.

@@ -157,3 +157,41 @@ pub(crate) fn child_pool_trap() {
     assert!(matches!(pool.runtime(0), Err(Error::NotServing(0))));
     assert!(matches!(pool.health(), Err(Error::NoServingDevice)));
 }
+
+/// In a child process, on two devices or more: a TRAP on device 0 fails
+/// its tickets with `DeviceFault` and takes it out; the others keep
+/// serving every routed and keyed task. Skipped (said plainly) on one GPU.
+pub(crate) fn pool_fault_leaves_the_other_devices_serving() {
+    let count = pkq::device_count().unwrap();
+    if count < 2 {
+        return skip(&format!("needs two GPUs; this machine has {count}"));
+    }
+    faults::run_fault_child("pool_trap_one_of_many");
+}
+
+pub(crate) fn child_pool_trap_one_of_many() {
+    let pool = Pool::builder().build().unwrap();
+    let others: Vec<usize> = pool.devices().into_iter().filter(|&d| d != 0).collect();
+    // SAFETY: TRAP dereferences nothing; it kills device 0's kernel on purpose.
+    let trap = unsafe { pool.runtime(0).unwrap().submit_unchecked(Op::TRAP, &()) }.unwrap();
+    assert!(matches!(trap.wait(), Err(Error::DeviceFault(_))));
+    pool.health().unwrap();
+    assert_eq!(pool.serving(), others);
+    let mut rng = Rng::new(0x2a);
+    let tickets: Vec<_> = (0..1000)
+        .map(|i| {
+            let v = rng.next();
+            let t = if i % 2 == 0 {
+                pool.submit(Op::ECHO, &[v]).unwrap()
+            } else {
+                pool.submit_keyed(v, Op::ECHO, &[v]).unwrap()
+            };
+            (v, t)
+        })
+        .collect();
+    for (v, t) in tickets {
+        assert_eq!(t.wait().unwrap().value, v);
+    }
+    assert!(matches!(pool.runtime(0), Err(Error::NotServing(0))));
+    println!("    device 0 out; devices {others:?} served 1000 tasks");
+}
