@@ -102,15 +102,18 @@ pub(crate) fn with_current<T>(
 
 /// Device `index`'s PCI address as the driver gives it ("0000:3B:00.0").
 pub(crate) fn pci_bus_id(index: usize) -> Result<String> {
-    init()?;
-    let dev = result::device::get(index as i32)?;
-    let mut buf = [0 as std::ffi::c_char; 32];
-    // SAFETY: a buffer of the length passed; the driver writes a
-    // NUL-terminated string into it.
-    unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as i32, dev) }.result()?;
-    // SAFETY: NUL-terminated within the buffer (the driver's contract; the
-    // last byte was zero and the driver writes at most len bytes).
-    let id = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    let count = device_count()?;
+    let ordinal = i32::try_from(index)
+        .ok()
+        .filter(|_| index < count)
+        .ok_or(Error::DeviceOutOfRange { index, count })?;
+    let dev = result::device::get(ordinal)?;
+    let mut buf = [0u8; 32];
+    // SAFETY: the driver writes at most `len` bytes (one less than the
+    // buffer: its last byte stays zero) into the buffer.
+    unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr().cast(), buf.len() as i32 - 1, dev) }
+        .result()?;
+    let id = std::ffi::CStr::from_bytes_until_nul(&buf).unwrap_or_default();
     Ok(id.to_string_lossy().into_owned())
 }
 

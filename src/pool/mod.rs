@@ -24,8 +24,11 @@ use load::Load;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Routing {
-    /// The serving device with the fewest tasks in flight (tickets and
-    /// batches the pool handed out whose results were not taken yet).
+    /// The serving device with the fewest tasks in flight, as the pool
+    /// counts them: the tasks of tickets and batches it handed out that
+    /// were neither read nor dropped (a batch counts all its tasks until
+    /// its last is taken; work submitted straight to a device's runtime,
+    /// or whose handle was dropped, is not counted).
     #[default]
     LeastLoaded,
     /// Of two serving devices picked at random, the less loaded: almost as
@@ -150,20 +153,33 @@ impl PoolBuilder {
             } else {
                 None
             };
-            let cpus = node.map(numa::cpus_of).unwrap_or_default();
+            // The node's CPUs this process may run on (a cpuset or taskset
+            // may leave none of them).
+            let cpus: Vec<usize> = node
+                .map(numa::cpus_of)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|&c| crate::runtime::wait::pin::allowed(c))
+                .collect();
             let mut b = self.runtime.clone().device(device);
-            if let (Some(&cpu), None) = (cpus.first(), b.completion_cpu) {
-                b = b.completion_cpu(cpu);
+            if b.completion_cpu.is_none() && !cpus.is_empty() {
+                // Devices of one node spread over its CPUs, from the last
+                // (the first often takes the system's interrupts).
+                let on_node = members
+                    .iter()
+                    .filter(|m: &&Member| m.numa_node == node)
+                    .count();
+                b = b.completion_cpu(cpus[cpus.len() - 1 - on_node % cpus.len()]);
             }
             // Pinned memory goes where the allocating thread runs: build on
             // a thread of the device's node.
-            let rt = if cpus.is_empty() {
-                b.build()?
+            let (rt, placed) = if cpus.is_empty() {
+                (b.build()?, false)
             } else {
                 std::thread::scope(|s| {
                     s.spawn(|| {
-                        crate::runtime::wait::pin::pin_to(&cpus);
-                        b.build()
+                        let placed = crate::runtime::wait::pin::pin_to(&cpus);
+                        b.build().map(|rt| (rt, placed))
                     })
                     .join()
                     .unwrap_or_else(|_| Err(Error::InvalidConfig("a build thread panicked".into())))
@@ -174,7 +190,7 @@ impl PoolBuilder {
                 rt,
                 load: Arc::new(AtomicUsize::new(0)),
                 serving: AtomicBool::new(true),
-                numa_node: node,
+                numa_node: node.filter(|_| placed),
             });
         }
         Ok(Pool {
@@ -219,8 +235,8 @@ impl Pool {
         self.member(device).ok().and_then(|m| m.numa_node)
     }
 
-    /// The tasks in flight on `device` (handed out by the pool, results not
-    /// yet taken); `None` for a device not in the pool.
+    /// The tasks in flight on `device` as [`Routing::LeastLoaded`] counts
+    /// them; `None` for a device not in the pool.
     pub fn load(&self, device: usize) -> Option<usize> {
         self.member(device)
             .ok()
@@ -291,11 +307,13 @@ impl Pool {
         self.keyed(key).map(|m| m.device)
     }
 
-    /// Probes every device now and takes out those that faulted or
-    /// stopped; `Ok` while one serves, else [`Error::NoServingDevice`].
+    /// Probes every device's runtime now (its lane 0, which the pool routes
+    /// to) and takes out those that faulted or stopped; `Ok` while one
+    /// serves, else [`Error::NoServingDevice`].
     pub fn health(&self) -> Result<()> {
         for m in self.members.iter() {
-            if let Err(e) = m.rt.health()
+            // Lane 0 is what the pool routes to.
+            if let Err(e) = m.rt.lane0_health()
                 && !matches!(e, Error::Stalled { .. })
             {
                 m.serving.store(false, Ordering::Relaxed);
@@ -332,7 +350,9 @@ impl Pool {
         if !m.serving.load(Ordering::Relaxed) {
             return false;
         }
-        if m.rt.latched().is_err() {
+        // A fault or stop latched, or a shutdown begun (it latches nothing
+        // until the kernel exits).
+        if m.rt.latched().is_err() || m.rt.closed() {
             m.serving.store(false, Ordering::Relaxed);
             return false;
         }
@@ -384,8 +404,10 @@ impl Pool {
         let load = |m: &Member| m.load.load(Ordering::Relaxed);
         if self.routing == Routing::PowerOfTwo {
             let r = self.random();
-            let a = &self.members[(r % n as u64) as usize];
-            let b = &self.members[((r >> 32) % n as u64) as usize];
+            let i = (r % n as u64) as usize;
+            // Two different devices.
+            let j = (i + 1 + ((r >> 32) % (n as u64 - 1)) as usize) % n;
+            let (a, b) = (&self.members[i], &self.members[j]);
             match (self.still_serving(a), self.still_serving(b)) {
                 (true, true) => return Ok(if load(b) < load(a) { b } else { a }),
                 (true, false) => return Ok(a),
@@ -394,17 +416,29 @@ impl Pool {
                 (false, false) => {}
             }
         }
-        // From a rotating start, so that ties go round the devices.
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        // The serving devices in turn, from a rotating start among them (so
+        // that ties go round the devices, whichever are out).
+        let serving = self
+            .members
+            .iter()
+            .filter(|m| self.still_serving(m))
+            .count();
+        if serving == 0 {
+            return Err(Error::NoServingDevice);
+        }
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % serving;
+        let mut turn = self
+            .members
+            .iter()
+            .filter(|m| m.serving.load(Ordering::Relaxed))
+            .cycle()
+            .skip(start)
+            .take(serving);
+        if self.routing == Routing::RoundRobin {
+            return turn.next().ok_or(Error::NoServingDevice);
+        }
         let mut best: Option<&Member> = None;
-        for i in 0..n {
-            let m = &self.members[(start + i) % n];
-            if !self.still_serving(m) {
-                continue;
-            }
-            if self.routing == Routing::RoundRobin {
-                return Ok(m);
-            }
+        for m in turn {
             if best.is_none_or(|b| load(m) < load(b)) {
                 best = Some(m);
             }

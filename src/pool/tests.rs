@@ -66,20 +66,74 @@ fn every_routing_spreads_tasks_and_counts_them_until_taken() {
 }
 
 #[test]
-fn least_loaded_avoids_the_device_holding_tasks() {
+fn least_loaded_keeps_the_loads_even_and_power_of_two_avoids_the_busiest() {
     let pool = soft_pool(2, Routing::LeastLoaded);
-    let held: Vec<Ticket> = (0..5)
-        .map(|_| pool.runtime(0).unwrap().submit(Op::NOP, &()).unwrap())
-        .collect();
+    let mut held = Vec::new();
+    for _ in 0..6 {
+        held.push(pool.submit(Op::NOP, &()).unwrap());
+        let l = loads(&pool);
+        assert!(l[0].abs_diff(l[1]) <= 1, "{l:?}");
+    }
     // Straight to a runtime: not counted.
-    assert_eq!(loads(&pool), [0, 0]);
-    let a = pool.submit(Op::NOP, &()).unwrap();
-    let b = pool.submit(Op::NOP, &()).unwrap();
-    let c = pool.submit(Op::NOP, &()).unwrap();
-    assert_eq!(loads(&pool).iter().sum::<usize>(), 3);
-    assert!(loads(&pool).iter().all(|&n| n >= 1));
-    for t in held.into_iter().chain([a, b, c]) {
+    held.push(pool.runtime(0).unwrap().submit(Op::NOP, &()).unwrap());
+    assert_eq!(loads(&pool), [3, 3]);
+    for t in held {
         t.wait().unwrap();
+    }
+    // Power of two: two different devices each time, so the busiest of
+    // two is never picked while the other is idle.
+    let pool = soft_pool(2, Routing::PowerOfTwo);
+    let busy: Vec<Ticket> = (0..3)
+        .map(|_| pool.runtime(1).unwrap().submit(Op::NOP, &()).unwrap())
+        .collect();
+    let counted = pool.submit(Op::NOP, &()).unwrap();
+    let first = loads(&pool);
+    for _ in 0..10 {
+        let t = pool.submit(Op::NOP, &()).unwrap();
+        let l = loads(&pool);
+        // The new task went to the device that had fewer counted.
+        assert!(l[0].abs_diff(l[1]) <= 1, "{first:?} -> {l:?}");
+        drop(t);
+    }
+    drop(counted);
+    for t in busy {
+        t.wait().unwrap();
+    }
+}
+
+#[test]
+fn round_robin_takes_the_serving_devices_in_turn_and_a_shutdown_takes_one_out() {
+    let pool = soft_pool(3, Routing::RoundRobin);
+    pool.runtime(0).unwrap().shutdown().unwrap();
+    let held: Vec<Ticket> = (0..6).map(|_| pool.submit(Op::NOP, &()).unwrap()).collect();
+    assert_eq!(loads(&pool), [0, 3, 3]);
+    assert_eq!(pool.serving(), [1, 2]);
+    for t in held {
+        t.wait().unwrap();
+    }
+    pool.shutdown().unwrap();
+    assert!(matches!(
+        pool.submit(Op::NOP, &()),
+        Err(Error::NoServingDevice)
+    ));
+    assert!(pool.serving().is_empty());
+}
+
+#[test]
+fn keys_and_batches_on_two_devices() {
+    let pool = soft_pool(2, Routing::LeastLoaded);
+    let before: Vec<usize> = (0..16).map(|k| pool.route_key(k).unwrap()).collect();
+    assert!(before.contains(&0) && before.contains(&1), "{before:?}");
+    let mut b = pool.submit_batch(Op::ECHO, &[[1u64], [2]]).unwrap();
+    let mut p = pool.submit_packed(Op::ECHO, &[3u64; 5]).unwrap();
+    assert_eq!(loads(&pool).iter().sum::<usize>(), 7);
+    b.wait().unwrap();
+    p.wait().unwrap();
+    assert_eq!(loads(&pool), [0, 0]);
+    let _ = pool.runtime(0).unwrap().cancel();
+    for (k, &was) in before.iter().enumerate() {
+        let now = pool.route_key(k as u64).unwrap();
+        assert_eq!(now, 1, "key {k} (was {was})");
     }
 }
 

@@ -116,6 +116,16 @@ impl Runtime {
         self.shared.check()
     }
 
+    /// Whether lane 0 was shut down or cancelled (closed to new tasks).
+    pub(crate) fn closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+
+    /// [`Runtime::health`] of lane 0 alone.
+    pub(crate) fn lane0_health(&self) -> Result<()> {
+        self.shared.health()
+    }
+
     /// How many lanes it serves: 1 and one per [`Builder::lane`].
     pub fn lanes(&self) -> usize {
         1 + self.lanes.len()
