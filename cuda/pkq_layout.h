@@ -188,7 +188,11 @@
  * index (r * capacity + slot) * io_in_words; the task's input bytes (their
  * count in the slot's header). Written by the producer that reserved the
  * slot (relaxed 8-byte stores) before it publishes the slot; read by the
- * poller that took the task, every word checked for the task's tag (a
+ * poller that took the task (an input of several chunks of 512 words also
+ * by the worker's other pollers, which cannot take a task meanwhile: the
+ * taking poller posts it in the block's shared memory after any fence
+ * below, and waits until every chunk is decoded before its handler runs;
+ * IoHelp in pkq_worker.cuh), every word checked for the task's tag (a
  * word of another lap after IO_RETRIES reads fails the task with
  * PKQ_STATUS_BAD_ARGS): after it saw the whole slot and a system fence (so
  * its loads come after the slot's: the producer's stores reach the device
@@ -209,10 +213,12 @@
  * this lap's tag (then the stream is this lap's: the fence, or the
  * knowledge); it reads them before it frees
  * the slot (the next lap overwrites them). One writer per word, aligned 8 bytes:
- * no torn read. Each poller warp decodes its task's input into, and its
- * handler writes the output in, rooms of its own: in the block's dynamic
- * shared memory when the launch gave every warp of the block its rooms,
- * else in io_scratch (device memory allocated before the kernel starts).
+ * no torn read. The poller that took a task decodes its input into, and
+ * its handler writes the output in, its worker's rooms (a worker runs one
+ * task at a time, whichever of its pollers took it): in the block's
+ * dynamic shared memory when the launch gave every worker of the block its
+ * rooms, else in io_scratch (device memory allocated before the kernel
+ * starts).
  * Word k's 7 bytes sit at bytes [7k, 7k + 7) of a room; each room is a
  * multiple of PKQ_IO_ROOM_ALIGN bytes (8-byte words, whole groups of 7).
  * What the worker knows of each slot's areas (device memory, after the
@@ -515,7 +521,7 @@ struct pkq_params {
     uint64_t pack_results;  /* device address of the pack results */
     uint64_t io_in;         /* device address of the input areas (IO) */
     uint64_t io_out;        /* device address of the output areas */
-    uint64_t io_scratch;    /* device memory: per poller warp, io_in_bytes then io_out_bytes, each rounded up to PKQ_IO_ROOM_ALIGN; then PKQ_IO_SEEN_WORDS per slot */
+    uint64_t io_scratch;    /* device memory: per worker, io_in_bytes then io_out_bytes, each rounded up to PKQ_IO_ROOM_ALIGN; then PKQ_IO_SEEN_WORDS per slot */
     uint32_t io_in_words;   /* words of a slot's input area (0: no IO) */
     uint32_t io_out_words;  /* words of a slot's output area */
     uint32_t io_in_bytes;   /* the most input bytes of a task */

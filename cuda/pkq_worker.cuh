@@ -121,60 +121,240 @@ constexpr uint32_t IO_RETRIES = 1024;
 // from the instruction caches' misses (unrolled, it cost microseconds).
 constexpr uint32_t IO_BATCH = 8;
 
-// Bytes [7k, 7k + 7) of a stream, from word k's payload, into `dst` + 7k.
-__device__ __forceinline__ void io_put(uint8_t* dst, uint32_t k, uint64_t w) {
-    uint8_t* d = dst + PKQ_IO_WORD_BYTES * k;
-#pragma unroll 1
-    for (uint32_t b = 0; b < PKQ_IO_WORD_BYTES; ++b) d[b] = static_cast<uint8_t>(w >> (8 * b));
+// The words of a stream one warp reads in one batch: a chunk of a large
+// input (IoHelp).
+constexpr uint32_t IO_CHUNK_WORDS = 64 * IO_BATCH;
+constexpr uint64_t IO_PAYLOAD_MASK = (1ull << 56) - 1;
+
+// Lane `lane` holds words 2 lane and 2 lane + 1 of a block of 64 words
+// starting at word `block` (a multiple of 64) of a stream of `words`
+// words: bytes [14 lane, 14 lane + 14) of the block's 448, which start at
+// byte 7 block of `dst` (8-byte aligned). It stores the 8-byte words of
+// `dst` that start in its bytes and lie within the stream's 7 words bytes
+// (rounded up to 8, within the room), from its own two words and lane
+// lane + 1's first (one shuffle): aligned stores, two at most a lane.
+__device__ __forceinline__ void io_put2(uint8_t* dst, uint32_t block, uint32_t words, uint32_t lane,
+                                        uint64_t a, uint64_t b) {
+    const uint64_t n = __shfl_down_sync(FULL_MASK, a, 1);
+    // The lane's bytes from 14 lane on, eight at a time: x0, x1, x2.
+    const uint64_t x0 = (a & IO_PAYLOAD_MASK) | (b << 56);
+    const uint64_t x1 = ((b & IO_PAYLOAD_MASK) >> 8) | (n << 48);
+    const uint64_t x2 = (n & IO_PAYLOAD_MASK) >> 16;
+    const uint32_t s = 14 * lane;
+    // The first 8-byte boundary at or after byte s (s is even: d is 0, 2,
+    // 4 or 6); a second one 8 bytes on while it is within the lane's 14.
+    const uint32_t d = (8 - (s & 7)) & 7;
+    const uint64_t o1 = d == 0 ? x0 : (x0 >> (8 * d)) | (x1 << (64 - 8 * d));
+    const uint64_t o2 = d == 0 ? x1 : (x1 >> (8 * d)) | (x2 << (64 - 8 * d));
+    const uint32_t at = PKQ_IO_WORD_BYTES * block + s + d;
+    const uint32_t end = PKQ_IO_WORD_BYTES * words;
+    if (at < end) *reinterpret_cast<uint64_t*>(dst + at) = o1;
+    if (d < 6 && at + 8 < end) *reinterpret_cast<uint64_t*>(dst + at + 8) = o2;
 }
 
-// One pass over a task's input, `words` tagged words at `area` (16-byte
-// aligned, with a word to spare when `words` is odd: the area's count is
-// even), into `dst` (this warp's room, in shared or device memory): lane l
-// of load j of a batch reads words 64 j + 2 l and the next, 16 bytes. Whether
-// a word of this lane carried another lap's tag than `tag`.
-__device__ __forceinline__ bool io_pass(const uint64_t* area, uint32_t words, uint32_t tag, uint8_t* dst,
-                                        uint32_t lane) {
+// One pass over words [from, to) of a task's input of `words` tagged words
+// at `area` (16-byte aligned, with a word to spare when `words` is odd: the
+// area's count is even; `from` a multiple of 64), decoded into `dst` (the
+// task's room, in shared or device memory): lane l of load j of a batch
+// reads words 64 j + 2 l and the next, 16 bytes. Whether a word of this
+// lane carried another lap's tag than `tag`.
+__device__ __noinline__ bool io_pass(const uint64_t* area, uint32_t from, uint32_t to, uint32_t words,
+                                 uint32_t tag, uint8_t* dst, uint32_t lane) {
     bool stale = false;
-    for (uint32_t base = 0; base < words; base += 64 * IO_BATCH) {
+    for (uint32_t base = from; base < to; base += IO_CHUNK_WORDS) {
         uint64_t a[IO_BATCH], b[IO_BATCH];
 #pragma unroll
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
+            // Loads of the batch within the stream only (a uniform branch:
+            // a short stream runs, and fetches, the code of its loads alone).
+            a[j] = b[j] = 0;
             const uint32_t k = base + 64 * j + 2 * lane;
-            load2_sys_if(k < words, area + k, a[j], b[j]);
+            if (base + 64 * j < to) load2_sys_if(k < to, area + k, a[j], b[j]);
         }
 #pragma unroll
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
             const uint32_t k = base + 64 * j + 2 * lane;
-            if (k < words) {
-                stale |= tag_of(a[j]) != tag;
-                io_put(dst, k, a[j]);
-            }
-            if (k + 1 < words) {
-                stale |= tag_of(b[j]) != tag;
-                io_put(dst, k + 1, b[j]);
+            if (base + 64 * j < to) {
+                stale |= (k < to && tag_of(a[j]) != tag) || (k + 1 < to && tag_of(b[j]) != tag);
+                io_put2(dst, base + 64 * j, words, lane, a[j], b[j]);
             }
         }
     }
     return stale;
 }
 
+// Words [from, to) of a task's output stream of `words` words at `stream`
+// (the area's word 1 on), encoded from `room` (8-byte aligned, a multiple
+// of 56 bytes) under `tag`: relaxed posted stores, a batch's room words
+// loaded first (where the room is in device memory, its loads are in flight
+// together), then its stores.
+__device__ __noinline__ void io_encode(uint64_t* stream, const uint8_t* room, uint32_t from, uint32_t to,
+                                       uint32_t words, uint32_t tag, uint32_t lane) {
+    const uint64_t* r = reinterpret_cast<const uint64_t*>(room);
+    for (uint32_t base = from; base < to; base += 32 * IO_BATCH) {
+        uint64_t v[IO_BATCH];
+#pragma unroll
+        for (uint32_t j = 0; j < IO_BATCH; ++j) {
+            // Within the stream only (uniform, as io_pass's loads).
+            if (base + 32 * j >= to) break;
+            // Bytes [7k, 7k + 7): from the 8-byte word they start in, and
+            // the next one unless they end in the first (the room's last
+            // word never reaches past it: 7k % 8 is then 1).
+            const uint32_t k = min(base + 32 * j + lane, words - 1);
+            const uint32_t at = PKQ_IO_WORD_BYTES * k;
+            const uint32_t shift = 8 * (at % 8);
+            v[j] = r[at / 8] >> shift;
+            if (at % 8 > 1) v[j] |= r[at / 8 + 1] << (64 - shift);
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < IO_BATCH; ++j) {
+            if (base + 32 * j >= to) break;
+            const uint32_t k = base + 32 * j + lane;
+            store_sys_if(k < to, stream + k, tagged(v[j], tag));
+        }
+    }
+}
+
+// A large input or output moved by its worker's pollers together. A worker
+// runs its tasks one after another, so while one of its pollers runs a task
+// the others cannot claim the next one: they poll. The task's poller posts
+// the stream here in chunks of IO_CHUNK_WORDS words; the others, between
+// their polls (io_help), and the task's poller itself claim chunks one at
+// a time and move them (an input: read and decoded into the room; an
+// output: encoded from the room and stored). One post at a time per worker
+// (the task's poller waits for every chunk of its post before it goes on),
+// in the block's shared memory.
+struct IoHelp {
+    // Bits 0..32: chunks claimed; 32..48: the post's chunk count; 48..64:
+    // its generation. Written whole by the posting poller (atomicExch),
+    // claimed with atomicAdd: a claim returns the post it counts in.
+    unsigned long long next;
+    unsigned int done;   // chunks of the post moved
+    unsigned int stale;  // nonzero: an input chunk held a word of another lap
+    uint64_t* area;      // the input area, or the output's stream
+    uint8_t* room;       // the task's room (input or output)
+    uint32_t words;      // words of the stream
+    uint32_t tag;        // the task's lap's tag
+    uint32_t output;     // nonzero: an output (encode and store)
+    uint32_t fence;      // an output's claimers fence (system) after their stores
+};
+
+// Claims and moves the chunks of the post in `h` until none is left (every
+// lane; warp-uniform). A claim that lands on a later post than the one seen
+// is that post's chunk: the post's fields were written before its `next`
+// (fence), and stay as they are until its chunks are all done, so they are
+// read after the claim. Returns when no chunk is left to claim; chunks
+// claimed by other warps may still be in flight.
+__device__ __forceinline__ void io_claim_chunks(IoHelp* h, uint32_t lane) {
+    for (;;) {
+        unsigned long long v = 0;
+        if (lane == 0) {
+            v = *reinterpret_cast<volatile unsigned long long*>(&h->next);
+            if ((v & 0xffffffffull) < ((v >> 32) & 0xffff)) v = atomicAdd(&h->next, 1ull);
+        }
+        v = __shfl_sync(FULL_MASK, v, 0);
+        const uint32_t chunk = static_cast<uint32_t>(v);
+        if (chunk >= ((v >> 32) & 0xffff)) return;
+        // The post's fields, after the claim that names it.
+        __threadfence_block();
+        const volatile IoHelp* f = h;
+        uint64_t* area = f->area;
+        uint8_t* room = f->room;
+        const uint32_t words = f->words;
+        const uint32_t from = chunk * IO_CHUNK_WORDS;
+        const uint32_t to = min(from + IO_CHUNK_WORDS, words);
+        bool stale = false;
+        if (f->output) {
+            io_encode(area, room, from, to, words, f->tag, lane);
+            // This chunk's stores before the output's word 0 (which the
+            // posting poller stores after every chunk is done).
+            if (f->fence) {
+                __syncwarp();
+                __threadfence_system();
+            }
+        } else {
+            stale = io_pass(area, from, to, words, f->tag, room, lane);
+        }
+        const bool any = __any_sync(FULL_MASK, stale);
+        // Every lane's room bytes (or stores) before the count that says
+        // they are done.
+        __syncwarp();
+        __threadfence_block();
+        if (lane == 0) {
+            if (any) atomicOr(&h->stale, 1u);
+            atomicAdd(&h->done, 1u);
+        }
+    }
+}
+
+// A poller of the worker of `h` between its polls: it moves chunks of the
+// worker's posted stream, if one is posted and not all claimed (a shared
+// memory read otherwise). Kept out of line: the poll loop stays small.
+__device__ __noinline__ void io_help(IoHelp* h, uint32_t lane) { io_claim_chunks(h, lane); }
+
+// Posts a stream of `words` words in `h` (fields as in IoHelp), claims
+// chunks with the worker's other pollers, and waits until every chunk is
+// done (each claimed chunk is moved by its claimer without waiting on
+// anything but its own loads and stores). Whether an input chunk held a
+// word of another lap (warp-uniform).
+__device__ __forceinline__ bool io_together(IoHelp* h, uint64_t* area, uint8_t* room, uint32_t words,
+                                            uint32_t tag, bool output, bool fence, uint32_t lane) {
+    const uint32_t chunks = (words + IO_CHUNK_WORDS - 1) / IO_CHUNK_WORDS;
+    if (lane == 0) {
+        h->area = area;
+        h->room = room;
+        h->words = words;
+        h->tag = tag;
+        h->output = output;
+        h->fence = fence;
+        h->done = 0;
+        h->stale = 0;
+        const unsigned long long gen = ((h->next >> 48) + 1) & 0xffff;
+        // The fields before the post that names them.
+        __threadfence_block();
+        atomicExch(&h->next, (gen << 48) | (static_cast<unsigned long long>(chunks) << 32));
+    }
+    __syncwarp();
+    io_claim_chunks(h, lane);
+    bool stale = false;
+    if (lane == 0) {
+        // Every chunk is claimed; the claimers finish theirs.
+        while (*reinterpret_cast<volatile unsigned int*>(&h->done) < chunks) {
+        }
+        __threadfence_block();
+        stale = *reinterpret_cast<volatile unsigned int*>(&h->stale) != 0;
+    }
+    // Every lane after lane 0's look at the count.
+    __syncwarp();
+    return __shfl_sync(FULL_MASK, stale, 0);
+}
+
+// Whether a stream of `words` words is moved by the worker's pollers
+// together: several chunks, and a worker whose other pollers can help (`h`
+// not null).
+__device__ __forceinline__ bool io_shared(const IoHelp* h, uint32_t words) {
+    return h != nullptr && words > IO_CHUNK_WORDS;
+}
+
 // Decodes a task's input, `len` bytes in tagged words of lap `tag` at
-// `area`, into `dst`. Where a word is of another lap (read before it
-// landed, or an older copy: no fence ordered these reads after the
-// slot's), a system fence and a second pass; then each word still stale is
-// read again, IO_RETRIES times at most. Whether every word carried the tag
+// `area`, into `dst`: a first pass (by the worker's pollers together where
+// io_shared). Where a word is of another lap (read before it landed, or an
+// older copy: no fence ordered these reads after the slot's), a system
+// fence and a second pass by this warp; then each word still stale is read
+// again, IO_RETRIES times at most. Whether every word carried the tag
 // (warp-uniform).
-__device__ __forceinline__ bool io_read(const uint64_t* area, uint32_t len, uint32_t tag, uint8_t* dst,
+__device__ __forceinline__ bool io_read(IoHelp* h, const uint64_t* area, uint32_t len, uint32_t tag, uint8_t* dst,
                                         uint32_t lane) {
     const uint32_t words = (len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
-    bool stale = false;
-#pragma unroll 1
-    for (uint32_t pass = 0; pass < 2; ++pass) {
-        stale = io_pass(area, words, tag, dst, lane);
-        if (!__any_sync(FULL_MASK, stale)) return true;
-        __threadfence_system();
-    }
+    const bool first_stale =
+        io_shared(h, words)
+            ? io_together(h, const_cast<uint64_t*>(area), dst, words, tag, false, false, lane)
+            : __any_sync(FULL_MASK, io_pass(area, 0, words, words, tag, dst, lane));
+    if (!first_stale) return true;
+    __threadfence_system();
+    bool stale = io_pass(area, 0, words, words, tag, dst, lane);
+    if (!__any_sync(FULL_MASK, stale)) return true;
+    __threadfence_system();
     bool whole = true;
     if (stale) {
 #pragma unroll 1
@@ -182,40 +362,35 @@ __device__ __forceinline__ bool io_read(const uint64_t* area, uint32_t len, uint
             uint64_t v = load_sys(area + k);
             for (uint32_t r = 0; tag_of(v) != tag && r < IO_RETRIES; ++r) v = load_sys(area + k);
             whole &= tag_of(v) == tag;
-            io_put(dst, k, v);
+            // Byte by byte: words of other lanes hold the bytes around.
+            uint8_t* d = dst + PKQ_IO_WORD_BYTES * k;
+#pragma unroll 1
+            for (uint32_t c = 0; c < PKQ_IO_WORD_BYTES; ++c) d[c] = static_cast<uint8_t>(v >> (8 * c));
         }
     }
     return __all_sync(FULL_MASK, whole);
 }
 
-// Writes a task's output of `len` bytes from `src` (this warp's room, 8-byte
-// aligned, a multiple of 56 bytes) as tagged words of lap `tag` at `area`:
-// its length in word 0, then the stream from word 1; relaxed posted stores
-// (the host checks every word's tag), then word 0 (length and lap), behind
-// a system fence if `fence`.
-__device__ __forceinline__ void io_write(uint64_t* area, const uint8_t* src, uint32_t len, uint64_t lap,
-                                         uint32_t lane, bool fence) {
+// Writes a task's output of `len` bytes from `src` (its room, 8-byte
+// aligned, a multiple of 56 bytes) as tagged words of lap `lap` at `area`:
+// its length in word 0, then the stream from word 1 (by the worker's
+// pollers together where io_shared); relaxed posted stores (the host checks
+// every word's tag), then word 0 (length and lap), behind a system fence if
+// `fence`.
+__device__ __forceinline__ void io_write(IoHelp* h, uint64_t* area, const uint8_t* src, uint32_t len,
+                                         uint64_t lap, uint32_t lane, bool fence) {
     const uint32_t tag = static_cast<uint32_t>(lap) & 0xff;
     const uint32_t words = (len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
-    const uint64_t* room = reinterpret_cast<const uint64_t*>(src);
-    uint64_t* stream = area + 1;
-#pragma unroll 4
-    for (uint32_t base = 0; base < words; base += 32) {
-        // Bytes [7k, 7k + 7): from the 8-byte word they start in, and the
-        // next one unless they end in the first (the room's last word never
-        // reaches past it: 7k % 8 is then 1).
-        const uint32_t k = base + lane;
-        const uint32_t at = PKQ_IO_WORD_BYTES * min(k, words - 1);
-        const uint32_t shift = 8 * (at % 8);
-        uint64_t v = room[at / 8] >> shift;
-        if (at % 8 > 1) v |= room[at / 8 + 1] << (64 - shift);
-        store_sys_if(k < words, stream + k, tagged(v, tag));
-    }
+    if (io_shared(h, words))
+        io_together(h, area + 1, const_cast<uint8_t*>(src), words, tag, true, fence, lane);
+    else if (words != 0)
+        io_encode(area + 1, src, 0, words, words, tag, lane);
     // The stream before word 0, which names the lap, unless the worker
     // knows that no word of the stream can carry this lap's tag but this
     // lap's (`fence` false: IO_SEEN in pkq_layout.h); the host takes the
     // output once word 0 is this lap's and every word of the stream
-    // carries its tag.
+    // carries its tag. (Chunks stored by other pollers were fenced by them
+    // where `fence`, and are done before io_together returns.)
     __syncwarp();
     if (fence) __threadfence_system();
     const uint64_t lap_bits = lap & ((1ull << PKQ_IO_LAP_BITS) - 1);
@@ -234,10 +409,10 @@ constexpr uint32_t SEEN_COUNT_BITS = 16;
 constexpr uint64_t SEEN_LAP_MASK = (1ull << (64 - SEEN_COUNT_BITS)) - 1;
 
 // Where the knowledge of slot `slot`'s areas is (input, then output), or
-// nullptr without IO areas: after every poller's rooms in io_scratch.
+// nullptr without IO areas: after every worker's rooms in io_scratch.
 __device__ __forceinline__ uint64_t* io_seen(const pkq_params& p, uint64_t slot) {
     if (p.io_in_words + p.io_out_words == 0) return nullptr;
-    const uint64_t rooms = static_cast<uint64_t>(p.workers) * p.pollers * (io_room(p.io_in_bytes) + io_room(p.io_out_bytes));
+    const uint64_t rooms = static_cast<uint64_t>(p.workers) * (io_room(p.io_in_bytes) + io_room(p.io_out_bytes));
     return reinterpret_cast<uint64_t*>(p.io_scratch + rooms) + slot * PKQ_IO_SEEN_WORDS;
 }
 
@@ -271,6 +446,7 @@ __device__ __forceinline__ uint64_t seen_after(uint64_t seen, uint64_t lap, uint
 // io_begin before the handler, io_end after.
 struct IoTask {
     uint64_t* seen;     // the worker's knowledge of the slot's areas (IO_SEEN)
+    IoHelp* help;       // the worker's post for its other pollers (null: none)
     uint64_t seen_in;   // as read before the slot's poll
     uint64_t seen_out;
     uint8_t* output;    // the output room
@@ -292,7 +468,7 @@ __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uin
     if (in_len != 0 && !t.in_known) __threadfence_system();
     t.output = rooms + io_room(p.io_in_bytes);
     t.input_ok = in_len <= p.io_in_bytes &&
-                 io_read(reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words, in_len,
+                 io_read(t.help, reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words, in_len,
                          static_cast<uint32_t>(lap) & 0xff, rooms, lane);
     // Every lane's decoded bytes, for every lane of the handler.
     __syncwarp();
@@ -325,7 +501,7 @@ __device__ __forceinline__ void io_end(const pkq_params& p, uint64_t slot, uint6
     const bool out_known = seen_covers(t.seen_out, lap, out_words, p.capacity_log2);
     // Every lane's output bytes, for the lanes that write them out.
     __syncwarp();
-    io_write(reinterpret_cast<uint64_t*>(p.io_out) + slot * p.io_out_words, t.output, written, lap, lane,
+    io_write(t.help, reinterpret_cast<uint64_t*>(p.io_out) + slot * p.io_out_words, t.output, written, lap, lane,
              !out_known);
     // The knowledge for this slot's next lap, which this worker serves after
     // this task's completion (the claim's fences order it for its poller).
@@ -393,11 +569,12 @@ __device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) 
 // before its turn polls again); the others see the counter move and go on
 // to the next slot. A poller beats while it polls, not while it runs a task.
 // `scratch`: 32 words of shared memory of this warp's own (see the claim
-// below); `rooms`: this warp's IO rooms (io_begin).
+// below); `rooms`: the worker's IO rooms (io_begin); `help`: the worker's
+// post of a large input (IoHelp).
 template <class Handlers>
 __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
                                       unsigned long long* claim, unsigned long long* done,
-                                      unsigned long long* scratch, uint8_t* rooms,
+                                      unsigned long long* scratch, uint8_t* rooms, IoHelp* help,
                                       const Handlers& handlers) {
     const uint32_t lane = threadIdx.x & 31;
     // This poller's copy of the slots (COPIES in pkq_layout.h).
@@ -410,6 +587,9 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     uint64_t* heartbeat = state + p.workers * p.pollers;
     const WorkerSlots slots(p, worker);
     const bool shared_claims = p.pollers > 1;
+    // Streams of several chunks are moved by the worker's pollers together.
+    if (!shared_claims || (p.io_in_words <= IO_CHUNK_WORDS && p.io_out_words <= IO_CHUNK_WORDS + 1))
+        help = nullptr;
     if (poller > 0) {
         const int64_t rtt = __shfl_sync(FULL_MASK, read_round_trip_cycles(stop_word), 0);
         spin_cycles(rtt * poller / p.pollers);
@@ -466,6 +646,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         const uint64_t lap = seq >> p.capacity_log2;
         IoTask io_task;
         io_task.seen = io_seen(p, slot);
+        io_task.help = help;
         io_task.seen_in = io_task.seen_out = 0;
         if (io_task.seen != nullptr) {
             // Lane 0's reading for all (what the warp does depends on it).
@@ -504,6 +685,9 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             // check below then costs the way to the task nothing.
             if (shared_claims) seen_done = *reinterpret_cast<volatile unsigned long long*>(done);
             outcome = judge(w, lane, tag, poller > 0);  // waits for the load
+            // Between polls, chunks of the input of the task another poller
+            // of this worker runs, if it posted one (IoHelp).
+            if (help != nullptr && outcome == Wait::Pending) io_help(help, lane);
             // Read after the load returned: if another poller took this task
             // meanwhile, the slot may since hold a later lap, so a bad tag
             // says nothing until the counter says this task is not taken.
@@ -558,7 +742,10 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             __threadfence_block();
             // Lane 0's verdict, in the claim's one shuffle: claimed (1), or
             // not (0: another poller won, or not its turn yet).
-            if (__shfl_sync(FULL_MASK, turn && old == k ? 1u : 0u, 0) == 0) continue;
+            if (__shfl_sync(FULL_MASK, turn && old == k ? 1u : 0u, 0) == 0) {
+                if (help != nullptr) io_help(help, lane);
+                continue;
+            }
             // Every lane after lane 0's look at `done` and its fence: the
             // task before's device-memory writes are seen by all 32 lanes.
             __syncwarp();
@@ -631,11 +818,13 @@ __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers&
     __shared__ unsigned long long claims[PKQ_MAX_WARPS_PER_BLOCK];
     __shared__ unsigned long long dones[PKQ_MAX_WARPS_PER_BLOCK];
     __shared__ unsigned long long scratch[PKQ_MAX_WARPS_PER_BLOCK * 32];
+    __shared__ IoHelp helps[PKQ_MAX_WARPS_PER_BLOCK];
     const uint32_t warp_in_block = threadIdx.x >> 5;
     const uint32_t warp = blockIdx.x * (blockDim.x >> 5) + warp_in_block;
     if (threadIdx.x < PKQ_MAX_WARPS_PER_BLOCK) {
         claims[threadIdx.x] = 0;
         dones[threadIdx.x] = 0;
+        helps[threadIdx.x].next = 0;
     }
     __syncthreads();
     const uint32_t worker = warp / p.pollers;
@@ -656,18 +845,20 @@ __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers&
         __syncthreads();
     }
     if (worker >= p.workers) return;
-    // Each warp's IO rooms: in the block's dynamic shared memory when the
-    // launch gave it room for all of its warps' (Builder::io), else in
-    // io_scratch.
+    // The worker's IO rooms (one task at a time: whichever poller took it
+    // uses them): in the block's dynamic shared memory when the launch gave
+    // it room for all of its workers' (Builder::io), else in io_scratch.
     extern __shared__ __align__(16) uint8_t io_shared[];
     uint32_t dynamic_bytes;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_bytes));
     const uint32_t pair = io_room(p.io_in_bytes) + io_room(p.io_out_bytes);
-    uint8_t* const rooms = pair != 0 && dynamic_bytes >= (blockDim.x >> 5) * pair
-                               ? io_shared + warp_in_block * pair
-                               : reinterpret_cast<uint8_t*>(p.io_scratch) + static_cast<uint64_t>(warp) * pair;
+    const uint32_t block_workers = max(1u, (blockDim.x >> 5) / p.pollers);
+    uint8_t* const rooms = pair != 0 && dynamic_bytes >= block_workers * pair
+                               ? io_shared + (warp_in_block / p.pollers) * pair
+                               : reinterpret_cast<uint8_t*>(p.io_scratch) + static_cast<uint64_t>(worker) * pair;
     serve(p, worker, warp % p.pollers, &claims[warp_in_block / p.pollers],
-          &dones[warp_in_block / p.pollers], &scratch[warp_in_block * 32], rooms, handlers);
+          &dones[warp_in_block / p.pollers], &scratch[warp_in_block * 32], rooms,
+          &helps[warp_in_block / p.pollers], handlers);
 }
 
 }  // namespace pkq

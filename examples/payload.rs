@@ -207,8 +207,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // pkq: the latency setting, with IO areas the size of the task's data
-    // each way (as an application sizes them; rooms of up to ~12 KiB each
-    // way sit in shared memory on this setting).
+    // each way (as an application sizes them; the worker's rooms sit in
+    // shared memory where the device has enough of it for them).
     let latency_setting = || Runtime::builder().workers(1).pollers(8);
     let rt = latency_setting().build()?;
     let nop = Latency::measure("pkq NOP round trip", &clock, w, n, || {

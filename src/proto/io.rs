@@ -8,11 +8,12 @@
 //! knows that no word of the stream can carry this lap's tag but this
 //! lap's (IO_SEEN in the header), so the host checks every word's tag.
 
+use crate::proto::layout::TAG_SHIFT;
 use crate::proto::layout::{IO_LAP_BITS, IO_LAP_SHIFT, IO_ROOM_ALIGN, IO_WORD_BYTES};
-use crate::proto::slot::{CHUNK_MASK, chunks, payload, tag_of, tagged};
+#[cfg(test)]
+use crate::proto::slot::tagged;
+use crate::proto::slot::{CHUNK_MASK, tag_of};
 
-/// Bytes of a group of eight words.
-const GROUP_BYTES: usize = 8 * IO_WORD_BYTES;
 use crate::proto::sync::Ordering;
 use crate::proto::words::Words;
 
@@ -35,44 +36,58 @@ pub(crate) fn room(bytes: usize) -> usize {
     bytes.next_multiple_of(IO_ROOM_ALIGN)
 }
 
+/// Words `k` of a stream of `len` bytes whose 8 bytes from `7k` lie within
+/// it: each is one unaligned 8-byte access of the bytes.
+fn whole_words(len: usize) -> usize {
+    if len < 8 {
+        0
+    } else {
+        (len - 8) / IO_WORD_BYTES + 1
+    }
+}
+
 /// Writes `bytes` as the stream from word `at` of `area`, under `tag`
-/// (relaxed stores: each word is whole on its own). Eight words at a time
-/// from 56 bytes, as the device decodes them.
+/// (relaxed stores: each word is whole on its own): word k holds bytes
+/// [7k, 7k + 7), as the device decodes them.
 pub(crate) fn write(area: &Words, at: usize, bytes: &[u8], tag: u8) {
-    let words = words_for(bytes.len());
-    for (g, group) in bytes.chunks(GROUP_BYTES).enumerate() {
-        let mut b = [0u8; GROUP_BYTES];
-        b[..group.len()].copy_from_slice(group);
-        let w: [u64; 7] =
-            std::array::from_fn(|j| u64::from_le_bytes(b[8 * j..8 * j + 8].try_into().unwrap()));
-        let c: [u64; 8] = chunks(&w);
-        for (m, c) in c.iter().enumerate().take(words - 8 * g) {
-            area.at(at + 8 * g + m)
-                .store(tagged(*c, tag), Ordering::Relaxed);
-        }
+    let dst = area.slice(at, words_for(bytes.len()));
+    let tag = u64::from(tag) << TAG_SHIFT;
+    let whole = whole_words(bytes.len());
+    for (d, b) in dst.iter().zip(bytes.windows(8).step_by(IO_WORD_BYTES)) {
+        let v = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        d.store((v & CHUNK_MASK) | tag, Ordering::Relaxed);
+    }
+    for (k, d) in dst.iter().enumerate().skip(whole) {
+        let rest = &bytes[IO_WORD_BYTES * k..];
+        let mut b = [0u8; 8];
+        b[..rest.len().min(IO_WORD_BYTES)].copy_from_slice(&rest[..rest.len().min(IO_WORD_BYTES)]);
+        d.store(u64::from_le_bytes(b) | tag, Ordering::Relaxed);
     }
 }
 
 /// The `len` bytes of the stream from word `at`, if every word of it
-/// carries `tag` (acquire loads). Eight words at a time into 56 bytes.
+/// carries `tag` (acquire loads).
 pub(crate) fn read(area: &Words, at: usize, len: usize, tag: u8) -> Option<Vec<u8>> {
-    let words = words_for(len);
-    let mut out = vec![0u8; words.div_ceil(8) * GROUP_BYTES];
-    for (g, group) in out.chunks_exact_mut(GROUP_BYTES).enumerate() {
-        let mut c = [0u64; 8];
-        for (m, c) in c.iter_mut().enumerate().take(words - 8 * g) {
-            let w = area.at(at + 8 * g + m).load(Ordering::Acquire);
-            if tag_of(w) != tag {
-                return None;
-            }
-            *c = w;
-        }
-        for (j, w) in payload::<7>(&c).iter().enumerate() {
-            group[8 * j..8 * j + 8].copy_from_slice(&w.to_le_bytes());
-        }
+    let src = area.slice(at, words_for(len));
+    let mut out = vec![0u8; len];
+    // Every word's tag against `tag`, folded: zero if all match.
+    let mut other = 0u64;
+    let whole = whole_words(len);
+    for (k, s) in src.iter().enumerate().take(whole) {
+        let w = s.load(Ordering::Acquire);
+        other |= (w >> TAG_SHIFT) ^ u64::from(tag);
+        // Bytes [7k, 7k + 8): the eighth is the next word's first, written
+        // again by it.
+        out[IO_WORD_BYTES * k..IO_WORD_BYTES * k + 8].copy_from_slice(&w.to_le_bytes());
     }
-    out.truncate(len);
-    Some(out)
+    for (k, s) in src.iter().enumerate().skip(whole) {
+        let w = s.load(Ordering::Acquire);
+        other |= (w >> TAG_SHIFT) ^ u64::from(tag);
+        let rest = &mut out[IO_WORD_BYTES * k..];
+        let n = rest.len().min(IO_WORD_BYTES);
+        rest[..n].copy_from_slice(&w.to_le_bytes()[..n]);
+    }
+    (other == 0).then_some(out)
 }
 
 /// Whether every word of the output from word `at` carries `tag` (at most
@@ -81,7 +96,10 @@ pub(crate) fn output_whole(area: &Words, at: usize, max: usize, lap: u64) -> boo
     let Some(len) = head_len(area, at, max, lap) else {
         return false;
     };
-    (0..words_for(len)).all(|k| tag_of(area.at(at + 1 + k).load(Ordering::Acquire)) == lap as u8)
+    let other = area.slice(at + 1, words_for(len)).iter().fold(0, |o, w| {
+        o | ((w.load(Ordering::Acquire) >> TAG_SHIFT) ^ (lap & 0xff))
+    });
+    other == 0
 }
 
 /// Word 0 of an output area: its length and the lap's low bits.
@@ -150,6 +168,45 @@ mod tests {
             }
             write(&area, 0, &bytes, tag);
             assert_eq!(read(&area, 0, len, tag), Some(bytes));
+        }
+    }
+
+    #[test]
+    fn streams_of_every_length_near_a_word_edge_round_trip() {
+        let mut rng = Rng::new(21);
+        let most = 65536;
+        let area = Words::heap(2 + output_words(most));
+        let mut lens: Vec<usize> = (0..40).collect();
+        // Under Miri, the chunk edge alone (each word is an interpreted access).
+        lens.extend([3583, 3584, 3585, 3590]);
+        if !cfg!(miri) {
+            lens.extend([most - 8, most - 1, most]);
+        }
+        for len in lens {
+            let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let lap = rng.next() >> 1;
+            // Words past the stream hold another lap's: the read stops at it.
+            area.slice(0, area.len())
+                .iter()
+                .for_each(|w| w.store(u64::MAX, Ordering::Relaxed));
+            write_output(&area, 1, &bytes, lap);
+            assert_eq!(
+                read_output(&area, 1, most, lap).as_deref(),
+                Some(&bytes[..]),
+                "{len}"
+            );
+            assert!(output_whole(&area, 1, most, lap), "{len}");
+            assert_eq!(
+                area.at(0).load(Ordering::Relaxed),
+                u64::MAX,
+                "before the area"
+            );
+            let after = 1 + output_words(len);
+            assert_eq!(
+                area.at(after).load(Ordering::Relaxed),
+                u64::MAX,
+                "after the stream"
+            );
         }
     }
 }

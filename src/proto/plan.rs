@@ -100,21 +100,22 @@ impl Plan {
         (io_words(input).next_multiple_of(2), output_words(output))
     }
 
-    /// Bytes of the rooms (shared or device memory) each poller warp
-    /// decodes its task's input into and its handler writes the output in.
+    /// Bytes of the rooms (shared or device memory) each worker decodes its
+    /// task's input into and its handler writes the output in (a worker runs
+    /// one task at a time, whichever of its pollers took it).
     pub(crate) fn io_scratch_bytes(&self) -> usize {
         let (input, output) = self.io;
         room(input) + room(output)
     }
 
-    /// Device memory of the IO transport (0 without IO): each poller warp's
+    /// Device memory of the IO transport (0 without IO): each worker's
     /// rooms ([`Plan::io_scratch_bytes`]), then what the workers know of
     /// each slot's areas (IO_SEEN in `cuda/pkq_layout.h`).
     pub(crate) fn io_device_bytes(&self) -> usize {
         if self.io == (0, 0) {
             return 0;
         }
-        self.io_scratch_bytes() * self.all_pollers()
+        self.io_scratch_bytes() * self.workers
             + self.rings * self.geo.capacity() * IO_SEEN_WORDS * 8
     }
 

@@ -126,6 +126,15 @@ impl Words {
         unsafe { self.ptr.add(from).cast::<[AtomicU64; N]>().as_ref() }
     }
 
+    /// Words `from..from + len`, with one bounds check for all of them.
+    #[inline(always)]
+    pub(crate) fn slice(&self, from: usize, len: usize) -> &[AtomicU64] {
+        assert!(from <= self.len && len <= self.len - from);
+        // SAFETY: in bounds (checked above); atomics of the same layout as
+        // the words, kept valid by the owner this view holds.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(from).as_ptr(), len) }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.len
     }

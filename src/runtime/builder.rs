@@ -320,9 +320,10 @@ impl Builder {
     /// run of laps without them (IO in `cuda/pkq_layout.h`). Default none. Costs: pinned
     /// memory of about `8/7 (input + output)` bytes per slot per ring;
     /// device memory of `input + output` bytes, each rounded up to 112, per
-    /// poller warp, and 16 bytes per slot; the handler's input and output
-    /// sit in shared memory where every block of the kernel keeps its
-    /// warps' and the kernel stays resident, else in that device memory.
+    /// worker, and 16 bytes per slot; the handler's input and output sit in
+    /// shared memory where every block of the kernel keeps its workers' and
+    /// the kernel stays resident, else in that device memory. A worker's
+    /// pollers read a large input, and write a large output, together.
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn io(mut self, input: usize, output: usize) -> Self {
         self.io = (input, output);
@@ -649,10 +650,10 @@ impl Builder {
         // Every block must be resident at once, or the workers that are not
         // wait for ones that never end: refuse what cannot be.
         let mut resident = kernel.max_resident_blocks(cfg.block_dim.0, 0)?;
-        // IO rooms in shared memory where every block keeps its warps' and
+        // IO rooms in shared memory where every block keeps its workers' and
         // stays resident (the kernel looks at what the launch gave it);
         // otherwise they stay in device memory (`io_scratch`).
-        let rooms = warps * plan.io_scratch_bytes();
+        let rooms = (warps / plan.pollers).max(1) * plan.io_scratch_bytes();
         if rooms != 0 && kernel.allow_dynamic_shared(rooms) {
             let with_rooms = kernel
                 .max_resident_blocks(cfg.block_dim.0, rooms)

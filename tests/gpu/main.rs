@@ -130,6 +130,10 @@ const TESTS: &[Test] = &[
         "io_tasks_reuse_small_areas_across_laps",
         ops::io_tasks_reuse_small_areas_across_laps,
     ),
+    (
+        "io_tasks_large_inputs_read_by_the_workers_pollers",
+        ops::io_tasks_large_inputs_read_by_the_workers_pollers,
+    ),
     ("batches_submit_and_reap", protocol::batches_submit_and_reap),
     (
         "host_access_rate_is_measured",

@@ -998,6 +998,43 @@ pub(crate) fn io_tasks_random_vs_cpu() {
     println!("    {n} IO tasks of 0 to 64 KiB each way checked against the host");
 }
 
+/// IO tasks of large inputs (several chunks of 512 words: the worker's
+/// pollers read them together) on a small ring served by one worker of eight
+/// pollers, then by two workers of four: most tasks the same size as the one
+/// before in their slot (the tags tell: no fence), some of any size up to 64
+/// KiB, runs of over 256 laps without an IO task (the worker must fence),
+/// every output checked against the host.
+pub(crate) fn io_tasks_large_inputs_read_by_the_workers_pollers() {
+    const MOST: usize = 65536;
+    let tasks = if under_sanitizer() { 60 } else { 1_500 };
+    let (nops, nop_run) = if under_sanitizer() {
+        (0, 0)
+    } else {
+        (500, 4_200)
+    };
+    let size = |rng: &mut Rng| match rng.below(8) {
+        0 => rng.below(MOST as u64 + 1) as usize,
+        1 => 3584 + rng.below(8) as usize,
+        2 => rng.below(8) as usize,
+        _ => 40_000,
+    };
+    let mut n = 0;
+    for (workers, pollers) in [(1, 8), (2, 4)] {
+        let rt = Runtime::builder()
+            .capacity(8)
+            .workers(workers)
+            .pollers(pollers)
+            .io(MOST, MOST)
+            .build()
+            .unwrap();
+        n += io_random(&rt, 950 + workers as u64, tasks, &size, nops, nop_run);
+        rt.shutdown().unwrap();
+    }
+    println!(
+        "    {n} IO tasks of up to 64 KiB each way checked against the host, inputs read by several pollers"
+    );
+}
+
 /// IO tasks on small areas (rooms in shared memory) of a small ring served by
 /// one worker of eight pollers: most tasks the same size as the one before
 /// in their slot (inputs read with the slot's poll, outputs without a
