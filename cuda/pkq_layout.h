@@ -205,9 +205,12 @@
  * same indexing; word 0 holds the output's length (bits 0..17) and the low
  * PKQ_IO_LAP_BITS bits of the task's lap (from bit PKQ_IO_LAP_SHIFT), the
  * stream from word 1 its bytes. Written by the poller that ran the task:
- * the stream (relaxed sys-scope 8-byte stores), a system fence (none where
- * the worker's knowledge of the slot, below, makes the tags enough), word
- * 0, then the task's completion, which says so (PKQ_CQE_OUTPUT). Read by
+ * the stream (relaxed sys-scope 8-byte stores; a stream of several chunks
+ * also by the worker's other pollers, each behind a system fence of its
+ * own where one is due, counted done before the taking poller goes on), a
+ * system fence (none where the worker's knowledge of the slot, below,
+ * makes the tags enough), word 0, then the task's completion, which says
+ * so (PKQ_CQE_OUTPUT). Read by
  * the host thread that takes the completion (or moves it aside): the task
  * is complete only once word 0 holds this lap and every word of the stream
  * this lap's tag (then the stream is this lap's: the fence, or the

@@ -114,17 +114,20 @@ constexpr uint32_t IO_RETRIES = 1024;
 
 // Host memory is read and written in whole runs of the warp: each load of
 // a batch one 512-byte request (16 bytes a lane), each store a 256-byte
-// one, IO_BATCH loads in flight a lane. Each lane converts its own words:
-// word k carries bytes [7k, 7k + 7) of the stream, which sit at those bytes
-// of the warp's room. The code is
-// kept small: it runs once per task, and what an SM runs once is fetched
-// from the instruction caches' misses (unrolled, it cost microseconds).
+// one, IO_BATCH loads in flight a lane. Word k carries bytes [7k, 7k + 7)
+// of the stream, which sit at those bytes of the worker's room (io_put2 on
+// the way in, io_encode on the way out). The code is kept small, and a
+// short stream runs only the code of its own loads (uniform branches): it
+// runs once per task, and what an SM runs once is fetched from the
+// instruction caches' misses (unrolled, it cost microseconds).
 constexpr uint32_t IO_BATCH = 8;
 
 // The words of a stream one warp reads in one batch: a chunk of a large
 // input (IoHelp).
 constexpr uint32_t IO_CHUNK_WORDS = 64 * IO_BATCH;
 constexpr uint64_t IO_PAYLOAD_MASK = (1ull << 56) - 1;
+// A stale chunk in IoHelp::done.
+constexpr uint32_t IO_STALE_ONE = 1u << 16;
 
 // Lane `lane` holds words 2 lane and 2 lane + 1 of a block of 64 words
 // starting at word `block` (a multiple of 64) of a stream of `words`
@@ -229,8 +232,9 @@ struct IoHelp {
     // its generation. Written whole by the posting poller (atomicExch),
     // claimed with atomicAdd: a claim returns the post it counts in.
     unsigned long long next;
-    unsigned int done;   // chunks of the post moved
-    unsigned int stale;  // nonzero: an input chunk held a word of another lap
+    // Bits 0..16: chunks of the post moved; 16..32: how many of them held a
+    // word of another lap (inputs), counted in the same atomic.
+    unsigned int done;
     uint64_t* area;      // the input area, or the output's stream
     uint8_t* room;       // the task's room (input or output)
     uint32_t words;      // words of the stream
@@ -255,8 +259,11 @@ __device__ __forceinline__ void io_claim_chunks(IoHelp* h, uint32_t lane) {
         v = __shfl_sync(FULL_MASK, v, 0);
         const uint32_t chunk = static_cast<uint32_t>(v);
         if (chunk >= ((v >> 32) & 0xffff)) return;
-        // The post's fields, after the claim that names it.
+        // The post's fields, after the claim that names it, in every lane
+        // (a shuffle orders no memory: the barrier does, after lane 0's
+        // fence).
         __threadfence_block();
+        __syncwarp();
         const volatile IoHelp* f = h;
         uint64_t* area = f->area;
         uint8_t* room = f->room;
@@ -280,10 +287,9 @@ __device__ __forceinline__ void io_claim_chunks(IoHelp* h, uint32_t lane) {
         // they are done.
         __syncwarp();
         __threadfence_block();
-        if (lane == 0) {
-            if (any) atomicOr(&h->stale, 1u);
-            atomicAdd(&h->done, 1u);
-        }
+        // One atomic says both that the chunk is done and whether it was
+        // stale (IoHelp::done), so neither is seen without the other.
+        if (lane == 0) atomicAdd(&h->done, 1u + (any ? IO_STALE_ONE : 0u));
     }
 }
 
@@ -308,7 +314,6 @@ __device__ __forceinline__ bool io_together(IoHelp* h, uint64_t* area, uint8_t* 
         h->output = output;
         h->fence = fence;
         h->done = 0;
-        h->stale = 0;
         const unsigned long long gen = ((h->next >> 48) + 1) & 0xffff;
         // The fields before the post that names them.
         __threadfence_block();
@@ -318,11 +323,16 @@ __device__ __forceinline__ bool io_together(IoHelp* h, uint64_t* area, uint8_t* 
     io_claim_chunks(h, lane);
     bool stale = false;
     if (lane == 0) {
-        // Every chunk is claimed; the claimers finish theirs.
-        while (*reinterpret_cast<volatile unsigned int*>(&h->done) < chunks) {
+        // Every chunk is claimed; the claimers finish theirs. The loop's
+        // exit: a claimer moves its chunk and counts it without waiting on
+        // anything but its own loads and stores (a poller leaves `serve`
+        // or sleeps only between chunks, holding none). No time bound: the
+        // room must not be used while a claimer may still write it.
+        unsigned int d;
+        while (((d = *reinterpret_cast<volatile unsigned int*>(&h->done)) & 0xffff) < chunks) {
         }
         __threadfence_block();
-        stale = *reinterpret_cast<volatile unsigned int*>(&h->stale) != 0;
+        stale = (d >> 16) != 0;
     }
     // Every lane after lane 0's look at the count.
     __syncwarp();
@@ -340,9 +350,9 @@ __device__ __forceinline__ bool io_shared(const IoHelp* h, uint32_t words) {
 // `area`, into `dst`: a first pass (by the worker's pollers together where
 // io_shared). Where a word is of another lap (read before it landed, or an
 // older copy: no fence ordered these reads after the slot's), a system
-// fence and a second pass by this warp; then each word still stale is read
-// again, IO_RETRIES times at most. Whether every word carried the tag
-// (warp-uniform).
+// fence and a second pass by this warp; then, if a word is still stale,
+// every word is read again until it carries the tag, IO_RETRIES times at
+// most. Whether every word carried the tag (warp-uniform).
 __device__ __forceinline__ bool io_read(IoHelp* h, const uint64_t* area, uint32_t len, uint32_t tag, uint8_t* dst,
                                         uint32_t lane) {
     const uint32_t words = (len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
@@ -354,9 +364,13 @@ __device__ __forceinline__ bool io_read(IoHelp* h, const uint64_t* area, uint32_
     __threadfence_system();
     bool stale = io_pass(area, 0, words, words, tag, dst, lane);
     if (!__any_sync(FULL_MASK, stale)) return true;
+    // Every word read again until it carries the tag, by every lane (the
+    // passes gave lane l words 64 j + 2 l and the next; this loop word k to
+    // lane k % 32), after the pass's stores into the room (the barrier).
+    __syncwarp();
     __threadfence_system();
     bool whole = true;
-    if (stale) {
+    {
 #pragma unroll 1
         for (uint32_t k = lane; k < words; k += 32) {
             uint64_t v = load_sys(area + k);
@@ -455,7 +469,7 @@ struct IoTask {
     bool input_ok;
 };
 
-// Decodes the task's `in_len` input bytes into this warp's input room
+// Decodes the task's `in_len` input bytes into the worker's input room
 // (`rooms`: the input room, then the output room) and points the context at
 // the input and the output room. Whether the input was within bounds and
 // whole (if not, the task fails: PKQ_STATUS_BAD_ARGS).
@@ -570,7 +584,7 @@ __device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) 
 // to the next slot. A poller beats while it polls, not while it runs a task.
 // `scratch`: 32 words of shared memory of this warp's own (see the claim
 // below); `rooms`: the worker's IO rooms (io_begin); `help`: the worker's
-// post of a large input (IoHelp).
+// post of a large input or output (IoHelp).
 template <class Handlers>
 __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
                                       unsigned long long* claim, unsigned long long* done,

@@ -28,7 +28,7 @@ pub(crate) fn output_words(bytes: usize) -> usize {
     1 + words_for(bytes)
 }
 
-/// The room (shared or device memory) a poller warp decodes an input of up
+/// The room (shared or device memory) a worker decodes an input of up
 /// to `bytes` into, or a handler writes an output of up to `bytes` in:
 /// word k's 7 bytes at bytes [7k, 7k + 7), the room a multiple of 112
 /// bytes (8-byte words, whole groups of seven).
