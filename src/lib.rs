@@ -84,3 +84,15 @@ pub(crate) mod test_rng {
         }
     }
 }
+
+/// What the CPU tests share beside their inputs.
+#[cfg(test)]
+pub(crate) mod test_support {
+    /// The values of a batch's (or several tickets') results, each of which
+    /// must be a success.
+    pub(crate) fn values<E: std::fmt::Debug>(
+        results: impl IntoIterator<Item = Result<crate::Completion, E>>,
+    ) -> Vec<u64> {
+        results.into_iter().map(|r| r.unwrap().value).collect()
+    }
+}

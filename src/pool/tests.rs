@@ -2,6 +2,7 @@
 //! software device.
 
 use super::*;
+use crate::test_support::values;
 
 fn soft_pool(n: usize, routing: Routing) -> Pool {
     let runtimes = (0..n)
@@ -217,11 +218,5 @@ fn tickets_and_batches_outlive_their_pool() {
     // The runtimes drained their tasks when dropped; the handles read
     // their results and give their loads back to counts nobody reads.
     assert_eq!(t.wait().unwrap().value, 3);
-    let values: Vec<u64> = b
-        .wait()
-        .unwrap()
-        .into_iter()
-        .map(|r| r.unwrap().value)
-        .collect();
-    assert_eq!(values, [4, 5]);
+    assert_eq!(values(b.wait().unwrap()), [4, 5]);
 }

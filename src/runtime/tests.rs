@@ -1,6 +1,7 @@
 //! The runtime's lifecycle against the software device (`proto::soft`): the
 //! real `Runtime`, `Ticket` and `Batch`, on any machine, and under Miri.
 
+use crate::test_support::values;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -32,13 +33,7 @@ fn a_batch_outliving_its_runtime_never_touches_it() {
     // No task left to any handle: the memory is gone, and the batches must
     // not read it (Miri reports the use after free if they do).
     assert!(freed(&memory));
-    let values: Vec<u64> = taken
-        .wait()
-        .unwrap()
-        .into_iter()
-        .map(|r| r.unwrap().value)
-        .collect();
-    assert_eq!(values, [1, 2]);
+    assert_eq!(values(taken.wait().unwrap()), [1, 2]);
     assert!(empty.wait().unwrap().is_empty());
 }
 
@@ -561,13 +556,7 @@ fn lanes_stop_with_their_runtime_and_their_tickets_outlive_it() {
     // Every lane stopped with the runtime (after draining): the handles
     // still report their results, then the lane's memory goes with them.
     assert_eq!(t.wait().unwrap().value, 9);
-    let values: Vec<u64> = b
-        .wait()
-        .unwrap()
-        .into_iter()
-        .map(|r| r.unwrap().value)
-        .collect();
-    assert_eq!(values, [1, 2, 3]);
+    assert_eq!(values(b.wait().unwrap()), [1, 2, 3]);
     drop(b);
     assert!(freed(&lane_memory));
 }

@@ -1,6 +1,7 @@
 //! Every wait strategy, futures and callbacks, against the software
 //! device: the real runtime, its completion thread, tickets and batches.
 
+use crate::test_support::values;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -91,13 +92,7 @@ fn every_strategy_brings_back_every_task_once() {
                     // A batch, waited on the strategy too.
                     let args: Vec<[u64; 1]> = (0..40).map(|j| [j]).collect();
                     let mut b = rt.submit_batch(Op::ECHO, &args).unwrap().with_wait(how);
-                    let got: Vec<u64> = b
-                        .wait()
-                        .unwrap()
-                        .into_iter()
-                        .map(|r| r.unwrap().value)
-                        .collect();
-                    assert_eq!(got, (0..40).collect::<Vec<u64>>());
+                    assert_eq!(values(b.wait().unwrap()), (0..40).collect::<Vec<u64>>());
                 });
             }
         });
@@ -209,13 +204,10 @@ fn futures_and_callbacks_outlive_their_runtime_and_drop_safely() {
     assert_eq!(rx.recv().unwrap().unwrap(), 12);
     drop(rt);
     assert_eq!(block_on_all(vec![pending]).remove(0).unwrap().value, 9);
-    let values: Vec<u64> = block_on_all(vec![batch])
-        .remove(0)
-        .unwrap()
-        .into_iter()
-        .map(|r| r.unwrap().value)
-        .collect();
-    assert_eq!(values, [10, 11]);
+    assert_eq!(
+        values(block_on_all(vec![batch]).remove(0).unwrap()),
+        [10, 11]
+    );
 }
 
 #[test]
@@ -228,11 +220,10 @@ fn a_thousand_futures_each_get_their_own_result() {
     let tickets: Vec<_> = (0..1000u64)
         .map(|i| rt.submit(Op::ECHO, &[i * 3]).unwrap())
         .collect();
-    let got: Vec<u64> = block_on_all(tickets)
-        .into_iter()
-        .map(|r| r.unwrap().value)
-        .collect();
-    assert_eq!(got, (0..1000u64).map(|i| i * 3).collect::<Vec<_>>());
+    assert_eq!(
+        values(block_on_all(tickets)),
+        (0..1000u64).map(|i| i * 3).collect::<Vec<_>>()
+    );
     // Awaiting a reference keeps the ticket; a long task parks the future.
     let mut t = rt.submit(Op::SPIN, &3_000_000u64).unwrap();
     assert_eq!(
