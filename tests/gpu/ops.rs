@@ -998,6 +998,34 @@ pub(crate) fn io_tasks_random_vs_cpu() {
     println!("    {n} IO tasks of 0 to 64 KiB each way checked against the host");
 }
 
+/// `io_random` on runtimes of capacity 8 (slots of many laps) with IO areas
+/// of `most` bytes each way, one for each of `shapes` (workers, rings,
+/// pollers), seeded `seed` + workers; `nops` is io_random's (every how
+/// many tasks, how many NOPs). The tasks checked.
+fn io_random_on_small_rings(
+    most: usize,
+    shapes: &[(usize, usize, u32)],
+    seed: u64,
+    tasks: usize,
+    size: &(dyn Fn(&mut Rng) -> usize + Sync),
+    (nops, nop_run): (usize, usize),
+) -> usize {
+    let mut n = 0;
+    for &(workers, rings, pollers) in shapes {
+        let rt = Runtime::builder()
+            .capacity(8)
+            .workers(workers)
+            .rings(rings)
+            .pollers(pollers)
+            .io(most, most)
+            .build()
+            .unwrap();
+        n += io_random(&rt, seed + workers as u64, tasks, size, nops, nop_run);
+        rt.shutdown().unwrap();
+    }
+    n
+}
+
 /// IO tasks of large inputs (several chunks of 512 words: the worker's
 /// pollers read them together) on a small ring served by one worker of eight
 /// pollers, then by two workers of four: most tasks the same size as the one
@@ -1018,18 +1046,14 @@ pub(crate) fn io_tasks_large_inputs_read_by_the_workers_pollers() {
         2 => rng.below(8) as usize,
         _ => 40_000,
     };
-    let mut n = 0;
-    for (workers, pollers) in [(1, 8), (2, 4)] {
-        let rt = Runtime::builder()
-            .capacity(8)
-            .workers(workers)
-            .pollers(pollers)
-            .io(MOST, MOST)
-            .build()
-            .unwrap();
-        n += io_random(&rt, 950 + workers as u64, tasks, &size, nops, nop_run);
-        rt.shutdown().unwrap();
-    }
+    let n = io_random_on_small_rings(
+        MOST,
+        &[(1, 1, 8), (2, 1, 4)],
+        950,
+        tasks,
+        &size,
+        (nops, nop_run),
+    );
     println!(
         "    {n} IO tasks of up to 64 KiB each way checked against the host, inputs read by several pollers"
     );
@@ -1037,8 +1061,8 @@ pub(crate) fn io_tasks_large_inputs_read_by_the_workers_pollers() {
 
 /// IO tasks on small areas (rooms in shared memory) of a small ring served by
 /// one worker of eight pollers: most tasks the same size as the one before
-/// in their slot (inputs read with the slot's poll, outputs without a
-/// fence), some longer or shorter, and runs of over 256 laps without an IO
+/// in their slot (their tags alone tell: the input read and the output
+/// written without a fence), some longer or shorter, and runs of over 256 laps without an IO
 /// task (a word then carries its tag again: the worker must fence), every
 /// output checked against the host; then the same on two rings of four
 /// workers of two pollers.
@@ -1057,18 +1081,13 @@ pub(crate) fn io_tasks_reuse_small_areas_across_laps() {
         1 => rng.below(8) as usize,
         _ => 1000,
     };
-    let mut n = 0;
-    for (workers, rings, pollers) in [(1, 1, 8), (8, 2, 2)] {
-        let rt = Runtime::builder()
-            .capacity(8)
-            .workers(workers)
-            .rings(rings)
-            .pollers(pollers)
-            .io(MOST, MOST)
-            .build()
-            .unwrap();
-        n += io_random(&rt, 900 + workers as u64, tasks, &size, nops, nop_run);
-        rt.shutdown().unwrap();
-    }
+    let n = io_random_on_small_rings(
+        MOST,
+        &[(1, 1, 8), (8, 2, 2)],
+        900,
+        tasks,
+        &size,
+        (nops, nop_run),
+    );
     println!("    {n} IO tasks of up to 1 KiB each way checked against the host, areas reused");
 }
