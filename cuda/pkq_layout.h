@@ -127,16 +127,18 @@
 
 /* ---------------------------------------------------------------------------
  * Control lines (host -> device allocation, after the slots): one 128-byte
- * line per worker, so that no device-polled slot shares its 128-byte
- * prefetch pair, and no two workers poll the same line (reads of one line
- * of host memory are answered one after another: when every worker read one
- * shared stop word, 64 workers made ~5 M reads/s of it, and each took tens of
- * microseconds; benches/NOTES.md).
- * Word PKQ_CTRL_STOP of worker w's line: written by the host with one value
- * only (release stores of PKQ_STOP_VALUE to every worker's line: after the
+ * line per poller (poller j of worker w: line w * pollers + j), so that no
+ * device-polled slot shares its 128-byte prefetch pair, and no two pollers
+ * poll the same line. Reads of one line of host memory are answered one
+ * after another: when every worker read one shared stop word, 64 workers
+ * made ~5 M reads/s of it, and each took tens of microseconds; two warps
+ * reading one line back to back slowed a memory-bound kernel on other SMs
+ * by several percent (benches/NOTES.md).
+ * Word PKQ_CTRL_STOP of a poller's line: written by the host with one value
+ * only (release stores of PKQ_STOP_VALUE to every poller's line: after the
  * drain on shutdown, at once on cancel or when a fault is latched; it may be
- * stored more than once, always the same value), read by worker w's
- * pollers, each every PKQ_STOP_POLL_INTERVAL of its own polls, busy or
+ * stored more than once, always the same value), read by that poller
+ * every PKQ_STOP_POLL_INTERVAL of its own polls, busy or
  * idle, in the same load instruction as the slot poll (so it costs no extra
  * round trip); it takes precedence over a task in the slot, so a busy
  * worker (one poll per task) starts at most that many more tasks per
@@ -517,8 +519,8 @@ struct pkq_params {
     uint32_t capacity_log2; /* log2 of the slot count */
     uint32_t workers;       /* worker warps (see RINGS above for what each serves) */
     uint32_t pollers;       /* poller warps per worker: 1, 2, 4 or 8 */
-    uint32_t idle_spin_ns;  /* idle time spent spinning before the worker sleeps between polls */
-    uint32_t idle_sleep_max_ns; /* longest __nanosleep between idle polls; 0: always spin */
+    uint32_t idle_spin_ns;  /* idle time spent spinning before the worker slows down (0 with idle_sleep_max_ns 0: never) */
+    uint32_t idle_sleep_max_ns; /* longest __nanosleep between idle polls (Backoff); 0 with idle_spin_ns != 0: pollers but the first go quiet (Quiet) */
     uint32_t rings;         /* submission rings, a power of two dividing workers */
     uint64_t pack_args;     /* device address of the pack arguments */
     uint64_t pack_results;  /* device address of the pack results */

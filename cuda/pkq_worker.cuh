@@ -564,6 +564,10 @@ __device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) 
     return __shfl_sync(FULL_MASK, v, 0);
 }
 
+// How long a quiet poller naps between two looks at its worker's claim: it
+// polls again at most about this long after the worker took a task.
+constexpr uint32_t QUIET_NAP_NS = 128;
+
 // Serves tasks until the host's stop word is set (or a slot holds a tag that
 // is neither the expected lap nor the one before: corruption). `Handlers`
 // is called by all 32 lanes with the task's Context and returns the
@@ -582,21 +586,24 @@ __device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) 
 // pollers (no poller waits for another: one that finds the slot whole
 // before its turn polls again); the others see the counter move and go on
 // to the next slot. A poller beats while it polls, not while it runs a task.
+// `leaving`: set by any poller of the worker when it leaves its loop (the
+// exit of a quiet poller's wait, IdlePolicy::Quiet).
 // `scratch`: 32 words of shared memory of this warp's own (see the claim
 // below); `rooms`: the worker's IO rooms (io_begin); `help`: the worker's
 // post of a large input or output (IoHelp).
 template <class Handlers>
 __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
                                       unsigned long long* claim, unsigned long long* done,
-                                      unsigned long long* scratch, uint8_t* rooms, IoHelp* help,
+                                      uint32_t* leaving, unsigned long long* scratch, uint8_t* rooms,
+                                      IoHelp* help,
                                       const Handlers& handlers) {
     const uint32_t lane = threadIdx.x & 31;
     // This poller's copy of the slots (COPIES in pkq_layout.h).
     const uint64_t* own_sq = reinterpret_cast<const uint64_t*>(p.sq) +
                              (static_cast<uint64_t>(p.rings) << p.capacity_log2) * PKQ_SLOT_WORDS * poller;
     uint64_t* cq = reinterpret_cast<uint64_t*>(p.cq);
-    const uint64_t* stop_word =
-        reinterpret_cast<const uint64_t*>(p.ctrl) + worker * (PKQ_CTRL_BYTES / 8) + PKQ_CTRL_STOP;
+    const uint64_t* stop_word = reinterpret_cast<const uint64_t*>(p.ctrl) +
+                                (worker * p.pollers + poller) * (PKQ_CTRL_BYTES / 8) + PKQ_CTRL_STOP;
     uint64_t* state = reinterpret_cast<uint64_t*>(p.states) + worker * p.pollers + poller;
     uint64_t* heartbeat = state + p.workers * p.pollers;
     const WorkerSlots slots(p, worker);
@@ -604,11 +611,20 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     // Streams of several chunks are moved by the worker's pollers together.
     if (!shared_claims || (p.io_in_words <= IO_CHUNK_WORDS && p.io_out_words <= IO_CHUNK_WORDS + 1))
         help = nullptr;
+    // This poller's offset in the worker's read cycle, taken again when it
+    // leaves a quiet pause (below).
+    int64_t stagger = 0;
     if (poller > 0) {
         const int64_t rtt = __shfl_sync(FULL_MASK, read_round_trip_cycles(stop_word), 0);
-        spin_cycles(rtt * poller / p.pollers);
+        stagger = rtt * poller / p.pollers;
+        spin_cycles(stagger);
         __syncwarp();
     }
+    // IdlePolicy::Quiet (pkq_params.idle_spin_ns in pkq_layout.h): after
+    // idle_spin_ns without a task taken by this worker, its pollers but the
+    // first stop reading host memory until the worker takes a task or a
+    // poller leaves; the first keeps polling, so every task is still seen.
+    bool may_quiet = shared_claims && poller > 0 && p.idle_sleep_max_ns == 0 && p.idle_spin_ns != 0;
 
     uint64_t last_beat_clk = __shfl_sync(FULL_MASK, clock64(), 0);
     if (lane == 0) {
@@ -639,6 +655,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     // this worker is taken.
     uint64_t idle_since = 0;
     uint32_t sleep_ns = 0;
+    bool quiet = false;
     for (;;) {
         if (shared_claims) {
             // Another poller took a task: the worker is busy, this poller is
@@ -679,14 +696,45 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             if ((++polls & 7) == 0 || sleep_ns != 0) {
                 beat_if_due();
                 // Idle policy: after idle_spin_ns of waiting, sleep between
-                // polls, doubling up to idle_sleep_max_ns.
-                if (p.idle_sleep_max_ns != 0 && sleep_ns == 0) {
+                // polls, doubling up to idle_sleep_max_ns (Backoff), or go
+                // quiet (Quiet).
+                if ((p.idle_sleep_max_ns != 0 || may_quiet) && sleep_ns == 0) {
                     const uint64_t now = __shfl_sync(FULL_MASK, globaltimer(), 0);
                     if (idle_since == 0) {
                         idle_since = now;
                     } else if (now - idle_since >= p.idle_spin_ns) {
-                        sleep_ns = min(64u, p.idle_sleep_max_ns);
+                        if (p.idle_sleep_max_ns != 0) sleep_ns = min(64u, p.idle_sleep_max_ns);
+                        else quiet = true;
                     }
+                }
+            }
+            if (quiet) {
+                // No reads of host memory until another poller of this
+                // worker takes a task (the claim moves) or leaves its loop
+                // (`leaving`): the exits of this wait. The first poller
+                // keeps polling the slot, and it leaves its loop on a stop
+                // word, a bad tag or after claiming, so one of them comes.
+                uint64_t taken_to;
+                uint32_t left;
+                for (;;) {
+                    taken_to = read_claim(claim);
+                    left = __shfl_sync(FULL_MASK, *reinterpret_cast<volatile uint32_t*>(leaving), 0);
+                    if (taken_to > k || left != 0) break;
+                    __nanosleep(QUIET_NAP_NS);
+                    beat_if_due();
+                }
+                quiet = false;
+                idle_since = 0;
+                // A poller left: poll as under Spin, to find its reason
+                // (this poller's own stop word, or the same bad slot).
+                if (left != 0) may_quiet = false;
+                // Back to this poller's place in the read cycle: the quiet
+                // pollers all wake at once.
+                spin_cycles(stagger);
+                __syncwarp();
+                if (taken_to > k) {
+                    taken = true;
+                    break;
                 }
             }
             if (sleep_ns != 0) {
@@ -820,7 +868,11 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         sleep_ns = 0;
         beat_if_due();
     }
-    if (lane == 0) store_sys(state, final_state | (k << PKQ_STATE_BITS));
+    if (lane == 0) {
+        store_sys(state, final_state | (k << PKQ_STATE_BITS));
+        // Quiet pollers of this worker stop waiting (above).
+        *reinterpret_cast<volatile uint32_t*>(leaving) = 1;
+    }
 }
 
 // The body of a resident kernel serving `Handlers` (see PKQ_KERNEL in
@@ -831,6 +883,7 @@ template <class Handlers>
 __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers& handlers) {
     __shared__ unsigned long long claims[PKQ_MAX_WARPS_PER_BLOCK];
     __shared__ unsigned long long dones[PKQ_MAX_WARPS_PER_BLOCK];
+    __shared__ uint32_t leavings[PKQ_MAX_WARPS_PER_BLOCK];
     __shared__ unsigned long long scratch[PKQ_MAX_WARPS_PER_BLOCK * 32];
     __shared__ IoHelp helps[PKQ_MAX_WARPS_PER_BLOCK];
     const uint32_t warp_in_block = threadIdx.x >> 5;
@@ -838,6 +891,7 @@ __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers&
     if (threadIdx.x < PKQ_MAX_WARPS_PER_BLOCK) {
         claims[threadIdx.x] = 0;
         dones[threadIdx.x] = 0;
+        leavings[threadIdx.x] = 0;
         helps[threadIdx.x].next = 0;
     }
     __syncthreads();
@@ -871,7 +925,8 @@ __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers&
                                ? io_shared + (warp_in_block / p.pollers) * pair
                                : reinterpret_cast<uint8_t*>(p.io_scratch) + static_cast<uint64_t>(worker) * pair;
     serve(p, worker, warp % p.pollers, &claims[warp_in_block / p.pollers],
-          &dones[warp_in_block / p.pollers], &scratch[warp_in_block * 32], rooms,
+          &dones[warp_in_block / p.pollers], &leavings[warp_in_block / p.pollers],
+          &scratch[warp_in_block * 32], rooms,
           &helps[warp_in_block / p.pollers], handlers);
 }
 

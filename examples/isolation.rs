@@ -394,6 +394,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ),
             ("latency lane 1 poller, spin", Runtime::builder().pollers(1)),
             (
+                "latency lane, quiet after 100 us",
+                Runtime::builder().idle(IdlePolicy::Quiet {
+                    after: Duration::from_micros(100),
+                }),
+            ),
+            (
                 "latency lane + bulk 32 backoff 20 us",
                 Runtime::builder().lane(Runtime::builder().workers(32).idle(backoff(20))),
             ),

@@ -236,6 +236,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (name, policy) in [
         ("pkq after idle, spin policy", IdlePolicy::Spin),
         (
+            "pkq after idle, quiet policy (after 100 µs)",
+            IdlePolicy::Quiet {
+                after: Duration::from_micros(100),
+            },
+        ),
+        (
             "pkq after idle, backoff policy (spin 50 µs, sleep <= 20 µs)",
             IdlePolicy::Backoff {
                 spin: Duration::from_micros(50),

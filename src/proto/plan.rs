@@ -63,7 +63,7 @@ impl Plan {
         let cap = geo.capacity();
         let align = SECTION_ALIGN / 8;
         let ctrl_at = (pollers * rings * cap * SLOT_WORDS).next_multiple_of(align);
-        let args_at = (ctrl_at + workers * CTRL_BYTES / 8).next_multiple_of(align);
+        let args_at = (ctrl_at + workers * pollers * CTRL_BYTES / 8).next_multiple_of(align);
         let states_at = (rings * cap * CQE_WORDS).next_multiple_of(align);
         let results_at = (states_at + 2 * workers * pollers).next_multiple_of(align);
         let pack = rings * cap * PACK_TASKS;
@@ -129,10 +129,11 @@ impl Plan {
         self.rings * self.geo.capacity() * SLOT_WORDS
     }
 
-    /// The word of worker `w`'s stop word, in the host-written allocation.
+    /// The word of poller `p`'s stop word (`p = worker * pollers + j`), in
+    /// the host-written allocation.
     #[cfg(test)]
-    pub(crate) fn stop_word(&self, w: usize) -> usize {
-        self.ctrl_at + w * CTRL_BYTES / 8 + crate::proto::layout::CTRL_STOP
+    pub(crate) fn stop_word(&self, p: usize) -> usize {
+        self.ctrl_at + p * CTRL_BYTES / 8 + crate::proto::layout::CTRL_STOP
     }
 
     /// The word of poller `p`'s state (`p = worker * pollers + j`), in the
@@ -211,7 +212,7 @@ impl Plan {
     /// The control lines, poller states and heartbeats.
     pub(crate) fn control(&self, h2d: &Words, d2h: &Words) -> [Words; 3] {
         let n = self.all_pollers();
-        let ctrl = h2d.sub(self.ctrl_at, self.workers * CTRL_BYTES / 8);
+        let ctrl = h2d.sub(self.ctrl_at, n * CTRL_BYTES / 8);
         let states = d2h.sub(self.states_at, n);
         let beats = d2h.sub(self.states_at + n, n);
         [ctrl, states, beats].map(|w| w.expect("a section inside its allocation"))

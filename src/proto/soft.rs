@@ -170,7 +170,7 @@ impl SoftDevice {
         let at = j * plan.copy_words() + slot * SLOT_WORDS;
         let words: [u64; SLOT_WORDS] =
             std::array::from_fn(|i| self.h2d.at(at + i).load(Ordering::Acquire));
-        let stop = self.h2d.at(plan.stop_word(w)).load(Ordering::Relaxed) == STOP_VALUE;
+        let stop = self.h2d.at(plan.stop_word(p)).load(Ordering::Relaxed) == STOP_VALUE;
         match judge(&words, tag, j > 0) {
             _ if stop => self.stop(p, WORKER_STOPPED),
             Judged::NotYet => Step::Idle,

@@ -34,6 +34,24 @@ pub enum IdlePolicy {
     /// Poll without pause: the lowest latency. Each worker keeps `pollers`
     /// warps busy, each with a PCIe read in flight.
     Spin,
+    /// Poll without pause while tasks come; once a worker has taken no task
+    /// for `after`, its pollers but the first stop reading host memory (they
+    /// wait in the SM) until the worker takes a task. The first poller keeps
+    /// polling, so a task is never delayed by a sleep: the first task after
+    /// such a pause is seen by one poller's reads instead of all of them (at
+    /// most one read round trip later than under [`IdlePolicy::Spin`]), and
+    /// the other pollers take up their polls once the worker has taken it.
+    /// Idle pollers' reads of host memory slow the GPU's
+    /// other memory traffic (`examples/isolation`, `--idle-sweep`); this
+    /// keeps one read in flight per idle worker instead of `pollers`. The
+    /// same as [`IdlePolicy::Spin`] for workers of one poller. `after`: at
+    /// least 1 ns, at most `u32::MAX` ns. The default, after
+    /// [`IdlePolicy::DEFAULT_QUIET_AFTER`].
+    Quiet {
+        /// How long a worker goes without a task before its pollers but
+        /// the first go quiet.
+        after: Duration,
+    },
     /// Poll without pause for `spin`, then sleep (`__nanosleep`) between
     /// polls, doubling from 64 ns up to `max_sleep` (at most 1 ms). A task
     /// that arrives while its worker sleeps waits up to `max_sleep` more.
@@ -43,6 +61,22 @@ pub enum IdlePolicy {
         /// The longest sleep between two polls.
         max_sleep: Duration,
     },
+}
+
+impl IdlePolicy {
+    /// How long a worker goes without a task before it goes quiet, by
+    /// default ([`IdlePolicy::Quiet`]): longer than the period of a loop at
+    /// 100 Hz or faster, so such a loop's tasks never find it quiet.
+    pub const DEFAULT_QUIET_AFTER: Duration = Duration::from_millis(10);
+}
+
+impl Default for IdlePolicy {
+    /// [`IdlePolicy::Quiet`] after [`IdlePolicy::DEFAULT_QUIET_AFTER`].
+    fn default() -> Self {
+        IdlePolicy::Quiet {
+            after: Self::DEFAULT_QUIET_AFTER,
+        }
+    }
 }
 
 /// What [`Builder::state_memory`] allocates unless told otherwise.
@@ -85,7 +119,7 @@ impl Default for Builder {
             workers: 1,
             rings: 1,
             pollers: None,
-            idle: IdlePolicy::Spin,
+            idle: IdlePolicy::default(),
             start_timeout: Duration::from_secs(10),
             stop_timeout: Duration::from_secs(10),
             image: Image::Embedded,
@@ -219,7 +253,8 @@ impl Builder {
             .unwrap_or(if self.workers == 1 { 8 } else { 1 })
     }
 
-    /// What idle workers do (default [`IdlePolicy::Spin`]).
+    /// What idle workers do (default: [`IdlePolicy::Quiet`] after
+    /// [`IdlePolicy::DEFAULT_QUIET_AFTER`]).
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn idle(mut self, policy: IdlePolicy) -> Self {
         self.idle = policy;
@@ -532,6 +567,14 @@ impl Builder {
                 self.stall_after
             )));
         }
+        if let IdlePolicy::Quiet { after } = self.idle
+            && (after.is_zero() || after.as_nanos() > u32::MAX as u128)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "idle quiet needs 0 < after <= {} ns (got {after:?})",
+                u32::MAX
+            )));
+        }
         if let IdlePolicy::Backoff { spin, max_sleep } = self.idle
             && (max_sleep.is_zero()
                 || max_sleep > Duration::from_millis(1)
@@ -608,6 +651,7 @@ impl Builder {
         let d2h = MappedBuffer::new(&ctx, plan.d2h_len)?;
         let (spin, sleep) = match self.idle {
             IdlePolicy::Spin => (0, 0),
+            IdlePolicy::Quiet { after } => (after.as_nanos(), 0),
             IdlePolicy::Backoff { spin, max_sleep } => (spin.as_nanos(), max_sleep.as_nanos()),
         };
         // Both fit (checked by `validate`).
@@ -814,6 +858,15 @@ mod tests {
         assert!(bad(Runtime::builder().pollers(0)));
         assert!(bad(Runtime::builder().pollers(3)));
         assert!(bad(Runtime::builder().pollers(16)));
+        let quiet = |after| IdlePolicy::Quiet { after };
+        assert!(bad(Runtime::builder().idle(quiet(Duration::ZERO))));
+        assert!(bad(Runtime::builder().idle(quiet(Duration::from_secs(5)))));
+        assert!(
+            Runtime::builder()
+                .idle(quiet(Duration::from_nanos(u32::MAX as u64)))
+                .validate()
+                .is_ok()
+        );
         let backoff = |spin, max_sleep| IdlePolicy::Backoff { spin, max_sleep };
         assert!(bad(
             Runtime::builder().idle(backoff(Duration::ZERO, Duration::ZERO))

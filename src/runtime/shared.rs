@@ -200,13 +200,13 @@ impl Shared {
         }
     }
 
-    /// Sets every worker's stop word: a release store each (the release
+    /// Sets every poller's stop word: a release store each (the release
     /// orders nothing the device relies on: the word alone is the message),
-    /// which the worker reads with one of its next slot polls.
+    /// which the poller reads with one of its next slot polls.
     fn tell_stop(&self) {
-        for w in 0..self.workers {
+        for line in 0..self.ctrl.len() / (CTRL_BYTES / 8) {
             self.ctrl
-                .at(w * CTRL_BYTES / 8 + CTRL_STOP)
+                .at(line * CTRL_BYTES / 8 + CTRL_STOP)
                 .store(STOP_VALUE, Ordering::Release);
         }
     }

@@ -227,6 +227,72 @@ pub(crate) fn idle_backoff_wakes_up_for_each_task() {
     rt.shutdown().unwrap();
 }
 
+pub(crate) fn idle_quiet_pollers_serve_every_task() {
+    // Eight pollers that go quiet after 20 µs without a task: bursts after
+    // pauses on both sides of that, from two threads, every result checked
+    // and counted; a 5 ms task with a burst queued behind it (the pollers go
+    // quiet while it runs); a wait after 100 ms of quiet with a 30 ms stall
+    // bound (quiet pollers beat); a shutdown while quiet.
+    let rt = Runtime::builder()
+        .capacity(64)
+        .idle(IdlePolicy::Quiet {
+            after: Duration::from_micros(20),
+        })
+        .stall_after(Duration::from_millis(30))
+        .build()
+        .unwrap();
+    let seen = counters(2 * 400 * 16);
+    let sent = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for thread in 0..2u64 {
+            let (rt, seen, sent) = (&rt, &seen, &sent);
+            s.spawn(move || {
+                let mut rng = Rng::new(40 + thread);
+                for round in 0..400u64 {
+                    std::thread::sleep(Duration::from_micros(rng.below(120)));
+                    let n = 1 + rng.below(16);
+                    sent.fetch_add(n, Ordering::Relaxed);
+                    let tickets: Vec<_> = (0..n)
+                        .map(|i| {
+                            let id = (thread * 400 + round) * 16 + i;
+                            let args = echo_args(&mut rng, id);
+                            (id, rt.submit(Op::ECHO, &args).unwrap(), echo_fold(&args))
+                        })
+                        .collect();
+                    for (id, t, want) in tickets {
+                        assert_eq!(t.wait().unwrap().value, want, "task {id}");
+                        seen[id as usize].fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let done: u64 = seen.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+    assert!(seen.iter().all(|c| c.load(Ordering::Relaxed) <= 1));
+    assert_eq!(done, sent.load(Ordering::Relaxed));
+    let long = rt.submit(Op::SPIN, &5_000_000u64).unwrap();
+    let queued: Vec<_> = (0..32u64)
+        .map(|i| rt.submit(Op::ECHO, &[i]).unwrap())
+        .collect();
+    assert!(long.wait().unwrap().value >= 5_000_000);
+    for (i, t) in queued.into_iter().enumerate() {
+        assert_eq!(t.wait().unwrap().value, i as u64);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        rt.submit(Op::ECHO, &[9u64]).unwrap().wait().unwrap().value,
+        9
+    );
+    std::thread::sleep(Duration::from_millis(5));
+    let t0 = Instant::now();
+    rt.shutdown().unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(1),
+        "shutdown took {:?}",
+        t0.elapsed()
+    );
+}
+
 pub(crate) fn spin_op_and_wait_timeout_keeps_the_task() {
     let rt = Runtime::builder().workers(1).build().unwrap();
     let mut t = rt.submit(Op::SPIN, &50_000_000u64).unwrap();

@@ -169,6 +169,10 @@ const TESTS: &[Test] = &[
         lifecycle::idle_backoff_wakes_up_for_each_task,
     ),
     (
+        "idle_quiet_pollers_serve_every_task",
+        lifecycle::idle_quiet_pollers_serve_every_task,
+    ),
+    (
         "device_costs_and_clock_map",
         tools::device_costs_and_clock_map,
     ),
