@@ -460,6 +460,12 @@ impl Queue {
         self.prefetch(seq_add(seq, 1), 2);
     }
 
+    /// The next sequence number a reservation would most likely get (a
+    /// hint: what a producer waiting for room waits on).
+    pub(crate) fn tail_hint(&self) -> u64 {
+        self.tail.hint()
+    }
+
     /// As [`Self::prefetch_next`], for the slot the next reservation will
     /// most likely get (the tail as it is now), before that reservation:
     /// its compare-and-swap then overlaps the reads for ownership, which

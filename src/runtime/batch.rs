@@ -94,7 +94,7 @@ pub(crate) fn reserve_run<R: crate::runtime::RingAccess>(
             Ok(0)
         };
     }
-    ring.shared().reserve(true, || {
+    ring.shared().reserve(ring.ring, slots, true, || {
         crate::runtime::producer::reserve::<R>(queue, slots)
     })
 }
@@ -179,7 +179,8 @@ impl Batch {
     /// Waits for every task (as its [`WaitStrategy`] says, as
     /// [`Ticket::wait`](crate::Ticket::wait) does) and returns their results in
     /// submission order. Errors: a device fault, a stop, a cancel, or
-    /// [`Error::Stalled`] if a worker went silent past the stall bound; the
+    /// [`Error::Stalled`] if the worker of its first task not yet taken went
+    /// silent past the stall bound; the
     /// batch then keeps what it collected ([`Batch::results`]) and may be
     /// waited on again.
     pub fn wait(&mut self) -> Result<Vec<TaskResult>> {
@@ -230,7 +231,7 @@ impl Batch {
                 Shared::wait_for(
                     ring.shared_ptr(),
                     deadline,
-                    Watch::AnyWorker,
+                    Watch::Worker(ring.worker_of(target.seq)),
                     how,
                     Some(target),
                     Some(since),

@@ -284,7 +284,11 @@ impl Builder {
 
     /// How long shutdown waits for in-flight tasks and then for the kernel to
     /// exit (default 10 s each). A timeout too long to add to now
-    /// (`Duration::MAX`) waits without a deadline.
+    /// (`Duration::MAX`) waits without a deadline. Past it, shutdown returns
+    /// [`Error::KernelTimeout`]: tasks not drained in time are not run (the
+    /// kernel is told to exit all the same; their tickets report
+    /// [`Error::KernelStopped`]), and a kernel that does not exit in time
+    /// keeps its memory (leaked, never freed under it).
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn stop_timeout(mut self, timeout: Duration) -> Self {
         self.stop_timeout = timeout;
@@ -455,15 +459,25 @@ impl Builder {
     /// Pins the runtime's completion thread to CPU `cpu` (Linux; the thread
     /// starts with the first [`WaitStrategy::Park`] wait, future or
     /// callback, and serves them all, probing the kernel's health while it
-    /// has waiters; without this it may run on any CPU the process may,
-    /// whatever core the waiter that started it was pinned to). On a machine whose other cores are busy, give it a core
-    /// of its own: with `isolcpus=`/`nohz_full=` on the kernel command line,
-    /// or a `taskset`/cgroup cpuset that keeps the rest of the process and
-    /// its neighbours off that core. The threads that submit and spin-wait
-    /// are the caller's: pin them the same way (`core_affinity`,
-    /// `taskset -c`), one core each, for the round trip at the floor.
-    /// `build` refuses a CPU this process may not run on (its main thread's
-    /// affinity mask; [`Error::InvalidConfig`]), and any CPU off Linux.
+    /// has waiters). Without this it takes, when it starts, the affinity
+    /// mask of the process's main thread, not that of the waiter that
+    /// started it: the CPUs `taskset` or the parent gave the process,
+    /// unless the application narrowed its main thread since (Linux keeps a
+    /// mask per thread, none per process). An application that pins its
+    /// main thread to one core therefore shares that core with the
+    /// completion thread unless it names another CPU here.
+    ///
+    /// On a machine whose other cores are busy, give it a core of its own:
+    /// with `isolcpus=`/`nohz_full=` on the kernel command line, or a
+    /// cgroup cpuset that keeps other processes off that core, and the
+    /// process's other threads pinned elsewhere. The threads that submit
+    /// and spin-wait are the caller's: pin them the same way
+    /// (`core_affinity`), one core each, for the round trip at the floor.
+    /// `build` refuses a CPU outside the main thread's affinity mask at the
+    /// time of the build ([`Error::InvalidConfig`]), even one another thread
+    /// of the process could be moved to (a `taskset -c` of the whole
+    /// process leaves out every CPU it does not list), and any CPU off
+    /// Linux.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {

@@ -305,7 +305,12 @@ impl Runtime {
     /// the kernel to exit and waits for it. Tickets stay valid and report
     /// their results. Memory the device may touch is freed only after the
     /// kernel exited (and the last ticket is gone); if it never exits, it is
-    /// leaked, not freed. Later calls (and `Drop`) return the first outcome.
+    /// leaked, not freed. Past the stop timeout:
+    /// [`Error::KernelTimeout`](crate::Error::KernelTimeout)
+    /// ([`Builder::stop_timeout`]). A [`Runtime::cancel`] from another thread
+    /// cuts the drain short: the tasks left report
+    /// [`Error::Cancelled`](crate::Error::Cancelled). Later calls (and
+    /// `Drop`) return the first outcome.
     pub fn shutdown(&self) -> Result<()> {
         let first = self.shared.stop(true);
         self.lanes
@@ -313,9 +318,13 @@ impl Runtime {
             .fold(first, |r, lane| r.and(lane.shutdown()))
     }
 
-    /// Stops now: refuses new tasks ([`Error::Closed`](crate::Error::Closed)), tells the kernel to
-    /// exit without running what is still queued (tasks already running
-    /// finish), and waits for it (up to the stop timeout). Then every ticket
+    /// Stops now, a shutdown's drain under way on another thread too: refuses
+    /// new tasks ([`Error::Closed`](crate::Error::Closed)), tells the kernel
+    /// to exit without running what is still queued (tasks already running
+    /// finish; each poller reads the stop word every few polls, so a worker
+    /// may start a few more queued tasks before it reads it: at most
+    /// `PKQ_STOP_POLL_INTERVAL` per poller, `cuda/pkq_layout.h`), and waits
+    /// for it (up to the stop timeout). Then every ticket
     /// whose task did not complete reports [`Error::Cancelled`](crate::Error::Cancelled); completed
     /// ones still report their results. Later calls (and `shutdown`, and
     /// `Drop`) return the first outcome.
@@ -388,7 +397,7 @@ pub(crate) fn submit_with_input<R: RingAccess>(
     queue.prefetch_reservation();
     let shared = ring.shared();
     shared.check_open()?;
-    let seq = shared.reserve(wait, || producer::reserve::<R>(queue, 1))?;
+    let seq = shared.reserve(ring.ring, 1, wait, || producer::reserve::<R>(queue, 1))?;
     if let Some(input) = input {
         queue.write_input(seq, input);
     }

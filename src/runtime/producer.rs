@@ -257,7 +257,10 @@ impl<'rt, R: RingAccess> Producer<'rt, R> {
     /// another size than the kernel's op table lists for the op (ECHO takes
     /// up to 48 bytes), and in a module of your own an op its table does not
     /// list ([`Error::OpMismatch`]); after [`Runtime::shutdown`] or
-    /// [`Runtime::cancel`] began, [`Error::Closed`].
+    /// [`Runtime::cancel`] began, [`Error::Closed`]; while a shared ring
+    /// another producer holds ([`Error::RingHeld`]). While it waits for room
+    /// it may end in what a wait ends in: a device fault, a stop, or
+    /// [`Error::Stalled`] for the worker whose slot it needs.
     pub fn submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
         self.submit_bytes(op, bytemuck::bytes_of(args))
     }
@@ -426,7 +429,8 @@ impl<'rt, R: RingAccess> Producer<'rt, R> {
     /// 48 bytes ([`Error::PayloadTooLarge`]); arguments of another size than
     /// the op table lists ([`Error::OpMismatch`], as [`Producer::submit`]);
     /// after shutdown or cancel, [`Error::Closed`] (an empty batch too); a
-    /// device fault, a stop, or [`Error::Stalled`] while it waited for room.
+    /// device fault, a stop, or [`Error::Stalled`] (a worker of the slots it
+    /// needs) while it waited for room.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {

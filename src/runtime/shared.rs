@@ -45,7 +45,14 @@ const CANCEL: u8 = 2;
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Watch {
     Nothing,
+    /// The worker of the task waited for.
     Worker(usize),
+    /// The workers of the `n` slots a reservation on `ring` needs next
+    /// (from its tail as of each check): a producer waiting for room.
+    Reserving {
+        ring: usize,
+        n: usize,
+    },
     AnyWorker,
 }
 
@@ -154,11 +161,15 @@ impl Shared {
             .map_err(|e| if self.is_closed() { Error::Closed } else { e })
     }
 
-    /// Reserves with `try_once` (one slot, or a batch's run); while the ring
-    /// is full, waits for room if `wait`, else returns [`Error::Full`].
+    /// Reserves with `try_once` (one slot, or a batch's run of `n` on
+    /// `ring`); while the ring is full, waits for room if `wait` (a stall
+    /// of a worker whose slot it needs ends the wait), else returns
+    /// [`Error::Full`].
     #[inline]
     pub(crate) fn reserve(
         &self,
+        ring: usize,
+        n: usize,
         wait: bool,
         try_once: impl Fn() -> std::result::Result<u64, Refusal>,
     ) -> Result<u64> {
@@ -170,7 +181,7 @@ impl Shared {
                     Self::wait_for(
                         NonNull::from(self),
                         None,
-                        Watch::AnyWorker,
+                        Watch::Reserving { ring, n },
                         WaitStrategy::SpinThenYield,
                         None,
                         None,
@@ -318,16 +329,29 @@ impl Shared {
 
     /// [`Error::Stalled`] if a watched worker has been silent past the bound.
     pub(crate) fn check_stall(&self, watch: Watch) -> Result<()> {
-        let workers = match watch {
-            Watch::Nothing => return Ok(()),
-            Watch::Worker(w) => w..w + 1,
-            Watch::AnyWorker => 0..self.workers,
-        };
-        for worker in workers {
-            let silent = self.silence(worker);
-            if silent > self.liveness.stall_after {
-                return Err(Error::Stalled { worker, silent });
+        match watch {
+            Watch::Nothing => Ok(()),
+            Watch::Worker(w) => self.check_worker_stall(w),
+            Watch::Reserving { ring, n } => {
+                // The ring's slot `i` after its tail is its worker
+                // `(tail - start + i) mod ring workers` (`RingPtr::worker_of`).
+                let rings = self.queues.len();
+                let ring_workers = self.ring_worker_mask as usize + 1;
+                let tail = self.queues[ring].tail_hint();
+                let first = (tail.wrapping_sub(self.start_seq) & self.ring_worker_mask) as usize;
+                (0..n.min(ring_workers)).try_for_each(|i| {
+                    self.check_worker_stall(ring + rings * ((first + i) % ring_workers))
+                })
             }
+            Watch::AnyWorker => (0..self.workers).try_for_each(|w| self.check_worker_stall(w)),
+        }
+    }
+
+    /// [`Error::Stalled`] if `worker` has been silent past the bound.
+    fn check_worker_stall(&self, worker: usize) -> Result<()> {
+        let silent = self.silence(worker);
+        if silent > self.liveness.stall_after {
+            return Err(Error::Stalled { worker, silent });
         }
         Ok(())
     }
@@ -363,17 +387,26 @@ impl Shared {
     /// drain, latch [`Error::Cancelled`] for the tasks left. Runs once; later
     /// calls return the first outcome.
     pub(crate) fn stop(&self, drain: bool) -> Result<()> {
+        if !drain {
+            // A cancel stops now, a shutdown's drain under way too: said,
+            // and told to the kernel, before the lock that drain holds.
+            self.stopping.store(CANCEL, Ordering::SeqCst);
+            self.tell_stop();
+        }
         let mut stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(outcome) = &*stopped {
             return outcome.clone();
         }
         // Said before anything closes: a probe that then sees the kernel
-        // gone reports what this stop means (`exited`).
-        self.stopping
-            .store(if drain { DRAIN } else { CANCEL }, Ordering::SeqCst);
+        // gone reports what this stop means (`exited`). A cancel said
+        // first stays.
+        let _ = self
+            .stopping
+            .compare_exchange(0, DRAIN, Ordering::SeqCst, Ordering::SeqCst);
+        let cancelled = || self.stopping.load(Ordering::SeqCst) == CANCEL;
         let ends: Vec<u64> = self.queues.iter().map(Queue::close).collect();
         // A timeout too long to add to now has no deadline.
-        let drained = if drain {
+        let drained = if !cancelled() {
             let deadline = now().checked_add(self.stop_timeout);
             // SAFETY: the runtime's own stop: alive for the whole call.
             unsafe {
@@ -386,7 +419,8 @@ impl Shared {
                     None,
                     || {
                         let mut rings = self.queues.iter().zip(&ends);
-                        rings.all(|(q, &end)| q.incomplete(end) == 0).then_some(())
+                        let done = rings.all(|(q, &end)| q.incomplete(end) == 0);
+                        (done || cancelled()).then_some(())
                     },
                 )
             }
@@ -397,7 +431,15 @@ impl Shared {
         let exited = self
             .engine
             .wait_finished(now().checked_add(self.stop_timeout));
-        if !drain && exited.is_ok() {
+        // A cancel, or a drain a cancel cut short (whatever the drain's wait
+        // saw of the kernel stopping for it).
+        let cancelled = cancelled();
+        let drained = match drained {
+            _ if cancelled => Ok(()),
+            Err(Error::Timeout) => Err(Error::KernelTimeout("drain its tasks in time")),
+            d => d,
+        };
+        if cancelled && exited.is_ok() {
             // No completion can come any more: pending tickets resolve.
             self.fail(Error::Cancelled);
         }

@@ -576,3 +576,128 @@ fn shutdown_and_cancel_reach_every_lane() {
         Err(Error::Closed)
     ));
 }
+
+/// A runtime of two rings of one worker each (capacity 2), whose worker 0
+/// (ring 0) runs one task well past the stall bound; and ring 1's producer.
+fn one_ring_stalled() -> (Runtime, crate::Ticket) {
+    let rt = soft(
+        Runtime::builder()
+            .capacity(2)
+            .workers(2)
+            .rings(2)
+            .stall_after(Duration::from_millis(50)),
+    );
+    let long = rt
+        .producer_on(0)
+        .unwrap()
+        .submit(Op::SPIN, &300_000_000u64)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    (rt, long)
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "tasks of milliseconds of real time: minutes under Miri"
+)]
+fn submits_waiting_for_room_are_not_stalled_by_another_rings_worker() {
+    // They wait on the worker whose slot they need (ring 1's), which keeps
+    // completing tasks.
+    let (rt, long) = one_ring_stalled();
+    let p = rt.producer_on(1).unwrap();
+    let tickets: Vec<_> = (0..40)
+        .map(|i| p.submit(Op::SPIN, &2_000_000u64).map_err(|e| (i, e)))
+        .collect::<std::result::Result<_, _>>()
+        .expect("a submit waiting for room on ring 1");
+    for t in tickets {
+        t.wait().unwrap();
+    }
+    drop(long);
+    rt.shutdown().ok();
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "tasks of milliseconds of real time: minutes under Miri"
+)]
+fn batches_are_not_stalled_by_another_rings_worker() {
+    // A batch's wait watches the worker of its first task not taken.
+    let (rt, long) = one_ring_stalled();
+    let p = rt.producer_on(1).unwrap();
+    for round in 0..20 {
+        let mut batch = p.submit_batch(Op::SPIN, &[2_000_000u64; 2]).unwrap();
+        let results = batch
+            .wait()
+            .map_err(|e| (round, e))
+            .expect("a batch on ring 1");
+        assert_eq!(values(results).len(), 2);
+    }
+    drop(long);
+    rt.shutdown().ok();
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "tasks of milliseconds of real time: minutes under Miri"
+)]
+fn a_cancel_stops_a_shutdown_that_is_draining() {
+    // Four 100 ms tasks; a shutdown drains them; a cancel 20 ms in stops
+    // now: it does not wait for the drain, the tasks still queued report
+    // Cancelled, and the shutdown returns.
+    let rt = soft(
+        Runtime::builder()
+            .capacity(16)
+            .workers(1)
+            .stall_after(Duration::from_secs(10)),
+    );
+    let tickets: Vec<_> = (0..4)
+        .map(|_| rt.submit(Op::SPIN, &100_000_000u64).unwrap())
+        .collect();
+    std::thread::scope(|s| {
+        let shutdown = s.spawn(|| rt.shutdown());
+        std::thread::sleep(Duration::from_millis(20));
+        let t0 = std::time::Instant::now();
+        rt.cancel().unwrap();
+        let took = t0.elapsed();
+        // The running task finishes (at most 100 ms); the queued ones do not run.
+        assert!(took < Duration::from_millis(250), "cancel took {took:?}");
+        shutdown.join().unwrap().unwrap();
+    });
+    let cancelled = tickets
+        .into_iter()
+        .map(|t| t.wait())
+        .filter(|r| matches!(r, Err(Error::Cancelled)))
+        .count();
+    assert!(cancelled >= 2, "{cancelled} tasks cancelled");
+    assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "tasks of milliseconds of real time: minutes under Miri"
+)]
+fn a_shutdown_whose_drain_runs_out_of_time_says_so() {
+    // A 200 ms task, a 20 ms stop timeout: the drain gives up and the
+    // shutdown returns KernelTimeout (not a wait's Timeout: no task is
+    // still tracked); the task left behind the running one reports the
+    // shutdown.
+    let rt = soft(
+        Runtime::builder()
+            .capacity(16)
+            .workers(1)
+            .stop_timeout(Duration::from_millis(20))
+            .stall_after(Duration::from_secs(10)),
+    );
+    let _long = rt.submit(Op::SPIN, &200_000_000u64).unwrap();
+    let queued = rt.submit(Op::NOP, &()).unwrap();
+    let outcome = rt.shutdown();
+    assert!(
+        matches!(outcome, Err(Error::KernelTimeout(_))),
+        "{outcome:?}"
+    );
+    assert!(matches!(queued.wait(), Err(Error::KernelStopped(_))));
+}

@@ -24,9 +24,11 @@ impl Ticket {
     /// (which drained the tasks first, so callbacks registered before the
     /// drop ran on the completion thread), or if the OS refused the thread.
     ///
-    /// A panicking `f` does not take the runtime down: the panic is caught
-    /// (and, on the completion thread, counted:
-    /// [`Runtime::callback_panics`](crate::Runtime::callback_panics)).
+    /// A panicking `f` does not take the runtime down, nor unwind into the
+    /// caller: the panic is caught wherever `f` runs (and, on the
+    /// completion thread, counted:
+    /// [`Runtime::callback_panics`](crate::Runtime::callback_panics); on
+    /// the calling thread it is not).
     /// Every callback of a runtime runs on the same thread, one after
     /// another, so a long one delays the others and every parked waiter
     /// and future of the runtime; hand long work to another thread. A
@@ -50,10 +52,12 @@ impl Ticket {
     /// ```
     pub fn on_complete(mut self, f: impl FnOnce(Result<Completion>) + Send + 'static) {
         // Taken already: the runtime's memory may be gone; nothing to wait
-        // for.
+        // for. A panic of `f` is caught as on the other paths (not
+        // counted: that would touch the runtime).
         if let Some(done) = self.taken() {
             drop(self);
-            return f(done);
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || f(done)));
+            return;
         }
         self.interest.leave();
         let (ring, seq) = (self.ring_ptr(), self.seq());

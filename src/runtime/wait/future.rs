@@ -98,12 +98,13 @@ impl Future for Batch {
             let next = this.first_untaken();
             this.ring
                 .shared()
-                .check_stall(Watch::AnyWorker)
+                .check_stall(Watch::Worker(this.ring.worker_of(next)))
                 .map(|()| Some(next))
         });
         match outcome {
             Ok(Some(seq)) => {
-                arm(&mut this.interest, this.ring, seq, Watch::AnyWorker, cx);
+                let watch = Watch::Worker(this.ring.worker_of(seq));
+                arm(&mut this.interest, this.ring, seq, watch, cx);
                 Poll::Pending
             }
             done => {

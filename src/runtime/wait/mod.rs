@@ -46,23 +46,25 @@ pub enum WaitStrategy {
     /// with idle cores, still a whole core while it waits.
     #[default]
     SpinThenYield,
-    /// Polls briefly (64 polls, well under a microsecond), then sleeps
+    /// Polls 64 times (a spin-loop hint between polls), then sleeps
     /// until the runtime's completion thread wakes it (and looks by itself
     /// at least every 50 ms, a bound that no healthy wake-up needs). That
     /// thread (one per runtime, started by the first wait that
     /// parks) polls the completions of every parked waiter, future and
     /// callback without pause while there are any, and sleeps once none
     /// was left for half a millisecond: one core at most, whatever the
-    /// number of waiters. Each wake-up costs the OS's (several µs).
+    /// number of waiters. Each wake-up is the OS's (an unpark, then the
+    /// scheduler's switch to the woken thread).
     Park,
     /// Rests on the completion entry's line with the CPU's monitor
     /// (UMONITOR/UMWAIT, or MONITORX/MWAITX) between polls: near the
     /// latency of `Spin`, with the core in a light sleep state. The monitor
     /// watches the completion entry's line: an IO task whose output lands
     /// after its entry, or a completion a producer moved out of its slot,
-    /// is seen when the monitored wait ends (tens of µs at most). Where the
-    /// CPU or the kernel does not offer it ([`monitor_support`](crate::monitor_support)
-    /// says why), it falls back to `SpinThenYield`.
+    /// is seen when the monitored wait ends (about 100 000 TSC cycles at
+    /// most). Where the CPU or the kernel does not offer it
+    /// ([`monitor_support`](crate::monitor_support) says why), it falls
+    /// back to `SpinThenYield`.
     Monitor,
 }
 

@@ -1,6 +1,14 @@
 //! Pinning the completion thread to one CPU ([`Builder::completion_cpu`](crate::Builder::completion_cpu)).
+//!
+//! Linux has no affinity mask of a process, only one per thread (a new
+//! thread starts with its creator's); the one limit set on the process as
+//! a whole is its cgroup's cpuset, which `taskset` does not touch. What
+//! stands in for "the CPUs the process may run on" here is the mask of the
+//! process's main thread: what `taskset` or the parent gave the process,
+//! unless the application narrowed its main thread since (then the
+//! narrower mask, with no way to tell the two apart).
 
-/// The affinity mask of the process's main thread (the calling thread
+/// The affinity mask of the process's main thread now (the calling thread
 /// may be pinned narrower), if the OS gives it.
 #[cfg(target_os = "linux")]
 fn process_mask() -> Option<libc::cpu_set_t> {
@@ -17,8 +25,8 @@ fn process_mask() -> Option<libc::cpu_set_t> {
     }
 }
 
-/// Whether this process may run on `cpu` (its main thread's affinity mask
-/// has it).
+/// Whether `cpu` is in the affinity mask of the process's main thread
+/// (whatever the calling thread's).
 #[cfg(target_os = "linux")]
 pub(crate) fn allowed(cpu: usize) -> bool {
     // SAFETY: CPU_ISSET reads the set, `cpu` below its size.
@@ -26,8 +34,9 @@ pub(crate) fn allowed(cpu: usize) -> bool {
         && process_mask().is_some_and(|set| unsafe { libc::CPU_ISSET(cpu, &set) })
 }
 
-/// Lets the calling thread run wherever the process may (a thread
-/// inherits its creator's mask, which may be one pinned core).
+/// Gives the calling thread the affinity mask of the process's main
+/// thread (it started with its creator's, which may be one pinned core);
+/// whether it could.
 #[cfg(target_os = "linux")]
 pub(crate) fn unpin_current() -> bool {
     // SAFETY: a valid set; the call reads its size in bytes.

@@ -360,6 +360,45 @@ pub(crate) fn fire_all(
     }
 }
 
+/// Where the count of quiet rounds goes on past `u32::MAX`: the first
+/// multiple of `ROUNDS_PER_CHECK` past `SPIN_ROUNDS`.
+#[cfg(not(loom))]
+const QUIET_AGAIN: u32 = (SPIN_ROUNDS / ROUNDS_PER_CHECK + 1) * ROUNDS_PER_CHECK;
+
+/// The completion thread's count of rounds in a row that ended no
+/// interest: it says when to look at the clock and when to yield.
+#[cfg(not(loom))]
+#[derive(Debug, Default)]
+pub(super) struct IdleRounds(u32);
+
+#[cfg(not(loom))]
+impl IdleRounds {
+    /// A count that starts at `rounds` (tests).
+    #[cfg(test)]
+    pub(super) fn at(rounds: u32) -> Self {
+        Self(rounds)
+    }
+
+    /// Counts a round that ended `ended` interests; returns whether this
+    /// round looks at the clock.
+    pub(super) fn round(&mut self, ended: usize) -> bool {
+        // Past `u32::MAX` the count goes on from `QUIET_AGAIN`: still
+        // yielding, its looks still `ROUNDS_PER_CHECK` rounds apart
+        // (`u32::MAX` is one round short of a multiple of it).
+        self.0 = if ended > 0 {
+            0
+        } else {
+            self.0.checked_add(1).unwrap_or(QUIET_AGAIN)
+        };
+        self.0.is_multiple_of(ROUNDS_PER_CHECK)
+    }
+
+    /// Whether the thread yields the CPU after this round.
+    pub(super) fn yields(&self) -> bool {
+        self.0 > SPIN_ROUNDS
+    }
+}
+
 /// The completion thread of `shared`'s runtime: rounds over the live
 /// interests without pause while there are some (yielding the CPU after
 /// `SPIN_ROUNDS` rounds without work), a probe of the runtime's health
@@ -368,11 +407,12 @@ pub(crate) fn fire_all(
 pub(crate) fn serve(shared: Arc<crate::runtime::Shared>) {
     let registry = &shared.reactor;
     let mut live: Vec<Arc<Interest>> = Vec::new();
-    let mut quiet: u32 = 0;
+    let mut idle = IdleRounds::default();
     let mut busy_at = now();
     // Stalls are looked for once per probe interval (each look reads the
-    // heartbeats the last probe recorded, per interest).
-    let mut stalls_due = busy_at;
+    // heartbeats the last probe recorded, per interest); never again after
+    // an interval past the clock's range.
+    let mut stalls_due = Some(busy_at);
     let mut sleep = false;
     loop {
         if registry.collect(&mut live, sleep) == Collected::Closed {
@@ -386,12 +426,7 @@ pub(crate) fn serve(shared: Arc<crate::runtime::Shared>) {
             |i| shared.queues[i.ring].ready(i.seq),
             &registry.panics,
         );
-        quiet = if ended > 0 {
-            0
-        } else {
-            quiet.saturating_add(1)
-        };
-        if quiet.is_multiple_of(ROUNDS_PER_CHECK) {
+        if idle.round(ended) {
             let now = now();
             if !live.is_empty() || ended > 0 {
                 busy_at = now;
@@ -401,8 +436,8 @@ pub(crate) fn serve(shared: Arc<crate::runtime::Shared>) {
             let _ = shared.probe_if_due(now);
             if let Err(e) = shared.check() {
                 fire_all(&mut live, &e, &registry.panics);
-            } else if now >= stalls_due {
-                stalls_due = now + shared.liveness.every;
+            } else if stalls_due.is_some_and(|due| now >= due) {
+                stalls_due = now.checked_add(shared.liveness.every);
                 live.retain(|i| match shared.check_stall(i.watch) {
                     Ok(()) => true,
                     Err(e) => {
@@ -413,11 +448,11 @@ pub(crate) fn serve(shared: Arc<crate::runtime::Shared>) {
             }
             if live.is_empty() && now.saturating_duration_since(busy_at) >= LINGER {
                 sleep = true;
-                quiet = 0;
+                idle = IdleRounds::default();
                 continue;
             }
         }
-        if quiet > SPIN_ROUNDS {
+        if idle.yields() {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();

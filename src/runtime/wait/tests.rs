@@ -390,3 +390,131 @@ fn a_panicking_waker_leaves_the_completion_thread_serving() {
     );
     assert_eq!(t.wait().unwrap().value, 2_000_000);
 }
+
+/// A review found `on_complete` on a ticket that held its result already
+/// running the callback outside any `catch_unwind`: its panic unwound into
+/// the caller, though the docs promise it is caught on every path.
+#[test]
+#[cfg_attr(miri, ignore = "a panic caught on the calling thread")]
+fn a_panicking_callback_on_a_ticket_with_its_result_is_caught() {
+    let rt = soft(Runtime::builder().capacity(4).workers(1));
+    let mut t = rt.submit(Op::ECHO, &[3u64]).unwrap();
+    assert_eq!(t.wait_timeout(Duration::from_secs(20)).unwrap().value, 3);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        t.on_complete(|_| panic!("a callback that panics"));
+    }));
+    assert!(caught.is_ok(), "the callback's panic reached the caller");
+    // The runtime serves on.
+    assert_eq!(
+        rt.submit(Op::ECHO, &[4u64]).unwrap().wait().unwrap().value,
+        4
+    );
+}
+
+/// A review found the completion thread's count of quiet rounds
+/// saturating at `u32::MAX`, which is not a multiple of the rounds between
+/// checks: from then on it never probed, never looked for stalls or
+/// faults, and never went to sleep.
+#[test]
+fn the_completion_thread_looks_at_the_clock_past_any_count_of_quiet_rounds() {
+    use super::reactor::IdleRounds;
+    let mut quiet = IdleRounds::at(u32::MAX - 1000);
+    let mut since_check = 0u32;
+    let mut checks = 0u32;
+    for _ in 0..100_000 {
+        since_check += 1;
+        if quiet.round(0) {
+            checks += 1;
+            since_check = 0;
+        }
+        assert!(since_check < 64, "{since_check} rounds without a check");
+        assert!(quiet.yields(), "a quiet thread yields between rounds");
+    }
+    assert!(checks >= 100_000 / 64, "{checks} checks");
+    // A round with work looks at once, and spins again.
+    assert!(quiet.round(1));
+    assert!(!quiet.yields());
+}
+
+/// A review found the completion thread scheduling its next look for
+/// stalls with `now + interval`, which panics (ending the thread, and
+/// every callback with it) for an interval past the end of time.
+#[test]
+#[cfg_attr(miri, ignore = "a task of real time")]
+fn callbacks_run_once_under_a_probe_interval_past_the_end_of_time() {
+    let rt = soft(
+        Runtime::builder()
+            .capacity(8)
+            .workers(1)
+            .probe_interval(Duration::MAX),
+    );
+    let (tx, rx) = mpsc::channel();
+    let tickets = [
+        // Pending over many rounds of the completion thread.
+        rt.submit(Op::SPIN, &20_000_000u64).unwrap(),
+        rt.submit(Op::ECHO, &[5u64]).unwrap(),
+    ];
+    for (i, t) in tickets.into_iter().enumerate() {
+        let tx = tx.clone();
+        t.on_complete(move |r| tx.send((i, r.map(|c| c.value))).unwrap());
+    }
+    drop(tx);
+    let mut got: Vec<_> = (0..2)
+        .map(|_| {
+            let (i, r) = rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("every callback runs");
+            (i, r.unwrap())
+        })
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, [(0, 20_000_000), (1, 5)]);
+    drop(rt);
+    assert!(rx.recv().is_err(), "a callback ran twice");
+}
+
+/// What [`Builder::completion_cpu`]'s docs say: the CPUs the completion
+/// thread may run on are the main thread's, whatever the mask of the
+/// thread that builds the runtime or starts the completion thread.
+#[cfg(target_os = "linux")]
+#[test]
+#[cfg_attr(miri, ignore = "affinity system calls")]
+fn the_completion_threads_cpus_are_the_main_threads_not_the_callers() {
+    use super::pin;
+    fn own_cpus() -> Vec<usize> {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; the call writes
+        // at most its size into it; CPU_ISSET reads the set, each CPU
+        // below its size.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            assert_eq!(
+                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+                0
+            );
+            (0..libc::CPU_SETSIZE as usize)
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect()
+        }
+    }
+    let main_cpus = || -> Vec<usize> {
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| pin::allowed(c))
+            .collect()
+    };
+    // A thread of the test's own: its mask is nobody else's.
+    std::thread::spawn(move || {
+        let cpus = main_cpus();
+        assert!(!cpus.is_empty());
+        assert!(!pin::allowed(libc::CPU_SETSIZE as usize));
+        assert!(!pin::allowed(usize::MAX));
+        assert!(pin::pin_current(cpus[0]));
+        assert_eq!(own_cpus(), [cpus[0]]);
+        // Narrower than the main thread: what is allowed stays the main
+        // thread's, and unpinning widens to it.
+        assert_eq!(main_cpus(), cpus);
+        assert!(pin::unpin_current());
+        assert_eq!(own_cpus(), cpus);
+    })
+    .join()
+    .unwrap();
+}
