@@ -125,12 +125,15 @@ pub enum Error {
     /// A builder setting is out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
-    /// The argument bytes do not fit a slot's inline payload.
-    #[error("argument payload of {len} bytes exceeds the {max}-byte limit of a slot")]
+    /// The argument bytes do not fit a slot's inline payload, or an IO
+    /// task's input its input area ([`Builder::io`](crate::Builder::io)).
+    #[error(
+        "a payload of {len} bytes exceeds its {max}-byte limit (a slot's arguments, or an IO input area)"
+    )]
     PayloadTooLarge {
         /// The payload's length.
         len: usize,
-        /// The most a slot carries.
+        /// The most it may be: a slot's argument bytes, or the input area's.
         max: usize,
     },
     /// An argument of a safe wrapper is out of range.

@@ -73,8 +73,10 @@ pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {
     if ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)? == 0 {
         return Err(unsupported("it cannot map host memory".into()));
     }
-    // SAFETY: this Arc is pkq's own (callers keep theirs); it never backs a
-    // CudaSlice, so nothing relies on its event tracking. Without it,
+    // SAFETY: this Arc is pkq's own (callers keep theirs), and tracking is
+    // off before anything is allocated through it: the CudaSlices it backs
+    // (state memory, IO scratch) are freed only after the kernel that uses
+    // them exited, so nothing relies on its event tracking. Without it,
     // creating a stream does not synchronize the context, which would wait
     // behind any kernel already running (a resident one never ends).
     unsafe { ctx.disable_event_tracking() };

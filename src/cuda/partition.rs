@@ -36,13 +36,15 @@ pub struct SmGranularity {
 }
 
 /// Whether device `index` can be partitioned, and at what granularity; or
-/// why not ([`Error::PartitionUnsupported`], or the device errors of
-/// [`crate::context`]).
+/// why not ([`Error::PartitionUnsupported`], or what opening the device
+/// returns: [`Error::UnsupportedDevice`], a driver error).
+/// A partition leaves the application at least one group of SMs: the whole
+/// device is refused.
 ///
 /// ```no_run
 /// # fn main() -> pkq::Result<()> {
 /// match pkq::sm_partition_support(0) {
-///     Ok(g) => println!("{} SMs, partitions of {} to {} by {}", g.sms, g.min, g.sms, g.align),
+///     Ok(g) => println!("{} SMs, partitions from {} SMs by {} (less than the whole)", g.sms, g.min, g.align),
 ///     Err(e) => println!("no partitions: {e}"),
 /// }
 /// # Ok(()) }
@@ -394,6 +396,10 @@ impl SmPartition {
     /// rest's SMs. cudarc makes this context current on each thread that
     /// uses its streams; CUDA documents a green context as current to one
     /// thread at a time: use the rest's streams from one thread at a time.
+    /// pkq's safe calls on device buffers ([`Runtime::axpy`](crate::Runtime::axpy),
+    /// [`Runtime::call_on_buffers`](crate::Runtime::call_on_buffers)) take
+    /// buffers of the primary context only, and refuse this context's
+    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument)).
     pub fn app_context(&self) -> &Arc<CudaContext> {
         self.split.rest.ctx()
     }

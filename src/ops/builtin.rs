@@ -1,6 +1,6 @@
 //! pkq's built-in ops, declared with their arguments (the host half of
 //! `cuda/pkq_ops.cuh`). Their safe calls on cudarc buffers are methods of
-//! [`Runtime`](crate::Runtime) ([`Runtime::axpy`](crate::Runtime::axpy)(crate::Runtime::axpy) and
+//! [`Runtime`](crate::Runtime) ([`Runtime::axpy`](crate::Runtime::axpy) and
 //! the others).
 //!
 //! Each op runs on one warp of the resident kernel, so it suits small

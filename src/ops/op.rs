@@ -33,7 +33,8 @@ impl Op {
     /// Executes a trap on the device: the resident kernel dies, every waiter
     /// gets [`Error::DeviceFault`](crate::Error::DeviceFault), and the CUDA
     /// context keeps a sticky error. For testing fault handling; only
-    /// through [`Runtime::submit_unchecked`](crate::Runtime::submit_unchecked).
+    /// through the unchecked calls ([`Runtime::submit_unchecked`](crate::Runtime::submit_unchecked),
+    /// [`Runtime::call_unchecked`](crate::Runtime::call_unchecked) with [`builtin::TRAP`](crate::builtin::TRAP)).
     pub const TRAP: Op = Op(OP_TRAP);
     /// Copies device memory ([`Runtime::memcpy`](crate::Runtime::memcpy)).
     pub const MEMCPY: Op = Op(OP_MEMCPY);

@@ -98,9 +98,11 @@ impl<S: Pod, A: Pod> StateOp<S, A> {
         }
     }
 
-    /// The slot's argument bytes: the state's address and byte length, then
-    /// `args`; [`Error::PayloadTooLarge`] if they exceed a slot's.
-    pub(crate) fn encode(&self, addr: u64, bytes: u64, args: &A) -> Result<Encoded> {
+    /// The slot's argument length for `A`: refused for arguments aligned to
+    /// more than 8 bytes ([`Error::InvalidArgument`]) or that do not fit a
+    /// slot after the state's address and length
+    /// ([`Error::PayloadTooLarge`]).
+    pub(crate) fn check_args(&self) -> Result<usize> {
         let (len, _) = Self::layout();
         // The device's StateArgs<A> puts A at 16 only for alignments up to
         // 16, and its handlers take arguments aligned to 8 at most.
@@ -117,6 +119,13 @@ impl<S: Pod, A: Pod> StateOp<S, A> {
                 max: ARGS_BYTES,
             });
         }
+        Ok(len)
+    }
+
+    /// The slot's argument bytes: the state's address and byte length, then
+    /// `args`; refused as [`Self::check_args`] says.
+    pub(crate) fn encode(&self, addr: u64, bytes: u64, args: &A) -> Result<Encoded> {
+        let len = self.check_args()?;
         let mut out = Encoded {
             bytes: [0; ARGS_BYTES],
             len,

@@ -20,7 +20,9 @@ fn invalid(what: String) -> Error {
 
 impl Runtime {
     /// [`Error::InvalidArgument`] unless every stream's context is the
-    /// runtime's.
+    /// runtime's (the device's primary context: the streams of an
+    /// [`SmPartition`](crate::SmPartition)'s application context are
+    /// refused too).
     fn same_context(&self, op: &str, streams: &[&Arc<CudaStream>]) -> Result<()> {
         let ours = self.shared.engine.cuda().map(|k| k.cu_ctx());
         if streams.iter().all(|s| Some(s.context().cu_ctx()) == ours) {

@@ -222,12 +222,14 @@ impl Runtime {
         self.thread_producer().submit_packed(op, args)
     }
 
-    /// The slot count of each ring.
+    /// The slot count of each ring (of this runtime's own rings, lane 0;
+    /// another lane's through [`Runtime::lane`]).
     pub fn capacity(&self) -> usize {
         self.shared.queues[0].geometry().capacity()
     }
 
-    /// The submission rings (see [`Builder::rings`]).
+    /// The submission rings (see [`Builder::rings`]; lane 0's, as
+    /// [`Runtime::capacity`]).
     pub fn rings(&self) -> usize {
         self.shared.queues.len()
     }
@@ -239,7 +241,7 @@ impl Runtime {
         self.producer_at(thread_index() & (self.shared.queues.len() - 1))
     }
 
-    /// The kernel's worker warps.
+    /// The kernel's worker warps (lane 0's, as [`Runtime::capacity`]).
     pub fn workers(&self) -> usize {
         self.shared.workers
     }
@@ -249,7 +251,8 @@ impl Runtime {
         self.shared.device
     }
 
-    /// How many completions have been moved out of their slots so far, as
+    /// How many completions have been moved out of their slots so far (in
+    /// the rings of this runtime and its lanes), as
     /// io_uring counts completion-queue overflows: a producer that needs a
     /// slot whose task completed but whose ticket or batch has not read it
     /// yet moves the completion to the host's side table rather than wait
@@ -273,7 +276,12 @@ impl Runtime {
     /// # Ok(()) }
     /// ```
     pub fn moved_completions(&self) -> u64 {
-        self.shared.queues.iter().map(Queue::moved).sum()
+        let own: u64 = self.shared.queues.iter().map(Queue::moved).sum();
+        own + self
+            .lanes
+            .iter()
+            .map(Runtime::moved_completions)
+            .sum::<u64>()
     }
 
     /// A snapshot of the ring and of every poller, for diagnosing a stall.
@@ -353,10 +361,12 @@ impl Runtime {
     }
 
     /// How many completion callbacks ([`Ticket::on_complete`]), and wakers
-    /// of futures (an executor's), panicked on the completion thread so far
-    /// (each panic was caught there; the runtime serves on).
+    /// of futures (an executor's), panicked on the completion threads of
+    /// this runtime and its lanes so far (each panic was caught there; the
+    /// runtime serves on).
     pub fn callback_panics(&self) -> u64 {
-        self.shared.reactor.panics.load(Ordering::Relaxed)
+        let own = self.shared.reactor.panics.load(Ordering::Relaxed);
+        own + self.lanes.iter().map(Runtime::callback_panics).sum::<u64>()
     }
 }
 

@@ -27,7 +27,7 @@ use crate::runtime::Runtime;
 use crate::runtime::ticket::Completion;
 
 /// Where states start: cudarc's allocations are 256-byte aligned, and so is
-/// every state in the arena (any `S` fits).
+/// every state in the arena (a type aligned to more is refused).
 const ALIGN: usize = 256;
 
 /// The device memory a runtime's states come from, allocated before its
@@ -255,6 +255,12 @@ impl Runtime {
                 "a device state holds at least one element of a type of at least one byte".into(),
             ));
         }
+        if std::mem::align_of::<S>() > ALIGN {
+            return Err(Error::InvalidArgument(format!(
+                "a device state's type may be aligned to at most {ALIGN} bytes (this one: {})",
+                std::mem::align_of::<S>()
+            )));
+        }
         let arena = self.shared.state.as_ref().ok_or_else(|| {
             Error::InvalidConfig(
                 "this runtime has no state memory (Builder::state_memory, on a CUDA device)".into(),
@@ -349,6 +355,9 @@ impl Runtime {
         state: &DeviceState<S>,
         args: &A,
     ) -> Result<crate::ops::stateful::Encoded> {
+        // The arguments' own refusals first: no table lists a state op whose
+        // arguments cannot fit a slot, so its check would say OpMismatch.
+        op.check_args()?;
         self.shared.ops.check(&op.signature())?;
         if !self
             .shared

@@ -450,6 +450,14 @@ fn device_state_needs_a_cuda_runtime_and_an_element() {
         Err(Error::InvalidArgument(_))
     ));
     assert!(matches!(rt.state(&[(); 2]), Err(Error::InvalidArgument(_))));
+    // States start on 256 bytes: a type aligned to more is refused.
+    #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+    #[repr(C, align(512))]
+    struct Wide([u8; 512]);
+    assert!(matches!(
+        rt.state(&[Wide([0; 512])]),
+        Err(Error::InvalidArgument(_))
+    ));
 }
 
 #[test]

@@ -186,8 +186,10 @@ impl Ticket {
 
     /// [`Ticket::wait`] for an IO task ([`Runtime::submit_io`](crate::Runtime::submit_io)):
     /// its completion and its output (empty for a task that wrote none, a
-    /// failed one, a NOP, or a task that was not an IO task). Errors as
-    /// [`Ticket::wait`].
+    /// NOP, or a task that was not an IO task). Errors as [`Ticket::wait`]:
+    /// a failed task is [`Error::Task`](crate::Error::Task), and its output
+    /// (empty) is dropped with the ticket; [`Ticket::try_result`] then
+    /// [`Ticket::output`] keep it.
     pub fn wait_output(mut self) -> Result<(Completion, Vec<u8>)> {
         let c = self.wait_until(None)?;
         Ok((c, self.take_output()))

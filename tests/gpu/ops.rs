@@ -661,6 +661,14 @@ pub(crate) fn state_ops_random_vs_cpu() {
         rt.call_on_state(&not_state, &mut state, &step),
         Err(Error::OpMismatch { .. })
     ));
+    // Arguments that cannot fit a slot after the state's address and
+    // length: refused for their size, before the op table is asked.
+    let too_big: pkq::StateOp<fk::ArmState, [u64; 5]> =
+        pkq::StateOp::new(fk::ARM_STEP.op().0, "ARM_STEP");
+    assert!(matches!(
+        rt.call_on_state(&too_big, &mut state, &[0u64; 5]),
+        Err(Error::PayloadTooLarge { len: 56, max: 48 })
+    ));
     let typed: pkq::TypedOp<fk::ArmStep> = pkq::TypedOp::new(fk::ARM_STEP.op().0, "ARM_STEP");
     assert!(matches!(
         rt.call(&typed, &step),

@@ -17,7 +17,11 @@ impl Ticket {
     /// `f` gets what [`Ticket::wait`] would return: the completion, the
     /// handler's failure ([`Error::Task`]), or the error that ended the
     /// wait (a device fault, a stop or cancel, or [`Error::Stalled`], after
-    /// which the task is left to finish unobserved). It runs exactly once.
+    /// which the task is left to finish unobserved); or
+    /// [`Error::Closed`](crate::Error::Closed) if the runtime was dropped
+    /// while the task was still pending (a drop whose drain ran past the
+    /// stop timeout: the task may still complete, unobserved). It runs
+    /// exactly once.
     /// Where no completion thread can take it, `f` runs on the calling
     /// thread before `on_complete` returns, once the task is done: for a
     /// ticket that already has its result, after its runtime was dropped
