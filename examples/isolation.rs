@@ -19,8 +19,13 @@
 //! chains of FMAs in registers) are timed (p50 of the time between CUDA
 //! events around each launch; launch + sync on the host beside it) alone on the
 //! whole GPU with no pkq, alone on the rest of the device, beside pkq idle
-//! and beside pkq busy (round trips on the latency lane and a packed flood
-//! on the bulk lane). `--bulk-sweep` prints the latency lane's round trip
+//! (after it has idled past `IdlePolicy::DEFAULT_QUIET_AFTER`) and beside
+//! pkq busy (round trips on the latency lane and a packed flood on the bulk
+//! lane). Each ratio to "alone" of a runtime's rows compares with the whole
+//! GPU alone timed right before that runtime was built and right after it
+//! was dropped (`alone_adjacent_p50_us`), so that the GPU's drift over the
+//! run stays out of it; the rows "alone, no partition" are the mean of the
+//! start and the end of the run. `--bulk-sweep` prints the latency lane's round trip
 //! beside bulk lanes of other sizes and floods instead.
 
 #[path = "support/mod.rs"]
@@ -250,6 +255,11 @@ fn round_trip_row(l: &Latency, stalls: Option<u64>) -> Map<String, Value> {
 
 /// An application-kernel row: `[device, host]` medians (µs) against the
 /// kernel's alone.
+/// An application-kernel row before its report: name, kind (index into
+/// KINDS), time (device, host), SM-share bound, and which runtime's
+/// adjacent "alone" timings it compares with.
+type AppRow = (String, usize, [f64; 2], Option<f64>, usize);
+
 fn app_row(
     name: String,
     t: [f64; 2],
@@ -400,6 +410,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }),
             ),
             (
+                "bulk 32 alone, backoff 20 us",
+                Runtime::builder()
+                    .workers(32)
+                    .rings(4)
+                    .capacity(4096)
+                    .idle(backoff(20)),
+            ),
+            (
+                "bulk 32 alone, backoff 1 ms",
+                Runtime::builder()
+                    .workers(32)
+                    .rings(4)
+                    .capacity(4096)
+                    .idle(backoff(1000)),
+            ),
+            (
+                "bulk 32 alone, spin",
+                Runtime::builder().workers(32).rings(4).capacity(4096),
+            ),
+            (
+                "bulk 8 alone, backoff 20 us",
+                Runtime::builder()
+                    .workers(8)
+                    .rings(4)
+                    .capacity(4096)
+                    .idle(backoff(20)),
+            ),
+            (
+                "bulk 32 alone, 1 ring, backoff 20 us",
+                Runtime::builder()
+                    .workers(32)
+                    .capacity(4096)
+                    .idle(backoff(20)),
+            ),
+            (
                 "latency lane + bulk 32 backoff 20 us",
                 Runtime::builder().lane(Runtime::builder().workers(32).idle(backoff(20))),
             ),
@@ -494,7 +539,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (i, kind) in KINDS.into_iter().enumerate() {
         first_alone[i] = app.time(kind, &primary, args.app_runs)?;
     }
-    let mut app_rows: Vec<(String, usize, [f64; 2], Option<f64>)> = Vec::new();
+    let mut app_rows: Vec<AppRow> = Vec::new();
+    // The whole GPU alone right before each runtime and right after it.
+    let mut adjacent: Vec<[[f64; 2]; 2]> = Vec::new();
     let device_sms = info.multiprocessors as f64;
 
     for partitioned in [false, true] {
@@ -518,6 +565,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if partitioned {
             b = b.sm_partition(args.sms);
         }
+        let around = adjacent.len();
+        let mut before = [[0.0; 2]; 2];
+        for (i, kind) in KINDS.into_iter().enumerate() {
+            before[i] = app.time(kind, &primary, args.app_runs)?;
+        }
         let rt = b.build()?;
         let (stream, app_sms) = match rt.sm_partition() {
             Some(p) => {
@@ -531,12 +583,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             None => (primary.clone(), device_sms),
         };
         let bound = device_sms / app_sms;
-        // The application's kernels first, before the neighbours' phases.
+        // The application's kernels first, before the neighbours' phases,
+        // once pkq has idled long enough to be as idle as it gets.
+        std::thread::sleep(2 * IdlePolicy::DEFAULT_QUIET_AFTER);
         for (i, kind) in KINDS.into_iter().enumerate() {
             let judged = (kind == Kind::Compute && partitioned).then_some(bound);
             let idle = app.time(kind, &stream, args.app_runs)?;
             let name = format!("app kernel, {}-bound, pkq idle, {label}", kind.name());
-            app_rows.push((name, i, idle, judged));
+            app_rows.push((name, i, idle, judged, around));
             let stop = AtomicBool::new(false);
             let done = AtomicU64::new(0);
             let busy_t = std::thread::scope(|s| {
@@ -547,7 +601,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 t
             })?;
             let name = format!("app kernel, {}-bound, pkq busy, {label}", kind.name());
-            app_rows.push((name, i, busy_t, judged));
+            app_rows.push((name, i, busy_t, judged, around));
             println!(
                 "app kernel, {}-bound, {label}: idle {:.1} µs, busy {:.1} µs",
                 kind.name(),
@@ -637,6 +691,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let part = rt.sm_partition().cloned();
         rt.shutdown()?;
         drop(rt);
+        let mut mean = [[0.0; 2]; 2];
+        for (i, kind) in KINDS.into_iter().enumerate() {
+            let after = app.time(kind, &primary, args.app_runs)?;
+            mean[i] = [0, 1].map(|k| (before[i][k] + after[k]) / 2.0);
+        }
+        adjacent.push(mean);
         // The rest of the device with no pkq running: what the partition
         // alone costs the application.
         if let Some(p) = part {
@@ -645,7 +705,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let t = app.time(kind, &stream, args.app_runs)?;
                 let name = format!("app kernel, {}-bound, alone, partition", kind.name());
                 let judged = (kind == Kind::Compute).then_some(bound);
-                app_rows.push((name, i, t, judged));
+                app_rows.push((name, i, t, judged, around));
             }
         }
     }
@@ -664,15 +724,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         row.insert("last_p50_us".into(), json!(last[0]));
         rows.push(row);
     }
-    for (name, i, t, judged) in app_rows {
-        let extra: Vec<(&str, f64)> = match judged {
+    for (name, i, t, judged, around) in app_rows {
+        let reference = adjacent[around][i];
+        let mut extra: Vec<(&str, f64)> = match judged {
             Some(bound) => vec![
                 ("sm_share_bound_x", bound),
-                ("vs_sm_share_bound_x", t[0] / (alone[i][0] * bound)),
+                ("vs_sm_share_bound_x", t[0] / (reference[0] * bound)),
             ],
             None => vec![],
         };
-        rows.push(app_row(name, t, alone[i], &extra));
+        extra.push(("alone_adjacent_p50_us", reference[0]));
+        rows.push(app_row(name, t, reference, &extra));
     }
     for r in &rows {
         println!("{}", Value::Object(r.clone()));
