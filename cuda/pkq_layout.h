@@ -52,7 +52,7 @@
 #define PKQ_LAYOUT_H
 
 /* Bump when anything below changes meaning. */
-#define PKQ_PROTOCOL_VERSION 5 /* u32 */
+#define PKQ_PROTOCOL_VERSION 6 /* u32 */
 
 /* ---------------------------------------------------------------------------
  * Tagged words

@@ -567,6 +567,8 @@ __device__ __forceinline__ uint64_t read_claim(const unsigned long long* claim) 
 // How long a quiet poller naps between two looks at its worker's claim: it
 // polls again at most about this long after the worker took a task.
 constexpr uint32_t QUIET_NAP_NS = 128;
+// How many naps a quiet poller takes between two reads of its stop word.
+constexpr uint32_t QUIET_STOP_NAPS = 512;
 
 // Serves tasks until the host's stop word is set (or a slot holds a tag that
 // is neither the expected lap nor the one before: corruption). `Handlers`
@@ -709,24 +711,32 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                 }
             }
             if (quiet) {
-                // No reads of host memory until another poller of this
-                // worker takes a task (the claim moves) or leaves its loop
-                // (`leaving`): the exits of this wait. The first poller
-                // keeps polling the slot, and it leaves its loop on a stop
-                // word, a bad tag or after claiming, so one of them comes.
+                // No reads of the slots until another poller of this worker
+                // takes a task (the claim moves) or leaves its loop
+                // (`leaving`), or this poller's own stop word, read every
+                // QUIET_STOP_NAPS naps, is set: the exits of this wait, the
+                // last one needing no other warp. Meanwhile it helps with
+                // the chunks of a large IO task of its worker (IoHelp).
                 uint64_t taken_to;
                 uint32_t left;
+                uint32_t naps = 0;
                 for (;;) {
                     taken_to = read_claim(claim);
                     left = __shfl_sync(FULL_MASK, *reinterpret_cast<volatile uint32_t*>(leaving), 0);
+                    if (++naps % QUIET_STOP_NAPS == 0) {
+                        const uint64_t stop = __shfl_sync(FULL_MASK, lane == 0 ? load_sys(stop_word) : 0, 0);
+                        if (stop == PKQ_STOP_VALUE) left = 1;
+                    }
                     if (taken_to > k || left != 0) break;
+                    if (help != nullptr) io_help(help, lane);
                     __nanosleep(QUIET_NAP_NS);
                     beat_if_due();
                 }
                 quiet = false;
                 idle_since = 0;
-                // A poller left: poll as under Spin, to find its reason
-                // (this poller's own stop word, or the same bad slot).
+                // A poller left, or the stop word is set: poll as under
+                // Spin, to find the reason (this poller's own stop word, or
+                // the same bad slot).
                 if (left != 0) may_quiet = false;
                 // Back to this poller's place in the read cycle: the quiet
                 // pollers all wake at once.

@@ -10,8 +10,9 @@
 //! slot's task with a compare-and-swap on the worker's claim counter once
 //! the worker's task before it has completed (a worker runs its tasks one
 //! after another, whatever its pollers; a poller that finds the slot whole
-//! before its turn polls again), runs it and writes the completion. A poller reads its worker's stop word with every poll and
-//! stops on it, ahead of a task read with it.
+//! before its turn polls again), runs it and writes the completion. A poller reads its own stop word with every poll (the
+//! kernel's pollers: every `PKQ_STOP_POLL_INTERVAL`-th) and stops on it,
+//! ahead of a task read with it.
 //!
 //! Ops: NOP; ECHO (folded as the kernel does); SPIN (sleeps its argument's
 //! nanoseconds, at most `SPIN_MAX_NS`, and returns them); any other op

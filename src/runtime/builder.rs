@@ -285,10 +285,12 @@ impl Builder {
     /// How long shutdown waits for in-flight tasks and then for the kernel to
     /// exit (default 10 s each). A timeout too long to add to now
     /// (`Duration::MAX`) waits without a deadline. Past it, shutdown returns
-    /// [`Error::KernelTimeout`]: tasks not drained in time are not run (the
-    /// kernel is told to exit all the same; their tickets report
-    /// [`Error::KernelStopped`]), and a kernel that does not exit in time
-    /// keeps its memory (leaked, never freed under it).
+    /// [`Error::KernelTimeout`] and tells the kernel to exit all the same:
+    /// a task running finishes, a worker may start a few more of its queued
+    /// tasks before it reads the stop (at most `PKQ_STOP_POLL_INTERVAL` per
+    /// poller, `cuda/pkq_layout.h`), and the tickets of the tasks that do not
+    /// complete report [`Error::KernelStopped`]; a kernel that does not exit
+    /// in time keeps its memory (leaked, never freed under it).
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn stop_timeout(mut self, timeout: Duration) -> Self {
         self.stop_timeout = timeout;

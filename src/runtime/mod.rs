@@ -102,6 +102,12 @@ impl Runtime {
         }
     }
 
+    /// Runs `f` on the shared state of this runtime and of its lanes.
+    fn each_lane(&self, f: &dyn Fn(&Shared)) {
+        f(&self.shared);
+        self.lanes.iter().for_each(|lane| lane.each_lane(f));
+    }
+
     /// Lane `i` ([`Builder::lane`]): 0 is this runtime, 1 the first lane
     /// added; `None` past the last.
     pub fn lane(&self, i: usize) -> Option<&Runtime> {
@@ -320,6 +326,8 @@ impl Runtime {
     /// [`Error::Cancelled`](crate::Error::Cancelled). Later calls (and
     /// `Drop`) return the first outcome.
     pub fn shutdown(&self) -> Result<()> {
+        // Every lane refuses new tasks at once; then each drains and stops.
+        self.each_lane(&|s| s.announce_shutdown());
         let first = self.shared.stop(true);
         self.lanes
             .iter()
@@ -337,6 +345,8 @@ impl Runtime {
     /// ones still report their results. Later calls (and `shutdown`, and
     /// `Drop`) return the first outcome.
     pub fn cancel(&self) -> Result<()> {
+        // Every lane's kernel is told at once; then each is waited for.
+        self.each_lane(&|s| s.announce_cancel());
         let first = self.shared.stop(false);
         self.lanes
             .iter()

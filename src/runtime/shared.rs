@@ -38,8 +38,11 @@ pub(crate) struct Settings {
 const UNKNOWN_FOR: Duration = Duration::from_millis(200);
 /// `Shared::stopping`: a shutdown (drain first) began.
 const DRAIN: u8 = 1;
-/// `Shared::stopping`: a cancel began.
+/// `Shared::stopping`: a cancel began (or cut a shutdown's drain short).
 const CANCEL: u8 = 2;
+/// `Shared::stopping`: a shutdown's drain ended (every task done, or out of
+/// time): a cancel no longer changes what the shutdown said.
+const DRAINED: u8 = 3;
 
 /// What a wait watches for silence (see [`Error::Stalled`]).
 #[derive(Clone, Copy, Debug)]
@@ -89,7 +92,7 @@ pub(crate) struct Shared {
     pub(crate) orphans: crate::proto::sync::AtomicU64,
     /// The ring of the next [`Runtime::producer`](crate::Runtime::producer).
     pub(crate) next_producer: std::sync::atomic::AtomicUsize,
-    /// What stop began, if any (`DRAIN`, `CANCEL`; 0: none yet).
+    /// What stop began, if any (`DRAIN`, `CANCEL`, `DRAINED`; 0: none yet).
     stopping: AtomicU8,
     /// The device side: the CUDA kernel, or the software device.
     pub(crate) engine: Engine,
@@ -229,7 +232,7 @@ impl Shared {
     fn exited(&self) -> Error {
         match self.stopping.load(Ordering::SeqCst) {
             CANCEL => Error::Cancelled,
-            DRAIN => {
+            DRAIN | DRAINED => {
                 Error::KernelStopped("the runtime was shut down before the task completed".into())
             }
             _ => Error::KernelStopped("it exited unexpectedly".into()),
@@ -320,8 +323,8 @@ impl Shared {
             .record_beats(t, |p| self.beats.at(p).load(Ordering::Acquire));
     }
 
-    /// How long every poller of worker `w` had shown the same heartbeat, as
-    /// of the last probe.
+    /// How long worker `w`'s most silent poller had shown the same
+    /// heartbeat, as of the last probe.
     fn silence(&self, w: usize) -> Duration {
         let per = self.beats.len() / self.workers;
         self.liveness.silence(w * per..(w + 1) * per)
@@ -383,27 +386,51 @@ impl Shared {
         }
     }
 
-    /// Close, drain (if `drain`), stop the kernel, wait for it; without the
-    /// drain, latch [`Error::Cancelled`] for the tasks left. Runs once; later
-    /// calls return the first outcome.
-    pub(crate) fn stop(&self, drain: bool) -> Result<()> {
-        if !drain {
-            // A cancel stops now, a shutdown's drain under way too: said,
-            // and told to the kernel, before the lock that drain holds.
-            self.stopping.store(CANCEL, Ordering::SeqCst);
+    /// Begins a shutdown: said (for `exited`) before anything closes, then
+    /// no task is taken any more; a cancel said first stays. Nothing waits.
+    pub(crate) fn announce_shutdown(&self) {
+        let _ = self
+            .stopping
+            .compare_exchange(0, DRAIN, Ordering::SeqCst, Ordering::SeqCst);
+        self.queues.iter().for_each(|q| {
+            q.close();
+        });
+    }
+
+    /// Begins a cancel, which stops now, a shutdown's drain under way too
+    /// (not one that ended: what that shutdown said stays): said, no task
+    /// taken any more, and told to the kernel. Nothing waits.
+    pub(crate) fn announce_cancel(&self) {
+        let first = self
+            .stopping
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+                matches!(s, 0 | DRAIN).then_some(CANCEL)
+            })
+            .is_ok();
+        if first {
+            self.queues.iter().for_each(|q| {
+                q.close();
+            });
             self.tell_stop();
+        }
+    }
+
+    /// Close, drain (if `drain`), stop the kernel, wait for it; without the
+    /// drain, or with one a cancel cut short, latch [`Error::Cancelled`]
+    /// for the tasks left. Runs once; later calls return the first outcome.
+    /// A cancel is announced before the lock a shutdown's drain holds.
+    pub(crate) fn stop(&self, drain: bool) -> Result<()> {
+        if drain {
+            self.announce_shutdown();
+        } else {
+            self.announce_cancel();
         }
         let mut stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(outcome) = &*stopped {
             return outcome.clone();
         }
-        // Said before anything closes: a probe that then sees the kernel
-        // gone reports what this stop means (`exited`). A cancel said
-        // first stays.
-        let _ = self
-            .stopping
-            .compare_exchange(0, DRAIN, Ordering::SeqCst, Ordering::SeqCst);
         let cancelled = || self.stopping.load(Ordering::SeqCst) == CANCEL;
+        // Closed already (the announcement): the ends of the rings.
         let ends: Vec<u64> = self.queues.iter().map(Queue::close).collect();
         // A timeout too long to add to now has no deadline.
         let drained = if !cancelled() {
@@ -427,15 +454,19 @@ impl Shared {
         } else {
             Ok(())
         };
+        // The drain is over: from here on a cancel changes nothing. A
+        // cancel, or a drain one cut short (whatever the drain's wait saw of
+        // the kernel stopping for it), is a cancel.
+        let cancelled = self
+            .stopping
+            .compare_exchange(DRAIN, DRAINED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err();
         self.tell_stop();
         let exited = self
             .engine
             .wait_finished(now().checked_add(self.stop_timeout));
-        // A cancel, or a drain a cancel cut short (whatever the drain's wait
-        // saw of the kernel stopping for it).
-        let cancelled = cancelled();
         let drained = match drained {
-            _ if cancelled => Ok(()),
+            Err(Error::Cancelled) if cancelled => Ok(()),
             Err(Error::Timeout) => Err(Error::KernelTimeout("drain its tasks in time")),
             d => d,
         };

@@ -709,3 +709,108 @@ fn a_shutdown_whose_drain_runs_out_of_time_says_so() {
     );
     assert!(matches!(queued.wait(), Err(Error::KernelStopped(_))));
 }
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "tasks of milliseconds of real time: minutes under Miri"
+)]
+fn a_cancel_after_a_shutdown_changes_nothing() {
+    // The shutdown's drain ran out of time: its outcome and its tickets'
+    // errors stay what the shutdown said.
+    let rt = soft(
+        Runtime::builder()
+            .capacity(16)
+            .workers(1)
+            .stop_timeout(Duration::from_millis(20))
+            .stall_after(Duration::from_secs(10)),
+    );
+    let _long = rt.submit(Op::SPIN, &200_000_000u64).unwrap();
+    let queued = rt.submit(Op::NOP, &()).unwrap();
+    assert!(matches!(rt.shutdown(), Err(Error::KernelTimeout(_))));
+    assert!(matches!(rt.cancel(), Err(Error::KernelTimeout(_))));
+    let r = queued.wait();
+    assert!(matches!(r, Err(Error::KernelStopped(_))), "{r:?}");
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "tasks of milliseconds of real time: minutes under Miri"
+)]
+fn a_cancel_after_the_drain_gave_up_leaves_the_shutdowns_outcome() {
+    // The drain gives up at 100 ms; a cancel at 120 ms cuts nothing short.
+    let rt = soft(
+        Runtime::builder()
+            .capacity(16)
+            .workers(1)
+            .stop_timeout(Duration::from_millis(100))
+            .stall_after(Duration::from_secs(10)),
+    );
+    let _long = rt.submit(Op::SPIN, &150_000_000u64).unwrap();
+    std::thread::scope(|s| {
+        let shutdown = s.spawn(|| rt.shutdown());
+        std::thread::sleep(Duration::from_millis(120));
+        let cancel = rt.cancel();
+        let shutdown = shutdown.join().unwrap();
+        assert!(
+            matches!(shutdown, Err(Error::KernelTimeout(_))),
+            "{shutdown:?}"
+        );
+        assert!(matches!(cancel, Err(Error::KernelTimeout(_))), "{cancel:?}");
+    });
+}
+
+/// A runtime with one more lane, each of one worker.
+fn two_lanes() -> Runtime {
+    let lane = || {
+        Runtime::builder()
+            .capacity(64)
+            .workers(1)
+            .stall_after(Duration::from_secs(10))
+    };
+    soft(lane().lane(lane()))
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "tasks of milliseconds of real time: minutes under Miri"
+)]
+fn a_cancel_reaches_every_lane_at_once() {
+    // Lane 0 runs a 300 ms task; lane 1 has 40 tasks of 5 ms queued: the
+    // cancel does not wait for lane 0's kernel before it tells lane 1's.
+    let rt = two_lanes();
+    let _long = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
+    let lane = rt.lane(1).unwrap();
+    let tickets: Vec<_> = (0..40)
+        .map(|_| lane.submit(Op::SPIN, &5_000_000u64).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(10));
+    rt.cancel().unwrap();
+    let ran = tickets
+        .into_iter()
+        .map(crate::Ticket::wait)
+        .filter(Result::is_ok)
+        .count();
+    assert!(ran <= 8, "{ran} of lane 1's 40 queued tasks ran");
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "tasks of milliseconds of real time: minutes under Miri"
+)]
+fn a_shutdown_closes_every_lane_at_once() {
+    // While lane 0 drains, lane 1 refuses new tasks too.
+    let rt = two_lanes();
+    let _long = rt.submit(Op::SPIN, &200_000_000u64).unwrap();
+    std::thread::scope(|s| {
+        let shutdown = s.spawn(|| rt.shutdown());
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
+        let r = rt.lane(1).unwrap().submit(Op::NOP, &());
+        assert!(matches!(r, Err(Error::Closed)), "{:?}", r.map(|_| ()));
+        shutdown.join().unwrap().unwrap();
+    });
+}

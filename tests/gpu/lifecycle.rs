@@ -293,6 +293,57 @@ pub(crate) fn idle_quiet_pollers_serve_every_task() {
     );
 }
 
+pub(crate) fn quiet_pollers_read_their_stop_words() {
+    // A 300 ms task on poller 0 (the one poller that never goes quiet); the
+    // other seven go quiet after 20 µs. A cancel 50 ms in: the quiet
+    // pollers read their own stop words and stop while the task still runs,
+    // though no other warp wakes them. Which poller takes the task is a
+    // race: runtimes are built until poller 0 took it (its state word still
+    // says position 0, the others' beats say 1).
+    // "state 2": PKQ_WORKER_STOPPED (cuda/pkq_layout.h).
+    let stopped = |rt: &Runtime| rt.debug_state().matches("state 2,").count();
+    for attempt in 0..64 {
+        let rt = Runtime::builder()
+            .idle(IdlePolicy::Quiet {
+                after: Duration::from_micros(20),
+            })
+            .stall_after(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let long = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let state = rt.debug_state();
+        let runner: Vec<&str> = state.lines().filter(|l| l.contains("position 0")).collect();
+        if runner != ["  worker 0 poller 0: state 1, position 0"] {
+            rt.cancel().unwrap();
+            continue;
+        }
+        assert_eq!(stopped(&rt), 0, "{state}");
+        std::thread::scope(|s| {
+            let t0 = Instant::now();
+            let cancel = s.spawn(|| rt.cancel());
+            let mut seen = 0;
+            while t0.elapsed() < Duration::from_millis(150) && seen < 7 {
+                std::thread::sleep(Duration::from_millis(1));
+                seen = stopped(&rt);
+            }
+            assert_eq!(
+                seen,
+                7,
+                "pollers stopped while the task ran: {}",
+                rt.debug_state()
+            );
+            cancel.join().unwrap().unwrap();
+        });
+        assert!(long.wait().unwrap().value >= 300_000_000);
+        println!(
+            "    poller 0 took the task at attempt {attempt}; 7 quiet pollers stopped on their own"
+        );
+        return;
+    }
+    panic!("poller 0 never took the task in 64 runtimes");
+}
+
 pub(crate) fn spin_op_and_wait_timeout_keeps_the_task() {
     let rt = Runtime::builder().workers(1).build().unwrap();
     let mut t = rt.submit(Op::SPIN, &50_000_000u64).unwrap();

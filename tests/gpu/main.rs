@@ -173,6 +173,10 @@ const TESTS: &[Test] = &[
         lifecycle::idle_quiet_pollers_serve_every_task,
     ),
     (
+        "quiet_pollers_read_their_stop_words",
+        lifecycle::quiet_pollers_read_their_stop_words,
+    ),
+    (
         "device_costs_and_clock_map",
         tools::device_costs_and_clock_map,
     ),
