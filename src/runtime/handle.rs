@@ -77,9 +77,7 @@ impl RingPtr {
     /// The worker that serves sequence number `seq` of this ring.
     #[inline]
     pub(crate) fn worker_of(&self, seq: u64) -> usize {
-        let s = self.shared();
-        let in_ring = (seq.wrapping_sub(s.start_seq) & s.ring_worker_mask) as usize;
-        self.ring + s.queues.len() * in_ring
+        self.shared().worker_of(self.ring, seq)
     }
 
     /// Gives back `shares` orphan shares (from `Take::Orphaned` or

@@ -16,6 +16,7 @@ use crate::proto::layout::{
 };
 use crate::proto::plan::Plan;
 use crate::proto::queue::{Queue, Refusal};
+use crate::proto::ring::seq_add;
 use crate::proto::sync::now;
 use crate::proto::words::Words;
 use crate::runtime::LIVE;
@@ -336,18 +337,24 @@ impl Shared {
             Watch::Nothing => Ok(()),
             Watch::Worker(w) => self.check_worker_stall(w),
             Watch::Reserving { ring, n } => {
-                // The ring's slot `i` after its tail is its worker
-                // `(tail - start + i) mod ring workers` (`RingPtr::worker_of`).
-                let rings = self.queues.len();
-                let ring_workers = self.ring_worker_mask as usize + 1;
+                // The workers of the `n` sequence numbers from the tail (past
+                // the ring's workers, they come round again).
                 let tail = self.queues[ring].tail_hint();
-                let first = (tail.wrapping_sub(self.start_seq) & self.ring_worker_mask) as usize;
-                (0..n.min(ring_workers)).try_for_each(|i| {
-                    self.check_worker_stall(ring + rings * ((first + i) % ring_workers))
+                let ring_workers = self.ring_worker_mask as usize + 1;
+                (0..n.min(ring_workers) as u64).try_for_each(|i| {
+                    self.check_worker_stall(self.worker_of(ring, seq_add(tail, i)))
                 })
             }
             Watch::AnyWorker => (0..self.workers).try_for_each(|w| self.check_worker_stall(w)),
         }
+    }
+
+    /// The worker that serves sequence number `seq` of ring `ring` (see
+    /// WorkerSlots in `cuda/pkq_worker.cuh`).
+    #[inline]
+    pub(crate) fn worker_of(&self, ring: usize, seq: u64) -> usize {
+        let in_ring = (seq.wrapping_sub(self.start_seq) & self.ring_worker_mask) as usize;
+        ring + self.queues.len() * in_ring
     }
 
     /// [`Error::Stalled`] if `worker` has been silent past the bound.
@@ -392,9 +399,13 @@ impl Shared {
         let _ = self
             .stopping
             .compare_exchange(0, DRAIN, Ordering::SeqCst, Ordering::SeqCst);
-        self.queues.iter().for_each(|q| {
-            q.close();
-        });
+        self.close_rings();
+    }
+
+    /// Closes every ring (once; later calls change nothing) and returns
+    /// each ring's end: the sequence number after its last task.
+    fn close_rings(&self) -> Vec<u64> {
+        self.queues.iter().map(Queue::close).collect()
     }
 
     /// Begins a cancel, which stops now, a shutdown's drain under way too
@@ -408,9 +419,7 @@ impl Shared {
             })
             .is_ok();
         if first {
-            self.queues.iter().for_each(|q| {
-                q.close();
-            });
+            self.close_rings();
             self.tell_stop();
         }
     }
@@ -431,7 +440,7 @@ impl Shared {
         }
         let cancelled = || self.stopping.load(Ordering::SeqCst) == CANCEL;
         // Closed already (the announcement): the ends of the rings.
-        let ends: Vec<u64> = self.queues.iter().map(Queue::close).collect();
+        let ends = self.close_rings();
         // A timeout too long to add to now has no deadline.
         let drained = if !cancelled() {
             let deadline = now().checked_add(self.stop_timeout);
