@@ -46,6 +46,7 @@ pub use ops::builtin;
 pub use ops::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, StateOp, TypedOp, echo_fold};
 pub use pool::{Pool, PoolBuilder, Routing};
 pub use runtime::batch::{Batch, TaskResult};
+pub use runtime::buffers::{DeviceBuffer, DeviceBufferMut};
 #[doc(hidden)]
 #[cfg(feature = "bench")]
 pub use runtime::live_runtimes;

@@ -6,8 +6,7 @@
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
-use pkq::cudarc::driver::{DevicePtr, DevicePtrMut};
-use pkq::{Runtime, StateOp, TypedOp};
+use pkq::{DeviceBuffer, DeviceBufferMut, Runtime, StateOp, TypedOp};
 
 /// fk.cu compiled by pkq's build.rs with `pkq-build`, as a downstream crate's
 /// build.rs would (empty when the crate was built without nvcc).
@@ -91,8 +90,8 @@ pub fn arm_step_reference(s: &ArmState, step: &ArmStep) -> Option<ArmState> {
 /// (`n x 6`), computed by one warp of the resident kernel.
 pub fn forward_kinematics(
     rt: &Runtime,
-    q: &impl DevicePtr<f32>,
-    pose: &mut impl DevicePtrMut<f32>,
+    q: &impl DeviceBuffer<f32>,
+    pose: &mut impl DeviceBufferMut<f32>,
 ) -> pkq::Result<u64> {
     let n = q.len() / 6;
     if q.len() != 6 * n || pose.len() != 12 * n || n > MAX_N {

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use bytemuck::Pod;
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::CudaStream;
+
+use crate::runtime::buffers::{DeviceBuffer, DeviceBufferMut};
 
 use crate::error::{Error, Result};
 use crate::ops::builtin::*;
@@ -105,8 +107,8 @@ impl Runtime {
     pub fn axpy(
         &self,
         a: f32,
-        x: &impl DevicePtr<f32>,
-        y: &mut impl DevicePtrMut<f32>,
+        x: &impl DeviceBuffer<f32>,
+        y: &mut impl DeviceBufferMut<f32>,
     ) -> Result<()> {
         if x.len() != y.len() || x.len() > AXPY_MAX_N {
             return Err(invalid(format!(
@@ -127,7 +129,11 @@ impl Runtime {
 
     /// Copies `src` into `dst` (equal lengths, at most [`MEMCPY_MAX_BYTES`]
     /// bytes) with one warp of the resident kernel.
-    pub fn memcpy<T>(&self, dst: &mut impl DevicePtrMut<T>, src: &impl DevicePtr<T>) -> Result<()> {
+    pub fn memcpy<T>(
+        &self,
+        dst: &mut impl DeviceBufferMut<T>,
+        src: &impl DeviceBuffer<T>,
+    ) -> Result<()> {
         let bytes = src.num_bytes();
         if dst.len() != src.len() || bytes > MEMCPY_MAX_BYTES {
             return Err(invalid(format!(
@@ -152,7 +158,7 @@ impl Runtime {
 
     /// Sets every byte of `dst` (at most [`MEMCPY_MAX_BYTES`]) to `byte`
     /// with one warp of the resident kernel.
-    pub fn memset<T>(&self, dst: &mut impl DevicePtrMut<T>, byte: u8) -> Result<()> {
+    pub fn memset<T>(&self, dst: &mut impl DeviceBufferMut<T>, byte: u8) -> Result<()> {
         let bytes = dst.num_bytes();
         if bytes > MEMCPY_MAX_BYTES {
             return Err(invalid(format!(
@@ -174,7 +180,7 @@ impl Runtime {
 
     /// The dot product of `x` and `y` (equal lengths, at most [`DOT_MAX_N`]),
     /// accumulated in `f64` by one warp.
-    pub fn dot(&self, x: &impl DevicePtr<f32>, y: &impl DevicePtr<f32>) -> Result<f64> {
+    pub fn dot(&self, x: &impl DeviceBuffer<f32>, y: &impl DeviceBuffer<f32>) -> Result<f64> {
         if x.len() != y.len() || x.len() > DOT_MAX_N {
             return Err(invalid(format!(
                 "dot needs x and y of equal length up to {DOT_MAX_N} (got {} and {})",
@@ -198,7 +204,7 @@ impl Runtime {
 
     /// The sum of `x` (at most [`DOT_MAX_N`] elements), accumulated in `f64`
     /// by one warp.
-    pub fn sum(&self, x: &impl DevicePtr<f32>) -> Result<f64> {
+    pub fn sum(&self, x: &impl DeviceBuffer<f32>) -> Result<f64> {
         if x.len() > DOT_MAX_N {
             return Err(invalid(format!(
                 "sum takes at most {DOT_MAX_N} elements (got {})",
@@ -222,11 +228,11 @@ impl Runtime {
     /// most [`GEMV_MAX_DIM`]), by one warp.
     pub fn gemv(
         &self,
-        a: &impl DevicePtr<f32>,
+        a: &impl DeviceBuffer<f32>,
         rows: usize,
         cols: usize,
-        x: &impl DevicePtr<f32>,
-        y: &mut impl DevicePtrMut<f32>,
+        x: &impl DeviceBuffer<f32>,
+        y: &mut impl DeviceBufferMut<f32>,
     ) -> Result<()> {
         if rows > GEMV_MAX_DIM
             || cols > GEMV_MAX_DIM
@@ -264,9 +270,9 @@ impl Runtime {
     /// in-order chain of fused multiply-adds.
     pub fn fir(
         &self,
-        x: &impl DevicePtr<f32>,
-        h: &impl DevicePtr<f32>,
-        y: &mut impl DevicePtrMut<f32>,
+        x: &impl DeviceBuffer<f32>,
+        h: &impl DeviceBuffer<f32>,
+        y: &mut impl DeviceBufferMut<f32>,
     ) -> Result<()> {
         let (n, taps) = (y.len(), h.len());
         if taps == 0 || taps > FIR_MAX_TAPS || n > FIR_MAX_N || x.len() != n + taps - 1 {

@@ -4,6 +4,7 @@
 //! [`shared`]; the handles' lifecycle in [`handle`].
 
 pub(crate) mod batch;
+pub(crate) mod buffers;
 pub(crate) mod builder;
 mod calls;
 pub(crate) mod engine;

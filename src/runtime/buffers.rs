@@ -1,0 +1,84 @@
+//! The device buffers the safe buffer calls accept (see [`DeviceBuffer`]).
+
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
+
+#[cfg(doc)]
+use crate::Runtime;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A device buffer a safe call reads: one of cudarc's own slices and
+/// views, and no other type. The safe buffer calls ([`Runtime::axpy`],
+/// [`Runtime::memcpy`], ...) take it.
+///
+/// Those calls hand a buffer's address and length to a handler that reads
+/// and writes the device memory behind them, so they must be true.
+/// cudarc's [`DevicePtr`] and [`DevicePtrMut`] are traits anyone can
+/// implement, with any `len()`, address or stream; a safe call that took
+/// them would let safe code make the device write past a buffer. The traits
+/// here are sealed: only [`CudaSlice`], [`CudaView`] and [`CudaViewMut`]
+/// implement them, whose lengths and addresses cudarc keeps true.
+///
+/// ```no_run
+/// # fn main() -> pkq::Result<()> {
+/// let rt = pkq::Runtime::builder().build()?;
+/// let stream = pkq::context(0)?.default_stream();
+/// let x = stream.clone_htod(&[1.0f32; 64])?;
+/// let mut y = stream.alloc_zeros::<f32>(64)?;
+/// rt.axpy(2.0, &x, &mut y)?; // whole slices
+/// rt.axpy(2.0, &x.slice(..32), &mut y.slice_mut(32..))?; // views
+/// # Ok(())
+/// # }
+/// ```
+///
+/// A type of the caller's own is refused at compile time, whatever it
+/// claims:
+///
+/// ```compile_fail
+/// use std::sync::Arc;
+/// use pkq::cudarc::driver::{
+///     CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop, sys::CUdeviceptr,
+/// };
+///
+/// struct Longer<'b>(&'b mut CudaSlice<f32>);
+/// impl DeviceSlice<f32> for Longer<'_> {
+///     fn len(&self) -> usize {
+///         4096 // more than the buffer holds
+///     }
+///     fn stream(&self) -> &Arc<CudaStream> {
+///         self.0.stream()
+///     }
+/// }
+/// impl DevicePtr<f32> for Longer<'_> {
+///     fn device_ptr<'a>(&'a self, s: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
+///         self.0.device_ptr(s)
+///     }
+/// }
+/// impl DevicePtrMut<f32> for Longer<'_> {
+///     fn device_ptr_mut<'a>(&'a mut self, s: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
+///         self.0.device_ptr_mut(s)
+///     }
+/// }
+///
+/// fn write_past(rt: &pkq::Runtime, x: &mut CudaSlice<f32>, y: &mut CudaSlice<f32>) {
+///     let _ = rt.axpy(1.0, &Longer(x), &mut Longer(y));
+/// }
+/// ```
+pub trait DeviceBuffer<T>: DevicePtr<T> + sealed::Sealed {}
+
+/// A device buffer a safe call writes: a [`CudaSlice`] or [`CudaViewMut`]
+/// (sealed, as [`DeviceBuffer`]).
+pub trait DeviceBufferMut<T>: DevicePtrMut<T> + sealed::Sealed {}
+
+impl<T> sealed::Sealed for CudaSlice<T> {}
+impl<T> sealed::Sealed for CudaView<'_, T> {}
+impl<T> sealed::Sealed for CudaViewMut<'_, T> {}
+
+impl<T> DeviceBuffer<T> for CudaSlice<T> {}
+impl<T> DeviceBuffer<T> for CudaView<'_, T> {}
+impl<T> DeviceBuffer<T> for CudaViewMut<'_, T> {}
+
+impl<T> DeviceBufferMut<T> for CudaSlice<T> {}
+impl<T> DeviceBufferMut<T> for CudaViewMut<'_, T> {}
