@@ -161,3 +161,47 @@ fn access_rate_arguments_are_checked_before_the_driver() {
         );
     }
 }
+
+/// The driver's module loader takes no length: an image it would read past
+/// the end of (empty, or a fatbin or ELF whose own sizes run past its
+/// bytes) is refused before the driver sees it, and a kernel name no module
+/// can hold (an interior NUL) is a missing kernel, not a panic.
+#[test]
+fn module_images_the_driver_would_read_past_are_refused() {
+    let refused = |image: Vec<u8>, what: &str| match Runtime::builder().module(image, "k").build() {
+        Err(Error::InvalidModule(msg)) => assert!(!msg.is_empty(), "{what}"),
+        other => panic!("{what}: expected InvalidModule, got {other:?}"),
+    };
+    refused(Vec::new(), "empty image");
+    // A fatbin header (magic, version, header size 16) naming 4096 bytes
+    // after itself, with 16 there.
+    let mut fatbin = vec![0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0];
+    fatbin.extend_from_slice(&4096u64.to_le_bytes());
+    fatbin.extend_from_slice(&[0; 16]);
+    refused(fatbin.clone(), "truncated fatbin");
+    refused(fatbin[..10].to_vec(), "fatbin shorter than its header");
+    // An ELF64 header whose section table lies past the end.
+    let mut elf = vec![0u8; 64];
+    elf[..6].copy_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1]);
+    elf[0x28..0x30].copy_from_slice(&4096u64.to_le_bytes()); // e_shoff
+    elf[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes()); // e_shentsize
+    elf[0x3c..0x3e].copy_from_slice(&3u16.to_le_bytes()); // e_shnum
+    refused(elf.clone(), "ELF with its section table past the end");
+    refused(elf[..20].to_vec(), "ELF shorter than its header");
+    // A section whose contents run past the end.
+    elf[0x28..0x30].copy_from_slice(&64u64.to_le_bytes());
+    elf[0x3c..0x3e].copy_from_slice(&1u16.to_le_bytes());
+    let mut section = vec![0u8; 64];
+    section[4..8].copy_from_slice(&1u32.to_le_bytes()); // SHT_PROGBITS
+    section[0x18..0x20].copy_from_slice(&128u64.to_le_bytes()); // sh_offset
+    section[0x20..0x28].copy_from_slice(&4096u64.to_le_bytes()); // sh_size
+    elf.extend_from_slice(&section);
+    refused(elf, "ELF with a section past the end");
+
+    for name in ["k\0", "\0", "pkq_worker_kernel\0x"] {
+        match Runtime::builder().module(vec![b'x'; 8], name).build() {
+            Err(Error::KernelMissing(n)) => assert_eq!(n, name),
+            other => panic!("kernel name {name:?}: expected KernelMissing, got {other:?}"),
+        }
+    }
+}

@@ -61,7 +61,10 @@ impl Image {
             Self::Embedded => image()?.to_vec(),
             #[cfg(feature = "bench")]
             Self::Bench => bench_image()?.to_vec(),
-            Self::Caller(bytes) => bytes.to_vec(),
+            // PTX text ends at a NUL: the driver reads to one (harmless
+            // after an ELF or fatbin, which carry their sizes, checked by
+            // `check_caller`).
+            Self::Caller(bytes) => [&bytes[..], &[0]].concat(),
         };
         ctx.load_module(Ptx::from_binary(bytes))
             .map_err(|e| match self {
@@ -76,8 +79,101 @@ impl Image {
     }
 }
 
+/// Refuses ([`Error::InvalidModule`]) a caller's image that the driver's
+/// loader would read past the end of: it takes no length, so an empty image,
+/// or a fatbin or ELF (cubin) whose own header names more bytes than it
+/// has, would have it read memory that is not the image. (PTX text is
+/// read to a NUL, which [`Image::load`] appends.) What the driver makes of
+/// an image of the right sizes is the driver's to refuse.
+pub(crate) fn check_caller(bytes: &[u8]) -> Result<()> {
+    let refuse = |why: &str| {
+        Err(Error::InvalidModule(format!(
+            "{why} ({} bytes)",
+            bytes.len()
+        )))
+    };
+    let u16_at = |at: usize| {
+        bytes
+            .get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as u64)
+    };
+    let u32_at = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as u64)
+    };
+    let u64_at = |at: usize| {
+        bytes
+            .get(at..at + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    };
+    let len = bytes.len() as u64;
+    // `count` entries of `size` bytes from `offset` lie within the image.
+    let within = |offset: u64, count: u64, size: u64| {
+        count
+            .checked_mul(size)
+            .and_then(|n| n.checked_add(offset))
+            .is_some_and(|end| end <= len)
+    };
+    if bytes.is_empty() {
+        return refuse("an empty image");
+    }
+    if bytes.starts_with(&FATBIN_MAGIC) {
+        // magic (4), version (2), header size (2), size after the header (8).
+        return match (u16_at(6), u64_at(8)) {
+            (Some(header), Some(size)) if header >= 16 && within(header, 1, size) => Ok(()),
+            _ => refuse("a fatbin whose header names more bytes than it has"),
+        };
+    }
+    if bytes.starts_with(b"\x7fELF") {
+        // ELF64, little-endian (what nvcc writes); the program and section
+        // header tables, and every section with contents, within the image.
+        if bytes.get(4..6) != Some(&[2, 1]) || bytes.len() < 64 {
+            return refuse("an ELF image that is not a whole 64-bit little-endian header");
+        }
+        let field = |at: usize| u64_at(at).expect("within the 64-byte header");
+        let half = |at: usize| u16_at(at).expect("within the 64-byte header");
+        let (phoff, shoff) = (field(0x20), field(0x28));
+        let (phentsize, phnum) = (half(0x36), half(0x38));
+        let (shentsize, shnum) = (half(0x3a), half(0x3c));
+        if !within(phoff, phnum, phentsize) || !within(shoff, shnum, shentsize) {
+            return refuse("an ELF image whose header tables lie past its end");
+        }
+        for i in 0..phnum {
+            let at = (phoff + i * phentsize) as usize;
+            match (u64_at(at + 8), u64_at(at + 32)) {
+                (Some(offset), Some(size)) if within(offset, 1, size) => {}
+                _ => return refuse("an ELF image with a segment past its end"),
+            }
+        }
+        for i in 0..shnum {
+            let at = (shoff + i * shentsize) as usize;
+            const SHT_NOBITS: u64 = 8;
+            match (u32_at(at + 4), u64_at(at + 0x18), u64_at(at + 0x20)) {
+                (Some(SHT_NOBITS), Some(_), Some(_)) => {}
+                (Some(_), Some(offset), Some(size)) if within(offset, 1, size) => {}
+                _ => return refuse("an ELF image with a section past its end"),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A fatbin's first four bytes (0xBA55ED50, little-endian).
+const FATBIN_MAGIC: [u8; 4] = [0x50, 0xed, 0x55, 0xba];
+
+/// A kernel name the module could hold; [`Error::KernelMissing`] for one
+/// with a NUL (no module has one; the driver takes names as C strings).
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    if name.contains('\0') {
+        return Err(Error::KernelMissing(name.to_string()));
+    }
+    Ok(())
+}
+
 /// Looks `name` up in `module`; [`Error::KernelMissing`] if it has none.
 pub(crate) fn function(module: &Arc<CudaModule>, name: &str) -> Result<CudaFunction> {
+    check_name(name)?;
     module.load_function(name).map_err(|e| match e.0 {
         sys::CUresult::CUDA_ERROR_NOT_FOUND => Error::KernelMissing(name.to_string()),
         _ => Error::Cuda(e),
@@ -149,4 +245,25 @@ pub(crate) fn read_op_table(
         .ok_or_else(|| missing("4-byte op count"))?;
     let rows = read(format!("{kernel}_ops"))?.ok_or_else(|| missing("op table"))?;
     OpTable::parse(&rows, u32::from_le_bytes(count))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The images nvcc built for pkq pass the check of a caller's image, and
+    /// each cut by a byte (its size then past its end) fails it.
+    #[test]
+    fn pkq_images_pass_the_caller_check_and_their_truncations_fail() {
+        let Ok(image) = image() else {
+            println!("skipped: pkq was built without nvcc (no image to check)");
+            return;
+        };
+        check_caller(image).unwrap();
+        assert!(matches!(
+            check_caller(&image[..image.len() - 1]),
+            Err(Error::InvalidModule(_))
+        ));
+        check_caller(b".version 8.0").unwrap();
+    }
 }

@@ -311,9 +311,12 @@ impl Builder {
     /// be built from pkq's device headers: it takes one `pkq_params` by value
     /// and serves the ring as `pkq_worker_kernel` does.
     ///
-    /// [`build`](Builder::build) refuses an image the driver cannot load or
-    /// a kernel of other parameters ([`Error::InvalidModule`]), a name
-    /// the module lacks ([`Error::KernelMissing`]), and a module or kernel
+    /// [`build`](Builder::build) refuses an image the driver cannot load,
+    /// one it would read past the end of (the driver takes no length: an
+    /// empty image, a fatbin or ELF whose header names more bytes than it
+    /// has; PTX text gets a NUL after it), or a kernel of other parameters
+    /// ([`Error::InvalidModule`]), a name the module lacks or none can hold
+    /// (a NUL in it: [`Error::KernelMissing`]), and a module or kernel
     /// not loaded before while a pkq kernel runs on the device
     /// ([`Error::InvalidConfig`]: see [`Runtime`]).
     ///
@@ -545,6 +548,10 @@ impl Builder {
                 "completion_cpu {cpu}: this process may not run there (its affinity mask), or \
                  this OS pins no thread"
             )));
+        }
+        if let Image::Caller(bytes) = &self.image {
+            crate::cuda::image::check_caller(bytes)?;
+            crate::cuda::image::check_name(&self.kernel)?;
         }
         if self.sm_partition == Some(0) {
             return Err(Error::InvalidConfig(

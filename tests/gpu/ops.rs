@@ -110,6 +110,22 @@ pub(crate) fn modules_without_a_fitting_kernel_are_refused() {
         Err(Error::InvalidModule(why)) => println!("    garbage image: {why}"),
         other => panic!("garbage image: {other:?}"),
     }
+    // PTX-like text with no NUL after it (the driver reads to one), a
+    // fatbin cut short, a kernel name with a NUL: refused, no crash.
+    for (bytes, what) in [
+        (&b".version 8.0"[..], "unterminated text"),
+        (&image[..image.len() / 2], "half a fatbin"),
+        (&[][..], "empty image"),
+    ] {
+        match build(bytes, "pkq_worker_kernel") {
+            Err(Error::InvalidModule(why)) => println!("    {what}: {why}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    match build(image, "pkq_worker_kernel\0") {
+        Err(Error::KernelMissing(name)) => assert_eq!(name, "pkq_worker_kernel\0"),
+        other => panic!("kernel name with a NUL: {other:?}"),
+    }
     match build(image, "no_such_kernel") {
         Err(Error::KernelMissing(name)) => assert_eq!(name, "no_such_kernel"),
         other => panic!("missing kernel: {other:?}"),
