@@ -108,7 +108,8 @@ impl<A: Pod> TypedOp<A> {
         Signature {
             op: self.op.0,
             name: self.name,
-            bytes: size_of::<A>() as u32,
+            // Past u32: no table row matches (its sizes are u32).
+            bytes: u32::try_from(size_of::<A>()).unwrap_or(u32::MAX),
             align: align_of::<A>() as u32,
             derefs: self.derefs,
             up_to: self.up_to,
@@ -323,6 +324,29 @@ mod tests {
         a: u64,
         b: f32,
         c: u32,
+    }
+
+    /// A type past 4 GiB does not pass as its size modulo 2^32 (no value
+    /// of it is made: the check reads its size only).
+    #[test]
+    fn arguments_past_4_gib_never_match_a_table_row() {
+        #[repr(C)]
+        #[derive(Clone, Copy, Pod, Zeroable)]
+        struct Huge {
+            a: [[[u8; 4096]; 1024]; 1024],
+            b: [u8; 16],
+        }
+        assert_eq!(size_of::<Huge>() as u32, 16);
+        let t = table(&[OpInfo {
+            op: 300,
+            arg_bytes: 16,
+            arg_align: 1,
+            flags: 0,
+        }]);
+        assert!(matches!(
+            t.check(&TypedOp::<Huge>::new(300, "BIG").signature()),
+            Err(Error::OpMismatch { code: 300, .. })
+        ));
     }
 
     #[test]
