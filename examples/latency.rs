@@ -15,10 +15,15 @@
 //!   from the device's timestamps mapped onto the host clock; then the same
 //!   round trip with `--fast-workers` workers of `--fast-pollers` poller
 //!   warps (the throughput shape: four workers of one poller);
-//! * pkq woken from idle, under the spin and the backoff idle policies.
+//! * pkq woken from idle, under the spin, quiet and backoff idle policies.
 //!
 //! Each variant runs alone (no other resident kernel polling), after its own
-//! warm-up, from one thread pinned to one core, timed with the TSC.
+//! warm-up, from one thread pinned to one core, timed with the TSC. The
+//! floors and pkq's two shapes run in `--rounds` rounds, each a fresh
+//! instance with its share of the samples, the rounds going through all of
+//! them in turn, and each variant's rounds pooled: a back-to-back ping-pong
+//! locks into a phase of the device's polling that differs from instance to
+//! instance, and the machine drifts over a run.
 //!
 //! `cargo run --release --example latency -- --json benches/results/latency.json --svg benches/results/latency.svg`
 
@@ -79,6 +84,10 @@ struct Args {
     /// real loop) rather than the one back-to-back ping-pong locks into.
     #[arg(long, default_value_t = 4_000)]
     gap_ns: u64,
+    /// Rounds over the floors and pkq's shapes, each with a fresh instance
+    /// and `--samples / --rounds` samples (pooled per variant).
+    #[arg(long, default_value_t = 4)]
+    rounds: usize,
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -127,21 +136,102 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (Shape::pollers(2), "raw floor (2 pollers)"),
     ];
     shapes.push((many, many_name.as_str()));
-    for (shape, name) in shapes {
-        let mut floor = Floor::start(args.device, shape)?;
-        let (lat, exchanges) = floor_round_trips(&mut floor, &clock, name, w, n);
-        floors.push(lat);
-        floor_one_way.extend(floor_split(&exchanges, name)?);
-        arrivals.push(Latency::measure_paced(
-            &format!("{name}, {paced}"),
-            &clock,
-            w,
-            n,
-            &mut Pacer::new(args.gap_ns),
-            || floor.round_trip(),
-        ));
-        floor.stop()?;
+    // Each variant of the floor and of pkq below is measured in `--rounds`
+    // rounds, each a fresh instance, and the rounds go through all of them
+    // in turn: a back-to-back ping-pong locks into a phase of the device's
+    // polling that differs from instance to instance, and the machine
+    // drifts over a run, so one instance each would compare two draws.
+    let rounds = args.rounds.max(1);
+    let (rw, rn) = (w / rounds, n / rounds);
+    let mut floor_exchanges: Vec<Vec<Exchange>> = vec![Vec::new(); shapes.len()];
+    let mut pkq_round: Option<PkqRun> = None;
+    let mut pkq_paced: Option<Latency> = None;
+    let mut fast_round: Option<PkqRun> = None;
+    let mut fast_paced: Option<Latency> = None;
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let fast = match args.fast_workers {
+        1 => plural(args.fast_pollers as usize, "poller"),
+        w => format!(
+            "{} x {}",
+            plural(w, "worker"),
+            plural(args.fast_pollers as usize, "poller")
+        ),
+    };
+    let pool = |into: &mut Option<Latency>, round: Latency| match into {
+        Some(l) => l.absorb(&round),
+        None => *into = Some(round),
+    };
+    let pool_run = |into: &mut Option<PkqRun>, round: PkqRun| match into {
+        Some(r) => r.absorb(round),
+        None => *into = Some(round),
+    };
+    for _ in 0..rounds {
+        for (i, &(shape, name)) in shapes.iter().enumerate() {
+            let mut floor = Floor::start(args.device, shape)?;
+            let (lat, exchanges) = floor_round_trips(&mut floor, &clock, name, rw, rn);
+            floor_exchanges[i].extend(exchanges);
+            let paced_lat = Latency::measure_paced(
+                &format!("{name}, {paced}"),
+                &clock,
+                rw,
+                rn,
+                &mut Pacer::new(args.gap_ns),
+                || floor.round_trip(),
+            );
+            floor.stop()?;
+            match floors.get_mut(i) {
+                Some(l) => Latency::absorb(l, &lat),
+                None => floors.push(lat),
+            }
+            match arrivals.get_mut(i) {
+                Some(l) => Latency::absorb(l, &paced_lat),
+                None => arrivals.push(paced_lat),
+            }
+        }
+
+        // pkq, busy: back-to-back round trips; the default runtime unless
+        // told.
+        let mut b = Runtime::builder().device(args.device);
+        if let Some(workers) = args.workers {
+            b = b.workers(workers);
+        }
+        if let Some(pollers) = args.pollers {
+            b = b.pollers(pollers);
+        }
+        let rt = b.build()?;
+        let run = pkq_round_trips(&rt, &clock, "pkq round trip", rw, rn, &mut Pacer::new(0))?;
+        pool_run(&mut pkq_round, run);
+        let name = format!("pkq round trip, {paced}");
+        let paced_run = pkq_round_trips(&rt, &clock, &name, rw, rn, &mut Pacer::new(args.gap_ns))?;
+        pool(&mut pkq_paced, paced_run.round_trip);
+        rt.shutdown()?;
+        drop(rt);
+
+        // pkq in a second shape (the throughput shape unless told), back to
+        // back and paced.
+        if args.fast_pollers != 0 {
+            let rt = Runtime::builder()
+                .device(args.device)
+                .workers(args.fast_workers)
+                .pollers(args.fast_pollers)
+                .build()?;
+            let name = format!("pkq round trip, {fast}");
+            let run = pkq_round_trips(&rt, &clock, &name, rw, rn, &mut Pacer::new(0))?;
+            pool_run(&mut fast_round, run);
+            let name = format!("pkq round trip, {fast}, {paced}");
+            let mut pacer = Pacer::new(args.gap_ns);
+            let paced_run = pkq_round_trips(&rt, &clock, &name, rw, rn, &mut pacer)?;
+            pool(&mut fast_paced, paced_run.round_trip);
+            rt.shutdown()?;
+        }
     }
+    for (exchanges, &(_, name)) in floor_exchanges.iter().zip(&shapes) {
+        floor_one_way.extend(floor_split(exchanges, name)?);
+    }
+    let run = pkq_round.ok_or("no rounds")?;
+    let mut pkq_arrivals = vec![pkq_paced.ok_or("no rounds")?];
+    let fast_run = fast_round;
+    pkq_arrivals.extend(fast_paced);
 
     // cudarc launch + sync, and a CUDA graph + sync, of an empty kernel.
     let ctx = pkq::context(args.device)?;
@@ -170,55 +260,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         stream.synchronize()
     });
     drop(graph);
-
-    // pkq, busy: back-to-back round trips; the default runtime unless told.
-    let mut b = Runtime::builder().device(args.device);
-    if let Some(workers) = args.workers {
-        b = b.workers(workers);
-    }
-    if let Some(pollers) = args.pollers {
-        b = b.pollers(pollers);
-    }
-    let rt = b.build()?;
-    let run = pkq_round_trips(&rt, &clock, "pkq round trip", w, n, &mut Pacer::new(0))?;
-    let name = format!("pkq round trip, {paced}");
-    let paced_run = pkq_round_trips(&rt, &clock, &name, w, n, &mut Pacer::new(args.gap_ns))?;
-    let mut pkq_arrivals = vec![paced_run.round_trip];
-    rt.shutdown()?;
-    drop(rt);
-
-    // pkq in a second shape (the throughput shape unless told), back to
-    // back and paced.
-    let mut fast_run = None;
-    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-    let fast = match args.fast_workers {
-        1 => plural(args.fast_pollers as usize, "poller"),
-        w => format!(
-            "{} x {}",
-            plural(w, "worker"),
-            plural(args.fast_pollers as usize, "poller")
-        ),
-    };
-    if args.fast_pollers != 0 {
-        let rt = Runtime::builder()
-            .device(args.device)
-            .workers(args.fast_workers)
-            .pollers(args.fast_pollers)
-            .build()?;
-        let name = format!("pkq round trip, {fast}");
-        fast_run = Some(pkq_round_trips(
-            &rt,
-            &clock,
-            &name,
-            w,
-            n,
-            &mut Pacer::new(0),
-        )?);
-        let name = format!("pkq round trip, {fast}, {paced}");
-        let mut pacer = Pacer::new(args.gap_ns);
-        pkq_arrivals.push(pkq_round_trips(&rt, &clock, &name, w, n, &mut pacer)?.round_trip);
-        rt.shutdown()?;
-    }
 
     // One-way breakdowns from the device's timestamps.
     let (map, mut breakdown) = one_way(&run, "one-way")?;

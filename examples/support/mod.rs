@@ -104,6 +104,11 @@ impl Latency {
         self.hist.saturating_record(ns.max(1));
     }
 
+    /// Pools `other`'s samples into these (rounds of one variant).
+    pub fn absorb(&mut self, other: &Latency) {
+        self.hist.add(&other.hist).expect("histograms of one shape");
+    }
+
     /// `warmup` unrecorded runs of `op`, then `samples` timed ones.
     pub fn measure<E: std::fmt::Debug>(
         name: &str,
@@ -354,6 +359,15 @@ pub struct PkqRun {
     /// Host and device times of every timed round trip (host ns from the
     /// clock's origin), and the host time submit returned.
     pub exchanges: Vec<(pkq::timing::Exchange, u64)>,
+}
+
+impl PkqRun {
+    /// Pools another round's samples into these.
+    pub fn absorb(&mut self, other: PkqRun) {
+        self.round_trip.absorb(&other.round_trip);
+        self.submit.absorb(&other.submit);
+        self.exchanges.extend(other.exchanges);
+    }
 }
 
 /// Spaces round trips by a random pause (uniform in `0..max_ns`), so that
