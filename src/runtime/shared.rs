@@ -234,7 +234,7 @@ impl Shared {
         match self.stopping.load(Ordering::SeqCst) {
             CANCEL => Error::Cancelled,
             DRAIN | DRAINED => {
-                Error::KernelStopped("the runtime was shut down before the task completed".into())
+                Error::KernelStopped("the runtime was shut down and its kernel exited".into())
             }
             _ => Error::KernelStopped("it exited unexpectedly".into()),
         }
