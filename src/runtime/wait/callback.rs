@@ -29,13 +29,15 @@ impl Ticket {
     /// drop ran on the completion thread), or if the OS refused the thread.
     ///
     /// A panicking `f` does not take the runtime down, nor unwind into the
-    /// caller: the panic is caught wherever `f` runs (and, on the
-    /// completion thread, counted:
-    /// [`Runtime::callback_panics`](crate::Runtime::callback_panics); on
-    /// the calling thread it is not).
-    /// Every callback of a runtime runs on the same thread, one after
-    /// another, so a long one delays the others and every parked waiter
-    /// and future of the runtime; hand long work to another thread. A
+    /// caller: the panic is caught wherever `f` runs, and so is a panic of
+    /// its payload's own `Drop` (that payload is then leaked); on the
+    /// completion thread it is counted
+    /// ([`Runtime::callback_panics`](crate::Runtime::callback_panics)), on
+    /// the calling thread it is not.
+    /// Every callback of a runtime runs on the same thread (each lane of it
+    /// has a thread of its own: [`Builder::lane`](crate::Builder::lane)),
+    /// one after another, so a long one delays the others and every parked
+    /// waiter and future of the runtime; hand long work to another thread. A
     /// callback must not block on another task of its runtime (waiting on
     /// a future, or with [`WaitStrategy::Park`](crate::WaitStrategy::Park)):
     /// the thread that would wake it is the one it blocks. Nor may
@@ -60,7 +62,7 @@ impl Ticket {
         // counted: that would touch the runtime).
         if let Some(done) = self.taken() {
             drop(self);
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || f(done)));
+            super::reactor::run_caught(move || f(done));
             return;
         }
         self.interest.leave();

@@ -115,7 +115,7 @@ impl Interest {
         {
             return;
         }
-        let wake = std::panic::AssertUnwindSafe(|| match &self.wake {
+        let wake = || match &self.wake {
             Wake::Thread(t) => t.unpark(),
             Wake::Task(w) => w.wake_by_ref(),
             Wake::Callback(f) => {
@@ -127,13 +127,28 @@ impl Interest {
                     f(why);
                 }
             }
-        });
+        };
         // A callback's panic, or a waker's (an executor's), must not end
         // the completion thread.
-        if std::panic::catch_unwind(wake).is_err() {
+        if run_caught(wake) {
             panics.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
+}
+
+/// Runs `f` and catches its panic, and the panic of the payload's own
+/// `Drop` too (that payload is then forgotten: a leak, rather than an
+/// unwind into a pkq thread or the caller). Whether `f` panicked.
+pub(crate) fn run_caught(f: impl FnOnce()) -> bool {
+    let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) else {
+        return false;
+    };
+    if let Err(again) =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)))
+    {
+        std::mem::forget(again);
+    }
+    true
 }
 
 /// A waiter's interest while it has one armed (at most one at a time):

@@ -518,3 +518,67 @@ fn the_completion_threads_cpus_are_the_main_threads_not_the_callers() {
     .join()
     .unwrap();
 }
+
+/// A panic payload whose own `Drop` panics (unless already unwinding).
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("the payload's drop panics");
+        }
+    }
+}
+
+/// A callback or waker that panics with a payload whose drop panics too
+/// does not end the completion thread: later callbacks still run, later
+/// futures are still woken, and the panic is counted. (A review found the
+/// payload dropped outside the catch, which ended the thread.)
+#[test]
+#[cfg_attr(miri, ignore = "real-time waits on the software device")]
+fn a_payload_that_panics_on_drop_does_not_end_the_completion_thread() {
+    let rt = soft(Runtime::builder().capacity(8).workers(1));
+    let (tx, rx) = mpsc::channel();
+    let first = tx.clone();
+    rt.submit(Op::ECHO, &[1u64]).unwrap().on_complete(move |_| {
+        first.send(0u64).unwrap();
+        std::panic::panic_any(PanicsOnDrop)
+    });
+    assert_eq!(rx.recv_timeout(Duration::from_secs(20)).unwrap(), 0);
+    rt.submit(Op::ECHO, &[8u64])
+        .unwrap()
+        .on_complete(move |r| tx.send(r.unwrap().value).unwrap());
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(20)),
+        Ok(8),
+        "the next callback ran"
+    );
+    let mut t = rt.submit(Op::SPIN, &2_000_000u64).unwrap();
+    let unpark = Arc::new(Unpark(std::thread::current(), AtomicUsize::new(0)));
+    let waker = Waker::from(unpark.clone());
+    assert!(
+        Pin::new(&mut t)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    let start = Instant::now();
+    while unpark.1.load(Ordering::Relaxed) == 0 && start.elapsed() < Duration::from_secs(20) {
+        std::thread::park_timeout(Duration::from_millis(10));
+    }
+    assert!(unpark.1.load(Ordering::Relaxed) > 0, "the future was woken");
+    assert_eq!(rt.callback_panics(), 1);
+}
+
+/// The same payload from a callback run on the caller (its ticket already
+/// held its result) does not unwind into the caller.
+#[test]
+#[cfg_attr(miri, ignore = "real-time waits on the software device")]
+fn a_payload_that_panics_on_drop_does_not_reach_the_caller() {
+    let rt = soft(Runtime::builder().capacity(4).workers(1));
+    let mut t = rt.submit(Op::ECHO, &[3u64]).unwrap();
+    t.wait_timeout(Duration::from_secs(20)).unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        t.on_complete(|_| std::panic::panic_any(PanicsOnDrop));
+    }));
+    assert!(caught.is_ok(), "the panic reached the caller");
+}
