@@ -204,4 +204,18 @@ fn module_images_the_driver_would_read_past_are_refused() {
             other => panic!("kernel name {name:?}: expected KernelMissing, got {other:?}"),
         }
     }
+    // A lane's module is refused with the same errors.
+    let lane = |image: Vec<u8>, name: &str| {
+        Runtime::builder()
+            .lane(Runtime::builder().module(image, name))
+            .build()
+    };
+    match lane(Vec::new(), "k") {
+        Err(Error::InvalidModule(msg)) => assert!(msg.contains("lane 1"), "{msg}"),
+        other => panic!("a lane's empty image: expected InvalidModule, got {other:?}"),
+    }
+    match lane(vec![b'x'; 8], "k\0") {
+        Err(Error::KernelMissing(n)) => assert_eq!(n, "k\0"),
+        other => panic!("a lane's kernel name with a NUL: expected KernelMissing, got {other:?}"),
+    }
 }

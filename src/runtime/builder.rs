@@ -538,8 +538,12 @@ impl Builder {
                     self.sm_partition
                 )));
             }
-            lane.validate()
-                .map_err(|e| Error::InvalidConfig(format!("lane {i}: {e}")))?;
+            // The lane's own error, naming the lane where it has words.
+            lane.validate().map_err(|e| match e {
+                Error::InvalidConfig(m) => Error::InvalidConfig(format!("lane {i}: {m}")),
+                Error::InvalidModule(m) => Error::InvalidModule(format!("lane {i}: {m}")),
+                other => other,
+            })?;
         }
         if let Some(cpu) = self.completion_cpu
             && !crate::runtime::wait::pin::allowed(cpu)
