@@ -16,6 +16,7 @@
 //!   other's running ones;
 //! * what is not in hand yet is refused, never waited for, while a pkq
 //!   kernel runs in the context ([`Error::InvalidConfig`], saying why);
+//!   so is a new SM partition of the device (green contexts: [`while_idle`]);
 //! * modules are never unloaded: unloading waits the same way;
 //! * pinned memory freed while a pkq kernel runs in its context is freed
 //!   once none does (freeing may wait the same way): a runtime dropped
@@ -206,6 +207,30 @@ fn load_kernel(
         OpTable::default()
     };
     Ok(Loaded { function: f, ops })
+}
+
+/// Runs `f` unless a pkq kernel runs in `ctx`, holding the lock a launch
+/// takes ([`started`]) so that none starts meanwhile: for driver calls that
+/// wait for the device's running kernels, as a module load does (creating
+/// a green context waited behind a running kernel for as long as it ran:
+/// H100, driver 580), which would wait for a resident kernel forever.
+/// [`Error::InvalidConfig`] naming `what` while one runs.
+pub(crate) fn while_idle<T>(
+    ctx: &Arc<CudaContext>,
+    what: &str,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let st = state();
+    if st.busy(key(ctx)) {
+        return Err(Error::InvalidConfig(format!(
+            "cannot make {what} while a pkq kernel (a runtime, a floor or a probe) runs on this \
+             device: the driver would wait for that kernel, which does not end. Build a runtime \
+             with each partition size while none runs; later ones reuse it"
+        )));
+    }
+    let out = f();
+    drop(st);
+    out
 }
 
 /// A pkq kernel is about to be launched in `ctx` (waits for a load in

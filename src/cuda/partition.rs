@@ -205,57 +205,61 @@ pub(crate) fn split(ctx: &Arc<CudaContext>, device: usize, sms: usize) -> Result
     {
         return Ok(s.clone());
     }
-    let full = device_sms(ctx)?;
-    // SAFETY: zeroed plain C structs the driver overwrites.
-    let mut first: sys::CUdevResource = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut rest: sys::CUdevResource = unsafe { std::mem::zeroed() };
-    let mut groups = 1;
-    // SAFETY: one result slot (`groups`), a valid SM resource of this
-    // device, a remainder slot; the driver is new enough.
-    unsafe {
-        sys::cuDevSmResourceSplitByCount(
-            &mut first,
-            &mut groups,
-            &full,
-            &mut rest,
-            0,
-            granted as u32,
-        )
-    }
-    .result()
-    .map_err(|e| refused("cuDevSmResourceSplitByCount", e))?;
-    let got = granularity(&first).sms;
-    let left = granularity(&rest).sms;
-    // The driver's size, where the granularity predicted another.
-    if let Some(s) = splits
-        .iter()
-        .find(|s| s.device == device && s.first.sms == got)
-    {
-        return Ok(s.clone());
-    }
-    if groups != 1 || got == 0 || left == 0 {
-        return Err(Error::InvalidConfig(format!(
-            "device {device} split {granted} SMs as {groups} part(s) of {got} and {left} left: \
-             no part would be left to the application"
-        )));
-    }
-    let first = green(ctx, device, &mut first, got, false)?;
-    let rest = match green(ctx, device, &mut rest, left, true) {
-        Ok(rest) => rest,
-        Err(e) => {
-            // Never dropped, like every green context (see `Green::ctx`).
-            std::mem::forget(first);
-            return Err(e);
+    // A green context's creation waits for the device's running kernels:
+    // refused while a pkq kernel runs, and no launch meanwhile.
+    crate::cuda::modules::while_idle(ctx, &format!("an SM partition of {granted} SMs"), || {
+        let full = device_sms(ctx)?;
+        // SAFETY: zeroed plain C structs the driver overwrites.
+        let mut first: sys::CUdevResource = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut rest: sys::CUdevResource = unsafe { std::mem::zeroed() };
+        let mut groups = 1;
+        // SAFETY: one result slot (`groups`), a valid SM resource of this
+        // device, a remainder slot; the driver is new enough.
+        unsafe {
+            sys::cuDevSmResourceSplitByCount(
+                &mut first,
+                &mut groups,
+                &full,
+                &mut rest,
+                0,
+                granted as u32,
+            )
         }
-    };
-    let split = Arc::new(Split {
-        device,
-        first,
-        rest,
-    });
-    splits.push(split.clone());
-    Ok(split)
+        .result()
+        .map_err(|e| refused("cuDevSmResourceSplitByCount", e))?;
+        let got = granularity(&first).sms;
+        let left = granularity(&rest).sms;
+        // The driver's size, where the granularity predicted another.
+        if let Some(s) = splits
+            .iter()
+            .find(|s| s.device == device && s.first.sms == got)
+        {
+            return Ok(s.clone());
+        }
+        if groups != 1 || got == 0 || left == 0 {
+            return Err(Error::InvalidConfig(format!(
+                "device {device} split {granted} SMs as {groups} part(s) of {got} and {left} left: \
+                 no part would be left to the application"
+            )));
+        }
+        let first = green(ctx, device, &mut first, got, false)?;
+        let rest = match green(ctx, device, &mut rest, left, true) {
+            Ok(rest) => rest,
+            Err(e) => {
+                // Never dropped, like every green context (see `Green::ctx`).
+                std::mem::forget(first);
+                return Err(e);
+            }
+        };
+        let split = Arc::new(Split {
+            device,
+            first,
+            rest,
+        });
+        splits.push(split.clone());
+        Ok(split)
+    })
 }
 
 /// A green context of `resource` (`sms` SMs) on `ctx`'s device.

@@ -407,6 +407,11 @@ impl Builder {
     /// to the application, or more workers and pollers than the partition
     /// keeps resident ([`Error::InvalidConfig`]), and reports a driver or
     /// device without green contexts as [`Error::PartitionUnsupported`].
+    /// A size not made before in the process is refused while a pkq kernel
+    /// runs on the device ([`Error::InvalidConfig`]: the driver's creation
+    /// of a green context waits for the device's running kernels, and a
+    /// resident one does not end); build a runtime with each size first
+    /// (a partition, once made, is kept for the process and reused).
     /// [`sm_partition_support`](crate::sm_partition_support) gives the
     /// device's granularity. `benches/results/isolation.json` measures the
     /// round trip and an application's kernels with and without one.

@@ -86,6 +86,46 @@ pub(crate) fn sm_partition_sizes() {
     }
 }
 
+/// A partition not made before is refused, not waited for, while a pkq
+/// kernel runs on the device (the driver's green-context creation waits for
+/// the device's running kernels, and a resident one never ends); one made
+/// before serves beside it.
+pub(crate) fn new_partitions_are_refused_beside_a_running_kernel() {
+    let g = match pkq::sm_partition_support(0) {
+        Ok(g) => g,
+        Err(Error::PartitionUnsupported(why)) => return skip(&format!("no partitions: {why}")),
+        Err(e) => panic!("{e:?}"),
+    };
+    // Made (or found) while nothing runs.
+    Runtime::builder()
+        .sm_partition(g.min)
+        .build()
+        .unwrap()
+        .shutdown()
+        .unwrap();
+    let running = Runtime::builder().build().unwrap();
+    // A size no other test asks for: not made yet in this process.
+    let unmade = 5 * g.align;
+    assert!(unmade > g.min && unmade < g.sms);
+    let start = std::time::Instant::now();
+    match Runtime::builder().sm_partition(unmade).build() {
+        Err(Error::InvalidConfig(why)) => assert!(why.contains("partition"), "{why}"),
+        other => panic!("a new partition beside a running kernel: {other:?}"),
+    }
+    assert!(start.elapsed() < Duration::from_secs(10), "refused at once");
+    let mut rng = Rng::new(0x5e_71de);
+    let beside = Runtime::builder().sm_partition(g.min).build().unwrap();
+    assert_eq!(echo_round_trips(&beside, &mut rng, 500), 500);
+    assert_eq!(echo_round_trips(&running, &mut rng, 500), 500);
+    beside.shutdown().unwrap();
+    running.shutdown().unwrap();
+    // Once nothing runs, it is made.
+    let rt = Runtime::builder().sm_partition(unmade).build().unwrap();
+    assert_eq!(rt.sm_partition().unwrap().sms(), unmade);
+    assert_eq!(echo_round_trips(&rt, &mut rng, 500), 500);
+    rt.shutdown().unwrap();
+}
+
 /// The SMs a launch of `blocks` blocks of the SM-id kernel on `stream` ran
 /// on.
 fn sms_used(

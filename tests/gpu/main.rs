@@ -51,6 +51,10 @@ const TESTS: &[Test] = &[
     ("pool_refusals", pool::pool_refusals),
     ("sm_partition_sizes", isolation::sm_partition_sizes),
     (
+        "new_partitions_are_refused_beside_a_running_kernel",
+        isolation::new_partitions_are_refused_beside_a_running_kernel,
+    ),
+    (
         "app_kernels_run_on_the_rest_of_the_device",
         isolation::app_kernels_run_on_the_rest_of_the_device,
     ),
