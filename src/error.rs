@@ -71,8 +71,8 @@ pub enum Error {
         /// How many devices the driver reports.
         count: usize,
     },
-    /// The device cannot run pkq (compute capability below 8.0, or no mapped
-    /// host memory).
+    /// The device cannot run pkq (compute capability below 8.0, no mapped
+    /// host memory, or a driver older than CUDA 12.4).
     #[error("device {index} ({name}) is unsupported: {why}")]
     UnsupportedDevice {
         /// The device index.

@@ -73,6 +73,11 @@ pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {
     if ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)? == 0 {
         return Err(unsupported("it cannot map host memory".into()));
     }
+    let mut version = 0;
+    // SAFETY: a valid out-pointer; the driver is initialized (the context
+    // exists). Present in every driver cudarc loads.
+    unsafe { sys::cuDriverGetVersion(&mut version) }.result()?;
+    driver_new_enough(version).map_err(unsupported)?;
     // SAFETY: this Arc is pkq's own (callers keep theirs), and tracking is
     // off before anything is allocated through it: the CudaSlices it backs
     // (state memory, IO scratch) are freed only after the kernel that uses
@@ -81,6 +86,24 @@ pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {
     // behind any kernel already running (a resident one never ends).
     unsafe { ctx.disable_event_tracking() };
     Ok(ctx)
+}
+
+/// The first driver API version with every driver call pkq makes outside
+/// SM partitions (`cuFuncLoad`, `cuFuncGetParamInfo`: CUDA 12.4). cudarc
+/// loads libcuda at run time and panics on a call the loaded driver lacks,
+/// so an older one is refused before any.
+const DRIVER_SINCE: i32 = 12040;
+
+/// `Ok` if a driver of API `version` has every call pkq makes; else why not.
+fn driver_new_enough(version: i32) -> std::result::Result<(), String> {
+    if version < DRIVER_SINCE {
+        return Err(format!(
+            "its driver supports CUDA {}.{}; pkq needs a driver for CUDA 12.4 or newer",
+            version / 1000,
+            version % 1000 / 10
+        ));
+    }
+    Ok(())
 }
 
 /// Runs `f` with `ctx` current on the calling thread, then restores whatever
@@ -168,4 +191,16 @@ pub fn device_info(index: usize) -> Result<DeviceInfo> {
             None => cuda,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drivers_older_than_cuda_12_4_are_refused() {
+        assert!(driver_new_enough(12030).unwrap_err().contains("CUDA 12.3"));
+        assert!(driver_new_enough(11080).is_err());
+        assert!(driver_new_enough(12040).is_ok() && driver_new_enough(13000).is_ok());
+    }
 }
