@@ -32,8 +32,9 @@ __device__ __forceinline__ bool stop_in(uint64_t w) {
 }
 
 // What one poll result says about the slot of lap `tag` (warp-uniform). A
-// whole slot is judged first: judging the stop word first cost ~0.4 us of
-// round trip on the H100, for reasons not understood (benches/NOTES.md); a
+// whole slot is judged first: judging the stop word first measured a
+// slower round trip on the H100, for reasons not understood
+// (benches/NOTES.md); a
 // stop read with a whole slot is honoured by `serve` instead. `copy`: the
 // slot is a copy other than the first, which may also hold the lap before
 // the one before (COPIES in pkq_layout.h).
@@ -797,8 +798,9 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             // Every lane issues the compare-and-swap, lane 0 on the claim and
             // the others on scratch words of their own, whose outcome nobody
             // reads: the same atomic from lane 0 alone (a divergent branch,
-            // which ptxas wraps in a yielding convergence region) cost ~450
-            // more SM cycles between the poll and the completion. Lane 0
+            // which ptxas wraps in a yielding convergence region) measured
+            // slower between the poll and the completion (benches/NOTES.md).
+            // Lane 0
             // claims only when it is the task's turn: the worker's task
             // before it completed as of the poll (`done`, read while the
             // poll was in flight), so a worker runs its tasks one after

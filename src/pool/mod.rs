@@ -267,8 +267,9 @@ impl Pool {
         self.routed(1, |rt| rt.submit(op, args), Ticket::counted)
     }
 
-    /// A typed call on the device [`Routing`] picks (its op checked at
-    /// build against every device's table).
+    /// A typed call on the device [`Routing`] picks (its op checked against
+    /// that device's table at the call, and at build too where the
+    /// template declares it with [`Builder::op`](crate::Builder::op)).
     pub fn call<A: Pod>(&self, op: &TypedOp<A>, args: &A) -> Result<Ticket> {
         self.routed(1, |rt| rt.call(op, args), Ticket::counted)
     }

@@ -158,7 +158,7 @@ impl Builder {
 
     /// Workers of the resident kernel: a power of two, at most 1024 and the
     /// capacity times the rings (default 1), each `pollers` warps, eight
-    /// warps to a multiprocessor; [`build`](Builder::build) refuses more
+    /// warps to a block; [`build`](Builder::build) refuses more
     /// workers and pollers than the device keeps resident at once
     /// ([`Error::InvalidConfig`]). Each ring has `workers / rings` of them;
     /// within a ring, worker `i` runs the tasks whose sequence number is `i`
@@ -627,8 +627,10 @@ impl Builder {
     /// workers and pollers than the device can keep resident at once),
     /// [`Error::KernelNotBuilt`], [`Error::NoDriver`], [`Error::NoDevice`],
     /// [`Error::DeviceOutOfRange`], [`Error::UnsupportedDevice`],
-    /// [`Error::PartitionUnsupported`], [`Error::KernelTimeout`], or the
-    /// CUDA error of a failed driver call. A lane that fails to start fails
+    /// [`Error::PartitionUnsupported`], [`Error::KernelTimeout`],
+    /// [`Error::InvalidModule`] and [`Error::KernelMissing`] (a module of
+    /// your own: [`Builder::module`]), [`Error::OpMismatch`] (an op declared
+    /// with [`Builder::op`]), or the CUDA error of a failed driver call. A lane that fails to start fails
     /// the build; the lanes started before it are stopped.
     pub fn build(self) -> Result<Runtime> {
         self.validate()?;

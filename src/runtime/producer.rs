@@ -498,7 +498,8 @@ impl<'rt, R: RingAccess> Producer<'rt, R> {
     /// slot: each argument is at most 8 bytes and goes into the slot's
     /// 8-byte word of a side area; each result comes back as one 8-byte
     /// word. A task then costs the host about one 8-byte store and one
-    /// 8-byte load, and the device one read of host memory per 32 tasks.
+    /// 8-byte load, and the device two reads of host memory per 32 tasks
+    /// (the slot, then its argument words; one for arguments of 0 bytes).
     ///
     /// The tasks of one slot run one after another on one worker (each by
     /// its whole warp, as a single task runs), and share their completion

@@ -43,8 +43,8 @@ impl Completion {
 ///
 /// A ticket may outlive its [`Runtime`](crate::Runtime): shutdown drains
 /// every submitted task first, so the result is there to read. A ticket
-/// counts no reference to the runtime (that cost two locked instructions a
-/// task); a dropped runtime hands its memory to the tickets and batches
+/// counts no reference to the runtime (a count would cost two locked
+/// instructions a task); a dropped runtime hands its memory to the tickets and batches
 /// whose tasks it still holds, and the last of them to read or drop its
 /// task frees it.
 #[must_use = "a ticket is the only way to the task's result (dropping it lets the task run unobserved)"]

@@ -114,10 +114,14 @@ pub(crate) fn new_partitions_are_refused_beside_a_running_kernel() {
     }
     assert!(start.elapsed() < Duration::from_secs(10), "refused at once");
     let mut rng = Rng::new(0x5e_71de);
-    let beside = Runtime::builder().sm_partition(g.min).build().unwrap();
-    assert_eq!(echo_round_trips(&beside, &mut rng, 500), 500);
-    assert_eq!(echo_round_trips(&running, &mut rng, 500), 500);
-    beside.shutdown().unwrap();
+    // (A sanitizer runs one kernel at a time: a second resident one would
+    // wait for the first forever.)
+    if !under_sanitizer() {
+        let beside = Runtime::builder().sm_partition(g.min).build().unwrap();
+        assert_eq!(echo_round_trips(&beside, &mut rng, 500), 500);
+        assert_eq!(echo_round_trips(&running, &mut rng, 500), 500);
+        beside.shutdown().unwrap();
+    }
     running.shutdown().unwrap();
     // Once nothing runs, it is made.
     let rt = Runtime::builder().sm_partition(unmade).build().unwrap();
