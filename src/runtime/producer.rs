@@ -81,22 +81,23 @@ pub struct Producer<'rt, R: RingAccess = SharedRing> {
 ///
 /// ```no_run
 /// # fn main() -> pkq::Result<()> {
-/// let rt = pkq::Runtime::builder().rings(2).build()?;
-/// std::thread::scope(|s| -> pkq::Result<()> {
-///     let p = rt.exclusive_producer_on(1)?;
-///     s.spawn(move || -> pkq::Result<()> {
+/// let rt = pkq::Runtime::builder().workers(2).rings(2).build()?;
+/// let p = rt.exclusive_producer_on(1)?;
+/// // While it is held, ring 1 is refused to everyone else.
+/// assert!(matches!(
+///     rt.producer_on(1)?.submit(pkq::Op::NOP, &()),
+///     Err(pkq::Error::RingHeld)
+/// ));
+/// std::thread::scope(|s| {
+///     // Moved to another thread (Send), and dropped with it.
+///     s.spawn(move || {
 ///         for i in 0..1000u64 {
-///             assert_eq!(p.submit(pkq::Op::ECHO, &[i])?.wait()?.value, i);
+///             assert_eq!(p.submit(pkq::Op::ECHO, &[i]).unwrap().wait().unwrap().value, i);
 ///         }
-///         Ok(())
 ///     });
-///     // Meanwhile, ring 1 is refused to everyone else.
-///     assert!(matches!(
-///         rt.producer_on(1)?.submit(pkq::Op::NOP, &()),
-///         Err(pkq::Error::RingHeld)
-///     ));
-///     Ok(())
-/// })?;
+/// });
+/// // Given back: ring 1 is everyone's again.
+/// rt.producer_on(1)?.submit(pkq::Op::NOP, &())?.wait()?;
 /// # Ok(()) }
 /// ```
 pub type ExclusiveProducer<'rt> = Producer<'rt, ExclusiveRing>;

@@ -782,3 +782,35 @@ fn a_shutdown_closes_every_lane_at_once() {
         shutdown.join().unwrap().unwrap();
     });
 }
+
+/// The exclusive producer's doc example, on the software device: held, its
+/// ring is refused to others; moved to another thread and dropped there, it
+/// gives the ring back. (The example asked for two rings of one worker,
+/// which `build` refuses.)
+#[test]
+#[cfg_attr(miri, ignore = "real-time waits on the software device")]
+fn exclusive_producer_doc_example() {
+    let rt = soft(Runtime::builder().workers(2).rings(2));
+    let p = rt.exclusive_producer_on(1).unwrap();
+    assert!(matches!(
+        rt.producer_on(1).unwrap().submit(Op::NOP, &()),
+        Err(Error::RingHeld)
+    ));
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            for i in 0..1000u64 {
+                assert_eq!(p.submit(Op::ECHO, &[i]).unwrap().wait().unwrap().value, i);
+            }
+        });
+    });
+    rt.producer_on(1)
+        .unwrap()
+        .submit(Op::NOP, &())
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(matches!(
+        Runtime::builder().rings(2).build_soft(true),
+        Err(Error::InvalidConfig(_))
+    ));
+}
