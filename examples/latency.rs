@@ -119,8 +119,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // the latency setting's, each on a copy of 64-byte lines that move on
     // as pkq's slots do; back to back, then with tasks arriving at random
     // moments (a pause below --gap-ns before each).
-    let mut floors = Vec::new();
-    let mut arrivals = Vec::new();
     let mut floor_one_way = Rows::new();
     let paced = format!("random arrival (gap < {} µs)", args.gap_ns / 1000);
     // The default runtime's pollers.
@@ -143,11 +141,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // drifts over a run, so one instance each would compare two draws.
     let rounds = args.rounds.max(1);
     let (rw, rn) = (w / rounds, n / rounds);
+    // Each variant's rounds pooled here.
+    let mut floors: Vec<Latency> = shapes.iter().map(|&(_, name)| Latency::new(name)).collect();
+    let mut arrivals: Vec<Latency> = shapes
+        .iter()
+        .map(|&(_, name)| Latency::new(&format!("{name}, {paced}")))
+        .collect();
     let mut floor_exchanges: Vec<Vec<Exchange>> = vec![Vec::new(); shapes.len()];
-    let mut pkq_round: Option<PkqRun> = None;
-    let mut pkq_paced: Option<Latency> = None;
-    let mut fast_round: Option<PkqRun> = None;
-    let mut fast_paced: Option<Latency> = None;
     let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     let fast = match args.fast_workers {
         1 => plural(args.fast_pollers as usize, "poller"),
@@ -157,14 +157,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             plural(args.fast_pollers as usize, "poller")
         ),
     };
-    let pool = |into: &mut Option<Latency>, round: Latency| match into {
-        Some(l) => l.absorb(&round),
-        None => *into = Some(round),
-    };
-    let pool_run = |into: &mut Option<PkqRun>, round: PkqRun| match into {
-        Some(r) => r.absorb(round),
-        None => *into = Some(round),
-    };
+    let mut run = PkqRun::new("pkq round trip");
+    let mut pkq_arrivals = vec![Latency::new(&format!("pkq round trip, {paced}"))];
+    // The second shape's round trips, back to back and paced.
+    let mut fast_runs = (args.fast_pollers != 0).then(|| {
+        (
+            PkqRun::new(&format!("pkq round trip, {fast}")),
+            Latency::new(&format!("pkq round trip, {fast}, {paced}")),
+        )
+    });
     for _ in 0..rounds {
         for (i, &(shape, name)) in shapes.iter().enumerate() {
             let mut floor = Floor::start(args.device, shape)?;
@@ -179,14 +180,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 || floor.round_trip(),
             );
             floor.stop()?;
-            match floors.get_mut(i) {
-                Some(l) => Latency::absorb(l, &lat),
-                None => floors.push(lat),
-            }
-            match arrivals.get_mut(i) {
-                Some(l) => Latency::absorb(l, &paced_lat),
-                None => arrivals.push(paced_lat),
-            }
+            floors[i].absorb(&lat);
+            arrivals[i].absorb(&paced_lat);
         }
 
         // pkq, busy: back-to-back round trips; the default runtime unless
@@ -199,39 +194,51 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             b = b.pollers(pollers);
         }
         let rt = b.build()?;
-        let run = pkq_round_trips(&rt, &clock, "pkq round trip", rw, rn, &mut Pacer::new(0))?;
-        pool_run(&mut pkq_round, run);
+        run.absorb(pkq_round_trips(
+            &rt,
+            &clock,
+            "pkq round trip",
+            rw,
+            rn,
+            &mut Pacer::new(0),
+        )?);
         let name = format!("pkq round trip, {paced}");
         let paced_run = pkq_round_trips(&rt, &clock, &name, rw, rn, &mut Pacer::new(args.gap_ns))?;
-        pool(&mut pkq_paced, paced_run.round_trip);
+        pkq_arrivals[0].absorb(&paced_run.round_trip);
         rt.shutdown()?;
         drop(rt);
 
         // pkq in a second shape (the throughput shape unless told), back to
         // back and paced.
-        if args.fast_pollers != 0 {
+        if let Some((fast_run, fast_paced)) = &mut fast_runs {
             let rt = Runtime::builder()
                 .device(args.device)
                 .workers(args.fast_workers)
                 .pollers(args.fast_pollers)
                 .build()?;
             let name = format!("pkq round trip, {fast}");
-            let run = pkq_round_trips(&rt, &clock, &name, rw, rn, &mut Pacer::new(0))?;
-            pool_run(&mut fast_round, run);
+            fast_run.absorb(pkq_round_trips(
+                &rt,
+                &clock,
+                &name,
+                rw,
+                rn,
+                &mut Pacer::new(0),
+            )?);
             let name = format!("pkq round trip, {fast}, {paced}");
             let mut pacer = Pacer::new(args.gap_ns);
             let paced_run = pkq_round_trips(&rt, &clock, &name, rw, rn, &mut pacer)?;
-            pool(&mut fast_paced, paced_run.round_trip);
+            fast_paced.absorb(&paced_run.round_trip);
             rt.shutdown()?;
         }
     }
     for (exchanges, &(_, name)) in floor_exchanges.iter().zip(&shapes) {
         floor_one_way.extend(floor_split(exchanges, name)?);
     }
-    let run = pkq_round.ok_or("no rounds")?;
-    let mut pkq_arrivals = vec![pkq_paced.ok_or("no rounds")?];
-    let fast_run = fast_round;
-    pkq_arrivals.extend(fast_paced);
+    let fast_run = fast_runs.map(|(fast_run, fast_paced)| {
+        pkq_arrivals.push(fast_paced);
+        fast_run
+    });
 
     // cudarc launch + sync, and a CUDA graph + sync, of an empty kernel.
     let ctx = pkq::context(args.device)?;

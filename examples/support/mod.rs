@@ -362,6 +362,15 @@ pub struct PkqRun {
 }
 
 impl PkqRun {
+    /// No samples yet, of the round trips named `name`.
+    pub fn new(name: &str) -> Self {
+        Self {
+            round_trip: Latency::new(name),
+            submit: Latency::new(&format!("{name}: submit() call (host)")),
+            exchanges: Vec::new(),
+        }
+    }
+
     /// Pools another round's samples into these.
     pub fn absorb(&mut self, other: PkqRun) {
         self.round_trip.absorb(&other.round_trip);
@@ -426,11 +435,8 @@ pub fn pkq_round_trips(
     samples: usize,
     pacer: &mut Pacer,
 ) -> pkq::Result<PkqRun> {
-    let mut run = PkqRun {
-        round_trip: Latency::new(name),
-        submit: Latency::new(&format!("{name}: submit() call (host)")),
-        exchanges: Vec::with_capacity(samples),
-    };
+    let mut run = PkqRun::new(name);
+    run.exchanges.reserve(samples);
     for i in 0..warmup + samples {
         pacer.pause(clock);
         let t0 = clock.now();
