@@ -83,8 +83,9 @@ pub enum Error {
         why: String,
     },
     /// SM partitions ([`Builder::sm_partition`](crate::Builder::sm_partition))
-    /// are not available: the driver is older than CUDA 12.4, or the driver
-    /// refused the device's split (the call and its error are named).
+    /// are not available: the driver refused the device's split (the call
+    /// and its error are named). (A driver older than CUDA 12.4, which has
+    /// no green contexts, is refused before: [`Error::UnsupportedDevice`].)
     #[error("SM partitions are unavailable: {0}")]
     PartitionUnsupported(String),
     /// A [`Pool`](crate::Pool) device named for a task no longer serves (it

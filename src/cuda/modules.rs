@@ -102,11 +102,11 @@ pub(crate) fn kernel(
     let ctx_key = key(ctx);
     let busy = st.busy(ctx_key);
     let refuse = |what: String| {
-        Error::InvalidConfig(format!(
-            "cannot load {what} while a pkq kernel (a runtime, a floor or a probe) runs on this \
-             device: the driver would wait for that kernel, which does not end. Build the first \
-             runtime with each module and kernel while none runs; later ones reuse them"
-        ))
+        refused_while_busy(
+            &format!("load {what}"),
+            "Build the first runtime with each module and kernel while none runs; later ones \
+             reuse them",
+        )
     };
     let at = match st
         .modules
@@ -222,15 +222,23 @@ pub(crate) fn while_idle<T>(
 ) -> Result<T> {
     let st = state();
     if st.busy(key(ctx)) {
-        return Err(Error::InvalidConfig(format!(
-            "cannot make {what} while a pkq kernel (a runtime, a floor or a probe) runs on this \
-             device: the driver would wait for that kernel, which does not end. Build a runtime \
-             with each partition size while none runs; later ones reuse it"
-        )));
+        return Err(refused_while_busy(
+            &format!("make {what}"),
+            "Build a runtime with each partition size while none runs; later ones reuse it",
+        ));
     }
     let out = f();
     drop(st);
     out
+}
+
+/// Why `doing` is refused while a pkq kernel runs on the device, and what
+/// to do instead ([`Error::InvalidConfig`]).
+fn refused_while_busy(doing: &str, instead: &str) -> Error {
+    Error::InvalidConfig(format!(
+        "cannot {doing} while a pkq kernel (a runtime, a floor or a probe) runs on this device: \
+         the driver would wait for that kernel, which does not end. {instead}"
+    ))
 }
 
 /// A pkq kernel is about to be launched in `ctx` (waits for a load in

@@ -8,9 +8,9 @@
 //! handed out can never outlive what it belongs to, and a device has few
 //! sizes (its SMs over the granularity).
 //!
-//! Every driver call here is newer than the oldest driver pkq loads on, and
-//! cudarc's loader panics on a symbol the driver lacks: [`support`] checks
-//! the driver's version before any of them is touched.
+//! Every driver call here needs a driver for CUDA 12.4, and cudarc's
+//! loader panics on a symbol the driver lacks: the contexts handed here come
+//! from [`crate::cuda::driver::open`], which refuses an older driver.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -18,9 +18,6 @@ use cudarc::driver::{CudaContext, CudaStream, sys};
 
 use crate::cuda::driver::error_name;
 use crate::error::{Error, Result};
-
-/// The first driver API version with green contexts (CUDA 12.4).
-const GREEN_CONTEXTS_SINCE: i32 = 12040;
 
 /// What a device allows in SM partitions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,27 +51,11 @@ pub fn sm_partition_support(index: usize) -> Result<SmGranularity> {
     support(&ctx)
 }
 
-/// The driver's and the device's answer for `ctx`'s device.
+/// The device's answer for `ctx`'s device (a context from
+/// [`crate::cuda::driver::open`]: its driver has green contexts).
 pub(crate) fn support(ctx: &CudaContext) -> Result<SmGranularity> {
-    let mut version = 0;
-    // SAFETY: a valid out-pointer; the driver is loaded and initialized
-    // (the context exists). Present in every driver cudarc loads.
-    unsafe { sys::cuDriverGetVersion(&mut version) }.result()?;
-    new_enough(version)?;
     let full = device_sms(ctx)?;
     Ok(granularity(&full))
-}
-
-/// `Ok` if a driver of API `version` has green contexts.
-fn new_enough(version: i32) -> Result<()> {
-    if version < GREEN_CONTEXTS_SINCE {
-        return Err(Error::PartitionUnsupported(format!(
-            "the driver supports CUDA {}.{}; SM partitions (green contexts) need 12.4 or newer",
-            version / 1000,
-            version % 1000 / 10
-        )));
-    }
-    Ok(())
 }
 
 /// The device's whole SM resource.
@@ -181,7 +162,7 @@ static SPLITS: Mutex<Vec<Arc<Split>>> = Mutex::new(Vec::new());
 
 /// Device `ctx`'s SMs split into a part of at least `sms` SMs (rounded up to
 /// what the device allows) and the rest; the same split for the same device
-/// and size. Errors: [`Error::PartitionUnsupported`] (driver or device);
+/// and size. Errors: [`Error::PartitionUnsupported`] (the driver refused);
 /// [`Error::InvalidConfig`] where the rounded size leaves no SM over, or
 /// exceeds the device.
 pub(crate) fn split(ctx: &Arc<CudaContext>, device: usize, sms: usize) -> Result<Arc<Split>> {
@@ -422,20 +403,5 @@ impl std::fmt::Debug for SmPartition {
             .field("sms", &self.sms())
             .field("app_sms", &self.app_sms())
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_driver_older_than_cuda_12_4_is_refused_by_name() {
-        match new_enough(12030) {
-            Err(Error::PartitionUnsupported(why)) => assert!(why.contains("CUDA 12.3"), "{why}"),
-            other => panic!("{other:?}"),
-        }
-        assert!(new_enough(12040).is_ok());
-        assert!(new_enough(13000).is_ok());
     }
 }

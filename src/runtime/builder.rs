@@ -405,8 +405,9 @@ impl Builder {
     ///
     /// [`build`](Builder::build) refuses a size whose rounding leaves no SM
     /// to the application, or more workers and pollers than the partition
-    /// keeps resident ([`Error::InvalidConfig`]), and reports a driver or
-    /// device without green contexts as [`Error::PartitionUnsupported`].
+    /// keeps resident ([`Error::InvalidConfig`]), and reports a device whose
+    /// driver refuses the split as [`Error::PartitionUnsupported`] (a driver
+    /// older than CUDA 12.4 runs no runtime: [`Error::UnsupportedDevice`]).
     /// A size not made before in the process is refused while a pkq kernel
     /// runs on the device ([`Error::InvalidConfig`]: the driver's creation
     /// of a green context waits for the device's running kernels, and a
