@@ -7,7 +7,11 @@
 //! Mechanisms: pkq (`Runtime::call_on_state_io`: one IO task on device
 //! state, the latency setting), and the same step as an ordinary kernel:
 //! cudaMemcpyAsync in + launch + cudaMemcpyAsync out + stream sync
-//! (`launch`), and those three as a CUDA graph + sync (`graph`).
+//! (`launch`), and those three as a CUDA graph + sync (`graph`). A fourth
+//! row, `host floor`, touches no GPU: the host's twin of the step runs on
+//! this thread, then the thread spins until the tick has lasted as long as
+//! pkq's median tick at that rate. Its misses are what this machine's own
+//! interruptions of a spinning thread cost a loop of that tick length.
 //!
 //! A tick is due every period; the loop spins until it is due (the thread
 //! owns its core), then builds the frame. Latency is from the frame being
@@ -42,8 +46,9 @@ struct Args {
     /// Ticks per rate and mechanism, one per rate (the last repeats).
     #[arg(long, value_delimiter = ',', default_values_t = [20_000u64, 1_000_000])]
     ticks: Vec<u64>,
-    /// The mechanisms to run, of pkq, launch, graph.
-    #[arg(long, value_delimiter = ',', default_values_t = ["pkq".to_string(), "launch".to_string(), "graph".to_string()])]
+    /// The mechanisms to run, of pkq, launch, graph, host (the host floor:
+    /// padded to pkq's median tick at the rate, or to 8 µs without pkq).
+    #[arg(long, value_delimiter = ',', default_values_t = ["pkq".to_string(), "launch".to_string(), "graph".to_string(), "host".to_string()])]
     mechanisms: Vec<String>,
     /// The core the loop's thread is pinned to (default: the last).
     #[arg(long)]
@@ -59,6 +64,8 @@ struct Args {
 const CHECKED: u64 = 2_000;
 /// Unpaced, unrecorded ticks before each run.
 const WARMUP: u64 = 2_000;
+/// The host floor's tick where no pkq run of its rate gives one.
+const HOST_PAD_NS: u64 = 8_000;
 
 /// One run of the loop: every tick's latency and start delay, in ns.
 struct Run {
@@ -74,6 +81,13 @@ struct Run {
 }
 
 impl Run {
+    /// The median tick, from the frame ready to the commands applied.
+    fn median_ns(&self) -> u64 {
+        let mut l = self.latency_ns.clone();
+        l.sort_unstable();
+        l.get(l.len() / 2).map_or(0, |&v| u64::from(v))
+    }
+
     fn misses(&self) -> usize {
         let bound = self.period_ns / 5;
         self.due_ns
@@ -121,6 +135,13 @@ impl Run {
         m.insert("misses_by_tenth".into(), json!(by_tenth));
         m
     }
+}
+
+/// Keeps a finished run with its row, printed as it finishes.
+fn finish(runs: &mut Vec<(f64, Run, Map<String, Value>)>, rate: f64, run: Run) {
+    let row = run.row();
+    print_row(&row);
+    runs.push((rate, run, row));
 }
 
 /// One line of the table: a run's row.
@@ -244,11 +265,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     // Each run with its row, printed as it finishes.
     let mut runs: Vec<(f64, Run, Map<String, Value>)> = Vec::new();
-    let mut finished = |rate: f64, run: Run| {
-        let row = run.row();
-        print_row(&row);
-        runs.push((rate, run, row));
-    };
     for (i, &rate) in args.rates.iter().enumerate() {
         let dt = (1e6 / rate).round() as f32 * 1e-9;
         for graph in [false, true] {
@@ -335,7 +351,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Ok(0)
             })?;
             drop(graph_exec);
-            finished(rate, run);
+            finish(&mut runs, rate, run);
             drop(state);
         }
     }
@@ -368,14 +384,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             bytemuck::bytes_of_mut(out).copy_from_slice(&bytes);
             Ok(c.device_time().as_nanos() as u64)
         })?;
-        finished(rate, run);
+        finish(&mut runs, rate, run);
     }
     rt.shutdown()?;
 
-    // Rows: per rate, pkq, launch, graph.
+    // The host floor: the host's twin of the step, padded to pkq's median
+    // tick of the same rate, with no GPU in the loop.
+    if args.mechanisms.iter().any(|m| m == "host") {
+        for (i, &rate) in args.rates.iter().enumerate() {
+            let dt = (1e6 / rate).round() as f32 * 1e-9;
+            let pad_ns = runs
+                .iter()
+                .find(|(r, run, _)| *r == rate && run.name.ends_with("pkq"))
+                .map_or(HOST_PAD_NS, |(_, run, _)| run.median_ns());
+            let mut twin = CtlState::new(dt, 5);
+            let name = format!("control loop {} kHz, host floor", trim(rate));
+            let run = run_loop(name, &clock, rate, ticks_at(i), |frame, out| {
+                let t0 = clock.now();
+                *out = twin.step(frame).ok_or("a non-finite frame")?;
+                clock.spin_until(clock.ns(t0) + pad_ns);
+                Ok(0)
+            })?;
+            finish(&mut runs, rate, run);
+        }
+    }
+
+    // Rows: per rate, pkq, launch, graph, host floor.
     let mut order: Vec<&(f64, Run, Map<String, Value>)> = runs.iter().collect();
     let rank = |n: &str| {
-        ["pkq", "launch", "graph"]
+        ["pkq", "launch", "graph", "host floor"]
             .iter()
             .position(|m| n.ends_with(m))
     };
