@@ -374,7 +374,8 @@ impl Runtime {
     /// How many completion callbacks ([`Ticket::on_complete`]), and wakers
     /// of futures (an executor's), panicked on the completion threads of
     /// this runtime and its lanes so far (each panic was caught there; the
-    /// runtime serves on).
+    /// runtime serves on). A waker or a callback whose own `Drop` panics is
+    /// caught too, wherever pkq drops it, and not counted here.
     pub fn callback_panics(&self) -> u64 {
         let own = self.shared.reactor.panics.load(Ordering::Relaxed);
         own + self.lanes.iter().map(Runtime::callback_panics).sum::<u64>()

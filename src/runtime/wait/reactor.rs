@@ -136,6 +136,29 @@ impl Interest {
     }
 }
 
+impl Drop for Interest {
+    /// The waiter's waker or unfired callback goes under a catch: an
+    /// executor's waker, or a callback's captures, may panic in their own
+    /// `Drop`, and the last reference to an interest may be the completion
+    /// thread's, which must go on serving.
+    fn drop(&mut self) {
+        match &mut self.wake {
+            Wake::Thread(_) => {}
+            Wake::Task(w) => {
+                let w = std::mem::replace(w, Waker::noop().clone());
+                run_caught(move || drop(w));
+            }
+            Wake::Callback(f) => {
+                let f = f
+                    .get_mut()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take();
+                run_caught(move || drop(f));
+            }
+        }
+    }
+}
+
 /// Runs `f` and catches its panic, and the panic of the payload's own
 /// `Drop` too (that payload is then forgotten: a leak, rather than an
 /// unwind into a pkq thread or the caller). Whether `f` panicked.

@@ -582,3 +582,46 @@ fn a_payload_that_panics_on_drop_does_not_reach_the_caller() {
     }));
     assert!(caught.is_ok(), "the panic reached the caller");
 }
+
+/// A waker whose own `Drop` panics (an executor's), left behind by a
+/// future dropped while pending: wherever the last reference to it goes,
+/// the completion thread included, the panic is caught, and later
+/// callbacks still run.
+#[test]
+#[cfg_attr(miri, ignore = "real-time waits on the software device")]
+fn a_waker_that_panics_on_drop_does_not_end_the_completion_thread() {
+    struct PanicsWhenDropped;
+    impl Wake for PanicsWhenDropped {
+        fn wake(self: Arc<Self>) {}
+    }
+    impl Drop for PanicsWhenDropped {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                panic!("an executor's waker whose drop panics");
+            }
+        }
+    }
+    let rt = soft(Runtime::builder().capacity(8).workers(1));
+    let mut t = rt.submit(Op::SPIN, &2_000_000u64).unwrap();
+    let waker = Waker::from(Arc::new(PanicsWhenDropped));
+    assert!(
+        Pin::new(&mut t)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    // The interest's clone is the last: it goes wherever the interest does.
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        drop(waker);
+        drop(t);
+    }));
+    assert!(caught.is_ok(), "the waker's drop unwound into the caller");
+    let (tx, rx) = mpsc::channel();
+    rt.submit(Op::ECHO, &[8u64])
+        .unwrap()
+        .on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(20)).unwrap().unwrap(),
+        8,
+        "the completion thread served the next callback"
+    );
+}
