@@ -123,14 +123,18 @@ pub enum Error {
     /// The module has no kernel of the name given.
     #[error("the module has no kernel named {0:?}")]
     KernelMissing(String),
-    /// A builder setting is out of range.
+    /// A builder setting is out of range, or the runtime lacks what a call
+    /// needs: IO areas ([`Builder::io`](crate::Builder::io)) for an IO
+    /// task, room in its state memory for [`Runtime::state`](crate::Runtime::state),
+    /// a device with stream-ordered allocation for state memory at all, or
+    /// no pkq kernel running where a module or an SM partition is made.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
-    /// The argument bytes do not fit a slot's inline payload, or an IO
-    /// task's input its input area ([`Builder::io`](crate::Builder::io)).
-    #[error(
-        "a payload of {len} bytes exceeds its {max}-byte limit (a slot's arguments, or an IO input area)"
-    )]
+    /// The argument bytes do not fit where they go: a slot's inline
+    /// payload, a packed task's 8 bytes, a state op's arguments after the
+    /// state's address and length, or an IO task's input its input area
+    /// ([`Builder::io`](crate::Builder::io)).
+    #[error("a payload of {len} bytes exceeds its {max}-byte limit")]
     PayloadTooLarge {
         /// The payload's length.
         len: usize,

@@ -26,6 +26,14 @@ fn invalid_settings_are_refused_before_the_driver_is_touched() {
             other => panic!("{what}: expected InvalidConfig, got {other:?}"),
         }
     }
+    // A pool's runtime settings too, on every device there is.
+    match pkq::Pool::builder()
+        .runtime(Runtime::builder().capacity(0))
+        .build()
+    {
+        Err(Error::InvalidConfig(msg)) => assert!(!msg.is_empty()),
+        other => panic!("a pool of capacity 0: expected InvalidConfig, got {other:?}"),
+    }
 }
 
 #[test]
@@ -77,12 +85,26 @@ fn kernel_not_built_is_refused_first() {
         println!("skipped: this build carries the kernel (CI also runs this file without nvcc)");
         return;
     }
-    for b in [Runtime::builder(), Runtime::builder().device(99)] {
+    for b in [
+        Runtime::builder(),
+        Runtime::builder().device(99),
+        // A module of one's own, and a lane on the embedded kernel.
+        Runtime::builder()
+            .module(vec![b'x'; 8], "k")
+            .lane(Runtime::builder()),
+    ] {
+        let got = b.build();
         assert!(
-            matches!(b.build(), Err(Error::KernelNotBuilt(_))),
-            "kernel-less build"
+            matches!(got, Err(Error::KernelNotBuilt(_))),
+            "kernel-less build: {got:?}"
         );
     }
+    // A pool of such runtimes, on every device there is.
+    let got = pkq::Pool::builder().build();
+    assert!(
+        matches!(got, Err(Error::KernelNotBuilt(_))),
+        "kernel-less pool: {got:?}"
+    );
     // An invalid setting is still reported as such.
     assert!(matches!(
         Runtime::builder().capacity(3).build(),

@@ -129,6 +129,9 @@ impl PoolBuilder {
     /// [`Error::DeviceOutOfRange`], and every error of
     /// [`Builder::build`]; the runtimes already started are stopped.
     pub fn build(self) -> Result<Pool> {
+        // What every runtime's build refuses before the driver, refused
+        // before the pool asks it for the devices.
+        self.runtime.check_before_driver()?;
         let devices = match self.devices {
             Some(d) => d,
             None => (0..crate::cuda::driver::device_count()?).collect(),

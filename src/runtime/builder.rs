@@ -52,9 +52,10 @@ pub enum IdlePolicy {
         /// the first go quiet.
         after: Duration,
     },
-    /// Poll without pause for `spin`, then sleep (`__nanosleep`) between
-    /// polls, doubling from 64 ns up to `max_sleep` (at most 1 ms). A task
-    /// that arrives while its worker sleeps waits up to `max_sleep` more.
+    /// Poll without pause for `spin` (at most `u32::MAX` ns), then sleep
+    /// (`__nanosleep`) between polls, doubling from 64 ns up to `max_sleep`
+    /// (at most 1 ms). A task that arrives while its worker sleeps waits up
+    /// to `max_sleep` more.
     Backoff {
         /// How long an idle worker spins before it sleeps.
         spin: Duration,
@@ -534,6 +535,21 @@ impl Builder {
     }
 
     /// Checks the settings without touching the driver.
+    /// What `build` refuses before it touches the driver: the settings
+    /// ([`Builder::validate`]), then the embedded kernel where this runtime
+    /// or any of its lanes runs it ([`Error::KernelNotBuilt`]).
+    pub(crate) fn check_before_driver(&self) -> Result<()> {
+        self.validate()?;
+        let lanes = self.lanes.iter().map(|l| &l.image);
+        if std::iter::once(&self.image)
+            .chain(lanes)
+            .any(|i| matches!(i, Image::Embedded))
+        {
+            crate::cuda::image::image()?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn validate(&self) -> Result<Geometry> {
         for (i, lane) in self.lanes.iter().enumerate() {
             let i = i + 1;
@@ -624,8 +640,10 @@ impl Builder {
     /// Starts the resident kernel and returns the runtime once every worker
     /// is serving.
     ///
-    /// Errors: [`Error::InvalidConfig`] (a setting out of range, or more
-    /// workers and pollers than the device can keep resident at once),
+    /// Errors: [`Error::InvalidConfig`] (a setting out of range, more
+    /// workers and pollers than the device can keep resident at once, or
+    /// state memory on a device without stream-ordered allocation: then
+    /// [`Builder::state_memory`]`(0)`),
     /// [`Error::KernelNotBuilt`], [`Error::NoDriver`], [`Error::NoDevice`],
     /// [`Error::DeviceOutOfRange`], [`Error::UnsupportedDevice`],
     /// [`Error::PartitionUnsupported`], [`Error::KernelTimeout`],
@@ -634,10 +652,7 @@ impl Builder {
     /// with [`Builder::op`]), or the CUDA error of a failed driver call. A lane that fails to start fails
     /// the build; the lanes started before it are stopped.
     pub fn build(self) -> Result<Runtime> {
-        self.validate()?;
-        if let Image::Embedded = self.image {
-            crate::cuda::image::image()?;
-        }
+        self.check_before_driver()?;
         let ctx = driver::open(self.device)?;
         let partition = match self.sm_partition {
             Some(sms) => Some(SmPartition::new(partition::split(&ctx, self.device, sms)?)),
@@ -646,9 +661,6 @@ impl Builder {
         // Every lane's module before any kernel runs (the driver would wait
         // for a running one to load another).
         for lane in &self.lanes {
-            if let Image::Embedded = lane.image {
-                crate::cuda::image::image()?;
-            }
             crate::cuda::modules::kernel(&ctx, &lane.image, &lane.kernel, true)?;
         }
         let mut taken = 0.0;

@@ -289,7 +289,8 @@ impl Runtime {
     /// Refuses, with nothing submitted: an op the kernel's op table does
     /// not list as a state op of these argument sizes
     /// ([`Error::OpMismatch`]); arguments that do not fit a slot after the
-    /// state's address and length ([`Error::PayloadTooLarge`]); a state of
+    /// state's address and length ([`Error::PayloadTooLarge`]), or whose
+    /// type is aligned to more than 8 bytes ([`Error::InvalidArgument`]); a state of
     /// another runtime ([`Error::InvalidArgument`]); a ring held by an
     /// exclusive producer, as for every call of the runtime's own
     /// ([`Error::RingHeld`]);
