@@ -158,17 +158,36 @@ impl Batch {
     /// batch's tasks are done. Never blocks. Errors: a device fault, a
     /// stop, a cancel.
     pub fn poll(&mut self) -> Result<usize> {
+        self.take_arrived();
+        // With every task taken, the runtime's memory may be gone.
+        if self.done < self.len() {
+            let shared = self.ring.shared();
+            if let Err(e) = shared.probe_if_due(now()).and_then(|()| shared.check()) {
+                return self.take_or(e);
+            }
+        }
+        Ok(self.done)
+    }
+
+    /// Takes every completion that has arrived.
+    fn take_arrived(&mut self) {
         for d in self.reaped / self.per_slot..self.slots() {
             self.take_slot(d);
         }
         self.advance();
-        // With every task taken, the runtime's memory may be gone.
-        if self.done < self.len() {
-            let shared = self.ring.shared();
-            shared.probe_if_due(now())?;
-            shared.check()?;
+    }
+
+    /// What a look at the runtime's health that found `e` returns: every
+    /// task done if the last ones completed in the meantime (a stop or
+    /// cancel is latched once the kernel has exited, after the completions
+    /// of every task it ran were written), else `e`.
+    pub(crate) fn take_or(&mut self, e: Error) -> Result<usize> {
+        self.take_arrived();
+        if self.done == self.len() {
+            Ok(self.done)
+        } else {
+            Err(e)
         }
-        Ok(self.done)
     }
 
     /// The results taken so far, in submission order (`None`: not yet).

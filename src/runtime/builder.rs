@@ -534,7 +534,6 @@ impl Builder {
         self
     }
 
-    /// Checks the settings without touching the driver.
     /// What `build` refuses before it touches the driver: the settings
     /// ([`Builder::validate`]), then the embedded kernel where this runtime
     /// or any of its lanes runs it ([`Error::KernelNotBuilt`]).
@@ -550,6 +549,7 @@ impl Builder {
         Ok(())
     }
 
+    /// Checks the settings without touching the driver.
     pub(crate) fn validate(&self) -> Result<Geometry> {
         for (i, lane) in self.lanes.iter().enumerate() {
             let i = i + 1;

@@ -341,9 +341,12 @@ impl Runtime {
     /// finish; each poller reads the stop word every few polls, so a worker
     /// may start a few more queued tasks before it reads it: at most
     /// `PKQ_STOP_POLL_INTERVAL` per poller, `cuda/pkq_layout.h`), and waits
-    /// for it (up to the stop timeout). Then every ticket
-    /// whose task did not complete reports [`Error::Cancelled`](crate::Error::Cancelled); completed
-    /// ones still report their results. Later calls (and `shutdown`, and
+    /// for it (up to the stop timeout). Once it exited, every ticket whose
+    /// task did not complete reports [`Error::Cancelled`](crate::Error::Cancelled); completed
+    /// ones still report their results. A kernel that does not exit in time
+    /// makes `cancel` return [`Error::KernelTimeout`](crate::Error::KernelTimeout), and the tickets left
+    /// end as their waits find it: their results, [`Error::KernelStopped`](crate::Error::KernelStopped)
+    /// once it exits, or [`Error::Stalled`](crate::Error::Stalled). Later calls (and `shutdown`, and
     /// `Drop`) return the first outcome.
     pub fn cancel(&self) -> Result<()> {
         // Every lane's kernel is told at once; then each is waited for.

@@ -430,8 +430,10 @@ impl<'rt, R: RingAccess> Producer<'rt, R> {
     /// 48 bytes ([`Error::PayloadTooLarge`]); arguments of another size than
     /// the op table lists ([`Error::OpMismatch`], as [`Producer::submit`]);
     /// after shutdown or cancel, [`Error::Closed`] (an empty batch too); a
-    /// device fault, a stop, or [`Error::Stalled`] (a worker of the slots it
-    /// needs) while it waited for room.
+    /// ring held by an exclusive producer, from a shared producer
+    /// ([`Error::RingHeld`], an empty batch too); a device fault, a stop,
+    /// or [`Error::Stalled`] (a worker of the slots it needs) while it
+    /// waited for room.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {

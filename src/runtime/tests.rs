@@ -814,3 +814,78 @@ fn exclusive_producer_doc_example() {
         Err(Error::InvalidConfig(_))
     ));
 }
+
+/// A task that completed before a shutdown's drain ended, or that a cancel
+/// let finish, reports its result: never the stop. (A review found a
+/// waiter whose last look missed the completion, then saw the error the
+/// kernel's exit latched and returned it.) Both a ticket's and a batch's
+/// waits, racing a shutdown or a cancel, lap after lap.
+#[test]
+#[cfg_attr(miri, ignore = "real-time races on the software device")]
+fn a_task_completed_before_the_stop_reports_its_result() {
+    // Threads that keep every core busy, so that a waiter is often
+    // preempted between its last look at the task and its look at the
+    // runtime's health.
+    let busy = Arc::new(AtomicBool::new(true));
+    let hogs: Vec<_> = (0..2)
+        .map(|_| {
+            let busy = busy.clone();
+            std::thread::spawn(move || {
+                while busy.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let mut wrong = Vec::new();
+    for round in 0..2000u64 {
+        let cancel = round % 2 == 1;
+        let rt = Arc::new(soft(
+            Runtime::builder()
+                .capacity(8)
+                .workers(1)
+                .probe_interval(Duration::from_micros(20)),
+        ));
+        let spin = 100_000 + (round % 50) * 2_000;
+        let mut t = rt.submit(Op::SPIN, &spin).unwrap();
+        let mut b = rt.submit_batch(Op::SPIN, &[spin]).unwrap();
+        let rt2 = rt.clone();
+        let stop = std::thread::spawn(move || {
+            if cancel {
+                std::thread::sleep(Duration::from_micros(150 + (round % 37) * 3));
+                rt2.cancel()
+            } else {
+                rt2.shutdown()
+            }
+        });
+        let (rt_, rb) = if round % 4 < 2 {
+            let rt_ = t.wait_timeout(Duration::from_secs(20)).map(|_| ());
+            (rt_, b.wait_timeout(Duration::from_secs(20)).map(|_| ()))
+        } else {
+            let rb = b.wait_timeout(Duration::from_secs(20)).map(|_| ());
+            (t.wait_timeout(Duration::from_secs(20)).map(|_| ()), rb)
+        };
+        let stopped = stop.join().unwrap();
+        // A shutdown drains: every task completes. A cancel's errors must
+        // be for tasks that did not.
+        let completed_after = |r: &Result<(), Error>, done: bool| r.is_err() && done;
+        let t_done = matches!(t.try_result(), Ok(Some(_)));
+        let b_done = b.poll().is_ok_and(|n| n == 1);
+        if (!cancel && stopped.is_ok() && (rt_.is_err() || rb.is_err()))
+            || completed_after(&rt_, t_done)
+            || completed_after(&rb, b_done)
+        {
+            wrong.push((round, rt_.err(), rb.err()));
+        }
+    }
+    busy.store(false, Ordering::Relaxed);
+    for h in hogs {
+        h.join().unwrap();
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} waits reported an error for a task that completed: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+}

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::error::{Result, TaskError, TaskStatus};
+use crate::error::{Error, Result, TaskError, TaskStatus};
 use crate::ops::op::Op;
 use crate::proto::queue::{Completed, Queue};
 use crate::proto::slot::Cqe;
@@ -154,18 +154,32 @@ impl Ticket {
         }
         // After a take that finished the task, the runtime's memory may be
         // gone: only the outcome is read from then on.
+        if let Some(done) = self.take() {
+            return self.finish(done).map(Some);
+        }
+        // A caller looping on None must learn if the kernel died.
+        let shared = self.ring.shared();
+        match shared.probe_if_due(now()).and_then(|()| shared.check()) {
+            Ok(()) => Ok(None),
+            Err(e) => self.take_or(e).map(Some),
+        }
+    }
+
+    /// The task's completion if it arrived (taking it), else nothing.
+    fn take(&mut self) -> Option<Completed> {
         // SAFETY: the ticket owns its slot (no outcome yet) or holds a share.
         let take = unsafe { Queue::take_at(self.ring.queue_ptr(), self.seq) };
-        match take.counted(&mut self.shares) {
-            Some(done) => self.finish(done).map(Some),
-            // A caller looping on None must learn if the kernel died.
-            None => {
-                let shared = self.ring.shared();
-                shared
-                    .probe_if_due(now())
-                    .and_then(|()| shared.check())
-                    .map(|()| None)
-            }
+        take.counted(&mut self.shares)
+    }
+
+    /// What a look at the runtime's health that found `e` returns: the
+    /// task's result if it completed in the meantime (a stop or cancel is
+    /// latched once the kernel has exited, after the completions of every
+    /// task it ran were written), else `e`.
+    pub(crate) fn take_or(&mut self, e: Error) -> Result<Completion> {
+        match self.take() {
+            Some(done) => self.finish(done),
+            None => Err(e),
         }
     }
 

@@ -17,11 +17,13 @@ impl Ticket {
     /// `f` gets what [`Ticket::wait`] would return: the completion, the
     /// handler's failure ([`Error::Task`]), or the error that ended the
     /// wait (a device fault, a stop or cancel, or [`Error::Stalled`], after
-    /// which the task is left to finish unobserved); or
-    /// [`Error::Closed`](crate::Error::Closed) if the runtime was dropped
-    /// while the task was still pending (a drop whose drain ran past the
-    /// stop timeout: the task may still complete, unobserved). It runs
-    /// exactly once.
+    /// which the task is left to finish unobserved). If the runtime was
+    /// dropped while the task was still pending (a drop whose drain ran
+    /// past the stop timeout: the task may still complete, unobserved), `f`
+    /// gets the error that ended the runtime (such as
+    /// [`Error::KernelStopped`](crate::Error::KernelStopped) once its kernel
+    /// exited), or [`Error::Closed`](crate::Error::Closed) where none was
+    /// known. It runs exactly once.
     /// Where no completion thread can take it, `f` runs on the calling
     /// thread before `on_complete` returns, once the task is done: for a
     /// ticket that already has its result, after its runtime was dropped
@@ -73,8 +75,9 @@ impl Ticket {
             let result = match ticket.try_result() {
                 Ok(Some(c)) => Ok(c),
                 Err(e) => Err(e),
-                // Fired for a stall or a fault with the task pending.
-                Ok(None) if why.is_some() => Err(why.expect("some")),
+                // Fired for a stall or a fault with the task pending
+                // (unless it completed since).
+                Ok(None) if why.is_some() => ticket.take_or(why.expect("some")),
                 // Run here because no completion thread takes it (the
                 // runtime was dropped, or no thread could be started):
                 // wait for the task.

@@ -60,10 +60,13 @@ impl Future for Ticket {
             Some(c) => Ok(Some(c)),
             // Pending: the runtime is alive for this look (the ticket owns
             // its slot, or holds a share).
-            None => ring
+            None => match ring
                 .shared()
                 .check_stall(Watch::Worker(ring.worker_of(seq)))
-                .map(|()| None),
+            {
+                Ok(()) => Ok(None),
+                Err(e) => this.take_or(e).map(Some),
+            },
         });
         match result {
             Ok(None) => {
@@ -96,10 +99,14 @@ impl Future for Batch {
                 return Ok(None);
             }
             let next = this.first_untaken();
-            this.ring
+            match this
+                .ring
                 .shared()
                 .check_stall(Watch::Worker(this.ring.worker_of(next)))
-                .map(|()| Some(next))
+            {
+                Ok(()) => Ok(Some(next)),
+                Err(e) => this.take_or(e).map(|_| None),
+            }
         });
         match outcome {
             Ok(Some(seq)) => {

@@ -163,8 +163,13 @@ impl Shared {
             }
             // SAFETY: `ready` yielded nothing: still alive (the contract).
             let s = unsafe { this.as_ref() };
+            // An error ends the wait only if the task has not completed in
+            // the meantime: a stop or cancel is latched once the kernel has
+            // exited, after the completions of every task it ran were
+            // written (so one last look finds them). `s` is not used after
+            // that look, which may free the runtime.
             if let Err(e) = s.check() {
-                break Err(e);
+                break ready().ok_or(e);
             }
             let now = now();
             let start = *start.get_or_insert(now);
@@ -173,10 +178,10 @@ impl Shared {
             if now - start >= s.liveness.every
                 && let Err(e) = s.probe_if_due(now).and_then(|()| s.check_stall(watch))
             {
-                break Err(e);
+                break ready().ok_or(e);
             }
             if deadline.is_some_and(|d| now >= d) {
-                break Err(Error::Timeout);
+                break ready().ok_or(Error::Timeout);
             }
             match how {
                 How::Spin => {}
