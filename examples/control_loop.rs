@@ -8,10 +8,10 @@
 //! state, the latency setting), and the same step as an ordinary kernel:
 //! cudaMemcpyAsync in + launch + cudaMemcpyAsync out + stream sync
 //! (`launch`), and those three as a CUDA graph + sync (`graph`). A fourth
-//! row, `host floor`, touches no GPU: the host's twin of the step runs on
-//! this thread, then the thread spins until the tick has lasted as long as
-//! pkq's median tick at that rate. Its misses are what this machine's own
-//! interruptions of a spinning thread cost a loop of that tick length.
+//! row, `host floor`, touches no GPU: each tick only spins for as long as
+//! pkq's median tick at that rate (its commands are zero). Its misses are
+//! what this machine's own interruptions of a spinning thread cost a loop
+//! of that tick length.
 //!
 //! A tick is due every period; the loop spins until it is due (the thread
 //! owns its core), then builds the frame. Latency is from the frame being
@@ -161,12 +161,13 @@ fn print_row(m: &Map<String, Value>) {
 }
 
 /// Runs `ticks` ticks at `rate_khz` of `step` (frame in, outputs out),
-/// checking the first [`CHECKED`] against the host's reference.
+/// checking the first `checked` against the host's reference.
 fn run_loop(
     name: String,
     clock: &Clock,
     rate_khz: f64,
     ticks: u64,
+    checked: u64,
     mut step: impl FnMut(&Frame, &mut Outputs) -> Result<u64, Box<dyn std::error::Error>>,
 ) -> Result<Run, Box<dyn std::error::Error>> {
     let period_ns = (1e6 / rate_khz).round() as u64;
@@ -177,8 +178,8 @@ fn run_loop(
     let mut out: Outputs = [0.0; control::CHANNELS];
     let mut worst = 0.0f32;
     // The check runs unpaced, first: the device's state follows the
-    // reference's for the first CHECKED ticks.
-    for _ in 0..CHECKED {
+    // reference's for the first `checked` ticks.
+    for _ in 0..checked {
         plant.frame(&mut frame);
         step(&frame, &mut out)?;
         let want = reference.step(&frame).expect("finite frames");
@@ -326,7 +327,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 trim(rate),
                 if graph { "graph" } else { "launch" }
             );
-            let run = run_loop(name, &clock, rate, ticks_at(i), |frame, out| {
+            let run = run_loop(name, &clock, rate, ticks_at(i), CHECKED, |frame, out| {
                 // SAFETY: as above: no copy is in flight between ticks.
                 unsafe {
                     std::ptr::copy_nonoverlapping(
@@ -369,7 +370,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut state = rt.state(&[CtlState::new(dt, 5)])?;
         let mut stepped = 0u64;
         let name = format!("control loop {} kHz, pkq", trim(rate));
-        let run = run_loop(name, &clock, rate, ticks_at(i), |frame, out| {
+        let run = run_loop(name, &clock, rate, ticks_at(i), CHECKED, |frame, out| {
             let (c, bytes) =
                 rt.call_on_state_io(&control::STEP, &mut state, &(), bytemuck::bytes_of(frame))?;
             stepped += 1;
@@ -388,20 +389,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     rt.shutdown()?;
 
-    // The host floor: the host's twin of the step, padded to pkq's median
-    // tick of the same rate, with no GPU in the loop.
+    // The host floor: a tick that only spins for pkq's median tick of the
+    // same rate, with no GPU in the loop (and commands of zero).
     if args.mechanisms.iter().any(|m| m == "host") {
         for (i, &rate) in args.rates.iter().enumerate() {
-            let dt = (1e6 / rate).round() as f32 * 1e-9;
             let pad_ns = runs
                 .iter()
                 .find(|(r, run, _)| *r == rate && run.name.ends_with("pkq"))
                 .map_or(HOST_PAD_NS, |(_, run, _)| run.median_ns());
-            let mut twin = CtlState::new(dt, 5);
             let name = format!("control loop {} kHz, host floor", trim(rate));
-            let run = run_loop(name, &clock, rate, ticks_at(i), |frame, out| {
+            // Nothing to check: the tick computes nothing.
+            let run = run_loop(name, &clock, rate, ticks_at(i), 0, |_, out| {
                 let t0 = clock.now();
-                *out = twin.step(frame).ok_or("a non-finite frame")?;
+                *out = [0.0; control::CHANNELS];
                 clock.spin_until(clock.ns(t0) + pad_ns);
                 Ok(0)
             })?;
