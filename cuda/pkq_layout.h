@@ -141,8 +141,8 @@
  * every PKQ_STOP_POLL_INTERVAL of its own polls, busy or
  * idle, in the same load instruction as the slot poll (so it costs no extra
  * round trip); it takes precedence over a task in the slot, so a busy
- * worker (one poll per task) starts at most that many more tasks per
- * poller. One writer, one aligned 8-byte word:
+ * worker (one poll per slot) starts at most that many more slots per
+ * poller (a packed slot runs all its tasks). One writer, one aligned 8-byte word:
  * no torn read. It is the exit of every device spin loop but SPIN's (a test
  * op that waits out its argument).
  * ------------------------------------------------------------------------- */

@@ -20,6 +20,17 @@ fn invalid_settings_are_refused_before_the_driver_is_touched() {
             Runtime::builder().capacity(8).workers(16),
             "more workers than slots",
         ),
+        (
+            Runtime::builder().stall_after(std::time::Duration::from_millis(9)),
+            "a stall bound under 10 ms",
+        ),
+        (
+            Runtime::builder().idle(pkq::IdlePolicy::Backoff {
+                spin: std::time::Duration::from_secs(5),
+                max_sleep: std::time::Duration::from_micros(10),
+            }),
+            "a backoff spin over u32::MAX ns",
+        ),
     ] {
         match b.build() {
             Err(Error::InvalidConfig(msg)) => assert!(!msg.is_empty()),

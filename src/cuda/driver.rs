@@ -25,6 +25,20 @@ pub fn device_count() -> Result<usize> {
     Ok(result::device::get_count()? as usize)
 }
 
+/// Device `index` as an ordinal the driver takes: [`Error::NoDevice`] where
+/// the driver reports none (whether `cuInit` said so or counted none),
+/// [`Error::DeviceOutOfRange`] past the last.
+fn ordinal(index: usize) -> Result<i32> {
+    let count = device_count()?;
+    if count == 0 {
+        return Err(Error::NoDevice("the driver reports no GPU".into()));
+    }
+    i32::try_from(index)
+        .ok()
+        .filter(|_| index < count)
+        .ok_or(Error::DeviceOutOfRange { index, count })
+}
+
 /// Device `index`'s primary context, as cudarc's [`CudaContext`], for the
 /// streams and buffers of your own that pkq's calls take; or the typed
 /// error: [`Error::NoDriver`], [`Error::NoDevice`],
@@ -44,20 +58,14 @@ pub fn device_count() -> Result<usize> {
 /// # Ok(()) }
 /// ```
 pub fn context(index: usize) -> Result<Arc<CudaContext>> {
-    let count = device_count()?;
-    if index >= count {
-        return Err(Error::DeviceOutOfRange { index, count });
-    }
+    ordinal(index)?;
     Ok(CudaContext::new(index)?)
 }
 
 /// pkq's own handle on device `index`'s primary context, once the device is
 /// known to exist and to support pkq, with cudarc's event tracking off.
 pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {
-    let count = device_count()?;
-    if index >= count {
-        return Err(Error::DeviceOutOfRange { index, count });
-    }
+    ordinal(index)?;
     let ctx = CudaContext::new(index)?;
     let (major, minor) = ctx.compute_capability()?;
     let unsupported = |why: String| Error::UnsupportedDevice {
@@ -127,12 +135,7 @@ pub(crate) fn with_current<T>(
 
 /// Device `index`'s PCI address as the driver gives it ("0000:3B:00.0").
 pub(crate) fn pci_bus_id(index: usize) -> Result<String> {
-    let count = device_count()?;
-    let ordinal = i32::try_from(index)
-        .ok()
-        .filter(|_| index < count)
-        .ok_or(Error::DeviceOutOfRange { index, count })?;
-    let dev = result::device::get(ordinal)?;
+    let dev = result::device::get(ordinal(index)?)?;
     let mut buf = [0u8; 32];
     // SAFETY: the driver writes at most `len` bytes (one less than the
     // buffer: its last byte stays zero) into the buffer.

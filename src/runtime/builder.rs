@@ -66,8 +66,10 @@ pub enum IdlePolicy {
 
 impl IdlePolicy {
     /// How long a worker goes without a task before it goes quiet, by
-    /// default ([`IdlePolicy::Quiet`]): longer than the period of a loop at
-    /// 100 Hz or faster, so such a loop's tasks never find it quiet.
+    /// default ([`IdlePolicy::Quiet`]): the period of a loop at 100 Hz, so
+    /// the tasks of a faster loop never find it quiet (a late tick of a
+    /// 100 Hz loop may: its task is then seen by the worker's first poller
+    /// alone, which never goes quiet).
     pub const DEFAULT_QUIET_AFTER: Duration = Duration::from_millis(10);
 }
 
@@ -288,8 +290,9 @@ impl Builder {
     /// (`Duration::MAX`) waits without a deadline. Past it, shutdown returns
     /// [`Error::KernelTimeout`] and tells the kernel to exit all the same:
     /// a task running finishes, a worker may start a few more of its queued
-    /// tasks before it reads the stop (at most `PKQ_STOP_POLL_INTERVAL` per
-    /// poller, `cuda/pkq_layout.h`), and the tickets of the tasks that do not
+    /// slots before it reads the stop (at most `PKQ_STOP_POLL_INTERVAL` per
+    /// poller, `cuda/pkq_layout.h`, a packed slot's tasks all together), and
+    /// the tickets of the tasks that do not
     /// complete report [`Error::KernelStopped`]; a kernel that does not exit
     /// in time keeps its memory (leaked, never freed under it).
     #[must_use = "a builder starts nothing until `build` is called"]

@@ -339,8 +339,9 @@ impl Runtime {
     /// new tasks ([`Error::Closed`](crate::Error::Closed)), tells the kernel
     /// to exit without running what is still queued (tasks already running
     /// finish; each poller reads the stop word every few polls, so a worker
-    /// may start a few more queued tasks before it reads it: at most
-    /// `PKQ_STOP_POLL_INTERVAL` per poller, `cuda/pkq_layout.h`), and waits
+    /// may start a few more queued slots before it reads it: at most
+    /// `PKQ_STOP_POLL_INTERVAL` per poller, `cuda/pkq_layout.h`, a packed
+    /// slot's tasks all together), and waits
     /// for it (up to the stop timeout). Once it exited, every ticket whose
     /// task did not complete reports [`Error::Cancelled`](crate::Error::Cancelled); completed
     /// ones still report their results. A kernel that does not exit in time

@@ -296,8 +296,10 @@ impl Runtime {
     /// ([`Error::RingHeld`]);
     /// after shutdown or cancel, [`Error::Closed`]. A handler's failure is
     /// [`Error::Task`]. A wait that ends otherwise (a fault, a stop) stops
-    /// the kernel and returns only once it is known to have stopped, so the
-    /// state is never used by a task after the call returns.
+    /// the kernel and returns only once it is known to have stopped (or
+    /// aborts the process if the kernel does not exit within the stop
+    /// timeout), so the state is never used by a task after the call
+    /// returns.
     pub fn call_on_state<S: Pod, A: Pod>(
         &self,
         op: &StateOp<S, A>,

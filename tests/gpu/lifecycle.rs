@@ -531,6 +531,79 @@ pub(crate) fn cancel_resolves_every_ticket() {
     rt.shutdown().unwrap(); // the first outcome
 }
 
+/// What `cancel` documents: each poller starts at most
+/// `PKQ_STOP_POLL_INTERVAL` (8) more slots once the stop is set, a packed
+/// slot's tasks all together. One worker of one poller, 1 ms tasks one to
+/// a slot, then 0.2 ms tasks 32 to a slot: the tasks that completed are at
+/// most those that could have started before the cancel returned, plus 8
+/// slots' worth.
+pub(crate) fn cancel_starts_at_most_8_more_slots_per_poller() {
+    const MORE: usize = 8;
+    for packed in [false, true] {
+        let rt = Runtime::builder().workers(1).pollers(1).build().unwrap();
+        let (spin_ns, per_slot, tasks) = if packed {
+            (200_000u64, 32usize, 32 * 40)
+        } else {
+            (1_000_000u64, 1, 200)
+        };
+        let t0 = Instant::now();
+        let results: Vec<Result<u64, Error>> = if packed {
+            let mut batch = rt.submit_packed(Op::SPIN, &vec![spin_ns; tasks]).unwrap();
+            std::thread::sleep(Duration::from_millis(3));
+            rt.cancel().unwrap();
+            let before = t0.elapsed();
+            let _ = batch.wait();
+            let slot_ns = spin_ns as u128 * per_slot as u128;
+            let started = (before.as_nanos() / slot_ns) as usize + 1;
+            let got: Vec<_> = batch
+                .results()
+                .iter()
+                .map(|r| match r {
+                    Some(Ok(c)) => Ok(c.value),
+                    Some(Err(e)) => panic!("a SPIN failed: {e:?}"),
+                    None => Err(Error::Cancelled),
+                })
+                .collect();
+            let done = got.iter().filter(|r| r.is_ok()).count();
+            println!(
+                "    packed: {done} of {tasks} completed; at most {} slots could start before the cancel returned",
+                started
+            );
+            assert!(
+                done <= (started + MORE) * per_slot,
+                "{done} tasks completed"
+            );
+            got
+        } else {
+            let tickets: Vec<_> = (0..tasks)
+                .map(|_| rt.submit(Op::SPIN, &spin_ns).unwrap())
+                .collect();
+            std::thread::sleep(Duration::from_millis(3));
+            rt.cancel().unwrap();
+            let before = t0.elapsed();
+            let started = (before.as_nanos() / spin_ns as u128) as usize + 1;
+            let got: Vec<_> = tickets
+                .into_iter()
+                .map(|t| t.wait().map(|c| c.value))
+                .collect();
+            let done = got.iter().filter(|r| r.is_ok()).count();
+            println!(
+                "    one to a slot: {done} of {tasks} completed; at most {started} could start before the cancel returned"
+            );
+            assert!(done <= started + MORE, "{done} tasks completed");
+            got
+        };
+        for r in &results {
+            match r {
+                Ok(v) => assert!(*v >= spin_ns, "a SPIN of {spin_ns} ns said {v}"),
+                Err(Error::Cancelled) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(results.iter().any(|r| matches!(r, Err(Error::Cancelled))));
+    }
+}
+
 pub(crate) fn cancelled_tickets_outlive_their_runtime() {
     let before = pkq::live_runtimes();
     let rt = Runtime::builder().workers(2).build().unwrap();

@@ -213,6 +213,10 @@ const TESTS: &[Test] = &[
         protocol::packed_batches_random_vs_cpu,
     ),
     (
+        "cancel_starts_at_most_8_more_slots_per_poller",
+        lifecycle::cancel_starts_at_most_8_more_slots_per_poller,
+    ),
+    (
         "cancelled_tickets_outlive_their_runtime",
         lifecycle::cancelled_tickets_outlive_their_runtime,
     ),
