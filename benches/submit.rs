@@ -1,9 +1,10 @@
 //! The host side of `submit`: encode the arguments, reserve a sequence
 //! number, publish the slot, on a ring that nobody consumes (reset, untimed,
 //! between batches). No GPU needed: it measures what a producer thread pays
-//! when the slot's cache line is its own. On the GPU machine the same
-//! figure, with the device polling the slots, is `--example latency`'s
-//! "submit() call" row.
+//! when the slot's cache line is its own, for one copy of the slot. On the
+//! GPU machine, `--example latency`'s "submit() call" rows measure the
+//! runtime's own shapes with the device polling: the default shape writes a
+//! copy of the slot for each of its pollers.
 //!
 //! `cargo bench --bench submit` (criterion); with `PKQ_BENCH_JSON=path` the
 //! medians are also written as a pkq bench report.

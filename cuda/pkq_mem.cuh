@@ -34,8 +34,9 @@ __device__ __forceinline__ void load2_sys_if(bool pred, const uint64_t* p, uint6
 
 // Relaxed, system-scope 8-byte store: single-copy atomic, posted (costs the
 // SM nothing to wait for). Used for tagged completion words and state words;
-// a release or fence.sys would cost ~0.7 us per completion and is not needed
-// because every word is self-validating (see pkq_layout.h).
+// a release or fence.sys would cost a system-scope round trip per completion
+// (the latency bench's "store + fence.sc.sys" row) and is not needed because
+// every word is self-validating (see pkq_layout.h).
 __device__ __forceinline__ void store_sys(uint64_t* p, uint64_t v) {
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }

@@ -233,6 +233,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("skipped: pkq was built without nvcc, so control.cu was not compiled");
         return Ok(());
     }
+    if args.rates.is_empty() || args.rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+        return Err("--rates: each rate must be a positive number of kHz".into());
+    }
+    if args.ticks.is_empty() || args.ticks.contains(&0) {
+        return Err("--ticks: each count must be at least 1".into());
+    }
     let ticks_at = |i: usize| args.ticks[i.min(args.ticks.len() - 1)];
     let (clock, info) = start(args.core, 0)?;
     println!(
@@ -505,8 +511,9 @@ fn plot(path: &PathBuf, rate_khz: f64, runs: &[&Run]) -> Result<(), Box<dyn std:
         .x_desc("time (s)")
         .y_desc("latency (µs, log scale)")
         .draw()?;
-    let colors = [BLUE, RED, GREEN];
-    for ((name, pts), color) in data.iter().zip(colors) {
+    let colors = [BLUE, RED, GREEN, MAGENTA];
+    for (i, (name, pts)) in data.iter().enumerate() {
+        let color = colors[i % colors.len()];
         chart
             .draw_series(LineSeries::new(
                 pts.iter().map(|p| (p.0, p.2)),

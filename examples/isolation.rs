@@ -41,22 +41,24 @@ use pkq::cudarc::driver::{CudaFunction, CudaStream, DevicePtr, LaunchConfig, Pus
 use pkq::cudarc::nvrtc::Ptx;
 use pkq::{Error, IdlePolicy, Op, Runtime};
 use serde_json::{Map, Value, json};
-use support::{Clock, Latency, Pacer, pin_helper, plot_percentiles, report, start, write_json};
+use support::{
+    Clock, Latency, Pacer, at_least_one, pin_helper, plot_percentiles, report, start, write_json,
+};
 
 #[derive(Parser)]
 #[command(about = "pkq's round trip beside busy GPUs and hosts, with and without an SM partition")]
 struct Args {
     /// Round trips timed per row.
-    #[arg(long, default_value_t = 50_000)]
+    #[arg(long, default_value_t = 50_000, value_parser = at_least_one)]
     samples: usize,
     /// Launches timed per application-kernel row.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = at_least_one)]
     app_runs: usize,
     /// The runtime's partition, in SMs (rounded up by the device).
     #[arg(long, default_value_t = 8)]
     sms: usize,
-    /// How long the other process keeps the GPU busy (seconds).
-    #[arg(long, default_value_t = 3.0)]
+    /// How long the other process keeps the GPU busy (seconds, at least 1).
+    #[arg(long, default_value_t = 3.0, value_parser = at_least_a_second)]
     neighbour_seconds: f64,
     #[arg(long)]
     json: Option<PathBuf>,
@@ -339,6 +341,8 @@ fn gpu_neighbour(seconds: f64) -> Result<(), Box<dyn std::error::Error>> {
     let stop = AtomicBool::new(false);
     let n = std::thread::scope(|s| {
         let storm = s.spawn(|| app.storm(&stream, &stop));
+        // The parent measures from this line on (see `neighbour`).
+        println!("{NEIGHBOUR_READY}");
         std::thread::sleep(Duration::from_secs_f64(seconds));
         stop.store(true, Ordering::Relaxed);
         storm.join().unwrap()
@@ -367,13 +371,43 @@ fn cpu_neighbour(seconds: f64) {
     });
 }
 
+/// What the GPU neighbour prints once its storm has started.
+const NEIGHBOUR_READY: &str = "gpu neighbour: storming";
+
 /// Runs this program as the other process (`flag` with `seconds`).
 fn neighbour(flag: &str, seconds: f64) -> std::process::Child {
     std::process::Command::new(std::env::current_exe().unwrap())
         .arg(flag)
         .arg(seconds.to_string())
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("starting the neighbour process")
+}
+
+/// Waits until the GPU neighbour says its storm started (its CUDA set-up
+/// done); the rest of what it prints is echoed once it exits.
+fn await_storm(
+    child: &mut std::process::Child,
+) -> Result<std::io::BufReader<std::process::ChildStdout>, Box<dyn std::error::Error>> {
+    use std::io::BufRead;
+    let mut out = std::io::BufReader::new(child.stdout.take().ok_or("no pipe to the neighbour")?);
+    let mut line = String::new();
+    while line.trim_end() != NEIGHBOUR_READY {
+        line.clear();
+        if out.read_line(&mut line)? == 0 {
+            return Err("the GPU neighbour ended before its storm started".into());
+        }
+    }
+    Ok(out)
+}
+
+/// Seconds, at least 1 (the GPU neighbour's run; the parent measures for
+/// all but the last half second of it).
+fn at_least_a_second(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 1.0 => Ok(v),
+        _ => Err(format!("{s:?}: a number of seconds, at least 1")),
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -675,8 +709,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Another process's kernels: the two processes' contexts share the
         // GPU by time slices, whatever the partition.
         let mut other = neighbour("--gpu-neighbour", args.neighbour_seconds);
-        std::thread::sleep(Duration::from_millis(500));
-        let until = Instant::now() + Duration::from_secs_f64(args.neighbour_seconds - 1.0);
+        let mut said = await_storm(&mut other)?;
+        let until = Instant::now() + Duration::from_secs_f64(args.neighbour_seconds - 0.5);
         let mut lat = Latency::new(&format!("pkq round trip, other process, {label}"));
         let mut stalls = 0;
         while Instant::now() < until {
@@ -685,6 +719,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             stalls += s;
         }
         other.wait()?;
+        std::io::copy(&mut said, &mut std::io::stdout())?;
         rows.push(round_trip_row(&lat, Some(stalls)));
         plotted.push(lat);
 

@@ -41,20 +41,21 @@ use pkq::timing::{ClockMap, Exchange};
 use pkq::{IdlePolicy, Op, Runtime};
 use serde_json::{Map, Value, json};
 use support::{
-    Clock, Latency, Pacer, PkqRun, pin, pkq_round_trips, plot_percentiles, report, write_json,
+    Clock, Latency, Pacer, PkqRun, at_least_one, pin, pkq_round_trips, plot_percentiles, report,
+    trim, write_json,
 };
 
 #[derive(Parser)]
 #[command(about = "Round-trip latency: pkq vs kernel launch vs CUDA graph vs the raw floor")]
 struct Args {
     /// Timed samples per variant.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 200_000, value_parser = at_least_one)]
     samples: usize,
     /// Untimed warm-up runs per variant.
     #[arg(long, default_value_t = 20_000)]
     warmup: usize,
     /// Timed samples of the wake-from-idle variants (each waits `--idle-us` first).
-    #[arg(long, default_value_t = 2_000)]
+    #[arg(long, default_value_t = 2_000, value_parser = at_least_one)]
     idle_samples: usize,
     /// How long the runtime sits idle before each wake-up sample (µs).
     #[arg(long, default_value_t = 1_000)]
@@ -86,7 +87,7 @@ struct Args {
     gap_ns: u64,
     /// Rounds over the floors and pkq's shapes, each with a fresh instance
     /// and `--samples / --rounds` samples (pooled per variant).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
     rounds: usize,
     /// Write the results as JSON here.
     #[arg(long)]
@@ -120,7 +121,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // as pkq's slots do; back to back, then with tasks arriving at random
     // moments (a pause below --gap-ns before each).
     let mut floor_one_way = Rows::new();
-    let paced = format!("random arrival (gap < {} µs)", args.gap_ns / 1000);
+    let paced = format!(
+        "random arrival (gap < {} µs)",
+        trim(args.gap_ns as f64 / 1e3)
+    );
     // The default runtime's pollers.
     let many = Shape {
         pollers: 8,

@@ -168,6 +168,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 )
             }
         };
+        // Each mechanism's output checked after its own run, from zeros.
+        host_out.as_mut_slice()?[..size].fill(0);
         let l = Latency::measure(
             &format!("memcpy+launch+sync payload {size} B"),
             &clock,
@@ -186,12 +188,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .end_capture(sys::CUgraphInstantiate_flags(0))?
             .ok_or("stream capture produced no graph")?;
         graph.upload()?;
+        host_out.as_mut_slice()?[..size].fill(0);
         let l = Latency::measure(&format!("graph payload {size} B"), &clock, w, n, || {
             graph.launch()?;
             stream.synchronize()
         });
+        assert_eq!(&host_out.as_slice()?[..size], &want(size)[..]);
         record("graph", size, l, &mut rows);
         drop(graph);
+        host_out.as_mut_slice()?[..size].fill(0);
         let l = Latency::measure(
             &format!("zero-copy launch payload {size} B"),
             &clock,

@@ -27,16 +27,18 @@ use clap::Parser;
 use pkq::cudarc::driver::{DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, sys};
 use pkq::cudarc::nvrtc::Ptx;
 use serde_json::{Map, Value, json};
-use support::{Clock, Latency, one_stream_context, report, start, write_json};
+use support::{
+    Clock, Latency, at_least_one, one_stream_context, positive, report, start, write_json,
+};
 
 #[derive(Parser)]
 #[command(about = "a pre-trade risk check on a book kept on the device: pkq vs launch + sync")]
 struct Args {
     /// Orders per second.
-    #[arg(long, default_value_t = 50_000.0)]
+    #[arg(long, default_value_t = 50_000.0, value_parser = positive)]
     rate: f64,
     /// Orders per mechanism, at the steady rate and back to back.
-    #[arg(long, default_value_t = 500_000)]
+    #[arg(long, default_value_t = 500_000, value_parser = at_least_one)]
     orders: usize,
     #[arg(long)]
     core: Option<usize>,

@@ -1,7 +1,9 @@
 //! Soak: several threads submit random tasks for a given time, each result
-//! checked against a CPU reference and every task accounted for (none lost,
-//! none answered twice or wrongly), with throughput and the latency tail
-//! over the whole run.
+//! checked against a CPU reference and every ticket accounted for (none
+//! lost, none answered wrongly), with throughput and the latency tail over
+//! the whole run. (A task run twice answers one ticket; the GPU tests
+//! `pollers_race_for_every_task` and the AXPY tests count that on the
+//! device.)
 //!
 //! Each thread keeps up to `--window` tickets in flight and submits a random
 //! mix: ECHO with a random payload of 0-48 bytes (its first word a unique
@@ -53,7 +55,6 @@ struct Tally {
     correct: u64,
     wrong: u64,
     lost: u64,
-    duplicated: u64,
 }
 
 /// A task in flight: its ticket, what it must return, when it was submitted.
@@ -111,14 +112,9 @@ fn submit_random(rt: &Runtime, rng: &mut Rng, id: u64, clock: &Clock) -> pkq::Re
     })
 }
 
-fn check(f: InFlight, clock: &Clock, tally: &mut Tally, lat: &mut Latency, seen: &mut [u8]) {
+fn check(f: InFlight, clock: &Clock, tally: &mut Tally, lat: &mut Latency) {
     let got = f.ticket.wait();
     lat.record_ns(clock.between(f.t0, clock.now()));
-    let slot = &mut seen[f.id as usize & 0xff_ffff];
-    *slot = slot.saturating_add(1);
-    if *slot > 1 {
-        tally.duplicated += 1;
-    }
     let ok = match (got, f.want) {
         (Ok(c), Ok(_)) if f.spin_ns > 0 => c.value >= f.spin_ns,
         (Ok(c), Ok(want)) => c.value == want,
@@ -176,23 +172,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let mut rng = Rng(0x5eed ^ (p << 32));
                 let mut tally = Tally::default();
                 let mut lat = Latency::new("soak");
-                // Results seen per id (ids wrap at 2^24 per thread; a window
-                // is far smaller, so a wrapped id never meets its old self).
-                let mut seen = vec![0u8; 1 << 24];
                 let mut inflight: VecDeque<InFlight> = VecDeque::with_capacity(window);
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     if inflight.len() == window {
-                        check(
-                            inflight.pop_front().unwrap(),
-                            &clock,
-                            &mut tally,
-                            &mut lat,
-                            &mut seen,
-                        );
-                    }
-                    if n & 0xff_ffff == 0 && n > 0 {
-                        seen.fill(0);
+                        check(inflight.pop_front().unwrap(), &clock, &mut tally, &mut lat);
                     }
                     let id = (p << 40) | n;
                     match submit_random(&rt, &mut rng, id, &clock) {
@@ -209,7 +193,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 }
                 while let Some(f) = inflight.pop_front() {
-                    check(f, &clock, &mut tally, &mut lat, &mut seen);
+                    check(f, &clock, &mut tally, &mut lat);
                 }
                 (tally, lat)
             })
@@ -239,21 +223,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         total.correct += t.correct;
         total.wrong += t.wrong;
         total.lost += t.lost;
-        total.duplicated += t.duplicated;
         lat.hist.add(&l.hist)?;
     }
     let secs = t_start.elapsed().as_secs_f64();
     rt.shutdown()?;
-    let accounted = total.correct + total.wrong + total.lost;
     println!(
-        "\n{} tasks in {secs:.1} s ({:.2} M/s): {} correct, {} wrong, {} lost, {} duplicated, {} unaccounted",
+        "\n{} tasks in {secs:.1} s ({:.2} M/s): {} correct, {} wrong, {} lost",
         total.submitted,
         total.submitted as f64 / secs / 1e6,
         total.correct,
         total.wrong,
         total.lost,
-        total.duplicated,
-        total.submitted - accounted,
     );
     println!(
         "latency (µs): p50 {:.2}, p90 {:.2}, p99 {:.2}, p99.9 {:.2}, p99.99 {:.2}, max {:.2}",
@@ -278,13 +258,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     row.insert("correct".into(), json!(total.correct));
     row.insert("wrong".into(), json!(total.wrong));
     row.insert("lost".into(), json!(total.lost));
-    row.insert("duplicated".into(), json!(total.duplicated));
-    row.insert("unaccounted".into(), json!(total.submitted - accounted));
     if let Some(path) = &args.json {
         write_json(path, &report(&info, vec![row]));
     }
-    if total.wrong + total.lost + total.duplicated + (total.submitted - accounted) > 0 {
-        return Err("the soak found lost, wrong or duplicated tasks".into());
+    if total.wrong + total.lost > 0 {
+        return Err("the soak found lost or wrong tasks".into());
     }
     Ok(())
 }

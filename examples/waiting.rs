@@ -28,17 +28,17 @@ use pkq::timing::{ClockMap, Exchange};
 use pkq::{Op, Runtime, WaitStrategy};
 use plotters::prelude::*;
 use serde_json::{Map, Value, json};
-use support::{Clock, Latency, report, write_json};
+use support::{Clock, Latency, at_least_one, positive, report, write_json};
 
 #[derive(Parser)]
 #[command(about = "what waiting costs: pkq's wait strategies vs CUDA's waits, async, callbacks")]
 struct Args {
     /// Round trips timed for the async and callback rows.
-    #[arg(long, default_value_t = 5_000)]
+    #[arg(long, default_value_t = 5_000, value_parser = at_least_one)]
     samples: usize,
     /// How long each wait row runs (its waiters wait over and over): long
     /// enough for the process's CPU accounting to be exact.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = positive)]
     row_seconds: f64,
     #[arg(long)]
     json: Option<PathBuf>,
@@ -611,6 +611,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // pkq's rows, the clock map's first round trips before and after them.
     let rt = Arc::new(pkq_runtime()?);
+    // Untimed round trips first: the spin row is of a warm runtime.
+    exchanges(&rt, &clock, 20_000, None);
     let mut spin = Latency::new("spin round trip");
     let mut fit = exchanges(&rt, &clock, 20_000, Some(&mut spin));
     println!("pkq rows:");

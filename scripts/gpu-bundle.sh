@@ -9,6 +9,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-target/gpu-bundle}"
+# The commit the binaries name (build_info::GIT_COMMIT, in every bench's
+# JSON) is worked out when pkq's build script runs, which a change to src/
+# or examples/ alone does not make it do: bundle committed code only, so
+# that the name is the code's (PKQ_BUNDLE_DIRTY=1 to bundle anyway).
+if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && [ "${PKQ_BUNDLE_DIRTY:-0}" != 1 ]; then
+    echo "error: the work tree has uncommitted changes; commit them (or PKQ_BUNDLE_DIRTY=1)" >&2
+    exit 1
+fi
 log=target/gpu-bundle-build.jsonl
 mkdir -p target
 cargo build --release --tests --examples --benches --message-format=json-render-diagnostics >"$log"

@@ -250,6 +250,22 @@ pub fn one_stream_context() -> pkq::Result<std::sync::Arc<pkq::cudarc::driver::C
     Ok(ctx)
 }
 
+/// A command-line count of at least 1 (for clap's `value_parser`).
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(v) if v >= 1 => Ok(v),
+        _ => Err(format!("{s:?}: a count, at least 1")),
+    }
+}
+
+/// A command-line number above 0 and finite (for clap's `value_parser`).
+pub fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?}: a number above 0")),
+    }
+}
+
 /// The report every bench writes.
 pub fn report(device: &pkq::DeviceInfo, rows: Vec<Map<String, Value>>) -> Value {
     json!({

@@ -30,7 +30,7 @@ pub enum BulkKind {
     /// `ld.global.cv.v2.u64` / `st.global.wt.v2.u64`.
     WeakUncachedV2,
     /// `ld.relaxed.sys.global.u64` by half the warp a load: one 128-byte
-    /// line an instruction (loads only; stores as [`BulkKind::RelaxedSys`]).
+    /// line an instruction (loads only: a pass that should store loads).
     RelaxedSysHalf,
 }
 

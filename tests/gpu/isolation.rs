@@ -261,6 +261,7 @@ pub(crate) fn lanes_under_load_random_vs_cpu() {
                         let args: Vec<[u64; 1]> = (0..256).map(|_| [rng.next()]).collect();
                         let results = bulk.submit_batch(Op::ECHO, &args).unwrap().wait().unwrap();
                         assert_eq!(results.len(), args.len());
+                        assert_eq!(results.len(), args.len(), "every task's result");
                         for (r, a) in results.iter().zip(&args) {
                             assert_eq!(r.as_ref().unwrap().value, a[0]);
                         }

@@ -47,6 +47,7 @@ pub(crate) fn drop_with_tickets_alive() {
     }
     assert_eq!(pkq::live_runtimes(), before + 1, "kept for the batch");
     let results = batch.wait().unwrap();
+    assert_eq!(results.len(), args.len(), "every task's result");
     for (r, a) in results.iter().zip(&args) {
         assert_eq!(r.unwrap().value, a[0]);
     }

@@ -297,13 +297,21 @@ fn main() {
         println!("child {child}: all checks passed");
         return;
     }
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    // As libtest: names to run (substrings), and `--skip NAME` to leave
+    // out; other flags (cargo's) are ignored.
+    let (mut filters, mut skips) = (Vec::new(), Vec::new());
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--skip" {
+            skips.extend(args.next());
+        } else if !a.starts_with('-') {
+            filters.push(a);
+        }
+    }
     let selected: Vec<&Test> = TESTS
         .iter()
         .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
+        .filter(|(name, _)| !skips.iter().any(|s| name.contains(s.as_str())))
         .collect();
     if let Err(why) = gpu_ready() {
         println!("\nrunning {} GPU tests", selected.len());

@@ -45,12 +45,16 @@ pub(crate) fn pool_random_vs_cpu() {
                     }
                     let args: Vec<[u64; 1]> = (0..300).map(|_| [rng.next()]).collect();
                     let mut b = pool.submit_batch(Op::ECHO, &args).unwrap();
-                    for (r, a) in b.wait().unwrap().iter().zip(&args) {
+                    let results = b.wait().unwrap();
+                    assert_eq!(results.len(), args.len(), "every task's result");
+                    for (r, a) in results.iter().zip(&args) {
                         assert_eq!(r.as_ref().unwrap().value, a[0]);
                     }
                     let words: Vec<u64> = (0..1000).map(|_| rng.next()).collect();
                     let mut p = pool.submit_packed(Op::ECHO, &words).unwrap();
-                    for (r, w) in p.wait().unwrap().iter().zip(&words) {
+                    let results = p.wait().unwrap();
+                    assert_eq!(results.len(), words.len(), "every task's result");
+                    for (r, w) in results.iter().zip(&words) {
                         assert_eq!(r.as_ref().unwrap().value, *w);
                     }
                     counted.fetch_add(1300, Ordering::Relaxed);

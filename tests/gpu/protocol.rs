@@ -86,6 +86,7 @@ pub(crate) fn batches_submit_and_reap() {
         let seqs: Vec<u64> = batch.seqs().collect();
         assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order");
         let results = batch.wait().unwrap();
+        assert_eq!(results.len(), args.len(), "every task's result");
         for (r, a) in results.iter().zip(&args) {
             assert_eq!(r.as_ref().unwrap().value, echo_fold(a));
         }
@@ -142,6 +143,11 @@ pub(crate) fn batches_submit_and_reap() {
     ));
 }
 
+/// Issue 4's load: 8 producer threads x 10 M tasks each, in batches of
+/// random sizes (1 to 256) and single submits, of random ops (ECHO with
+/// random payloads, NOP, short SPIN, an unknown op), every result checked
+/// and every task counted once. Under a sanitizer, which slows every access
+/// a hundredfold or more, 50 000 tasks per producer (it says so).
 pub(crate) fn eight_producers_ten_million_each() {
     let sanitized = under_sanitizer();
     let per_producer: u64 = if sanitized { 50_000 } else { 10_000_000 };
@@ -165,6 +171,7 @@ pub(crate) fn eight_producers_ten_million_each() {
                     let check = |mut batch: pkq::Batch, op: Op, args: Vec<[u64; 6]>| -> u64 {
                         let results = batch.wait().unwrap();
                         assert_eq!(results.len(), args.len());
+                        assert_eq!(results.len(), args.len(), "every task's result");
                         for (r, a) in results.iter().zip(&args) {
                             match op {
                                 Op::ECHO => assert_eq!(r.unwrap().value, echo_fold(a)),
@@ -292,7 +299,20 @@ pub(crate) fn pollers_race_for_every_task() {
     // several see it at once and when the ring laps quickly (each poller on
     // a copy of the slots of its own; (4, 4, 4): one slot per worker, so a
     // worker polls the next lap of a slot right after completing its task).
-    for (workers, pollers, capacity) in [
+    // A task run twice would write the same ECHO completion twice, which
+    // no count on the host can see: each shape also runs AXPY tasks that
+    // add 1 to an element of their own (y starts at 0), and every element
+    // must end at exactly 1. Buffers made before the runtimes start (see
+    // axpy_random_vs_cpu).
+    const ELEMENTS: usize = 20_000;
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let x = stream.clone_htod(&vec![1.0f32; ELEMENTS]).unwrap();
+    let ys: Vec<_> = (0..8)
+        .map(|_| stream.alloc_zeros::<f32>(ELEMENTS).unwrap())
+        .collect();
+    stream.synchronize().unwrap();
+    for ((workers, pollers, capacity), y) in [
         (1, 2, 4),
         (1, 4, 8),
         (4, 2, 64),
@@ -301,7 +321,10 @@ pub(crate) fn pollers_race_for_every_task() {
         (1, 8, 8),
         (2, 8, 1024),
         (8, 1, 64),
-    ] {
+    ]
+    .into_iter()
+    .zip(ys)
+    {
         let rt = Runtime::builder()
             .capacity(capacity)
             .workers(workers)
@@ -312,15 +335,45 @@ pub(crate) fn pollers_race_for_every_task() {
         let seen = counters(n);
         pump_echo(&rt, 0..n, capacity.min(100), pollers as u64, &seen);
         assert_each_once(&seen);
+        let (xp, yp) = {
+            use pkq::cudarc::driver::DevicePtr;
+            (x.device_ptr(&stream).0, y.device_ptr(&stream).0)
+        };
+        let window = capacity.min(100);
+        let mut inflight = VecDeque::with_capacity(window);
+        for i in 0..ELEMENTS as u64 {
+            let args = AxpyArgs {
+                x: xp + 4 * i,
+                y: yp + 4 * i,
+                n: 1,
+                a: 1.0,
+            };
+            // SAFETY: one element of x and of y each, live until the
+            // tasks completed (every ticket is waited for below, before
+            // the buffers are read or dropped); no two tasks share one.
+            inflight.push_back(unsafe { rt.submit_unchecked(Op::AXPY, &args) }.unwrap());
+            if inflight.len() == window {
+                inflight.pop_front().unwrap().wait().unwrap();
+            }
+        }
+        for t in inflight {
+            t.wait().unwrap();
+        }
+        let got = stream.clone_dtoh(&y).unwrap();
+        let wrong: Vec<_> = got
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| **v != 1.0)
+            .take(5)
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "({workers}, {pollers}, {capacity}): elements not added to exactly once: {wrong:?}"
+        );
         rt.shutdown().unwrap();
     }
 }
 
-/// Issue 4's load: 8 producer threads x 10 M tasks each, in batches of
-/// random sizes (1 to 256) and single submits, of random ops (ECHO with
-/// random payloads, NOP, short SPIN, an unknown op), every result checked
-/// and every task counted once. Under a sanitizer, which slows every access
-/// a hundredfold or more, 50 000 tasks per producer (it says so).
 /// 8 threads on 4 rings of 64 slots (16 workers): every ring gets two of
 /// them, each thread's tasks stay in its ring, windows past the ring's size
 /// force moved completions; random ECHO payloads one at a time, then in
@@ -372,6 +425,7 @@ pub(crate) fn rings_spread_threads_and_lose_nothing() {
                     let mut done = 0u64;
                     let mut check = |(mut b, args): (pkq::Batch, Vec<[u64; 6]>)| {
                         let results = b.wait().unwrap();
+                        assert_eq!(results.len(), args.len(), "every task's result");
                         for (r, a) in results.iter().zip(&args) {
                             assert_eq!(r.unwrap().value, echo_fold(a));
                         }
@@ -448,6 +502,7 @@ pub(crate) fn packed_batches_random_vs_cpu() {
                 let check = |(mut batch, want): (pkq::Batch, Vec<Option<u64>>)| {
                     let got = batch.wait().unwrap();
                     assert_eq!(got.len(), want.len());
+                    assert_eq!(got.len(), want.len(), "every task's result");
                     for (g, w) in got.iter().zip(&want) {
                         match w {
                             Some(v) => assert_eq!(g.unwrap().value, *v),
@@ -616,11 +671,13 @@ pub(crate) fn exclusive_producers_random_vs_cpu() {
                         .map(|_| std::array::from_fn(|_| rng.next()))
                         .collect();
                     let got = ex.submit_batch(Op::ECHO, &args).unwrap().wait().unwrap();
+                    assert_eq!(got.len(), args.len(), "every task's result");
                     for (r, a) in got.iter().zip(&args) {
                         assert_eq!(r.unwrap().value, echo_fold(a));
                     }
                     let words: Vec<u64> = (0..1 + rng.below(2048)).map(|_| rng.next()).collect();
                     let got = ex.submit_packed(Op::ECHO, &words).unwrap().wait().unwrap();
+                    assert_eq!(got.len(), words.len(), "every task's result");
                     for (r, w) in got.iter().zip(&words) {
                         assert_eq!(r.unwrap().value, *w);
                     }

@@ -96,6 +96,7 @@ pub(crate) fn every_wait_strategy_random_vs_cpu() {
                         .with_wait(how)
                         .wait()
                         .unwrap();
+                    assert_eq!(results.len(), args.len(), "every task's result");
                     for (a, r) in args.iter().zip(results) {
                         assert_eq!(r.unwrap().value, echo_fold(a));
                     }
@@ -132,6 +133,7 @@ pub(crate) fn futures_and_callbacks_random_vs_cpu() {
     let packed: Vec<u64> = (0..1000).map(|_| rng.next()).collect();
     let batch = rt.submit_packed(Op::ECHO, &packed).unwrap();
     let results = block_on_all(vec![batch]).remove(0).unwrap();
+    assert_eq!(results.len(), packed.len(), "every task's result");
     for (v, r) in packed.iter().zip(results) {
         assert_eq!(r.unwrap().value, echo_fold(&[*v, 0, 0, 0, 0, 0]));
     }
