@@ -13,8 +13,8 @@
  * writes live only in the first, words the device writes only in the second,
  * so a host-written and a device-written word never share a cache line.
  *
- * host -> device allocation:  [ submission slots: pollers x rings x capacity x 64 B ][ control lines: workers x 128 B ][ pack arguments: rings x capacity x 256 B ]
- * device -> host allocation:  [ completion entries: rings x capacity x 32 B ][ pad to 128 B ][ poller states: workers x pollers x 8 B ][ heartbeats: workers x pollers x 8 B ][ pack results: rings x capacity x 256 B ]
+ * host -> device allocation:  [ submission slots: pollers x rings x capacity x 64 B ][ control lines: workers x pollers x 128 B ][ pack arguments: rings x capacity x 256 B ][ input areas: rings x capacity x io_in_words x 8 B ]
+ * device -> host allocation:  [ completion entries: rings x capacity x 32 B ][ pad to 128 B ][ poller states: workers x pollers x 8 B ][ heartbeats: workers x pollers x 8 B ][ pack results: rings x capacity x 256 B ][ output areas: rings x capacity x io_out_words x 8 B ]
  * (each section starts on a PKQ_SECTION_ALIGN boundary)
  *
  * RINGS

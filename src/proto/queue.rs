@@ -24,7 +24,8 @@
 //!   the completion here and frees the slot (as io_uring's completion queue
 //!   overflows), so `submit` only ever waits for the device, never for a
 //!   ticket some thread holds. A ticket whose turn moved on finds its result
-//!   here. Used only on that slow path; one entry per live ticket at most.
+//!   here. Used only on that slow path; at most one entry per slot a live
+//!   handle waits on (a ticket's one, a batch's each).
 //! * Packs (see PACKS in `cuda/pkq_layout.h`): a slot of many small tasks,
 //!   their argument and result words in side areas indexed by the slot. The
 //!   results are read after the completion and before the turn's

@@ -3,7 +3,8 @@
 //! `cuda/pkq_worker.cuh`).
 //!
 //! The 64th bit is left free for flags packed beside a sequence number in
-//! host-only words: `CLOSED` in the tail counter, `DETACHED` in a slot's turn.
+//! host-only words: `BARRED` and `HELD` in the tail counter (`proto::tail`),
+//! `DETACHED` in a slot's turn.
 
 use crate::error::{Error, Result};
 use crate::proto::layout::{MAX_CAPACITY_LOG2, SEQ_BITS};

@@ -29,8 +29,9 @@ fn arm(slot: &mut Armed, ring: RingPtr, seq: u64, watch: Watch, cx: &Context<'_>
         }
     }
     let new = Interest::new(ring.ring, seq, watch, Wake::Task(cx.waker().clone()));
-    // SAFETY: the caller owns the slot of `seq` (the runtime's memory is
-    // alive), and the pointer is the runtime's `Arc`'s (a `RingPtr`).
+    // SAFETY: the caller owns the slot of `seq` or holds a share (the
+    // runtime's memory is alive), and the pointer is the runtime's `Arc`'s
+    // (a `RingPtr`).
     match unsafe { Shared::arm(ring.shared_ptr(), new) } {
         Ok(armed) => slot.set(Some(armed)),
         Err(_) => {

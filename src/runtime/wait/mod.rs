@@ -236,9 +236,12 @@ impl Shared {
     /// could be started): the caller waits by itself.
     ///
     /// # Safety
-    /// `this` points to a live `Shared` whose runtime was not dropped (the
-    /// caller owns a slot), and comes from the runtime's `Arc` (a
-    /// `RingPtr`): the thread keeps a reference counted from it.
+    /// `this` points to a live `Shared` (the caller owns a slot or holds a
+    /// share), and comes from the runtime's `Arc` (a `RingPtr`). The thread
+    /// keeps a reference counted from it only while the registry is open,
+    /// which means the runtime was not dropped: its drop closes the
+    /// registry before it orphans any task, so a handle left holding a
+    /// share is refused here before anything is counted.
     pub(crate) unsafe fn arm(
         this: NonNull<Shared>,
         interest: Arc<Interest>,
