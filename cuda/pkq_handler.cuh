@@ -15,7 +15,7 @@ namespace pkq {
 struct Context {
     uint32_t lane;  // 0..31
     uint32_t op;    // the op code
-    uint32_t len;   // argument bytes the host sent (at most PKQ_ARGS_BYTES)
+    uint32_t len;   // argument bytes the host sent (at most PKQ_ARGS_BYTES: the worker refuses more)
     uint64_t words[PKQ_ARGS_BYTES / 8];
     // An IO task's input (`in_len` bytes) and room for its output (up to
     // `out_cap` bytes; the handler returns how many it wrote: ok_output),

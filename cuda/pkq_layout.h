@@ -140,11 +140,15 @@
  * stored more than once, always the same value), read by that poller
  * every PKQ_STOP_POLL_INTERVAL of its own polls, busy or
  * idle, in the same load instruction as the slot poll (so it costs no extra
- * round trip); it takes precedence over a task in the slot, so a busy
+ * round trip; a quiet poller, which does not poll, reads it on its own
+ * every QUIET_STOP_NAPS naps, pkq_worker.cuh); it takes precedence over a
+ * task in the slot, and a poller never drops one it read set, so a busy
  * worker (one poll per slot) starts at most that many more slots per
  * poller (a packed slot runs all its tasks). One writer, one aligned 8-byte word:
  * no torn read. It is the exit of every device spin loop but SPIN's (a test
- * op that waits out its argument).
+ * op that waits out its argument) and a taking poller's wait for the other
+ * pollers' chunks of a large IO stream (io_together in pkq_worker.cuh),
+ * which ends because those pollers never block.
  * ------------------------------------------------------------------------- */
 #define PKQ_CTRL_BYTES 128
 #define PKQ_CTRL_STOP 0
@@ -275,7 +279,8 @@
 /* Heartbeat words follow the state words (word pollers_total + w * pollers +
    j), same writer and reader: %globaltimer (ns) as of the poller's latest
    beat. A poller beats every PKQ_HEARTBEAT_CYCLES SM cycles, judged by
-   clock64 (a register read; %globaltimer is read only to beat) every 8
+   clock64 (a register read; %globaltimer is read to beat, to time tasks, and
+   under an idle policy every 8th idle poll) every 8
    polls, every poll while it sleeps between polls, and after every task:
    2^17 cycles, 66 us at 1.98 GHz, under 1 ms at any clock over 131 MHz. One that runs a task does not beat, so a heartbeat older
    than the stall bound (10 ms at least) means the poller is stuck in a task,
@@ -440,7 +445,7 @@ struct pkq_op_info {
     uint32_t op;        /* op code */
     uint32_t arg_bytes; /* sizeof the argument struct */
     uint32_t arg_align; /* alignof the argument struct */
-    uint32_t flags;     /* PKQ_OP_DEREFS, or 0 */
+    uint32_t flags;     /* PKQ_OP_DEREFS, PKQ_OP_UP_TO, PKQ_OP_STATE, or 0 */
 };
 static_assert(sizeof(pkq_op_info) == PKQ_OP_INFO_BYTES, "pkq_op_info size");
 static_assert(offsetof(pkq_op_info, op) == PKQ_OP_INFO_OFF_OP, "pkq_op_info.op");
@@ -517,7 +522,7 @@ struct pkq_params {
     uint64_t states;        /* device address of the worker state words */
     uint64_t start_seq;     /* sequence number of the first task */
     uint32_t capacity_log2; /* log2 of the slot count */
-    uint32_t workers;       /* worker warps (see RINGS above for what each serves) */
+    uint32_t workers;       /* workers, each of `pollers` warps (see RINGS above for what each serves) */
     uint32_t pollers;       /* poller warps per worker: 1, 2, 4 or 8 */
     uint32_t idle_spin_ns;  /* idle time spent spinning before the worker slows down (0 with idle_sleep_max_ns 0: never) */
     uint32_t idle_sleep_max_ns; /* longest __nanosleep between idle polls (Backoff); 0 with idle_spin_ns != 0: pollers but the first go quiet (Quiet) */

@@ -33,7 +33,8 @@ __device__ __forceinline__ void load2_sys_if(bool pred, const uint64_t* p, uint6
 }
 
 // Relaxed, system-scope 8-byte store: single-copy atomic, posted (costs the
-// SM nothing to wait for). Used for tagged completion words and state words;
+// SM nothing to wait for). Used for state, heartbeat, pack-result and output
+// words (completions use store2_sys);
 // a release or fence.sys would cost a system-scope round trip per completion
 // (the latency bench's "store + fence.sc.sys" row) and is not needed because
 // every word is self-validating (see pkq_layout.h).

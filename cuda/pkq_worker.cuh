@@ -1,5 +1,5 @@
 // pkq_worker.cuh: the resident worker loop (the device half of src/proto/queue.rs).
-// One warp is one worker; worker w of W serves ring r = w % R of the R
+// A worker is `pollers` warps of one block; worker w of W serves ring r = w % R of the R
 // rings, sequence numbers start + w / R, start + w / R + W / R, ... in
 // order, each in slot r * capacity + (seq & (capacity - 1)) (pkq_layout.h).
 #pragma once
@@ -72,7 +72,9 @@ __device__ __forceinline__ Outcome run_pack(const pkq_params& p, uint64_t slot, 
     uint64_t arg = 0;
     if (len != 0) {
         // The argument words carry no tag: order their loads after the
-        // slot's, which the host published after them.
+        // slot's, which the host published after them (lanes 0..7 saw the
+        // slot; the barrier orders every lane's fence after it).
+        __syncwarp();
         __threadfence_system();
         if (lane < count) arg = load_sys(reinterpret_cast<const uint64_t*>(p.pack_args) + at);
     }
@@ -480,7 +482,12 @@ __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uin
     t.in_known = seen_covers(t.seen_in, lap, t.in_words, p.capacity_log2);
     // Unless the tags tell this lap's words: the input's loads after the
     // slot's (the producer wrote it first), and none read before it.
-    if (in_len != 0 && !t.in_known) __threadfence_system();
+    // (Lanes 0..7 saw the slot; the barrier orders every lane's fence after
+    // it.)
+    if (in_len != 0 && !t.in_known) {
+        __syncwarp();
+        __threadfence_system();
+    }
     t.output = rooms + io_room(p.io_in_bytes);
     t.input_ok = in_len <= p.io_in_bytes &&
                  io_read(t.help, reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words, in_len,
@@ -519,7 +526,10 @@ __device__ __forceinline__ void io_end(const pkq_params& p, uint64_t slot, uint6
     io_write(t.help, reinterpret_cast<uint64_t*>(p.io_out) + slot * p.io_out_words, t.output, written, lap, lane,
              !out_known);
     // The knowledge for this slot's next lap, which this worker serves after
-    // this task's completion (the claim's fences order it for its poller).
+    // this task's completion. Nothing orders it before the next poller's
+    // read of it (at the top of its loop, before its claim): that poller
+    // may read the knowledge of a lap before, which is still true of the
+    // slot (IO_SEEN in pkq_layout.h).
     if (lane == 0) {
         if (t.input_ok)
             __stcg(reinterpret_cast<unsigned long long*>(t.seen),
@@ -572,7 +582,8 @@ constexpr uint32_t QUIET_NAP_NS = 128;
 constexpr uint32_t QUIET_STOP_NAPS = 512;
 
 // Serves tasks until the host's stop word is set (or a slot holds a tag that
-// is neither the expected lap nor the one before: corruption). `Handlers`
+// is neither the expected lap nor the one before, or for a poller's copy
+// other than the first, the lap before that: corruption). `Handlers`
 // is called by all 32 lanes with the task's Context and returns the
 // Outcome; NOP (op 0) is answered here, without it.
 //
@@ -588,7 +599,8 @@ constexpr uint32_t QUIET_STOP_NAPS = 512;
 // and runs it, so a worker runs its tasks one after another whatever its
 // pollers (no poller waits for another: one that finds the slot whole
 // before its turn polls again); the others see the counter move and go on
-// to the next slot. A poller beats while it polls, not while it runs a task.
+// to the next slot. A poller beats while it polls and between the tasks of
+// a pack, not while a task runs.
 // `leaving`: set by any poller of the worker when it leaves its loop (the
 // exit of a quiet poller's wait, IdlePolicy::Quiet).
 // `scratch`: 32 words of shared memory of this warp's own (see the claim
@@ -774,20 +786,23 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                 break;
             }
         }
-        if (taken) {
-            idle_since = 0;
-            sleep_ns = 0;
-            continue;
-        }
-        if (outcome == Wait::BadTag) {
+        if (!taken && outcome == Wait::BadTag) {
             final_state = PKQ_WORKER_BAD_TAG;
             break;
         }
         // Stop, or a whole slot read with the stop word set (judge returns
         // Stop only when it is set): the stop word outranks a task read with
         // it, so a cancel or a fault stops a worker that still has tasks
-        // queued.
+        // queued. Also where the slot's task was taken by another poller:
+        // a stop word read is never dropped (this poller reads it again
+        // only PKQ_STOP_POLL_INTERVAL polls later). (After a quiet pause,
+        // `w` is the last poll's, which held no stop.)
         if (stop_in(w)) break;
+        if (taken) {
+            idle_since = 0;
+            sleep_ns = 0;
+            continue;
+        }
 
         // Lane 0 alone writes the completion, from its own clock readings
         // and handler outcome: nothing else on the way from the poll to the
@@ -846,11 +861,13 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             io = (h1 >> (PKQ_HEADER_IO_BIT - 32)) & 1;
             // One call of the handlers for plain and IO tasks (one copy of
             // their code: see IO_BATCH). No IO areas: no host sends an IO
-            // task.
+            // task. An argument length over the slot's (the header has 8
+            // bits for it) is refused, never handed to a handler.
             const bool areas = io_task.seen != nullptr;
-            const bool run = !io || (areas && io_begin(p, slot, lap, rooms, lane,
-                                                       h1 & ((1u << PKQ_HEADER_IN_BITS) - 1), ctx,
-                                                       io_task));
+            const bool run = ctx.len <= PKQ_ARGS_BYTES &&
+                             (!io || (areas && io_begin(p, slot, lap, rooms, lane,
+                                                        h1 & ((1u << PKQ_HEADER_IN_BITS) - 1), ctx,
+                                                        io_task)));
             out = run ? handlers(ctx) : fail(PKQ_STATUS_BAD_ARGS);
             if (io && areas) io_end(p, slot, lap, lane, io_task, out);
         }

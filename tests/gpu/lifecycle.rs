@@ -535,18 +535,25 @@ pub(crate) fn cancel_resolves_every_ticket() {
 /// What `cancel` documents: each poller starts at most
 /// `PKQ_STOP_POLL_INTERVAL` (8) more slots once the stop is set, a packed
 /// slot's tasks all together. One worker of one poller, 1 ms tasks one to
-/// a slot, then 0.2 ms tasks 32 to a slot: the tasks that completed are at
-/// most those that could have started before the cancel returned, plus 8
-/// slots' worth.
+/// a slot, then 0.2 ms tasks 32 to a slot, then a worker of 8 pollers and
+/// 20 µs tasks: the tasks that completed are at most those that could have
+/// started before the cancel returned, plus 8 slots' worth per poller.
 pub(crate) fn cancel_starts_at_most_8_more_slots_per_poller() {
     const MORE: usize = 8;
-    for packed in [false, true] {
-        let rt = Runtime::builder().workers(1).pollers(1).build().unwrap();
+    for (packed, pollers) in [(false, 1u32), (true, 1), (false, 8)] {
+        let rt = Runtime::builder()
+            .workers(1)
+            .pollers(pollers)
+            .build()
+            .unwrap();
         let (spin_ns, per_slot, tasks) = if packed {
             (200_000u64, 32usize, 32 * 40)
+        } else if pollers > 1 {
+            (20_000u64, 1, 2000)
         } else {
             (1_000_000u64, 1, 200)
         };
+        let more = MORE * pollers as usize;
         let t0 = Instant::now();
         let results: Vec<Result<u64, Error>> = if packed {
             let mut batch = rt.submit_packed(Op::SPIN, &vec![spin_ns; tasks]).unwrap();
@@ -571,7 +578,7 @@ pub(crate) fn cancel_starts_at_most_8_more_slots_per_poller() {
                 started
             );
             assert!(
-                done <= (started + MORE) * per_slot,
+                done <= (started + more) * per_slot,
                 "{done} tasks completed"
             );
             got
@@ -589,9 +596,9 @@ pub(crate) fn cancel_starts_at_most_8_more_slots_per_poller() {
                 .collect();
             let done = got.iter().filter(|r| r.is_ok()).count();
             println!(
-                "    one to a slot: {done} of {tasks} completed; at most {started} could start before the cancel returned"
+                "    one to a slot, {pollers} pollers: {done} of {tasks} completed; at most {started} could start before the cancel returned"
             );
-            assert!(done <= started + MORE, "{done} tasks completed");
+            assert!(done <= started + more, "{done} tasks completed");
             got
         };
         for r in &results {
@@ -700,6 +707,47 @@ pub(crate) fn settings_that_cannot_be_resident_are_refused() {
         assert_eq!(t.wait().unwrap().value, i as u64);
     }
     rt.shutdown().unwrap();
+}
+
+/// Lanes whose IO rooms would sit in shared memory: a lane of many small
+/// blocks with rooms of about half an SM's shared memory each, and a lane
+/// of a few blocks needing more than half. Every lane's blocks must be
+/// resident at once; `build` serves, or refuses with InvalidConfig before
+/// the launch, and never waits for blocks that cannot start.
+pub(crate) fn lanes_with_io_rooms_are_all_resident() {
+    let t0 = Instant::now();
+    let built = Runtime::builder()
+        .capacity(1024)
+        .workers(1024)
+        .pollers(1)
+        .io(6720, 6720)
+        .start_timeout(Duration::from_secs(5))
+        .lane(
+            Runtime::builder()
+                .capacity(8)
+                .workers(8)
+                .pollers(8)
+                .io(65536, 65536),
+        )
+        .build();
+    println!(
+        "    build: {:?} after {:?}",
+        built.as_ref().err(),
+        t0.elapsed()
+    );
+    match built {
+        Ok(rt) => {
+            for lane in 0..rt.lanes() {
+                let l = rt.lane(lane).unwrap();
+                for i in 0..64u64 {
+                    assert_eq!(l.submit(Op::ECHO, &[i]).unwrap().wait().unwrap().value, i);
+                }
+            }
+            rt.shutdown().unwrap();
+        }
+        Err(Error::InvalidConfig(why)) => assert!(t0.elapsed() < Duration::from_secs(2), "{why}"),
+        Err(e) => panic!("lanes that cannot all be resident: {e}"),
+    }
 }
 
 /// A supervisor probing health while a cancel stops the kernel: pending

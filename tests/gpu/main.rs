@@ -229,6 +229,10 @@ const TESTS: &[Test] = &[
         lifecycle::settings_that_cannot_be_resident_are_refused,
     ),
     (
+        "lanes_with_io_rooms_are_all_resident",
+        lifecycle::lanes_with_io_rooms_are_all_resident,
+    ),
+    (
         "a_worker_runs_its_tasks_one_after_another",
         protocol::a_worker_runs_its_tasks_one_after_another,
     ),
