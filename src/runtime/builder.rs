@@ -365,12 +365,17 @@ impl Builder {
     /// before the word that names an output's lap only where the tags
     /// cannot tell this lap's words: a slot's first IO task, a longer
     /// input or output than the slot's recent ones, or one after a long
-    /// run of laps without them (IO in `cuda/pkq_layout.h`). Default none. Costs: pinned
-    /// memory of about `8/7 (input + output)` bytes per slot per ring;
+    /// run of laps without them (IO in `cuda/pkq_layout.h`); and where a
+    /// read without a fence found a word of another lap, it fences and
+    /// reads again. Default none. Costs: pinned memory of `8 * (in + 1 +
+    /// out)` bytes per slot per ring, where `in` is `ceil(input / 7)`
+    /// rounded up to even and `out` is `ceil(output / 7)` (about 8/7 of the
+    /// bytes for large areas);
     /// device memory of `input + output` bytes, each rounded up to 112, per
     /// worker, and 16 bytes per slot; the handler's input and output sit in
-    /// shared memory where every block of the kernel keeps its workers' and
-    /// the kernel stays resident, else in that device memory. A worker's
+    /// shared memory where the runtime has one lane, every block of the
+    /// kernel keeps its workers' and the kernel stays resident, else in that
+    /// device memory. A worker's
     /// pollers read a large input, and write a large output, together.
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn io(mut self, input: usize, output: usize) -> Self {
@@ -667,14 +672,15 @@ impl Builder {
             crate::cuda::modules::kernel(&ctx, &lane.image, &lane.kernel, true)?;
         }
         let mut taken = 0.0;
-        let mut rt = self.start(&ctx, partition.as_ref(), &mut taken)?;
+        let alone = self.lanes.is_empty();
+        let mut rt = self.start(&ctx, partition.as_ref(), &mut taken, alone)?;
         let mut lanes = Vec::with_capacity(self.lanes.len());
         for lane in &self.lanes {
             let mut lane = lane.clone().device(self.device);
             if lane.completion_cpu.is_none() {
                 lane.completion_cpu = self.completion_cpu;
             }
-            let mut lane = lane.start(&ctx, partition.as_ref(), &mut taken)?;
+            let mut lane = lane.start(&ctx, partition.as_ref(), &mut taken, alone)?;
             lane.partition = partition.clone();
             lanes.push(lane);
         }
@@ -688,12 +694,14 @@ impl Builder {
     ///
     /// `taken`: the multiprocessors the runtime's earlier lanes fill, in
     /// SMs' worth of their blocks; this lane's are added. The lanes' blocks
-    /// must all be resident at once, together.
+    /// must all be resident at once, together. `alone`: the runtime has
+    /// this one lane.
     fn start(
         &self,
         ctx: &Arc<CudaContext>,
         partition: Option<&SmPartition>,
         taken: &mut f64,
+        alone: bool,
     ) -> Result<Runtime> {
         let plan = self.plan()?;
         let ctx = ctx.clone();
@@ -746,9 +754,13 @@ impl Builder {
         let mut resident = kernel.max_resident_blocks(cfg.block_dim.0, 0)?;
         // IO rooms in shared memory where every block keeps its workers' and
         // stays resident (the kernel looks at what the launch gave it);
-        // otherwise they stay in device memory (`io_scratch`).
+        // otherwise they stay in device memory (`io_scratch`). Not beside
+        // other lanes: blocks of different shared memory do not add up as
+        // fractions of the SMs (the device may spread one lane's blocks over
+        // every SM, leaving none the room for another lane's block), and
+        // every lane's blocks must be resident.
         let rooms = (warps / plan.pollers).max(1) * plan.io_scratch_bytes();
-        if rooms != 0 && kernel.allow_dynamic_shared(rooms) {
+        if alone && rooms != 0 && kernel.allow_dynamic_shared(rooms) {
             let with_rooms = kernel
                 .max_resident_blocks(cfg.block_dim.0, rooms)
                 .unwrap_or(0);
