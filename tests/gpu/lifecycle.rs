@@ -709,11 +709,12 @@ pub(crate) fn settings_that_cannot_be_resident_are_refused() {
     rt.shutdown().unwrap();
 }
 
-/// Lanes whose IO rooms would sit in shared memory: a lane of many small
-/// blocks with rooms of about half an SM's shared memory each, and a lane
-/// of a few blocks needing more than half. Every lane's blocks must be
-/// resident at once; `build` serves, or refuses with InvalidConfig before
-/// the launch, and never waits for blocks that cannot start.
+/// Lanes with IO areas that would fill half an SM's shared memory per
+/// block in one lane and more than half in the other (a reviewer's case):
+/// every lane's blocks must be resident at once, so `build` serves, or
+/// refuses with InvalidConfig before the launch, and never waits for
+/// blocks that cannot start. (Lanes keep their rooms in device memory; on
+/// the H100 this case is refused, pkq's 8-warp blocks taking an SM each.)
 pub(crate) fn lanes_with_io_rooms_are_all_resident() {
     let t0 = Instant::now();
     let built = Runtime::builder()
