@@ -134,7 +134,7 @@ fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
     let archs = pkq_build::archs();
     let none = |why: String| {
         println!(
-            "cargo::warning=pkq: {why}; the crate builds, but Runtime::build() will return Error::KernelNotBuilt"
+            "cargo::warning=pkq: {why}; the crate builds, but Runtime::build() on pkq's own kernel will return Error::KernelNotBuilt (one on a module of your own, Builder::module, is unaffected)"
         );
         Kernel {
             fatbin: Err(why),

@@ -32,13 +32,26 @@
 // Rules for handlers: all 32 lanes return the same Outcome; a handler that
 // wrote device memory returns ok_after_writes (the worker then fences before
 // it completes the task); arguments out of range are refused with
-// fail(PKQ_STATUS_BAD_ARGS) rather than followed out of bounds; read device
+// fail(PKQ_STATUS_BAD_ARGS) rather than followed out of bounds; a status of
+// your own is PKQ_STATUS_USER..255 (one over 255 fails the task as
+// PKQ_STATUS_BAD_ARGS); an IO task's output stays within ctx.out_cap (an
+// out_len over it fails the task as PKQ_STATUS_BAD_ARGS and sends no output;
+// bytes written past it overwrite another worker's room); read device
 // memory that the host or other kernels write through the L2 (__ldcg), since
 // L1 is not coherent and lives as long as the resident kernel; a handler
 // that runs long keeps its worker (and the tasks queued behind it on that
-// worker) waiting. Op 0 is NOP, answered by the worker loop itself; the
-// built-in ops (cuda/pkq_ops.cuh, codes below 256) can serve as a fallback:
-// `default: return pkq::BuiltinOps{}(ctx);`.
+// worker) waiting. A handler runs on one warp of a block that other workers
+// share: no __syncthreads() or block- or grid-wide cooperative groups (the
+// kernel hangs, and the host sees Stalled), no __shared__ variables of your
+// own (the block's other warps run the same handlers at the same time), and
+// no extern __shared__ (it is pkq's IO rooms). Op 0 is NOP, answered by the
+// worker loop itself, but a module's table must list it
+// (PKQ_OP_INFO_NO_ARGS(PKQ_OP_NOP)) for the host to send it: the host
+// refuses every op its table does not list. The built-in ops can serve as
+// a fallback (`#include <pkq_ops.cuh>`, then `default: return
+// pkq::BuiltinOps{}(ctx);`), each listed in the table as pkq_ops.cuh's
+// PKQ_BUILTIN_OP_TABLE lists it. pkq checks the ops declared with
+// Builder::op against the table at load, the others at each call.
 #pragma once
 
 #include "pkq_handler.cuh"

@@ -31,6 +31,13 @@ __device__ __forceinline__ bool stop_in(uint64_t w) {
     return __shfl_sync(FULL_MASK, w, PKQ_SLOT_WORDS) == PKQ_STOP_VALUE;
 }
 
+// The status a completion carries for a handler's `status`: a completion
+// has 8 bits for it, so a status over 255 (which would read as another, OK
+// included) fails the task as PKQ_STATUS_BAD_ARGS.
+__device__ __forceinline__ uint32_t published_status(uint32_t status) {
+    return status > 0xff ? PKQ_STATUS_BAD_ARGS : status;
+}
+
 // What one poll result says about the slot of lap `tag` (warp-uniform). A
 // whole slot is judged first: judging the stop word first measured a
 // slower round trip on the H100, for reasons not understood
@@ -93,7 +100,7 @@ __device__ __forceinline__ Outcome run_pack(const pkq_params& p, uint64_t slot, 
         ctx.output = nullptr;
         ctx.out_cap = 0;
         const Outcome o = op == PKQ_OP_NOP ? ok() : handlers(ctx);
-        const uint32_t status = __shfl_sync(FULL_MASK, o.status, 0);
+        const uint32_t status = published_status(__shfl_sync(FULL_MASK, o.status, 0));
         const uint64_t value = __shfl_sync(FULL_MASK, o.value, 0);
         if (lane == j) mine = status == PKQ_STATUS_OK ? value : status;
         if (status != PKQ_STATUS_OK) failed |= 1u << j;
@@ -869,6 +876,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                                                         h1 & ((1u << PKQ_HEADER_IN_BITS) - 1), ctx,
                                                         io_task)));
             out = run ? handlers(ctx) : fail(PKQ_STATUS_BAD_ARGS);
+            out.status = published_status(out.status);
             if (io && areas) io_end(p, slot, lap, lane, io_task, out);
         }
         const uint64_t t_end = globaltimer();
@@ -945,13 +953,13 @@ __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers&
     // The worker's IO rooms (one task at a time: whichever poller took it
     // uses them): in the block's dynamic shared memory when the launch gave
     // it room for all of its workers' (Builder::io), else in io_scratch.
-    extern __shared__ __align__(16) uint8_t io_shared[];
+    extern __shared__ __align__(16) uint8_t io_rooms_shared[];
     uint32_t dynamic_bytes;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_bytes));
     const uint32_t pair = io_room(p.io_in_bytes) + io_room(p.io_out_bytes);
     const uint32_t block_workers = max(1u, (blockDim.x >> 5) / p.pollers);
     uint8_t* const rooms = pair != 0 && dynamic_bytes >= block_workers * pair
-                               ? io_shared + (warp_in_block / p.pollers) * pair
+                               ? io_rooms_shared + (warp_in_block / p.pollers) * pair
                                : reinterpret_cast<uint8_t*>(p.io_scratch) + static_cast<uint64_t>(worker) * pair;
     serve(p, worker, warp % p.pollers, &claims[warp_in_block / p.pollers],
           &dones[warp_in_block / p.pollers], &leavings[warp_in_block / p.pollers],

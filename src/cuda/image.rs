@@ -72,8 +72,14 @@ impl Image {
                 #[cfg(feature = "bench")]
                 Self::Bench => Error::Cuda(e),
                 Self::Caller(_) => Error::InvalidModule(format!(
-                    "the driver refused the image ({})",
-                    error_name(e)
+                    "the driver refused the image ({}){}",
+                    error_name(e),
+                    if e.0 == sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU {
+                        ": it holds no code this GPU runs; build it for this GPU's \
+                         architecture (PKQ_CUDA_ARCHS, pkq-build)"
+                    } else {
+                        ""
+                    }
                 )),
             })
     }
@@ -116,7 +122,12 @@ pub(crate) fn check_caller(bytes: &[u8]) -> Result<()> {
             .is_some_and(|end| end <= len)
     };
     if bytes.is_empty() {
-        return refuse("an empty image");
+        return Err(Error::InvalidModule(
+            "an empty image (0 bytes): was it built without nvcc (pkq-build's NoNvcc)? Install \
+             nvcc or set NVCC to it, then rebuild the crate that embeds the image \
+             (`cargo clean -p <crate>`)"
+                .into(),
+        ));
     }
     if bytes.starts_with(&FATBIN_MAGIC) {
         // magic (4), version (2), header size (2), size after the header (8).
