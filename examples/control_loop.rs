@@ -35,17 +35,19 @@ use pkq::cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg, result, sys};
 use pkq::cudarc::nvrtc::Ptx;
 use plotters::prelude::*;
 use serde_json::{Map, Value, json};
-use support::{Clock, Latency, one_stream_context, report, start, trim, write_json};
+use support::{
+    Clock, Latency, at_least_one, one_stream_context, positive, report, start, trim, write_json,
+};
 
 #[derive(Parser)]
 #[command(about = "a fixed-rate control loop: pkq vs launch + memcpy + sync vs a CUDA graph")]
 struct Args {
     /// Loop rates in kHz.
-    #[arg(long, value_delimiter = ',', default_values_t = [1.0, 10.0])]
+    #[arg(long, value_delimiter = ',', default_values_t = [1.0, 10.0], value_parser = positive)]
     rates: Vec<f64>,
     /// Ticks per rate and mechanism, one per rate (the last repeats).
-    #[arg(long, value_delimiter = ',', default_values_t = [20_000u64, 1_000_000])]
-    ticks: Vec<u64>,
+    #[arg(long, value_delimiter = ',', default_values_t = [20_000usize, 1_000_000], value_parser = at_least_one)]
+    ticks: Vec<usize>,
     /// The mechanisms to run, of pkq, launch, graph, host (the host floor:
     /// padded to pkq's median tick at the rate, or to 8 µs without pkq).
     #[arg(long, value_delimiter = ',', default_values_t = ["pkq".to_string(), "launch".to_string(), "graph".to_string(), "host".to_string()])]
@@ -233,13 +235,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("skipped: pkq was built without nvcc, so control.cu was not compiled");
         return Ok(());
     }
-    if args.rates.is_empty() || args.rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
-        return Err("--rates: each rate must be a positive number of kHz".into());
-    }
-    if args.ticks.is_empty() || args.ticks.contains(&0) {
-        return Err("--ticks: each count must be at least 1".into());
-    }
-    let ticks_at = |i: usize| args.ticks[i.min(args.ticks.len() - 1)];
+    let ticks_at = |i: usize| args.ticks[i.min(args.ticks.len() - 1)] as u64;
     let (clock, info) = start(args.core, 0)?;
     println!(
         "{:<34}{:>9}{:>8}{:>8}{:>8}{:>9}{:>8}{:>10}",

@@ -555,52 +555,47 @@ pub(crate) fn cancel_starts_at_most_8_more_slots_per_poller() {
         };
         let more = MORE * pollers as usize;
         let t0 = Instant::now();
-        let results: Vec<Result<u64, Error>> = if packed {
+        // Submits, then (once cancelled) waits: every task's value or
+        // Cancelled.
+        let wait: Box<dyn FnOnce() -> Vec<Result<u64, Error>>> = if packed {
             let mut batch = rt.submit_packed(Op::SPIN, &vec![spin_ns; tasks]).unwrap();
-            std::thread::sleep(Duration::from_millis(3));
-            rt.cancel().unwrap();
-            let before = t0.elapsed();
-            let _ = batch.wait();
-            let slot_ns = spin_ns as u128 * per_slot as u128;
-            let started = (before.as_nanos() / slot_ns) as usize + 1;
-            let got: Vec<_> = batch
-                .results()
-                .iter()
-                .map(|r| match r {
-                    Some(Ok(c)) => Ok(c.value),
-                    Some(Err(e)) => panic!("a SPIN failed: {e:?}"),
-                    None => Err(Error::Cancelled),
-                })
-                .collect();
-            let done = got.iter().filter(|r| r.is_ok()).count();
-            println!(
-                "    packed: {done} of {tasks} completed; at most {} slots could start before the cancel returned",
-                started
-            );
-            assert!(
-                done <= (started + more) * per_slot,
-                "{done} tasks completed"
-            );
-            got
+            Box::new(move || {
+                let _ = batch.wait();
+                batch
+                    .results()
+                    .iter()
+                    .map(|r| match r {
+                        Some(Ok(c)) => Ok(c.value),
+                        Some(Err(e)) => panic!("a SPIN failed: {e:?}"),
+                        None => Err(Error::Cancelled),
+                    })
+                    .collect()
+            })
         } else {
             let tickets: Vec<_> = (0..tasks)
                 .map(|_| rt.submit(Op::SPIN, &spin_ns).unwrap())
                 .collect();
-            std::thread::sleep(Duration::from_millis(3));
-            rt.cancel().unwrap();
-            let before = t0.elapsed();
-            let started = (before.as_nanos() / spin_ns as u128) as usize + 1;
-            let got: Vec<_> = tickets
-                .into_iter()
-                .map(|t| t.wait().map(|c| c.value))
-                .collect();
-            let done = got.iter().filter(|r| r.is_ok()).count();
-            println!(
-                "    one to a slot, {pollers} pollers: {done} of {tasks} completed; at most {started} could start before the cancel returned"
-            );
-            assert!(done <= started + more, "{done} tasks completed");
-            got
+            Box::new(move || {
+                tickets
+                    .into_iter()
+                    .map(|t| t.wait().map(|c| c.value))
+                    .collect()
+            })
         };
+        std::thread::sleep(Duration::from_millis(3));
+        rt.cancel().unwrap();
+        let before = t0.elapsed();
+        // Slots that could have started before the cancel returned.
+        let started = (before.as_nanos() / (spin_ns as u128 * per_slot as u128)) as usize + 1;
+        let results = wait();
+        let done = results.iter().filter(|r| r.is_ok()).count();
+        println!(
+            "    {per_slot} a slot, {pollers} pollers: {done} of {tasks} tasks completed; at most {started} slots could start before the cancel returned"
+        );
+        assert!(
+            done <= (started + more) * per_slot,
+            "{done} tasks completed"
+        );
         for r in &results {
             match r {
                 Ok(v) => assert!(*v >= spin_ns, "a SPIN of {spin_ns} ns said {v}"),

@@ -352,6 +352,32 @@ fn a_callback_on_a_taken_ticket_touches_no_freed_runtime() {
     assert_eq!(rx.try_recv().expect("ran at once").unwrap(), 6);
 }
 
+/// A 2 ms SPIN on `rt`, polled once with `waker`: pending, its interest
+/// (holding a clone of `waker`) handed to the completion thread.
+fn spin_polled_with(rt: &Runtime, waker: &Waker) -> crate::Ticket {
+    let mut t = rt.submit(Op::SPIN, &2_000_000u64).unwrap();
+    assert!(
+        Pin::new(&mut t)
+            .poll(&mut Context::from_waker(waker))
+            .is_pending()
+    );
+    t
+}
+
+/// The completion thread still serves: a callback registered now runs
+/// with its task's result.
+fn assert_the_next_callback_runs(rt: &Runtime) {
+    let (tx, rx) = mpsc::channel();
+    rt.submit(Op::ECHO, &[8u64])
+        .unwrap()
+        .on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(20)).unwrap().unwrap(),
+        8,
+        "the next callback ran"
+    );
+}
+
 /// A review found that a waker that panics (an executor's) unwound the
 /// completion thread for good: later futures and callbacks were never
 /// woken.
@@ -365,13 +391,7 @@ fn a_panicking_waker_leaves_the_completion_thread_serving() {
         }
     }
     let rt = soft(Runtime::builder().capacity(8).workers(1));
-    let mut t = rt.submit(Op::SPIN, &2_000_000u64).unwrap();
-    let waker = Waker::from(Arc::new(Panics));
-    assert!(
-        Pin::new(&mut t)
-            .poll(&mut Context::from_waker(&waker))
-            .is_pending()
-    );
+    let t = spin_polled_with(&rt, &Waker::from(Arc::new(Panics)));
     let start = Instant::now();
     while rt.callback_panics() == 0 {
         assert!(
@@ -380,14 +400,7 @@ fn a_panicking_waker_leaves_the_completion_thread_serving() {
         );
         std::thread::yield_now();
     }
-    let (tx, rx) = mpsc::channel();
-    rt.submit(Op::ECHO, &[8u64])
-        .unwrap()
-        .on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
-    assert_eq!(
-        rx.recv_timeout(Duration::from_secs(20)).unwrap().unwrap(),
-        8
-    );
+    assert_the_next_callback_runs(&rt);
     assert_eq!(t.wait().unwrap().value, 2_000_000);
 }
 
@@ -539,28 +552,14 @@ impl Drop for PanicsOnDrop {
 fn a_payload_that_panics_on_drop_does_not_end_the_completion_thread() {
     let rt = soft(Runtime::builder().capacity(8).workers(1));
     let (tx, rx) = mpsc::channel();
-    let first = tx.clone();
     rt.submit(Op::ECHO, &[1u64]).unwrap().on_complete(move |_| {
-        first.send(0u64).unwrap();
+        tx.send(0u64).unwrap();
         std::panic::panic_any(PanicsOnDrop)
     });
     assert_eq!(rx.recv_timeout(Duration::from_secs(20)).unwrap(), 0);
-    rt.submit(Op::ECHO, &[8u64])
-        .unwrap()
-        .on_complete(move |r| tx.send(r.unwrap().value).unwrap());
-    assert_eq!(
-        rx.recv_timeout(Duration::from_secs(20)),
-        Ok(8),
-        "the next callback ran"
-    );
-    let mut t = rt.submit(Op::SPIN, &2_000_000u64).unwrap();
+    assert_the_next_callback_runs(&rt);
     let unpark = Arc::new(Unpark(std::thread::current(), AtomicUsize::new(0)));
-    let waker = Waker::from(unpark.clone());
-    assert!(
-        Pin::new(&mut t)
-            .poll(&mut Context::from_waker(&waker))
-            .is_pending()
-    );
+    let _t = spin_polled_with(&rt, &Waker::from(unpark.clone()));
     let start = Instant::now();
     while unpark.1.load(Ordering::Relaxed) == 0 && start.elapsed() < Duration::from_secs(20) {
         std::thread::park_timeout(Duration::from_millis(10));
@@ -602,26 +601,13 @@ fn a_waker_that_panics_on_drop_does_not_end_the_completion_thread() {
         }
     }
     let rt = soft(Runtime::builder().capacity(8).workers(1));
-    let mut t = rt.submit(Op::SPIN, &2_000_000u64).unwrap();
     let waker = Waker::from(Arc::new(PanicsWhenDropped));
-    assert!(
-        Pin::new(&mut t)
-            .poll(&mut Context::from_waker(&waker))
-            .is_pending()
-    );
+    let t = spin_polled_with(&rt, &waker);
     // The interest's clone is the last: it goes wherever the interest does.
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         drop(waker);
         drop(t);
     }));
     assert!(caught.is_ok(), "the waker's drop unwound into the caller");
-    let (tx, rx) = mpsc::channel();
-    rt.submit(Op::ECHO, &[8u64])
-        .unwrap()
-        .on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
-    assert_eq!(
-        rx.recv_timeout(Duration::from_secs(20)).unwrap().unwrap(),
-        8,
-        "the completion thread served the next callback"
-    );
+    assert_the_next_callback_runs(&rt);
 }
