@@ -701,6 +701,12 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         io_task.seen = io_seen(p, slot);
         io_task.help = help;
         io_task.seen_in = io_task.seen_out = 0;
+        // Nothing known of the input until io_begin read it (a task refused
+        // before, for its argument length, tells io_end nothing of it).
+        io_task.output = nullptr;
+        io_task.in_words = 0;
+        io_task.in_known = false;
+        io_task.input_ok = false;
         if (io_task.seen != nullptr) {
             // Lane 0's reading for all (what the warp does depends on it).
             io_task.seen_in = __shfl_sync(

@@ -33,10 +33,11 @@ pub struct Exchange {
 }
 
 impl Exchange {
-    /// Host time of the round trip not spent in the handler.
-    fn slack(&self) -> i64 {
-        (self.host_recv_ns as i64 - self.host_send_ns as i64)
-            - (self.device_end_ns as i64 - self.device_start_ns as i64)
+    /// Host time of the round trip not spent in the handler (wide enough
+    /// for any stamps: nothing overflows).
+    fn slack(&self) -> i128 {
+        let span = |from: u64, to: u64| i128::from(to) - i128::from(from);
+        span(self.host_send_ns, self.host_recv_ns) - span(self.device_start_ns, self.device_end_ns)
     }
 
     fn host_mid(&self) -> f64 {
@@ -69,12 +70,19 @@ pub struct ClockMap {
 
 impl ClockMap {
     /// Fits the map from round trips, one anchor per `per_anchor` of them
-    /// (in host-time order). `None` with fewer than two round trips.
+    /// (in host-time order). A round trip whose device span is longer than
+    /// its host span (received before it was sent, or stamps from another
+    /// clock) cannot be one, and is left out. `None` with fewer than two
+    /// round trips left.
     pub fn fit(exchanges: &[Exchange], per_anchor: usize) -> Option<Self> {
-        if exchanges.len() < 2 {
+        let mut ex: Vec<Exchange> = exchanges
+            .iter()
+            .filter(|e| e.slack() >= 0)
+            .copied()
+            .collect();
+        if ex.len() < 2 {
             return None;
         }
-        let mut ex = exchanges.to_vec();
         ex.sort_by_key(|e| e.host_send_ns);
         let tight: Vec<&Exchange> = ex
             .chunks(per_anchor.clamp(1, ex.len()))

@@ -252,3 +252,33 @@ fn module_images_the_driver_would_read_past_are_refused() {
         other => panic!("a lane's kernel name with a NUL: expected KernelMissing, got {other:?}"),
     }
 }
+
+/// `ClockMap::fit` takes any stamps: a round trip whose host times are far
+/// apart (past `i64::MAX`), whose device end precedes its start, or that
+/// was received before it was sent neither panics nor passes for the
+/// tightest round trip; with no two round trips that can be real, `None`.
+#[test]
+fn clock_map_fit_takes_any_stamps() {
+    use pkq::timing::{ClockMap, Exchange};
+    let e = |host_send_ns, host_recv_ns, device_start_ns, device_end_ns| Exchange {
+        host_send_ns,
+        host_recv_ns,
+        device_start_ns,
+        device_end_ns,
+    };
+    let tight = e(1, 2, 3, 4); // no slack
+    for wild in [
+        e(0, u64::MAX, 0, 0),
+        e(0, i64::MAX as u64, 1, 0),
+        e(1, 1 << 63, 0, 0),
+    ] {
+        let map = ClockMap::fit(&[wild, tight], 2).expect("two round trips");
+        assert_eq!(map.error_bound_ns, 0.0, "{wild:?} taken for the tightest");
+    }
+    for impossible in [e(u64::MAX, 0, 0, u64::MAX), e(5, 6, 0, u64::MAX)] {
+        assert!(
+            ClockMap::fit(&[impossible, tight], 2).is_none(),
+            "{impossible:?}"
+        );
+    }
+}

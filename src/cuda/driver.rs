@@ -166,7 +166,11 @@ pub struct DeviceInfo {
     pub driver: String,
 }
 
-/// Facts about device `index` for reports.
+/// Facts about device `index` for reports. Errors: those of [`context`]
+/// ([`Error::NoDriver`], [`Error::NoDevice`], [`Error::DeviceOutOfRange`]),
+/// and [`Error::UnsupportedDevice`] for a device pkq cannot run on (compute
+/// capability below 8.0, no mapped host memory, a driver older than CUDA
+/// 12.4).
 pub fn device_info(index: usize) -> Result<DeviceInfo> {
     let ctx = open(index)?;
     let mut api = 0;

@@ -147,7 +147,8 @@ impl Kernel {
     }
 
     /// Asks the stream (non-blocking) whether the kernel still runs. Once it
-    /// is seen not to, it leaves the context's running count.
+    /// is seen not to, it leaves the context's running count and is no
+    /// longer live.
     pub(crate) fn state(&self) -> KernelState {
         use sys::CUresult::*;
         // SAFETY: a valid stream of the context made current around the call.
@@ -170,6 +171,7 @@ impl Kernel {
         };
         if let KernelState::Finished | KernelState::Faulted(_) = state {
             self.uncount();
+            self.live.store(false, Ordering::Release);
         }
         state
     }

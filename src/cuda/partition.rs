@@ -176,7 +176,7 @@ pub(crate) fn split(ctx: &Arc<CudaContext>, device: usize, sms: usize) -> Result
             "an SM partition of {sms} SMs would leave none of device {device}'s {} SMs to the \
              application's part (the largest is {})",
             g.sms,
-            (g.sms - 1) / g.align * g.align
+            g.sms.saturating_sub(1) / g.align * g.align
         )));
     }
     let mut splits = SPLITS.lock().unwrap_or_else(PoisonError::into_inner);

@@ -155,14 +155,16 @@ impl Batch {
     }
 
     /// Takes every completion that has arrived; returns how many of the
-    /// batch's tasks are done. Never blocks. Errors: a device fault, a
-    /// stop, a cancel.
+    /// batch's tasks are done. Never blocks. Errors: what ended the runtime
+    /// before the batch's tasks completed (a device fault,
+    /// [`Error::KernelStopped`](crate::Error::KernelStopped),
+    /// [`Error::Cancelled`](crate::Error::Cancelled)).
     pub fn poll(&mut self) -> Result<usize> {
         self.take_arrived();
         // With every task taken, the runtime's memory may be gone.
         if self.done < self.len() {
             let shared = self.ring.shared();
-            if let Err(e) = shared.probe_if_due(now()).and_then(|()| shared.check()) {
+            if let Err(e) = shared.look(now()) {
                 return self.take_or(e);
             }
         }

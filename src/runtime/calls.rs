@@ -44,7 +44,8 @@ impl Runtime {
     /// the streams (`synchronize`); submits; waits for the completion,
     /// unwatched for stalls. A wait that ends otherwise (a fault, a stop)
     /// stops the kernel and returns only once it is known to have stopped
-    /// (or aborts the process if it cannot tell), so the caller's borrows
+    /// (or aborts the process if the kernel does not exit within the stop
+    /// timeout, counted from this call's stop), so the caller's borrows
     /// never end while the task could still run. The stream
     /// synchronizations make it slower than an unchecked call; for state a
     /// handler keeps between tasks, [`Runtime::call_on_state`] needs none
@@ -76,7 +77,8 @@ impl Runtime {
     /// Waits for a task that uses memory the caller holds borrowed for the
     /// call: unwatched for stalls, and returning otherwise than by its
     /// completion only once the kernel is known to have stopped (or
-    /// aborting the process if it cannot tell), so the borrows never end
+    /// aborting the process if it does not exit within the stop timeout of
+    /// this call's own stop), so the borrows never end
     /// while the task could still run.
     pub(crate) fn wait_borrowing(&self, ticket: &mut crate::Ticket) -> Result<Completion> {
         match ticket.wait_watching(None, Watch::Nothing) {
@@ -85,9 +87,14 @@ impl Runtime {
             Err(e) => {
                 // A fault can be latched while the kernel still lives, and
                 // the task may yet run: the borrows end only once the kernel
-                // is known to have stopped.
+                // is known to have stopped. The stop may have been another
+                // thread's, whose wait for the exit timed out before: this
+                // call waits its own stop timeout for it too.
                 let _ = self.shared.stop(false);
-                if self.shared.engine.is_live() {
+                let deadline = crate::proto::sync::now().checked_add(self.shared.stop_timeout);
+                if self.shared.engine.wait_finished(deadline).is_err()
+                    && self.shared.engine.is_live()
+                {
                     eprintln!(
                         "pkq: the resident kernel did not stop after {e}; aborting rather than \
                          release device buffers it may still use"

@@ -74,8 +74,16 @@ impl Liveness {
     /// How long the most silent poller in `pollers` had shown the same
     /// heartbeat as of the last probe (zero before the first): a worker runs
     /// one task at a time, and only the poller running it stops beating.
-    pub(crate) fn silence(&self, pollers: std::ops::Range<usize>) -> Duration {
+    /// Zero too when that probe is old at `now_ns` (more than two probe
+    /// intervals, and at least 2 ms): it says nothing of a worker that may
+    /// have recovered since, and the next probe (due, or under way on
+    /// another thread) reads the heartbeats afresh.
+    pub(crate) fn silence(&self, pollers: std::ops::Range<usize>, now_ns: u64) -> Duration {
         let probed = self.probed_ns.load(Ordering::Acquire);
+        let every = u64::try_from(self.every.as_nanos()).unwrap_or(u64::MAX);
+        if now_ns.saturating_sub(probed) > every.saturating_mul(2).max(2_000_000) {
+            return Duration::ZERO;
+        }
         pollers
             .map(|p| match self.beat_since_ns[p].load(Ordering::Relaxed) {
                 0 => Duration::ZERO,
@@ -96,21 +104,32 @@ mod tests {
     #[test]
     fn silence_is_measured_up_to_the_last_probe() {
         let l = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 2);
-        assert_eq!(l.silence(0..2), Duration::ZERO);
         let ms = 1_000_000;
+        assert_eq!(l.silence(0..2, ms), Duration::ZERO);
         l.record_beats(5 * ms, |p| [100, 200][p]);
         // No probe for a long while: nothing looks silent.
-        assert_eq!(l.silence(0..2), Duration::ZERO);
+        assert_eq!(l.silence(0..2, 5 * ms), Duration::ZERO);
         // Both beat by the next probe; by the one after, only poller 0.
         l.record_beats(200_000 * ms, |p| [101, 201][p]);
         l.record_beats(200_500 * ms, |p| [102, 201][p]);
-        assert_eq!(l.silence(0..1), Duration::ZERO);
-        assert_eq!(l.silence(1..2), Duration::from_millis(500));
+        let now = 200_500 * ms;
+        assert_eq!(l.silence(0..1, now), Duration::ZERO);
+        assert_eq!(l.silence(1..2, now), Duration::from_millis(500));
         // A worker is as silent as its most silent poller.
-        assert_eq!(l.silence(0..2), Duration::from_millis(500));
+        assert_eq!(l.silence(0..2, now), Duration::from_millis(500));
         // Silence runs from the probe that first saw a value to the latest.
         l.record_beats(202_000 * ms, |p| [102, 201][p]);
-        assert_eq!(l.silence(0..1), Duration::from_millis(1500));
-        assert_eq!(l.silence(0..2), Duration::from_millis(2000));
+        let now = 202_000 * ms;
+        assert_eq!(l.silence(0..1, now), Duration::from_millis(1500));
+        assert_eq!(l.silence(0..2, now), Duration::from_millis(2000));
+        // An old record (past two intervals and 2 ms) says nothing of now:
+        // the worker may have recovered since.
+        assert_eq!(l.silence(0..2, now + 2 * ms), Duration::from_millis(2000));
+        assert_eq!(l.silence(0..2, now + 2 * ms + 1), Duration::ZERO);
+        let slow = Liveness::new(Duration::from_millis(10), Duration::from_secs(1), 1);
+        slow.record_beats(ms, |_| 7);
+        slow.record_beats(100 * ms, |_| 7);
+        assert_eq!(slow.silence(0..1, 120 * ms), Duration::from_millis(99));
+        assert_eq!(slow.silence(0..1, 120 * ms + 1), Duration::ZERO);
     }
 }

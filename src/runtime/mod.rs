@@ -346,7 +346,7 @@ impl Runtime {
     /// task did not complete reports [`Error::Cancelled`](crate::Error::Cancelled); completed
     /// ones still report their results. A kernel that does not exit in time
     /// makes `cancel` return [`Error::KernelTimeout`](crate::Error::KernelTimeout), and the tickets left
-    /// end as their waits find it: their results, [`Error::KernelStopped`](crate::Error::KernelStopped)
+    /// end as their waits find it: their results, [`Error::Cancelled`](crate::Error::Cancelled)
     /// once it exits, or [`Error::Stalled`](crate::Error::Stalled). Later calls (and `shutdown`, and
     /// `Drop`) return the first outcome.
     pub fn cancel(&self) -> Result<()> {
@@ -378,8 +378,10 @@ impl Runtime {
     /// How many completion callbacks ([`Ticket::on_complete`]), and wakers
     /// of futures (an executor's), panicked on the completion threads of
     /// this runtime and its lanes so far (each panic was caught there; the
-    /// runtime serves on). A waker or a callback whose own `Drop` panics is
-    /// caught too, wherever pkq drops it, and not counted here.
+    /// runtime serves on); a callback's count includes a panic of what it
+    /// captured, dropped as it returns. A waker whose own `Drop` panics, or
+    /// a callback dropped without running whose `Drop` panics, is caught
+    /// too, wherever pkq drops it, and not counted here.
     pub fn callback_panics(&self) -> u64 {
         let own = self.shared.reactor.panics.load(Ordering::Relaxed);
         own + self.lanes.iter().map(Runtime::callback_panics).sum::<u64>()

@@ -82,7 +82,7 @@ pub(crate) struct Shared {
     pub(crate) reactor: crate::runtime::wait::reactor::Registry,
     /// The outcome of shutdown, once it ran.
     stopped: Mutex<Option<Result<()>>>,
-    stop_timeout: Duration,
+    pub(crate) stop_timeout: Duration,
     pub(crate) device: usize,
     pub(crate) workers: usize,
     /// Each ring's workers less one (a power of two less one).
@@ -249,6 +249,12 @@ impl Shared {
         self.fault.get().cloned().unwrap()
     }
 
+    /// A caller's look at the runtime while its task is pending, which
+    /// never blocks: a probe if one is due, then the latched fault.
+    pub(crate) fn look(&self, now: Instant) -> Result<()> {
+        self.probe_if_due(now).and_then(|()| self.check())
+    }
+
     /// Probes liveness if a probe is due and no other thread is probing.
     pub(crate) fn probe_if_due(&self, now: Instant) -> Result<()> {
         let t = self.liveness.ns(now);
@@ -325,27 +331,32 @@ impl Shared {
     }
 
     /// How long worker `w`'s most silent poller had shown the same
-    /// heartbeat, as of the last probe.
-    fn silence(&self, w: usize) -> Duration {
+    /// heartbeat, as of the last probe if that probe is recent at `now_ns`
+    /// ([`Liveness::silence`](super::liveness::Liveness::silence)).
+    fn silence(&self, w: usize, now_ns: u64) -> Duration {
         let per = self.beats.len() / self.workers;
-        self.liveness.silence(w * per..(w + 1) * per)
+        self.liveness.silence(w * per..(w + 1) * per, now_ns)
     }
 
-    /// [`Error::Stalled`] if a watched worker has been silent past the bound.
+    /// [`Error::Stalled`] if a watched worker has been silent past the bound
+    /// (as a recent probe saw it).
     pub(crate) fn check_stall(&self, watch: Watch) -> Result<()> {
+        let now_ns = self.liveness.ns(now());
         match watch {
             Watch::Nothing => Ok(()),
-            Watch::Worker(w) => self.check_worker_stall(w),
+            Watch::Worker(w) => self.check_worker_stall(w, now_ns),
             Watch::Reserving { ring, n } => {
                 // The workers of the `n` sequence numbers from the tail (past
                 // the ring's workers, they come round again).
                 let tail = self.queues[ring].tail_hint();
                 let ring_workers = self.ring_worker_mask as usize + 1;
                 (0..n.min(ring_workers) as u64).try_for_each(|i| {
-                    self.check_worker_stall(self.worker_of(ring, seq_add(tail, i)))
+                    self.check_worker_stall(self.worker_of(ring, seq_add(tail, i)), now_ns)
                 })
             }
-            Watch::AnyWorker => (0..self.workers).try_for_each(|w| self.check_worker_stall(w)),
+            Watch::AnyWorker => {
+                (0..self.workers).try_for_each(|w| self.check_worker_stall(w, now_ns))
+            }
         }
     }
 
@@ -358,8 +369,8 @@ impl Shared {
     }
 
     /// [`Error::Stalled`] if `worker` has been silent past the bound.
-    fn check_worker_stall(&self, worker: usize) -> Result<()> {
-        let silent = self.silence(worker);
+    fn check_worker_stall(&self, worker: usize, now_ns: u64) -> Result<()> {
+        let silent = self.silence(worker, now_ns);
         if silent > self.liveness.stall_after {
             return Err(Error::Stalled { worker, silent });
         }
@@ -479,9 +490,14 @@ impl Shared {
             Err(Error::Timeout) => Err(Error::KernelTimeout("drain its tasks in time")),
             d => d,
         };
-        if cancelled && exited.is_ok() {
-            // No completion can come any more: pending tickets resolve.
-            self.fail(Error::Cancelled);
+        if exited.is_ok() && (cancelled || drained.is_err()) {
+            // No completion can come any more: pending tickets (and the
+            // callbacks a drop's last look fires) resolve with why.
+            self.fail(if cancelled {
+                Error::Cancelled
+            } else {
+                self.exited()
+            });
         }
         let outcome = match (drained, exited) {
             (Ok(()), Ok(())) => Ok(()),

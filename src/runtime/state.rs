@@ -7,12 +7,15 @@
 //! The memory is the runtime's, allocated before its kernel starts, so
 //! nothing is allocated or freed on the device while it runs. Only pkq
 //! touches it: a state is written at creation and by
-//! [`DeviceState::write`], read by [`DeviceState::read`], each a copy on the
-//! state's own stream waited for before the call returns, and used by one
-//! task at a time (a call takes it `&mut` and returns once the task is
-//! done). So a call needs no check of the buffer and no wait for a stream:
-//! what it costs over [`Runtime::call_unchecked`] is the op table's check
-//! and the argument bytes (`benches/results/custom_handler.json`).
+//! [`DeviceState::write`], read by [`DeviceState::read`], each a copy on a
+//! stream of the runtime's own for its state memory (one for all its
+//! states: a copy's wait also waits for copies of other states queued
+//! before it), waited for before the call returns, and
+//! used by one task at a time (a call takes it `&mut` and returns once the
+//! task is done). So a call needs no check of the buffer and no wait for a
+//! stream: what it costs over [`Runtime::call_unchecked`] is the op table's
+//! check, a check that the state is this runtime's, and the argument bytes
+//! (`benches/results/custom_handler.json`).
 
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -245,8 +248,9 @@ impl<S: Pod> DeviceState<S> {
 impl Runtime {
     /// A state holding a copy of `init` (at least one element), in the
     /// runtime's state memory, for ops on state: the copy is waited for
-    /// here, once, never per call. Refuses an empty `init` or a zero-sized
-    /// `S` ([`Error::InvalidArgument`]); a runtime with no state memory, or
+    /// here, once, never per call. Refuses an empty `init`, a zero-sized
+    /// `S`, or an `S` aligned to more than 256 bytes
+    /// ([`Error::InvalidArgument`]); a runtime with no state memory, or
     /// not enough left ([`Error::InvalidConfig`]: see
     /// [`Builder::state_memory`](crate::Builder::state_memory)).
     pub fn state<S: Pod>(&self, init: &[S]) -> Result<DeviceState<S>> {

@@ -147,7 +147,11 @@ impl Ticket {
     }
 
     /// The result if the task completed, `None` if not yet. Never blocks.
-    /// Errors: [`Error::Task`](crate::Error::Task) if its handler failed; a device fault.
+    /// Errors: [`Error::Task`](crate::Error::Task) if its handler failed;
+    /// what ended the runtime before the task completed (a device fault,
+    /// [`Error::KernelStopped`](crate::Error::KernelStopped),
+    /// [`Error::Cancelled`](crate::Error::Cancelled)), as a liveness probe
+    /// (at most one per probe interval) or the stop found it.
     pub fn try_result(&mut self) -> Result<Option<Completion>> {
         if let Some(o) = self.outcome {
             return Ok(Some(o?));
@@ -159,7 +163,7 @@ impl Ticket {
         }
         // A caller looping on None must learn if the kernel died.
         let shared = self.ring.shared();
-        match shared.probe_if_due(now()).and_then(|()| shared.check()) {
+        match shared.look(now()) {
             Ok(()) => Ok(None),
             Err(e) => self.take_or(e).map(Some),
         }

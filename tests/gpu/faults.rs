@@ -170,3 +170,48 @@ pub(crate) fn fault_scenario(what: &str, fault: impl FnOnce(&Runtime) -> pkq::Re
     }
     assert!(t2.elapsed() < Duration::from_secs(15));
 }
+
+/// A borrowing call (here `axpy`) queued behind a task that outlives a
+/// cancel's stop timeout: the cancel says `KernelTimeout`; once the long
+/// task ends the kernel exits without running the call, which then returns
+/// `Cancelled` (the kernel is known to have stopped), as do the tickets
+/// queued with it. In a child: before, the call aborted the process.
+pub(crate) fn a_borrowing_call_cut_short_by_a_timed_out_cancel_returns() {
+    run_child("borrowing_cancel_timeout", &[]);
+}
+
+pub(crate) fn child_borrowing_cancel_timeout() {
+    let stream = pkq::context(0).unwrap().new_stream().unwrap();
+    let x = stream.clone_htod(&[1.0f32; 64]).unwrap();
+    let mut y = stream.alloc_zeros::<f32>(64).unwrap();
+    let rt = Runtime::builder()
+        .workers(1)
+        .pollers(1)
+        .stop_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let long = rt.submit(Op::SPIN, &500_000_000u64).unwrap();
+    // More than the 8 slots a poller may still start after the stop.
+    let queued: Vec<_> = (0..16)
+        .map(|_| rt.submit(Op::SPIN, &1_000u64).unwrap())
+        .collect();
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        let cancel = s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            rt.cancel()
+        });
+        let r = rt.axpy(2.0, &x, &mut y);
+        println!(
+            "axpy behind a timed-out cancel: {r:?} after {:?}",
+            t0.elapsed()
+        );
+        assert!(matches!(r, Err(Error::Cancelled)), "{r:?}");
+        let c = cancel.join().unwrap();
+        assert!(matches!(c, Err(Error::KernelTimeout(_))), "{c:?}");
+    });
+    assert!(long.wait().is_ok(), "the long task ran to its end");
+    let last = queued.into_iter().last().unwrap().wait();
+    assert!(matches!(last, Err(Error::Cancelled)), "{last:?}");
+    assert!(y.len() == 64 && stream.clone_dtoh(&y).unwrap().iter().all(|&v| v == 0.0));
+}

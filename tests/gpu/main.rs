@@ -256,6 +256,10 @@ const TESTS: &[Test] = &[
     // in a child process of this binary.
     ("trap_faults_every_waiter", faults::trap_faults_every_waiter),
     (
+        "a_borrowing_call_cut_short_by_a_timed_out_cancel_returns",
+        faults::a_borrowing_call_cut_short_by_a_timed_out_cancel_returns,
+    ),
+    (
         "illegal_address_faults_every_waiter",
         faults::illegal_address_faults_every_waiter,
     ),
@@ -274,6 +278,10 @@ const CHILDREN: &[Test] = &[
     ("trap", faults::child_trap),
     ("illegal_address", faults::child_illegal_address),
     ("no_visible_gpu", faults::child_no_visible_gpu),
+    (
+        "borrowing_cancel_timeout",
+        faults::child_borrowing_cancel_timeout,
+    ),
     ("pool_trap", pool::child_pool_trap),
     ("pool_trap_one_of_many", pool::child_pool_trap_one_of_many),
 ];

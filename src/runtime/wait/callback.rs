@@ -40,9 +40,10 @@ impl Ticket {
     /// has a thread of its own: [`Builder::lane`](crate::Builder::lane)),
     /// one after another, so a long one delays the others and every parked
     /// waiter and future of the runtime; hand long work to another thread. A
-    /// callback must not block on another task of its runtime (waiting on
-    /// a future, or with [`WaitStrategy::Park`](crate::WaitStrategy::Park)):
-    /// the thread that would wake it is the one it blocks. Nor may
+    /// callback must not block on a future of its runtime: the thread that
+    /// would wake it is the one it blocks, and it never wakes. A wait there
+    /// with [`WaitStrategy::Park`](crate::WaitStrategy::Park) ends, but
+    /// only by its own look every 50 ms. Nor may
     /// callbacks of two runtimes each drop the other runtime (each drop
     /// waits for the other's completion thread). An IO task's output does
     /// not reach `f` (wait for it, or await it).

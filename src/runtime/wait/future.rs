@@ -19,8 +19,9 @@ use crate::runtime::wait::reactor::{Armed, Interest, Wake};
 use crate::runtime::{RingPtr, Shared, Watch};
 
 /// Arms (or keeps) `slot`'s interest in task `seq` of `ring` for `cx`'s
-/// waker. Without a completion thread (the runtime is shutting down) the
-/// task wakes itself: the next poll finds the result or the error.
+/// waker. Where the completion thread takes no more interests (its runtime
+/// was dropped, or the thread could not start) the task wakes itself: the
+/// next poll finds the result or the error.
 fn arm(slot: &mut Armed, ring: RingPtr, seq: u64, watch: Watch, cx: &Context<'_>) {
     if let Some(i) = slot.get() {
         let same = matches!(&i.wake, Wake::Task(w) if w.will_wake(cx.waker()));

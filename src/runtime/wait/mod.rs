@@ -41,9 +41,11 @@ pub enum WaitStrategy {
     /// Polls the completion without pause: the lowest latency, and a whole
     /// core for as long as the thread waits.
     Spin,
-    /// Polls without pause for 200 µs, then yields the CPU between polls
-    /// (`sched_yield`): the latency of `Spin` for short tasks; on a machine
-    /// with idle cores, still a whole core while it waits.
+    /// Polls without pause for 200 µs, then, between rounds of 64 polls,
+    /// backs off: a few rounds of spin-loop
+    /// hints, then a yield of the CPU (`sched_yield`) per round. The latency
+    /// of `Spin` for short tasks; on a machine with idle cores, still a
+    /// whole core while it waits.
     #[default]
     SpinThenYield,
     /// Polls 64 times (a spin-loop hint between polls), then sleeps
@@ -51,8 +53,9 @@ pub enum WaitStrategy {
     /// at least every 50 ms, a bound that no healthy wake-up needs). That
     /// thread (one per runtime, started by the first wait that
     /// parks) polls the completions of every parked waiter, future and
-    /// callback without pause while there are any, and sleeps once none
-    /// was left for half a millisecond: one core at most, whatever the
+    /// callback while there are any (without pause, then, after 4096 rounds
+    /// that found nothing, yielding the CPU between rounds), and sleeps
+    /// once none was left for half a millisecond: one core at most, whatever the
     /// number of waiters. Each wake-up is the OS's (an unpark, then the
     /// scheduler's switch to the woken thread).
     Park,
@@ -232,7 +235,7 @@ impl Shared {
     }
 
     /// Hands `interest` to the runtime's completion thread, starting it if
-    /// none runs. `Err` once the runtime is shutting down (or no thread
+    /// none runs. `Err` once the runtime was dropped (or no thread
     /// could be started): the caller waits by itself.
     ///
     /// # Safety

@@ -611,3 +611,65 @@ fn a_waker_that_panics_on_drop_does_not_end_the_completion_thread() {
     assert!(caught.is_ok(), "the waker's drop unwound into the caller");
     assert_the_next_callback_runs(&rt);
 }
+
+/// A callback pending when its runtime is dropped, whose drain gives up
+/// before the kernel exits, gets what a wait on such a task returns: the
+/// error that ended the runtime once the exit was seen.
+#[test]
+#[cfg_attr(miri, ignore = "real-time waits on the software device")]
+fn a_callback_pending_at_a_drop_gets_what_a_wait_gets() {
+    let rt = soft(
+        Runtime::builder()
+            .capacity(8)
+            .workers(1)
+            .stop_timeout(Duration::from_millis(10))
+            .stall_after(Duration::from_secs(10)),
+    );
+    let _long = rt.submit(Op::SPIN, &100_000_000u64).unwrap();
+    let (tx, rx) = mpsc::channel();
+    rt.submit(Op::ECHO, &[2u64])
+        .unwrap()
+        .on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
+    let waited = rt.submit(Op::ECHO, &[3u64]).unwrap();
+    // The drain gives up at 10 ms; the kernel exits once the SPIN ends,
+    // and the drop's stop sees it exit: neither ECHO ran.
+    drop(rt);
+    let r = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let w = waited.wait().map(|c| c.value);
+    assert!(matches!(w, Err(Error::KernelStopped(_))), "{w:?}");
+    assert!(
+        matches!(r, Err(Error::KernelStopped(_))),
+        "the callback got {r:?}, a wait on the same kind of task {w:?}"
+    );
+}
+
+/// A worker that stalled once and recovered is not reported stalled from
+/// the old probe's record while another thread's probe is under way (its
+/// fresh record is not in yet): a healthy task completes.
+#[test]
+#[cfg_attr(miri, ignore = "real-time waits on the software device")]
+fn an_old_stall_record_does_not_fail_a_healthy_task() {
+    let rt = soft(
+        Runtime::builder()
+            .capacity(8)
+            .workers(1)
+            .stall_after(Duration::from_millis(20)),
+    );
+    let mut long = rt.submit(Op::SPIN, &80_000_000u64).unwrap();
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(60) {
+        let _ = rt.health(); // records the long task's silence
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let _ = long.wait_timeout(Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(40)); // recovered; nobody probes
+    // Another thread is in the middle of a probe.
+    rt.shared.liveness.busy.store(true, Ordering::SeqCst);
+    let (tx, rx) = mpsc::channel();
+    rt.submit(Op::SPIN, &5_000_000u64)
+        .unwrap()
+        .on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
+    let r = rx.recv_timeout(Duration::from_secs(5));
+    rt.shared.liveness.busy.store(false, Ordering::SeqCst);
+    assert!(matches!(r, Ok(Ok(_))), "a healthy 5 ms task reported {r:?}");
+}
