@@ -70,14 +70,18 @@ pub struct ClockMap {
 
 impl ClockMap {
     /// Fits the map from round trips, one anchor per `per_anchor` of them
-    /// (in host-time order). A round trip whose device span is longer than
-    /// its host span (received before it was sent, or stamps from another
-    /// clock) cannot be one, and is left out. `None` with fewer than two
-    /// round trips left.
+    /// (in host-time order). A round trip that cannot be one is left out:
+    /// received before it was sent, a device end before its start, or a
+    /// device span longer than the host's (stamps from another clock).
+    /// `None` with fewer than two round trips left.
     pub fn fit(exchanges: &[Exchange], per_anchor: usize) -> Option<Self> {
         let mut ex: Vec<Exchange> = exchanges
             .iter()
-            .filter(|e| e.slack() >= 0)
+            .filter(|e| {
+                e.host_recv_ns >= e.host_send_ns
+                    && e.device_end_ns >= e.device_start_ns
+                    && e.slack() >= 0
+            })
             .copied()
             .collect();
         if ex.len() < 2 {

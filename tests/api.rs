@@ -253,10 +253,11 @@ fn module_images_the_driver_would_read_past_are_refused() {
     }
 }
 
-/// `ClockMap::fit` takes any stamps: a round trip whose host times are far
-/// apart (past `i64::MAX`), whose device end precedes its start, or that
-/// was received before it was sent neither panics nor passes for the
-/// tightest round trip; with no two round trips that can be real, `None`.
+/// `ClockMap::fit` takes any stamps: round trips far apart (past
+/// `i64::MAX`) neither overflow nor pass for the tightest; ones that cannot
+/// be round trips (received before sent, a device end before its start, a
+/// device span longer than the host's) are left out, so with no two real
+/// ones there is no map.
 #[test]
 fn clock_map_fit_takes_any_stamps() {
     use pkq::timing::{ClockMap, Exchange};
@@ -267,18 +268,26 @@ fn clock_map_fit_takes_any_stamps() {
         device_end_ns,
     };
     let tight = e(1, 2, 3, 4); // no slack
-    for wild in [
-        e(0, u64::MAX, 0, 0),
-        e(0, i64::MAX as u64, 1, 0),
-        e(1, 1 << 63, 0, 0),
-    ] {
-        let map = ClockMap::fit(&[wild, tight], 2).expect("two round trips");
-        assert_eq!(map.error_bound_ns, 0.0, "{wild:?} taken for the tightest");
+    let loose = e(10, 110, 50, 60); // 90 ns of slack
+    for far in [e(0, u64::MAX, 0, 0), e(1, 1 << 63, 0, 0)] {
+        let map = ClockMap::fit(&[far, tight], 2).expect("two round trips");
+        assert_eq!(map.error_bound_ns, 0.0, "{far:?} taken for the tightest");
     }
-    for impossible in [e(u64::MAX, 0, 0, u64::MAX), e(5, 6, 0, u64::MAX)] {
+    for impossible in [
+        e(0, i64::MAX as u64, 1, 0),
+        e(u64::MAX, 0, 0, u64::MAX),
+        e(5, 6, 0, u64::MAX),
+        e(1000, 995, 2000, 1995),
+    ] {
         assert!(
             ClockMap::fit(&[impossible, tight], 2).is_none(),
             "{impossible:?}"
         );
+        let map = ClockMap::fit(&[impossible, tight, loose], 3).expect("two real ones");
+        assert_eq!(
+            map.error_bound_ns, 0.0,
+            "{impossible:?} taken for the tightest"
+        );
+        assert_eq!(map.misfit_fraction, 0.0, "{impossible:?} counted");
     }
 }

@@ -168,9 +168,9 @@ pub struct DeviceInfo {
 
 /// Facts about device `index` for reports. Errors: those of [`context`]
 /// ([`Error::NoDriver`], [`Error::NoDevice`], [`Error::DeviceOutOfRange`]),
-/// and [`Error::UnsupportedDevice`] for a device pkq cannot run on (compute
+/// [`Error::UnsupportedDevice`] for a device pkq cannot run on (compute
 /// capability below 8.0, no mapped host memory, a driver older than CUDA
-/// 12.4).
+/// 12.4), and [`Error::Cuda`] for a driver call that fails.
 pub fn device_info(index: usize) -> Result<DeviceInfo> {
     let ctx = open(index)?;
     let mut api = 0;

@@ -50,6 +50,9 @@ pub(crate) struct Kernel {
     device_memory: ManuallyDrop<Vec<CudaSlice<u8>>>,
     /// Launched and not yet seen to end.
     live: AtomicBool,
+    /// The fault its stream reported when it was seen to end by one (every
+    /// later wait for its end reports it too).
+    fault: std::sync::OnceLock<DriverError>,
     /// Counted among the context's running pkq kernels
     /// ([`crate::cuda::modules::started`]): from just before the launch until the
     /// stream is first seen to have ended, or the launch failed.
@@ -106,6 +109,7 @@ impl Kernel {
             memory: ManuallyDrop::new(memory),
             device_memory: ManuallyDrop::new(Vec::new()),
             live: AtomicBool::new(false),
+            fault: std::sync::OnceLock::new(),
             counted: AtomicBool::new(false),
             ops: loaded.ops,
         })
@@ -169,6 +173,11 @@ impl Kernel {
             | CUDA_ERROR_DEINITIALIZED) => KernelState::Unknown("cuStreamQuery", DriverError(e)),
             e => KernelState::Faulted(DriverError(e)),
         };
+        if let KernelState::Faulted(e) = state {
+            // Kept before it is no longer live: a wait that finds it so
+            // reports the fault.
+            let _ = self.fault.set(e);
+        }
         if let KernelState::Finished | KernelState::Faulted(_) = state {
             self.uncount();
             self.live.store(false, Ordering::Release);
@@ -177,10 +186,14 @@ impl Kernel {
     }
 
     /// Polls until the kernel has ended (normally or by a fault) or
-    /// `deadline` (none: no limit).
+    /// `deadline` (none: no limit). A kernel seen to end by a fault, here
+    /// or by an earlier look, gives [`Error::DeviceFault`].
     pub(crate) fn wait_finished(&self, deadline: Option<Instant>) -> Result<()> {
         if !self.live.load(Ordering::Acquire) {
-            return Ok(());
+            return match self.fault.get() {
+                Some(&e) => Err(Error::DeviceFault(error_name(e))),
+                None => Ok(()),
+            };
         }
         loop {
             match self.state() {
@@ -192,13 +205,10 @@ impl Kernel {
                 KernelState::Running | KernelState::Unknown(..) => {
                     return Err(Error::KernelTimeout("exit in time"));
                 }
-                KernelState::Finished => {
-                    self.live.store(false, Ordering::Release);
-                    return Ok(());
-                }
+                // No longer live (`state` saw to it).
+                KernelState::Finished => return Ok(()),
                 KernelState::Faulted(e) => {
                     // A faulted kernel is dead too (the error is sticky).
-                    self.live.store(false, Ordering::Release);
                     return Err(Error::DeviceFault(error_name(e)));
                 }
             }

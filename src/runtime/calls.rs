@@ -44,8 +44,8 @@ impl Runtime {
     /// the streams (`synchronize`); submits; waits for the completion,
     /// unwatched for stalls. A wait that ends otherwise (a fault, a stop)
     /// stops the kernel and returns only once it is known to have stopped
-    /// (or aborts the process if the kernel does not exit within the stop
-    /// timeout, counted from this call's stop), so the caller's borrows
+    /// (or aborts the process if the kernel has not exited once the stop's
+    /// wait and then one more stop timeout are over), so the caller's borrows
     /// never end while the task could still run. The stream
     /// synchronizations make it slower than an unchecked call; for state a
     /// handler keeps between tasks, [`Runtime::call_on_state`] needs none
@@ -77,8 +77,8 @@ impl Runtime {
     /// Waits for a task that uses memory the caller holds borrowed for the
     /// call: unwatched for stalls, and returning otherwise than by its
     /// completion only once the kernel is known to have stopped (or
-    /// aborting the process if it does not exit within the stop timeout of
-    /// this call's own stop), so the borrows never end
+    /// aborting the process if it has not exited once the stop's wait, and
+    /// then one more stop timeout, are over), so the borrows never end
     /// while the task could still run.
     pub(crate) fn wait_borrowing(&self, ticket: &mut crate::Ticket) -> Result<Completion> {
         match ticket.wait_watching(None, Watch::Nothing) {

@@ -301,9 +301,9 @@ impl Runtime {
     /// after shutdown or cancel, [`Error::Closed`]. A handler's failure is
     /// [`Error::Task`]. A wait that ends otherwise (a fault, a stop) stops
     /// the kernel and returns only once it is known to have stopped (or
-    /// aborts the process if the kernel does not exit within the stop
-    /// timeout), so the state is never used by a task after the call
-    /// returns.
+    /// aborts the process if the kernel has not exited once the stop's wait,
+    /// and then one more stop timeout, are over), so the state is never
+    /// used by a task after the call returns.
     pub fn call_on_state<S: Pod, A: Pod>(
         &self,
         op: &StateOp<S, A>,
