@@ -120,13 +120,27 @@ fn driver_new_enough(version: i32) -> std::result::Result<(), String> {
 /// context). Unlike cudarc's `bind_to_thread`, it neither reports errors that
 /// earlier drops recorded on the context (they are not the caller's) nor
 /// skips the call when the thread's current handle compares equal.
+///
+/// `f` runs in the relaxed stream-capture mode (the thread's own mode is
+/// restored after): pkq's calls touch only its own streams and memory, so
+/// a CUDA graph that another thread captures in global mode neither
+/// refuses them (its stream queries would read as faults) nor is
+/// invalidated by them.
 pub(crate) fn with_current<T>(
     ctx: &CudaContext,
     f: impl FnOnce() -> T,
 ) -> Result<T, cudarc::driver::DriverError> {
     // SAFETY: the context is alive (borrowed); pushing it has no other effect.
     unsafe { sys::cuCtxPushCurrent_v2(ctx.cu_ctx()) }.result()?;
+    let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+    // SAFETY: a valid in/out pointer; it sets this thread's mode only, and
+    // gives back the one it had, restored below.
+    let relaxed = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }.result();
     let out = f();
+    if relaxed.is_ok() {
+        // SAFETY: as above; puts back the thread's own mode.
+        let _ = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
+    }
     let mut popped = std::ptr::null_mut();
     // SAFETY: pops exactly the context pushed above.
     let _ = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };

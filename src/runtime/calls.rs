@@ -66,7 +66,14 @@ impl Runtime {
         self.same_context(op.name(), streams)?;
         for (i, s) in streams.iter().enumerate() {
             if !streams[..i].contains(s) {
-                s.synchronize()?;
+                // In the relaxed capture mode (`with_current`): a graph that
+                // another thread captures in global mode is neither broken
+                // by this wait nor refuses it.
+                crate::cuda::driver::with_current(s.context(), || {
+                    // SAFETY: a live stream (borrowed) of the context made
+                    // current around the call.
+                    unsafe { cudarc::driver::result::stream::synchronize(s.cu_stream()) }
+                })??;
             }
         }
         // SAFETY: the caller vouches for the addresses (see above).

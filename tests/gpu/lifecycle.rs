@@ -781,3 +781,72 @@ pub(crate) fn cancel_wins_over_the_liveness_probe() {
         }
     }
 }
+
+/// A CUDA graph captured in global mode on another thread of the process
+/// while the runtime serves: its waiters' probes, a safe buffer call (which
+/// synchronizes the buffers' stream, not the captured one) and a state's
+/// read go on, the runtime serves on, and the capture completes.
+pub(crate) fn a_graph_captured_in_global_mode_elsewhere() {
+    use pkq::cudarc::driver::sys;
+    let ctx = pkq::context(0).unwrap();
+    // SAFETY: each buffer is used on one stream only, so cudarc's events
+    // (whose waits a capture would take in from outside) are not needed.
+    unsafe { ctx.disable_event_tracking() };
+    let captured_stream = ctx.new_stream().unwrap();
+    let other = ctx.new_stream().unwrap();
+    let mut buf = captured_stream.alloc_zeros::<u8>(1024).unwrap();
+    let x = other.clone_htod(&[1.0f32; 64]).unwrap();
+    let mut y = other.alloc_zeros::<f32>(64).unwrap();
+    captured_stream.synchronize().unwrap();
+    other.synchronize().unwrap();
+    let rt = Runtime::builder().state_memory(4096).build().unwrap();
+    let state = rt.state(&[7u32; 4]).unwrap();
+    rt.submit(Op::NOP, &()).unwrap().wait().unwrap();
+    captured_stream
+        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+        .unwrap();
+    captured_stream.memset_zeros(&mut buf).unwrap();
+    let during = std::thread::scope(|s| {
+        s.spawn(|| {
+            let spin = rt.submit(Op::SPIN, &50_000_000u64).unwrap().wait();
+            let health = rt.health();
+            let park = rt
+                .submit(Op::SPIN, &20_000_000u64)
+                .unwrap()
+                .with_wait(pkq::WaitStrategy::Park)
+                .wait();
+            let axpy = rt.axpy(2.0, &x, &mut y);
+            let read = state.read();
+            (
+                spin.map(|c| c.value),
+                health,
+                park.map(|c| c.value),
+                axpy,
+                read,
+            )
+        })
+        .join()
+        .unwrap()
+    });
+    let graph = captured_stream.end_capture(sys::CUgraphInstantiate_flags(0));
+    println!("    during the capture: {during:?}");
+    println!("    the capture: {:?}", graph.as_ref().map(|g| g.is_some()));
+    let after = (
+        rt.health(),
+        rt.submit(Op::NOP, &()).unwrap().wait().map(|c| c.value),
+    );
+    println!("    after: {after:?}");
+    let (spin, health, park, axpy, read) = &during;
+    assert!(spin.is_ok() && health.is_ok() && park.is_ok(), "{during:?}");
+    assert!(
+        axpy.is_ok() && matches!(read, Ok(v) if v == &[7u32; 4]),
+        "{during:?}"
+    );
+    assert!(after.0.is_ok() && after.1.is_ok(), "{after:?}");
+    assert!(
+        matches!(graph, Ok(Some(_))),
+        "the capture broke: {:?}",
+        graph.err()
+    );
+    assert!(other.clone_dtoh(&y).unwrap().iter().all(|&v| v == 2.0));
+}

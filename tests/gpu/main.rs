@@ -237,6 +237,10 @@ const TESTS: &[Test] = &[
         protocol::a_worker_runs_its_tasks_one_after_another,
     ),
     (
+        "a_graph_captured_in_global_mode_elsewhere",
+        lifecycle::a_graph_captured_in_global_mode_elsewhere,
+    ),
+    (
         "cancel_wins_over_the_liveness_probe",
         lifecycle::cancel_wins_over_the_liveness_probe,
     ),
