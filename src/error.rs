@@ -126,8 +126,11 @@ pub enum Error {
     /// A builder setting is out of range, or the runtime lacks what a call
     /// needs: IO areas ([`Builder::io`](crate::Builder::io)) for an IO
     /// task, room in its state memory for [`Runtime::state`](crate::Runtime::state),
-    /// a device with stream-ordered allocation for state memory at all, or
-    /// no pkq kernel running where a module or an SM partition is made.
+    /// a device with stream-ordered allocation for state memory at all,
+    /// no pkq kernel running where a module or an SM partition is made, or
+    /// an environment whose driver makes every launch wait for its kernel
+    /// (`CUDA_LAUNCH_BLOCKING`), under which a resident kernel's launch
+    /// would never return.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
     /// The argument bytes do not fit where they go: a slot's inline

@@ -147,6 +147,19 @@ pub(crate) fn with_current<T>(
     Ok(out)
 }
 
+/// Whether the driver makes every launch wait for its kernel to end
+/// (`CUDA_LAUNCH_BLOCKING`, a debugging aid: the driver takes a non-zero
+/// number as on): a resident kernel's launch would then never return.
+pub(crate) fn launches_block() -> bool {
+    blocking(std::env::var("CUDA_LAUNCH_BLOCKING").ok().as_deref())
+}
+
+/// Whether `CUDA_LAUNCH_BLOCKING` of value `v` (unset: `None`) turns it on.
+fn blocking(v: Option<&str>) -> bool {
+    v.and_then(|v| v.trim().parse::<i64>().ok())
+        .is_some_and(|v| v != 0)
+}
+
 /// Device `index`'s PCI address as the driver gives it ("0000:3B:00.0").
 pub(crate) fn pci_bus_id(index: usize) -> Result<String> {
     let dev = result::device::get(ordinal(index)?)?;
@@ -216,6 +229,23 @@ pub fn device_info(index: usize) -> Result<DeviceInfo> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn launch_blocking_is_a_non_zero_number() {
+        for (v, on) in [
+            (None, false),
+            (Some(""), false),
+            (Some("0"), false),
+            (Some(" 0 "), false),
+            (Some("yes"), false),
+            (Some("1"), true),
+            (Some(" 1\n"), true),
+            (Some("-1"), true),
+            (Some("2"), true),
+        ] {
+            assert_eq!(blocking(v), on, "{v:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -126,6 +126,13 @@ impl Kernel {
         cfg: LaunchConfig,
         push_args: impl FnOnce(&mut LaunchArgs<'a>),
     ) -> Result<()> {
+        if crate::cuda::driver::launches_block() {
+            return Err(Error::InvalidConfig(
+                "CUDA_LAUNCH_BLOCKING is set: every kernel launch would wait for its kernel to \
+                 end, and a resident kernel never ends (unset it, or set it to 0)"
+                    .into(),
+            ));
+        }
         assert!(
             !self.live.swap(true, Ordering::AcqRel),
             "a resident kernel is launched once"

@@ -226,3 +226,26 @@ pub(crate) fn child_borrowing_cancel_timeout() {
     assert!(matches!(last, Err(Error::Cancelled)), "{last:?}");
     assert!(y.len() == 64 && stream.clone_dtoh(&y).unwrap().iter().all(|&v| v == 0.0));
 }
+
+/// `CUDA_LAUNCH_BLOCKING=1` (a debugging aid) makes every launch wait for
+/// its kernel to end: a runtime's build is refused with `InvalidConfig`
+/// naming it, at once, rather than hang in the launch. In a child: the
+/// driver reads the variable at its start.
+pub(crate) fn launch_blocking_is_refused() {
+    run_child("launch_blocking", &[("CUDA_LAUNCH_BLOCKING", "1")]);
+}
+
+pub(crate) fn child_launch_blocking() {
+    let t0 = Instant::now();
+    let built = Runtime::builder().build();
+    println!(
+        "build under CUDA_LAUNCH_BLOCKING=1: {:?} after {:?}",
+        built.as_ref().err(),
+        t0.elapsed()
+    );
+    match built {
+        Err(Error::InvalidConfig(msg)) => assert!(msg.contains("CUDA_LAUNCH_BLOCKING"), "{msg}"),
+        other => panic!("expected InvalidConfig, got {:?}", other.map(|_| ())),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10));
+}

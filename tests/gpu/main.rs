@@ -264,6 +264,10 @@ const TESTS: &[Test] = &[
         faults::a_borrowing_call_cut_short_by_a_timed_out_cancel_returns,
     ),
     (
+        "launch_blocking_is_refused",
+        faults::launch_blocking_is_refused,
+    ),
+    (
         "illegal_address_faults_every_waiter",
         faults::illegal_address_faults_every_waiter,
     ),
@@ -286,6 +290,7 @@ const CHILDREN: &[Test] = &[
         "borrowing_cancel_timeout",
         faults::child_borrowing_cancel_timeout,
     ),
+    ("launch_blocking", faults::child_launch_blocking),
     ("pool_trap", pool::child_pool_trap),
     ("pool_trap_one_of_many", pool::child_pool_trap_one_of_many),
 ];
