@@ -171,9 +171,12 @@ pub enum Error {
     /// The device ran the task and its handler reported a failure.
     #[error(transparent)]
     Task(#[from] TaskError),
-    /// The kernel's stream reported a CUDA error (a trap, an illegal address,
-    /// ...). Such errors are sticky: the CUDA context is unusable for the rest
-    /// of the process.
+    /// The kernel faulted (a trap, an illegal address, ...): the driver
+    /// reported the error and the kernel's pollers stopped beating. Such
+    /// errors are sticky, and the driver reports them on every CUDA context
+    /// of the process: from then on every driver call fails (on every
+    /// device), while a runtime whose kernel beats on keeps serving (its hot
+    /// path needs no driver call).
     #[error("the device faulted: {0}")]
     DeviceFault(String),
     /// The task's worker has not polled for longer than the stall bound

@@ -211,7 +211,7 @@ impl Floor {
             if polls.is_multiple_of(4096) {
                 let t0 = *since.get_or_insert_with(Instant::now);
                 if t0.elapsed() > limit {
-                    return Err(match self.kernel.state() {
+                    return Err(match self.kernel.state_alone() {
                         KernelState::Running | KernelState::Unknown(..) => Error::Timeout,
                         KernelState::Finished => {
                             Error::KernelStopped("the floor kernel exited".into())

@@ -23,7 +23,12 @@ use crate::ops::typed::OpTable;
 pub(crate) enum KernelState {
     Running,
     Finished,
-    /// The stream reports an error from the device (sticky: the kernel is dead).
+    /// The driver reports a device fault (sticky). It reports one on every
+    /// context of the process, not only the one whose kernel faulted (two
+    /// GPUs: after a trap on one, every call on the other returned it while
+    /// the other's kernels ran on), so this alone does not say that this
+    /// kernel ended: whoever has more evidence decides and calls
+    /// [`Kernel::end`] (a runtime: its pollers' heartbeats).
     Faulted(DriverError),
     /// This thread could not ask (the call that failed, and how): says
     /// nothing about the kernel.
@@ -157,67 +162,96 @@ impl Kernel {
         Ok(())
     }
 
-    /// Asks the stream (non-blocking) whether the kernel still runs. Once it
-    /// is seen not to, it leaves the context's running count and is no
-    /// longer live.
+    /// Asks the stream (non-blocking) whether the kernel still runs; once
+    /// it has ended, what ended it. A stream seen finished ends the kernel
+    /// ([`Kernel::end`]); a fault does not (see [`KernelState::Faulted`]).
     pub(crate) fn state(&self) -> KernelState {
-        use sys::CUresult::*;
+        if !self.live.load(Ordering::Acquire) {
+            return match self.fault.get() {
+                Some(&e) => KernelState::Faulted(e),
+                None => KernelState::Finished,
+            };
+        }
         // SAFETY: a valid stream of the context made current around the call.
         let queried = crate::cuda::driver::with_current(&self.ctx, || unsafe {
             sys::cuStreamQuery(self.stream.cu_stream())
         });
-        let result = match queried {
-            Ok(r) => r,
-            Err(e) => return KernelState::Unknown("cuCtxPushCurrent", e),
-        };
-        let state = match result {
-            CUDA_ERROR_NOT_READY => KernelState::Running,
-            CUDA_SUCCESS => KernelState::Finished,
-            // Errors of the calling thread's API use, not of the device.
-            e @ (CUDA_ERROR_INVALID_CONTEXT
-            | CUDA_ERROR_INVALID_HANDLE
-            | CUDA_ERROR_NOT_INITIALIZED
-            | CUDA_ERROR_DEINITIALIZED) => KernelState::Unknown("cuStreamQuery", DriverError(e)),
-            e => KernelState::Faulted(DriverError(e)),
-        };
-        if let KernelState::Faulted(e) = state {
-            // Kept before it is no longer live: a wait that finds it so
+        match queried {
+            Err(e) => failed("cuCtxPushCurrent", e.0),
+            Ok(sys::CUresult::CUDA_ERROR_NOT_READY) => KernelState::Running,
+            Ok(sys::CUresult::CUDA_SUCCESS) => {
+                self.end(None);
+                KernelState::Finished
+            }
+            Ok(e) => failed("cuStreamQuery", e),
+        }
+    }
+
+    /// Marks the kernel ended, by `fault` if any: no longer live (its memory
+    /// may be released), out of the context's running count, and every
+    /// later look reports the same. Only once it touches nothing any more:
+    /// its stream finished, or its runtime found it dead.
+    pub(crate) fn end(&self, fault: Option<DriverError>) {
+        if let Some(e) = fault {
+            // Kept before it is no longer live: a look that finds it so
             // reports the fault.
             let _ = self.fault.set(e);
         }
-        if let KernelState::Finished | KernelState::Faulted(_) = state {
-            self.uncount();
-            self.live.store(false, Ordering::Release);
+        self.uncount();
+        self.live.store(false, Ordering::Release);
+    }
+
+    /// [`Kernel::state`] of a kernel nothing else watches (the measurement
+    /// kernels): a fault the driver reports is taken to be its own, and
+    /// ends it.
+    #[cfg(feature = "bench")]
+    pub(crate) fn state_alone(&self) -> KernelState {
+        let state = self.state();
+        if let KernelState::Faulted(e) = state {
+            self.end(Some(e));
         }
         state
     }
 
     /// Polls until the kernel has ended (normally or by a fault) or
-    /// `deadline` (none: no limit). A kernel seen to end by a fault, here
-    /// or by an earlier look, gives [`Error::DeviceFault`].
+    /// `deadline` (none: no limit), judged by [`Kernel::state_alone`].
+    #[cfg(feature = "bench")]
     pub(crate) fn wait_finished(&self, deadline: Option<Instant>) -> Result<()> {
-        if !self.live.load(Ordering::Acquire) {
-            return match self.fault.get() {
-                Some(&e) => Err(Error::DeviceFault(error_name(e))),
-                None => Ok(()),
-            };
-        }
-        loop {
-            match self.state() {
-                KernelState::Running | KernelState::Unknown(..)
-                    if deadline.is_none_or(|d| Instant::now() < d) =>
-                {
-                    std::thread::sleep(Duration::from_micros(20));
-                }
-                KernelState::Running | KernelState::Unknown(..) => {
-                    return Err(Error::KernelTimeout("exit in time"));
-                }
-                // No longer live (`state` saw to it).
-                KernelState::Finished => return Ok(()),
-                KernelState::Faulted(e) => {
-                    // A faulted kernel is dead too (the error is sticky).
-                    return Err(Error::DeviceFault(error_name(e)));
-                }
+        wait_ended(deadline, || self.state_alone())
+    }
+}
+
+/// What a failed driver call says about the kernel: nothing, for errors of
+/// the calling thread's API use; a fault the driver reports, for the rest.
+fn failed(call: &'static str, code: sys::CUresult) -> KernelState {
+    use sys::CUresult::*;
+    match code {
+        CUDA_ERROR_INVALID_CONTEXT
+        | CUDA_ERROR_INVALID_HANDLE
+        | CUDA_ERROR_NOT_INITIALIZED
+        | CUDA_ERROR_DEINITIALIZED => KernelState::Unknown(call, DriverError(code)),
+        e => KernelState::Faulted(DriverError(e)),
+    }
+}
+
+/// Polls `verdict` until it says the kernel ended (`Finished`: `Ok`; by a
+/// fault: [`Error::DeviceFault`]) or `deadline` passes (none: no limit;
+/// then [`Error::KernelTimeout`]).
+pub(crate) fn wait_ended(
+    deadline: Option<Instant>,
+    verdict: impl Fn() -> KernelState,
+) -> Result<()> {
+    loop {
+        match verdict() {
+            KernelState::Finished => return Ok(()),
+            KernelState::Faulted(e) => return Err(Error::DeviceFault(error_name(e))),
+            KernelState::Running | KernelState::Unknown(..)
+                if deadline.is_none_or(|d| Instant::now() < d) =>
+            {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+            KernelState::Running | KernelState::Unknown(..) => {
+                return Err(Error::KernelTimeout("exit in time"));
             }
         }
     }
@@ -316,13 +350,9 @@ impl Kernel {
 
 impl Drop for Kernel {
     fn drop(&mut self) {
-        // Not yet seen to end (a stop that timed out): ask once more.
-        if self.live.load(Ordering::Acquire)
-            && !matches!(
-                self.state(),
-                KernelState::Finished | KernelState::Faulted(_)
-            )
-        {
+        // Not yet seen to end (a stop that timed out, or a fault the driver
+        // reports that may be another kernel's): ask once more.
+        if self.live.load(Ordering::Acquire) && self.state() != KernelState::Finished {
             // The kernel may still read or write this memory (and run this
             // module's code): leak them rather than free them under it.
             return;

@@ -64,7 +64,9 @@ struct Member {
 /// them ([`Routing`], or by key with [`Pool::submit_keyed`]). A device that
 /// faults or stops is taken out: its tickets report the error
 /// ([`Error::DeviceFault`], ...), the pool routes to the others, and
-/// [`Pool::serving`] lists those left. Tasks that use a device's buffers go
+/// [`Pool::serving`] lists those left. (The driver reports a fault on every
+/// device of the process; the others' runtimes serve on, their kernels
+/// beating, but calls of theirs that need the driver fail from then on.) Tasks that use a device's buffers go
 /// to that device's runtime ([`Pool::for_buffer`]); naming another device's
 /// buffers is refused, never copied.
 ///

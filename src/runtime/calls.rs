@@ -99,9 +99,7 @@ impl Runtime {
                 // call waits its own stop timeout for it too.
                 let _ = self.shared.stop(false);
                 let deadline = crate::proto::sync::now().checked_add(self.shared.stop_timeout);
-                if self.shared.engine.wait_finished(deadline).is_err()
-                    && self.shared.engine.is_live()
-                {
+                if self.shared.wait_exit(deadline).is_err() && self.shared.engine.is_live() {
                     eprintln!(
                         "pkq: the resident kernel did not stop after {e}; aborting rather than \
                          release device buffers it may still use"

@@ -4,7 +4,9 @@
 
 use std::time::Instant;
 
-use crate::cuda::kernel::{Kernel, KernelState};
+use cudarc::driver::DriverError;
+
+use crate::cuda::kernel::{Kernel, KernelState, wait_ended};
 use crate::error::Result;
 
 /// The device side of a runtime.
@@ -15,7 +17,8 @@ pub(crate) enum Engine {
 }
 
 impl Engine {
-    /// Whether it still serves (never blocks).
+    /// Whether it still serves (never blocks): what the CUDA kernel's
+    /// stream says ([`Kernel::state`]), or the software device.
     pub(crate) fn state(&self) -> KernelState {
         match self {
             Self::Cuda(k) => k.state(),
@@ -26,11 +29,26 @@ impl Engine {
         }
     }
 
-    /// Waits until it has ended (normally or by a fault), or `deadline`
-    /// (none: no limit).
-    pub(crate) fn wait_finished(&self, deadline: Option<Instant>) -> Result<()> {
+    /// Marks the CUDA kernel ended ([`Kernel::end`]); the software device
+    /// says so itself.
+    pub(crate) fn end(&self, fault: Option<DriverError>) {
         match self {
-            Self::Cuda(k) => k.wait_finished(deadline),
+            Self::Cuda(k) => k.end(fault),
+            #[cfg(test)]
+            Self::Soft(_) => {}
+        }
+    }
+
+    /// Waits until it has ended (normally or by a fault), or `deadline`
+    /// (none: no limit): the CUDA kernel as `verdict` judges it, polled
+    /// ([`wait_ended`]); the software device until it stopped.
+    pub(crate) fn wait_finished(
+        &self,
+        deadline: Option<Instant>,
+        verdict: impl Fn() -> KernelState,
+    ) -> Result<()> {
+        match self {
+            Self::Cuda(_) => wait_ended(deadline, verdict),
             #[cfg(test)]
             Self::Soft(d) => {
                 d.wait_stopped();

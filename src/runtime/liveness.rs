@@ -1,7 +1,9 @@
-//! Liveness: the shared schedule of probes of the kernel, and the
-//! heartbeats that tell a stalled worker.
+//! Liveness: the shared schedule of probes of the kernel, the heartbeats
+//! that tell a stalled worker, and whether a fault the driver reports is
+//! the kernel's own.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::proto::sync::now;
@@ -32,6 +34,40 @@ pub(crate) struct Liveness {
     /// Stored with release after the per-poller words, loaded with acquire
     /// before them.
     pub(crate) probed_ns: AtomicU64,
+    /// A fault the driver reported, as first seen (see
+    /// [`Liveness::judge_fault`]).
+    fault_seen: Mutex<Option<FaultSeen>>,
+}
+
+/// How long after a fault the driver reports was first seen a kernel may
+/// go without any poller beating before its runtime takes it to be the
+/// kernel that faulted. A poller that is not running a task beats at least
+/// every millisecond (every `PKQ_HEARTBEAT_CYCLES` as it polls, and every
+/// poll as it sleeps, at most 1 ms, under `IdlePolicy::Backoff`), so a live
+/// kernel with one such poller beats well within it.
+pub(crate) const FAULT_CONFIRM: Duration = Duration::from_millis(10);
+
+/// A fault the driver reported: when a probe first saw it (ns after
+/// `epoch`), every heartbeat then, and whether one has changed since.
+struct FaultSeen {
+    since_ns: u64,
+    beats: Box<[u64]>,
+    alive: bool,
+}
+
+/// Whose a fault the driver reports is ([`Liveness::judge_fault`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FaultVerdict {
+    /// Not yet known: no heartbeat has changed since the first look, for
+    /// less than [`FAULT_CONFIRM`].
+    Undecided,
+    /// A heartbeat changed after the fault was reported: the kernel lives,
+    /// the fault is another kernel's (the driver reports a fault on every
+    /// context of the process).
+    Alive,
+    /// No heartbeat changed for [`FAULT_CONFIRM`] after the fault was
+    /// reported: the kernel is taken to be the one that faulted.
+    Dead,
 }
 
 impl Liveness {
@@ -47,6 +83,40 @@ impl Liveness {
             beat_seen: zeros(),
             beat_since_ns: zeros(),
             probed_ns: AtomicU64::new(0),
+            fault_seen: Mutex::new(None),
+        }
+    }
+
+    /// Judges a fault the driver reports, from every poller's heartbeat
+    /// `beat(p)` read at `t` (ns after `epoch`): the first look notes them;
+    /// the kernel is [`FaultVerdict::Alive`] from the first later look that
+    /// finds one changed (and stays so), [`FaultVerdict::Dead`] from a look
+    /// [`FAULT_CONFIRM`] or more after the first that finds none changed.
+    /// Any thread may call it.
+    pub(crate) fn judge_fault(&self, t: u64, beat: impl Fn(usize) -> u64) -> FaultVerdict {
+        let beats: Box<[u64]> = (0..self.beat_seen.len()).map(beat).collect();
+        let mut seen = self
+            .fault_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &mut *seen {
+            None => {
+                *seen = Some(FaultSeen {
+                    since_ns: t,
+                    beats,
+                    alive: false,
+                });
+                FaultVerdict::Undecided
+            }
+            Some(f) if f.alive => FaultVerdict::Alive,
+            Some(f) if f.beats != beats => {
+                f.alive = true;
+                FaultVerdict::Alive
+            }
+            Some(f) if Duration::from_nanos(t.saturating_sub(f.since_ns)) < FAULT_CONFIRM => {
+                FaultVerdict::Undecided
+            }
+            Some(_) => FaultVerdict::Dead,
         }
     }
 
@@ -97,6 +167,46 @@ impl Liveness {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The driver reports a device fault on every context of the process
+    /// (two GPUs: a trap on one, and every call on the other returned it
+    /// while its kernels ran on): a runtime whose pollers beat on is alive,
+    /// one whose pollers stay silent is the one that faulted.
+    #[test]
+    fn a_fault_is_the_kernels_own_only_if_its_heartbeats_stop() {
+        let ms = 1_000_000;
+        let l = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 2);
+        assert_eq!(
+            l.judge_fault(5 * ms, |p| [7, 9][p]),
+            FaultVerdict::Undecided
+        );
+        assert_eq!(
+            l.judge_fault(6 * ms, |p| [7, 9][p]),
+            FaultVerdict::Undecided
+        );
+        // One poller beat (the other may run a task): alive, and stays so.
+        assert_eq!(l.judge_fault(7 * ms, |p| [7, 10][p]), FaultVerdict::Alive);
+        assert_eq!(l.judge_fault(900 * ms, |p| [7, 10][p]), FaultVerdict::Alive);
+
+        let dead = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 2);
+        assert_eq!(dead.judge_fault(5 * ms, |_| 3), FaultVerdict::Undecided);
+        let confirm = u64::try_from(FAULT_CONFIRM.as_nanos()).unwrap();
+        assert_eq!(
+            dead.judge_fault(5 * ms + confirm - 1, |_| 3),
+            FaultVerdict::Undecided
+        );
+        assert_eq!(
+            dead.judge_fault(5 * ms + confirm, |_| 3),
+            FaultVerdict::Dead
+        );
+        // A look long after the first, with no look between, decides the same.
+        let late = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 1);
+        late.judge_fault(ms, |_| 3);
+        assert_eq!(late.judge_fault(60_000 * ms, |_| 3), FaultVerdict::Dead);
+        let woke = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 1);
+        woke.judge_fault(ms, |_| 3);
+        assert_eq!(woke.judge_fault(60_000 * ms, |_| 4), FaultVerdict::Alive);
+    }
 
     /// The soak's false stalls (examples/soak, 61f463d): a waiter that found
     /// another thread probing measured silence up to "now" from heartbeats

@@ -12,7 +12,7 @@ use crate::cuda::kernel::KernelState;
 use crate::error::{Error, Result};
 use crate::ops::typed::OpTable;
 use crate::proto::layout::{
-    CTRL_BYTES, CTRL_STOP, STATE_BITS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
+    CTRL_BYTES, CTRL_STOP, STATE_BITS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING, WORKER_STOPPED,
 };
 use crate::proto::plan::Plan;
 use crate::proto::queue::{Queue, Refusal};
@@ -21,7 +21,7 @@ use crate::proto::sync::now;
 use crate::proto::words::Words;
 use crate::runtime::LIVE;
 use crate::runtime::engine::Engine;
-use crate::runtime::liveness::Liveness;
+use crate::runtime::liveness::{FaultVerdict, Liveness};
 use crate::runtime::wait::WaitStrategy;
 
 /// The settings a runtime's shared state keeps (from its `Builder`).
@@ -280,11 +280,51 @@ impl Shared {
         Some(outcome)
     }
 
-    /// Asks whether the kernel still serves (a stream query and a look at
-    /// the worker state words); latches what ended it.
+    /// What the kernel is, by its stream and by its own words, as of `now`.
+    /// The driver reports a device fault on every context of the process,
+    /// so a fault its stream reports is this kernel's only if its pollers
+    /// stopped beating ([`Liveness::judge_fault`]); until that is known, and
+    /// while they beat on (another kernel faulted, and this one serves on:
+    /// its hot path needs no driver call), it is running. A kernel every
+    /// poller of which left its loop (state words) has ended, whatever the
+    /// stream says. Ends the engine ([`Engine::end`]) once it has.
+    fn verdict(&self, now: Instant) -> KernelState {
+        let state = self.engine.state();
+        let KernelState::Faulted(e) = state else {
+            return state;
+        };
+        if !self.engine.is_live() {
+            // Found dead before.
+            return state;
+        }
+        if (0..self.states.len()).all(|w| matches!(self.state(w), WORKER_STOPPED | WORKER_BAD_TAG))
+        {
+            self.engine.end(None);
+            return KernelState::Finished;
+        }
+        let beat = |p| self.beats.at(p).load(Ordering::Acquire);
+        match self.liveness.judge_fault(self.liveness.ns(now), beat) {
+            FaultVerdict::Undecided | FaultVerdict::Alive => KernelState::Running,
+            FaultVerdict::Dead => {
+                self.engine.end(Some(e));
+                state
+            }
+        }
+    }
+
+    /// Waits until the kernel has ended (`Ok`; by a fault,
+    /// [`Error::DeviceFault`]) or `deadline` (none: no limit;
+    /// [`Error::KernelTimeout`]), as [`Shared::verdict`] judges it.
+    pub(crate) fn wait_exit(&self, deadline: Option<Instant>) -> Result<()> {
+        self.engine
+            .wait_finished(deadline, || self.verdict(crate::proto::sync::now()))
+    }
+
+    /// Asks whether the kernel still serves ([`Shared::verdict`], and a look
+    /// at the worker state words); latches what ended it.
     fn probe(&self, now: Instant) -> Result<()> {
         self.check()?;
-        let state = self.engine.state();
+        let state = self.verdict(now);
         if !matches!(state, KernelState::Unknown(..)) {
             self.liveness.unknown_since_ns.store(0, Ordering::Relaxed);
         }
@@ -482,9 +522,7 @@ impl Shared {
             .compare_exchange(DRAIN, DRAINED, Ordering::SeqCst, Ordering::SeqCst)
             .is_err();
         self.tell_stop();
-        let exited = self
-            .engine
-            .wait_finished(now().checked_add(self.stop_timeout));
+        let exited = self.wait_exit(now().checked_add(self.stop_timeout));
         let drained = match drained {
             Err(Error::Cancelled) if cancelled => Ok(()),
             Err(Error::Timeout) => Err(Error::KernelTimeout("drain its tasks in time")),

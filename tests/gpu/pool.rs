@@ -197,5 +197,20 @@ pub(crate) fn child_pool_trap_one_of_many() {
         assert_eq!(t.wait().unwrap().value, v);
     }
     assert!(matches!(pool.runtime(0), Err(Error::NotServing(0))));
-    println!("    device 0 out; devices {others:?} served 1000 tasks");
+    // The driver reports the fault on every device (every driver call fails
+    // from now on); the others' kernels beat on, and their shutdown sees
+    // their pollers leave.
+    let refused = Runtime::builder().device(others[0]).build();
+    assert!(
+        matches!(refused, Err(Error::Cuda(_))),
+        "a runtime built after the fault: {:?}",
+        refused.as_ref().map(|_| ())
+    );
+    for &d in &others {
+        pool.runtime(d).unwrap().shutdown().unwrap();
+    }
+    println!(
+        "    device 0 out; devices {others:?} served 1000 tasks and shut down; a new runtime: {}",
+        refused.err().unwrap()
+    );
 }
