@@ -7,8 +7,9 @@
 //!
 //! Round trips use the default runtime (one worker of eight pollers);
 //! throughput uses the throughput shape (64 workers on 4 rings) on every
-//! device, producers submitting and waiting for batches of 256 (one task
-//! per slot) or packed batches of 8192, least-loaded routing.
+//! device, producers (`--producers` per device of the pool: each device fed
+//! alike) submitting and waiting for batches of 256 (one task per slot) or
+//! packed batches of 8192, least-loaded routing.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use pkq::{Op, Pool, Runtime};
 use serde_json::{Map, Value, json};
-use support::{Latency, Pacer, pin_helper, report, start, write_json};
+use support::{Latency, Pacer, at_least_one, pin_helper, report, start, write_json};
 
 #[derive(Parser)]
 #[command(about = "a pool of GPUs against a lone runtime: round trip and throughput")]
@@ -28,8 +29,8 @@ struct Args {
     /// Round trips timed per row.
     #[arg(long, default_value_t = 50_000)]
     samples: usize,
-    /// Producer threads of the throughput rows.
-    #[arg(long, default_value_t = 4)]
+    /// Producer threads of the throughput rows, per device of the pool.
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
     producers: usize,
     /// Seconds per throughput row.
     #[arg(long, default_value_t = 1.0)]
@@ -107,6 +108,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     row.insert("devices".into(), json!([names[0]]));
     rows.push(row);
 
+    // Each shape's rate on one GPU (one task per slot, packed).
+    let mut one_gpu: [Option<f64>; 2] = [None, None];
     for n in 1..=count {
         let devices: Vec<usize> = (0..n).collect();
         let on: Vec<&String> = names[..n].iter().collect();
@@ -128,20 +131,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .devices(&devices)
             .runtime(Runtime::builder().workers(64).rings(4).capacity(4096))
             .build()?;
+        let producers = args.producers * n;
         for (packed, shape) in [
-            (
-                false,
-                format!("one task per slot, {} producers", args.producers),
-            ),
-            (true, format!("packed, {} producers", args.producers)),
+            (false, format!("one task per slot, {producers} producers")),
+            (true, format!("packed, {producers} producers")),
         ] {
-            let rate = throughput(&pool, args.producers, args.seconds, packed);
+            let rate = throughput(&pool, producers, args.seconds, packed);
             let mut m = Map::new();
             m.insert(
                 "name".into(),
                 json!(format!("pool throughput, {n} GPU(s), {shape}")),
             );
             m.insert("tasks_per_s".into(), json!(rate.round()));
+            // Against one GPU's of the same shape (fed alike).
+            let one = *one_gpu[usize::from(packed)].get_or_insert(rate);
+            if n > 1 {
+                m.insert("vs_1_gpu_x".into(), json!((rate / one * 1e3).round() / 1e3));
+            }
             m.insert("devices".into(), json!(on));
             println!(
                 "{}: {:.1} M tasks/s",

@@ -375,25 +375,29 @@ fn render_pool() -> String {
         return "(no `pool.json` committed yet)\n".into();
     };
     let mut out = format!("`pool.json` ({}):\n\n", header(&r));
-    out += "| round trip | p50 µs | p99 µs | p99.9 µs |\n|---|---:|---:|---:|\n";
+    // A ratio where the row has one, else a dash.
+    let x = |v: &Value| v.as_f64().map_or("-".into(), |v| format!("{v:.2}x"));
+    out += "| round trip | p50 µs | p99 µs | p99.9 µs | p50 against the lone runtime |\n|---|---:|---:|---:|---:|\n";
     for row in rows(&r).iter().filter(|row| row.get("p50_us").is_some()) {
         out += &format!(
-            "| {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} |\n",
             row["name"].as_str().unwrap_or("?"),
             f(&row["p50_us"]),
             f(&row["p99_us"]),
             f(&row["p99_9_us"]),
+            x(&row["p50_vs_lone_x"]),
         );
     }
-    out += "\n| throughput | M tasks/s |\n|---|---:|\n";
+    out += "\n| throughput | M tasks/s | against one GPU |\n|---|---:|---:|\n";
     for row in rows(&r)
         .iter()
         .filter(|row| row.get("tasks_per_s").is_some())
     {
         out += &format!(
-            "| {} | {:.1} |\n",
+            "| {} | {:.1} | {} |\n",
             row["name"].as_str().unwrap_or("?"),
             row["tasks_per_s"].as_f64().unwrap_or(f64::NAN) / 1e6,
+            x(&row["vs_1_gpu_x"]),
         );
     }
     out
