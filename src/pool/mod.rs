@@ -66,9 +66,16 @@ struct Member {
 /// ([`Error::DeviceFault`], ...), the pool routes to the others, and
 /// [`Pool::serving`] lists those left. (The driver reports a fault on every
 /// device of the process; the others' runtimes serve on, their kernels
-/// beating, but calls of theirs that need the driver fail from then on.) Tasks that use a device's buffers go
-/// to that device's runtime ([`Pool::for_buffer`]); naming another device's
-/// buffers is refused, never copied.
+/// beating, but calls of theirs that need the driver fail from then on.)
+/// Tasks that use a device's buffers go to that device's runtime
+/// ([`Pool::for_buffer`]); naming another device's buffers is refused,
+/// never copied.
+///
+/// A device whose ring a thread submits to is held by an
+/// [`ExclusiveProducer`](crate::ExclusiveProducer) (taken through
+/// [`Pool::runtime`]) is passed over by that thread's routed submits, which
+/// return [`Error::RingHeld`] only where every serving device's ring is
+/// held; a keyed submit stays on its key's device and returns it.
 ///
 /// Where the host has several NUMA nodes, each device's runtime is built on
 /// a thread pinned to the CPUs of the node its PCI slot hangs off (so its
@@ -297,7 +304,9 @@ impl Pool {
 
     /// Submits to the device of `key`: the same device for the same key
     /// while it serves (rendezvous hashing over the serving devices: a
-    /// device taken out moves only its own keys).
+    /// device taken out moves only its own keys). [`Error::RingHeld`] where
+    /// an exclusive producer holds the ring this thread submits to on that
+    /// device: the key does not move.
     pub fn submit_keyed<A: Pod>(&self, key: u64, op: Op, args: &A) -> Result<Ticket> {
         loop {
             let m = self.keyed(key)?;
@@ -378,9 +387,39 @@ impl Pool {
             let m = self.pick()?;
             match submit(&m.rt) {
                 Ok(t) => return Ok(count(t, Load::add(&m.load, n))),
+                // The device serves, but an exclusive producer holds the
+                // ring this thread submits to there: another may take it.
+                Err(Error::RingHeld) if self.still_serving(m) => {
+                    return self.around(m, n, &submit, &count);
+                }
                 Err(e) => self.after_failure(m, e)?,
             }
         }
+    }
+
+    /// A submit that device `held` refused with [`Error::RingHeld`]: to the
+    /// other serving devices in turn, to the first that takes it;
+    /// `RingHeld` if each of them refuses it so too.
+    fn around<T>(
+        &self,
+        held: &Member,
+        n: usize,
+        submit: &impl Fn(&Runtime) -> Result<T>,
+        count: &impl Fn(T, Load) -> T,
+    ) -> Result<T> {
+        for m in self.members.iter().filter(|m| !std::ptr::eq(*m, held)) {
+            if !self.still_serving(m) {
+                continue;
+            }
+            match submit(&m.rt) {
+                Ok(t) => return Ok(count(t, Load::add(&m.load, n))),
+                Err(Error::RingHeld) => {}
+                // The task's own error (a device found dead: the next).
+                Err(e) if self.still_serving(m) => return Err(e),
+                Err(_) => {}
+            }
+        }
+        Err(Error::RingHeld)
     }
 
     /// After a submit to `m` failed with `e`: `Ok` to try another device
@@ -408,22 +447,7 @@ impl Pool {
             };
         }
         let load = |m: &Member| m.load.load(Ordering::Relaxed);
-        if self.routing == Routing::PowerOfTwo {
-            let r = self.random();
-            let i = (r % n as u64) as usize;
-            // Two different devices.
-            let j = (i + 1 + ((r >> 32) % (n as u64 - 1)) as usize) % n;
-            let (a, b) = (&self.members[i], &self.members[j]);
-            match (self.still_serving(a), self.still_serving(b)) {
-                (true, true) => return Ok(if load(b) < load(a) { b } else { a }),
-                (true, false) => return Ok(a),
-                (false, true) => return Ok(b),
-                // Both out: the least loaded of those left.
-                (false, false) => {}
-            }
-        }
-        // The serving devices in turn, from a rotating start among them (so
-        // that ties go round the devices, whichever are out).
+        // The serving devices (those found dead are taken out here).
         let serving = self
             .members
             .iter()
@@ -432,6 +456,24 @@ impl Pool {
         if serving == 0 {
             return Err(Error::NoServingDevice);
         }
+        if self.routing == Routing::PowerOfTwo && serving > 1 {
+            let r = self.random();
+            let i = (r % serving as u64) as usize;
+            // Two different serving devices.
+            let j = (i + 1 + ((r >> 32) % (serving as u64 - 1)) as usize) % serving;
+            let nth = |k| {
+                self.members
+                    .iter()
+                    .filter(|m| m.serving.load(Ordering::Relaxed))
+                    .nth(k)
+            };
+            // (One taken out meanwhile: the least loaded of those left.)
+            if let (Some(a), Some(b)) = (nth(i), nth(j)) {
+                return Ok(if load(b) < load(a) { b } else { a });
+            }
+        }
+        // The serving devices in turn, from a rotating start among them (so
+        // that ties go round the devices, whichever are out).
         let start = self.next.fetch_add(1, Ordering::Relaxed) % serving;
         let mut turn = self
             .members

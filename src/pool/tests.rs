@@ -220,3 +220,54 @@ fn tickets_and_batches_outlive_their_pool() {
     assert_eq!(t.wait().unwrap().value, 3);
     assert_eq!(values(b.wait().unwrap()), [4, 5]);
 }
+
+/// `PowerOfTwo` compares two serving devices: a device taken out is not
+/// drawn (drawn, it left the other to be picked blind, 2 picks in 3 on
+/// three devices with one out).
+#[test]
+fn power_of_two_compares_two_serving_devices_when_one_is_out() {
+    let pool = soft_pool(3, Routing::PowerOfTwo);
+    pool.runtime(2).unwrap().cancel().unwrap();
+    let mut held = Vec::new();
+    for _ in 0..60 {
+        held.push(pool.submit(Op::NOP, &()).unwrap());
+        let l = loads(&pool);
+        assert!(l[0].abs_diff(l[1]) <= 1, "{l:?}");
+    }
+    assert_eq!(pool.serving(), [0, 1]);
+}
+
+/// A ring of one device that an exclusive producer holds (taken through
+/// `Pool::runtime`) refuses the pool's submits on it: routed tasks go to
+/// another device; with every device's ring held, `RingHeld`; keyed tasks
+/// stay on their device and say so.
+#[test]
+fn a_held_ring_sends_routed_tasks_to_the_other_devices() {
+    for routing in [
+        Routing::RoundRobin,
+        Routing::LeastLoaded,
+        Routing::PowerOfTwo,
+    ] {
+        let pool = soft_pool(2, routing);
+        let held = pool.runtime(0).unwrap().exclusive_producer().unwrap();
+        for i in 0..8u64 {
+            let t = pool.submit(Op::ECHO, &[i]).unwrap();
+            assert_eq!(t.wait().unwrap().value, i, "{routing:?}");
+            let mut b = pool.submit_batch(Op::ECHO, &[[i], [i + 1]]).unwrap();
+            assert_eq!(b.wait().unwrap().len(), 2);
+            let mut p = pool.submit_packed(Op::ECHO, &[i; 40]).unwrap();
+            assert_eq!(p.wait().unwrap().len(), 40);
+        }
+        assert_eq!(pool.serving(), [0, 1], "{routing:?}");
+        let key = (0u64..).find(|&k| pool.route_key(k).unwrap() == 0).unwrap();
+        assert!(matches!(
+            pool.submit_keyed(key, Op::NOP, &()),
+            Err(Error::RingHeld)
+        ));
+        let other = pool.runtime(1).unwrap().exclusive_producer().unwrap();
+        assert!(matches!(pool.submit(Op::NOP, &()), Err(Error::RingHeld)));
+        drop((held, other));
+        pool.submit(Op::NOP, &()).unwrap().wait().unwrap();
+        assert_eq!(loads(&pool), [0, 0], "{routing:?}");
+    }
+}
