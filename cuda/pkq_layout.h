@@ -269,7 +269,12 @@
  * the host's liveness checks (acquire loads). One writer per word, aligned
  * 8 bytes: no torn read. Bits 0..8: the state below; bits 8..64: how many of
  * its worker's tasks the poller knows to be taken (its position; progress
- * for diagnostics), as of its latest heartbeat or its stop.
+ * for diagnostics), as of its latest heartbeat or its stop. The final state
+ * (STOPPED or BAD_TAG) is the poller's last store to mapped memory, behind
+ * a warp barrier and a system fence after every other: a kernel all of whose
+ * pollers stored it has exited, which is how the host sees an exit when the
+ * driver reports a fault on every context of the process (docs/PROTOCOL.md,
+ * "Faults").
  * ------------------------------------------------------------------------- */
 #define PKQ_WORKER_STARTING 0 /* u64 */
 #define PKQ_WORKER_RUNNING 1 /* u64 */

@@ -911,6 +911,14 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         sleep_ns = 0;
         beat_if_due();
     }
+    // Every lane's stores to mapped memory (completions, pack results, IO
+    // output) before the final state word (cumulative through the warp
+    // barrier): the host takes a kernel all of whose pollers stored it for
+    // one that exited, whatever its stream says (a fault the driver
+    // reports on every context of the process), and may then release the
+    // memory. Once per poller, on its way out.
+    __syncwarp();
+    __threadfence_system();
     if (lane == 0) {
         store_sys(state, final_state | (k << PKQ_STATE_BITS));
         // Quiet pollers of this worker stop waiting (above).

@@ -53,11 +53,16 @@ pub(crate) struct Kernel {
     /// Device memory the kernel works in (IO scratch), released with
     /// `memory`.
     device_memory: ManuallyDrop<Vec<CudaSlice<u8>>>,
-    /// Launched and not yet seen to end.
+    /// Launched and not yet known to have ended (exited, or found dead).
     live: AtomicBool,
-    /// The fault its stream reported when it was seen to end by one (every
-    /// later wait for its end reports it too).
-    fault: std::sync::OnceLock<DriverError>,
+    /// How it ended, once known: `None` by an exit, `Some` by the fault the
+    /// driver reported. The first known stays (every later look reports it).
+    ended: std::sync::OnceLock<Option<DriverError>>,
+    /// Nothing of it runs: not launched (or its launch failed), or seen to
+    /// exit (its stream finished, or its runtime saw every poller leave).
+    /// Only then is its memory released: a kernel found dead by a fault is
+    /// leaked (the driver refuses every free once it reports one anyway).
+    gone: AtomicBool,
     /// Counted among the context's running pkq kernels
     /// ([`crate::cuda::modules::started`]): from just before the launch until the
     /// stream is first seen to have ended, or the launch failed.
@@ -114,7 +119,8 @@ impl Kernel {
             memory: ManuallyDrop::new(memory),
             device_memory: ManuallyDrop::new(Vec::new()),
             live: AtomicBool::new(false),
-            fault: std::sync::OnceLock::new(),
+            ended: std::sync::OnceLock::new(),
+            gone: AtomicBool::new(true),
             counted: AtomicBool::new(false),
             ops: loaded.ops,
         })
@@ -142,6 +148,7 @@ impl Kernel {
             !self.live.swap(true, Ordering::AcqRel),
             "a resident kernel is launched once"
         );
+        self.gone.store(false, Ordering::Release);
         let mut builder = self.stream.launch_builder(&self.function);
         push_args(&mut builder);
         // Counted before it can run: a module load that starts after this
@@ -156,6 +163,7 @@ impl Kernel {
         });
         if let Err(e) = launched {
             self.uncount();
+            self.gone.store(true, Ordering::Release);
             self.live.store(false, Ordering::Release);
             return Err(e.into());
         }
@@ -163,14 +171,12 @@ impl Kernel {
     }
 
     /// Asks the stream (non-blocking) whether the kernel still runs; once
-    /// it has ended, what ended it. A stream seen finished ends the kernel
-    /// ([`Kernel::end`]); a fault does not (see [`KernelState::Faulted`]).
+    /// it is known to have ended, how. A stream seen finished is an exit
+    /// ([`Kernel::exited`]); a fault is not an end (see
+    /// [`KernelState::Faulted`]).
     pub(crate) fn state(&self) -> KernelState {
         if !self.live.load(Ordering::Acquire) {
-            return match self.fault.get() {
-                Some(&e) => KernelState::Faulted(e),
-                None => KernelState::Finished,
-            };
+            return self.outcome();
         }
         // SAFETY: a valid stream of the context made current around the call.
         let queried = crate::cuda::driver::with_current(&self.ctx, || unsafe {
@@ -179,26 +185,42 @@ impl Kernel {
         match queried {
             Err(e) => failed("cuCtxPushCurrent", e.0),
             Ok(sys::CUresult::CUDA_ERROR_NOT_READY) => KernelState::Running,
-            Ok(sys::CUresult::CUDA_SUCCESS) => {
-                self.end(None);
-                KernelState::Finished
-            }
+            Ok(sys::CUresult::CUDA_SUCCESS) => self.exited(),
             Ok(e) => failed("cuStreamQuery", e),
         }
     }
 
-    /// Marks the kernel ended, by `fault` if any: no longer live (its memory
-    /// may be released), out of the context's running count, and every
-    /// later look reports the same. Only once it touches nothing any more:
-    /// its stream finished, or its runtime found it dead.
-    pub(crate) fn end(&self, fault: Option<DriverError>) {
-        if let Some(e) = fault {
-            // Kept before it is no longer live: a look that finds it so
-            // reports the fault.
-            let _ = self.fault.set(e);
+    /// How it ended (the first end known), once not live: `Finished` for an
+    /// exit (or before a launch), `Faulted` for a fault.
+    fn outcome(&self) -> KernelState {
+        match self.ended.get() {
+            Some(Some(e)) => KernelState::Faulted(*e),
+            _ => KernelState::Finished,
         }
+    }
+
+    /// Ends the kernel by the fault `fault` it was found dead by (its
+    /// runtime: no heartbeat): no longer live, out of the context's running
+    /// count; its memory is kept (see `gone`). Returns how it ended: an end
+    /// known before stays.
+    pub(crate) fn end(&self, fault: DriverError) -> KernelState {
+        self.finish(Some(fault))
+    }
+
+    /// The kernel exited (its stream finished, or every poller left its
+    /// loop): as [`Kernel::end`], and its memory may be released. Returns
+    /// how it ended (a fault found before stays).
+    pub(crate) fn exited(&self) -> KernelState {
+        self.gone.store(true, Ordering::Release);
+        self.finish(None)
+    }
+
+    fn finish(&self, how: Option<DriverError>) -> KernelState {
+        // Before it is no longer live: a look that finds it so reports it.
+        let _ = self.ended.set(how);
         self.uncount();
         self.live.store(false, Ordering::Release);
+        self.outcome()
     }
 
     /// [`Kernel::state`] of a kernel nothing else watches (the measurement
@@ -206,11 +228,10 @@ impl Kernel {
     /// ends it.
     #[cfg(feature = "bench")]
     pub(crate) fn state_alone(&self) -> KernelState {
-        let state = self.state();
-        if let KernelState::Faulted(e) = state {
-            self.end(Some(e));
+        match self.state() {
+            KernelState::Faulted(e) => self.end(e),
+            state => state,
         }
-        state
     }
 
     /// Polls until the kernel has ended (normally or by a fault) or
@@ -350,9 +371,11 @@ impl Kernel {
 
 impl Drop for Kernel {
     fn drop(&mut self) {
-        // Not yet seen to end (a stop that timed out, or a fault the driver
-        // reports that may be another kernel's): ask once more.
-        if self.live.load(Ordering::Acquire) && self.state() != KernelState::Finished {
+        // Not seen to exit (a stop that timed out, a fault): ask once more.
+        if !self.gone.load(Ordering::Acquire) {
+            let _ = self.state();
+        }
+        if !self.gone.load(Ordering::Acquire) {
             // The kernel may still read or write this memory (and run this
             // module's code): leak them rather than free them under it.
             return;

@@ -29,13 +29,17 @@ impl Engine {
         }
     }
 
-    /// Marks the CUDA kernel ended ([`Kernel::end`]); the software device
-    /// says so itself.
-    pub(crate) fn end(&self, fault: Option<DriverError>) {
+    /// Ends the CUDA kernel, found dead by `fault` ([`Kernel::end`]), or
+    /// seen to exit (`None`: [`Kernel::exited`]); returns how it ended. The
+    /// software device says so itself.
+    pub(crate) fn end(&self, fault: Option<DriverError>) -> KernelState {
         match self {
-            Self::Cuda(k) => k.end(fault),
+            Self::Cuda(k) => match fault {
+                Some(e) => k.end(e),
+                None => k.exited(),
+            },
             #[cfg(test)]
-            Self::Soft(_) => {}
+            Self::Soft(_) => self.state(),
         }
     }
 

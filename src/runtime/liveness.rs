@@ -39,16 +39,18 @@ pub(crate) struct Liveness {
     fault_seen: Mutex<Option<FaultSeen>>,
 }
 
-/// How long after a fault the driver reports was first seen a kernel may
-/// go without any poller beating before its runtime takes it to be the
+/// How long after a runtime first looked at a fault the driver reports a
+/// kernel may go without any poller beating before it is taken to be the
 /// kernel that faulted. A poller that is not running a task beats at least
-/// every millisecond (every `PKQ_HEARTBEAT_CYCLES` as it polls, and every
-/// poll as it sleeps, at most 1 ms, under `IdlePolicy::Backoff`), so a live
-/// kernel with one such poller beats well within it.
+/// every millisecond while the GPU runs it (every `PKQ_HEARTBEAT_CYCLES` as
+/// it polls, and every poll as it sleeps, at most 1 ms, under
+/// `IdlePolicy::Backoff`), so a live kernel with one such poller beats well
+/// within it.
 pub(crate) const FAULT_CONFIRM: Duration = Duration::from_millis(10);
 
-/// A fault the driver reported: when a probe first saw it (ns after
-/// `epoch`), every heartbeat then, and whether one has changed since.
+/// A fault the driver reported: the heartbeats as last seen changed (or at
+/// the first look), when (ns after `epoch`, read after them), and whether
+/// one has changed since the first look.
 struct FaultSeen {
     since_ns: u64,
     beats: Box<[u64]>,
@@ -61,12 +63,14 @@ pub(crate) enum FaultVerdict {
     /// Not yet known: no heartbeat has changed since the first look, for
     /// less than [`FAULT_CONFIRM`].
     Undecided,
-    /// A heartbeat changed after the fault was reported: the kernel lives,
-    /// the fault is another kernel's (the driver reports a fault on every
-    /// context of the process).
+    /// A heartbeat changed after the first look, the latest change less
+    /// than the stall bound ago: the kernel lives, and the fault is another
+    /// kernel's (the driver reports a fault on every context of the
+    /// process).
     Alive,
-    /// No heartbeat changed for [`FAULT_CONFIRM`] after the fault was
-    /// reported: the kernel is taken to be the one that faulted.
+    /// No heartbeat changed for [`FAULT_CONFIRM`] after the first look, or,
+    /// once one had, for the stall bound (at least [`FAULT_CONFIRM`]): the
+    /// kernel is taken to be one that faulted.
     Dead,
 }
 
@@ -88,36 +92,64 @@ impl Liveness {
     }
 
     /// Judges a fault the driver reports, from every poller's heartbeat
-    /// `beat(p)` read at `t` (ns after `epoch`): the first look notes them;
-    /// the kernel is [`FaultVerdict::Alive`] from the first later look that
-    /// finds one changed (and stays so), [`FaultVerdict::Dead`] from a look
-    /// [`FAULT_CONFIRM`] or more after the first that finds none changed.
-    /// Any thread may call it.
-    pub(crate) fn judge_fault(&self, t: u64, beat: impl Fn(usize) -> u64) -> FaultVerdict {
-        let beats: Box<[u64]> = (0..self.beat_seen.len()).map(beat).collect();
+    /// `beat(p)`, read between two readings of `clock` (ns after `epoch`),
+    /// so that silence is never overstated: the first look notes them (as
+    /// of the reading after); a look that finds one changed notes them again
+    /// and says [`FaultVerdict::Alive`]; one that finds none changed since
+    /// the last note (as of the reading before) for [`FAULT_CONFIRM`], or
+    /// the stall bound once one had changed, says [`FaultVerdict::Dead`].
+    /// Any thread may call it; the looks are taken one at a time.
+    pub(crate) fn judge_fault(
+        &self,
+        clock: impl Fn() -> u64,
+        beat: impl Fn(usize) -> u64,
+    ) -> FaultVerdict {
         let mut seen = self
             .fault_seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        match &mut *seen {
-            None => {
-                *seen = Some(FaultSeen {
-                    since_ns: t,
-                    beats,
-                    alive: false,
-                });
-                FaultVerdict::Undecided
-            }
-            Some(f) if f.alive => FaultVerdict::Alive,
-            Some(f) if f.beats != beats => {
-                f.alive = true;
-                FaultVerdict::Alive
-            }
-            Some(f) if Duration::from_nanos(t.saturating_sub(f.since_ns)) < FAULT_CONFIRM => {
-                FaultVerdict::Undecided
-            }
-            Some(_) => FaultVerdict::Dead,
+        let before = clock();
+        let beats: Box<[u64]> = (0..self.beat_seen.len()).map(beat).collect();
+        let after = clock();
+        let Some(f) = &mut *seen else {
+            *seen = Some(FaultSeen {
+                since_ns: after,
+                beats,
+                alive: false,
+            });
+            return FaultVerdict::Undecided;
+        };
+        if f.beats != beats {
+            *f = FaultSeen {
+                since_ns: after,
+                beats,
+                alive: true,
+            };
+            return FaultVerdict::Alive;
         }
+        let bound = if f.alive {
+            self.stall_after.max(FAULT_CONFIRM)
+        } else {
+            FAULT_CONFIRM
+        };
+        match (
+            Duration::from_nanos(before.saturating_sub(f.since_ns)) < bound,
+            f.alive,
+        ) {
+            (true, true) => FaultVerdict::Alive,
+            (true, false) => FaultVerdict::Undecided,
+            (false, _) => FaultVerdict::Dead,
+        }
+    }
+
+    /// Whether a fault the driver reported has been looked at but not yet
+    /// judged either way (no heartbeat changed since, not yet for
+    /// [`FAULT_CONFIRM`]).
+    pub(crate) fn fault_undecided(&self) -> bool {
+        matches!(
+            &*self.fault_seen.lock().unwrap_or_else(PoisonError::into_inner),
+            Some(f) if !f.alive
+        )
     }
 
     pub(crate) fn ns(&self, t: Instant) -> u64 {
@@ -171,41 +203,93 @@ mod tests {
     /// The driver reports a device fault on every context of the process
     /// (two GPUs: a trap on one, and every call on the other returned it
     /// while its kernels ran on): a runtime whose pollers beat on is alive,
-    /// one whose pollers stay silent is the one that faulted.
+    /// one whose pollers stay silent is the one that faulted, and one alive
+    /// once that then goes silent for the stall bound has faulted since.
     #[test]
     fn a_fault_is_the_kernels_own_only_if_its_heartbeats_stop() {
         let ms = 1_000_000;
+        let at = |t: u64| move || t;
         let l = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 2);
         assert_eq!(
-            l.judge_fault(5 * ms, |p| [7, 9][p]),
+            l.judge_fault(at(5 * ms), |p| [7, 9][p]),
             FaultVerdict::Undecided
+        );
+        assert!(l.fault_undecided());
+        assert_eq!(
+            l.judge_fault(at(6 * ms), |p| [7, 9][p]),
+            FaultVerdict::Undecided
+        );
+        // One poller beat (the other may run a task): alive.
+        assert_eq!(
+            l.judge_fault(at(7 * ms), |p| [7, 10][p]),
+            FaultVerdict::Alive
+        );
+        assert!(!l.fault_undecided());
+        assert_eq!(
+            l.judge_fault(at(900 * ms), |p| [7, 10][p]),
+            FaultVerdict::Alive
+        );
+        // Silent for the stall bound since: its own fault, later.
+        assert_eq!(
+            l.judge_fault(at(1_007 * ms), |p| [7, 10][p]),
+            FaultVerdict::Dead
+        );
+        let woke = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 1);
+        woke.judge_fault(at(ms), |_| 3);
+        assert_eq!(
+            woke.judge_fault(at(60_000 * ms), |_| 4),
+            FaultVerdict::Alive
         );
         assert_eq!(
-            l.judge_fault(6 * ms, |p| [7, 9][p]),
-            FaultVerdict::Undecided
+            woke.judge_fault(at(60_500 * ms), |_| 5),
+            FaultVerdict::Alive
         );
-        // One poller beat (the other may run a task): alive, and stays so.
-        assert_eq!(l.judge_fault(7 * ms, |p| [7, 10][p]), FaultVerdict::Alive);
-        assert_eq!(l.judge_fault(900 * ms, |p| [7, 10][p]), FaultVerdict::Alive);
+        assert_eq!(
+            woke.judge_fault(at(61_499 * ms), |_| 5),
+            FaultVerdict::Alive
+        );
 
         let dead = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 2);
-        assert_eq!(dead.judge_fault(5 * ms, |_| 3), FaultVerdict::Undecided);
+        assert_eq!(dead.judge_fault(at(5 * ms), |_| 3), FaultVerdict::Undecided);
         let confirm = u64::try_from(FAULT_CONFIRM.as_nanos()).unwrap();
         assert_eq!(
-            dead.judge_fault(5 * ms + confirm - 1, |_| 3),
+            dead.judge_fault(at(5 * ms + confirm - 1), |_| 3),
             FaultVerdict::Undecided
         );
         assert_eq!(
-            dead.judge_fault(5 * ms + confirm, |_| 3),
+            dead.judge_fault(at(5 * ms + confirm), |_| 3),
             FaultVerdict::Dead
         );
         // A look long after the first, with no look between, decides the same.
         let late = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 1);
-        late.judge_fault(ms, |_| 3);
-        assert_eq!(late.judge_fault(60_000 * ms, |_| 3), FaultVerdict::Dead);
-        let woke = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 1);
-        woke.judge_fault(ms, |_| 3);
-        assert_eq!(woke.judge_fault(60_000 * ms, |_| 4), FaultVerdict::Alive);
+        late.judge_fault(at(ms), |_| 3);
+        assert_eq!(late.judge_fault(at(60_000 * ms), |_| 3), FaultVerdict::Dead);
+    }
+
+    /// Silence is measured from after the first look's heartbeats were read
+    /// to before the next look's: a first look held up while it read them
+    /// (the thread preempted) does not shorten what the next one must see.
+    #[test]
+    fn a_late_first_look_does_not_shorten_the_silence() {
+        let ms = 1_000_000;
+        let l = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 1);
+        let t = std::cell::Cell::new(0);
+        // The first look reads the clock at 0, its heartbeats, the clock at 9 ms.
+        let first = [0, 9 * ms];
+        assert_eq!(
+            l.judge_fault(
+                || {
+                    let i = t.get();
+                    t.set(i + 1);
+                    first[i]
+                },
+                |_| 3
+            ),
+            FaultVerdict::Undecided
+        );
+        let at = |t: u64| move || t;
+        assert_eq!(l.judge_fault(at(10 * ms), |_| 3), FaultVerdict::Undecided);
+        assert_eq!(l.judge_fault(at(19 * ms), |_| 3), FaultVerdict::Dead);
     }
 
     /// The soak's false stalls (examples/soak, 61f463d): a waiter that found

@@ -362,6 +362,10 @@ impl Runtime {
     /// or stop ([`Error::DeviceFault`](crate::Error::DeviceFault), [`Error::KernelStopped`](crate::Error::KernelStopped),
     /// [`Error::Cancelled`](crate::Error::Cancelled)), or [`Error::Stalled`](crate::Error::Stalled) for a worker silent past
     /// the stall bound. For supervisors; waits check this by themselves.
+    /// Where the driver reports a device fault that this runtime has not
+    /// yet judged (its kernel's, or another kernel's of the process: see
+    /// [`Error::DeviceFault`](crate::Error::DeviceFault)), it looks again
+    /// until it has, for at most 20 ms.
     pub fn health(&self) -> Result<()> {
         self.shared.health()?;
         self.lanes.iter().try_for_each(Runtime::health)

@@ -21,7 +21,7 @@ use crate::proto::sync::now;
 use crate::proto::words::Words;
 use crate::runtime::LIVE;
 use crate::runtime::engine::Engine;
-use crate::runtime::liveness::{FaultVerdict, Liveness};
+use crate::runtime::liveness::{FAULT_CONFIRM, FaultVerdict, Liveness};
 use crate::runtime::wait::WaitStrategy;
 
 /// The settings a runtime's shared state keeps (from its `Builder`).
@@ -280,35 +280,33 @@ impl Shared {
         Some(outcome)
     }
 
-    /// What the kernel is, by its stream and by its own words, as of `now`.
-    /// The driver reports a device fault on every context of the process,
-    /// so a fault its stream reports is this kernel's only if its pollers
-    /// stopped beating ([`Liveness::judge_fault`]); until that is known, and
-    /// while they beat on (another kernel faulted, and this one serves on:
-    /// its hot path needs no driver call), it is running. A kernel every
-    /// poller of which left its loop (state words) has ended, whatever the
-    /// stream says. Ends the engine ([`Engine::end`]) once it has.
-    fn verdict(&self, now: Instant) -> KernelState {
+    /// What the kernel is, by its stream and by its own words. The driver
+    /// reports a device fault on every context of the process, so a fault
+    /// its stream reports is this kernel's only if its pollers stopped
+    /// beating ([`Liveness::judge_fault`]); until that is known, and while
+    /// they beat on (another kernel faulted, and this one serves on: its
+    /// hot path needs no driver call), it is running. A kernel every poller
+    /// of which left its loop (state words) has exited, whatever the stream
+    /// says. Ends the engine ([`Engine::end`]) once it has ended, and then
+    /// says how (the first end known, whichever thread found it).
+    fn verdict(&self) -> KernelState {
         let state = self.engine.state();
         let KernelState::Faulted(e) = state else {
             return state;
         };
         if !self.engine.is_live() {
-            // Found dead before.
-            return state;
+            // Ended before: how.
+            return self.engine.state();
         }
         if (0..self.states.len()).all(|w| matches!(self.state(w), WORKER_STOPPED | WORKER_BAD_TAG))
         {
-            self.engine.end(None);
-            return KernelState::Finished;
+            return self.engine.end(None);
         }
+        let clock = || self.liveness.ns(now());
         let beat = |p| self.beats.at(p).load(Ordering::Acquire);
-        match self.liveness.judge_fault(self.liveness.ns(now), beat) {
+        match self.liveness.judge_fault(clock, beat) {
             FaultVerdict::Undecided | FaultVerdict::Alive => KernelState::Running,
-            FaultVerdict::Dead => {
-                self.engine.end(Some(e));
-                state
-            }
+            FaultVerdict::Dead => self.engine.end(Some(e)),
         }
     }
 
@@ -316,15 +314,14 @@ impl Shared {
     /// [`Error::DeviceFault`]) or `deadline` (none: no limit;
     /// [`Error::KernelTimeout`]), as [`Shared::verdict`] judges it.
     pub(crate) fn wait_exit(&self, deadline: Option<Instant>) -> Result<()> {
-        self.engine
-            .wait_finished(deadline, || self.verdict(crate::proto::sync::now()))
+        self.engine.wait_finished(deadline, || self.verdict())
     }
 
     /// Asks whether the kernel still serves ([`Shared::verdict`], and a look
     /// at the worker state words); latches what ended it.
     fn probe(&self, now: Instant) -> Result<()> {
         self.check()?;
-        let state = self.verdict(now);
+        let state = self.verdict();
         if !matches!(state, KernelState::Unknown(..)) {
             self.liveness.unknown_since_ns.store(0, Ordering::Relaxed);
         }
@@ -420,8 +417,19 @@ impl Shared {
     /// Probes now (unless another thread is probing) and reports the first
     /// problem: a latched fault or stop, or a stalled worker.
     pub(crate) fn health(&self) -> Result<()> {
-        let now = now();
-        self.probe_unless_busy(now).unwrap_or(Ok(()))?;
+        let start = now();
+        self.probe_unless_busy(start).unwrap_or(Ok(()))?;
+        // A fault the driver reports, not yet judged: looked at again until
+        // it is (within FAULT_CONFIRM of the first look: twice that bounds
+        // the wait), so that a dead kernel is not reported healthy.
+        let until = start.checked_add(2 * FAULT_CONFIRM);
+        while self.check().is_ok()
+            && self.liveness.fault_undecided()
+            && until.is_some_and(|u| now() < u)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+            self.probe_unless_busy(now()).unwrap_or(Ok(()))?;
+        }
         self.check()?;
         self.check_stall(Watch::AnyWorker)
     }
