@@ -173,12 +173,13 @@ pub enum Error {
     Task(#[from] TaskError),
     /// The kernel faulted (a trap, an illegal address, ...), as the
     /// runtime judges it: the driver reported the error, and none of the
-    /// kernel's pollers beat in the 10 ms after the runtime first looked at
-    /// it (or, once one had, for the stall bound since). Such errors are
+    /// kernel's pollers moved (beat, or left its loop) in the 10 ms after
+    /// the runtime first looked at it (or, once one had, for the stall
+    /// bound since). Such errors are
     /// sticky, and the driver reports them on every CUDA context of the
     /// process: from then on every driver call fails, on every device, while
     /// a runtime whose kernel beats on keeps serving (its hot path needs no
-    /// driver call). A live kernel none of whose pollers beats that long
+    /// driver call). A live kernel none of whose pollers moves that long
     /// (each running a long task, or the kernel descheduled) is taken for a
     /// faulted one too: its runtime latches this, and keeps its memory.
     #[error("the device faulted: {0}")]

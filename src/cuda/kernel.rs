@@ -363,6 +363,12 @@ impl Kernel {
         self.live.load(Ordering::Acquire)
     }
 
+    /// Whether nothing of it runs (see `gone`): never launched, or seen to
+    /// exit.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
+    }
+
     /// The driver handle of the kernel's context.
     pub(crate) fn cu_ctx(&self) -> sys::CUcontext {
         self.ctx.cu_ctx()

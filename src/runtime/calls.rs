@@ -44,7 +44,9 @@ impl Runtime {
     /// the streams (`synchronize`); submits; waits for the completion,
     /// unwatched for stalls. A wait that ends otherwise (a fault, a stop)
     /// stops the kernel and returns only once it is known to have stopped
-    /// (or aborts the process if the kernel has not exited once the stop's
+    /// (it exited; or, found dead by a device fault, none of its pollers
+    /// moved for the stall bound or the stop timeout, whichever is shorter;
+    /// or aborts the process if the kernel has not exited once the stop's
     /// wait and then one more stop timeout are over), so the caller's borrows
     /// never end while the task could still run. The stream
     /// synchronizations make it slower than an unchecked call; for state a
@@ -83,9 +85,10 @@ impl Runtime {
 
     /// Waits for a task that uses memory the caller holds borrowed for the
     /// call: unwatched for stalls, and returning otherwise than by its
-    /// completion only once the kernel is known to have stopped (or
-    /// aborting the process if it has not exited once the stop's wait, and
-    /// then one more stop timeout, are over), so the borrows never end
+    /// completion only once the kernel is known to have stopped
+    /// ([`Shared::at_rest`](crate::runtime::Shared::at_rest) after its end;
+    /// or aborting the process if it has not exited once the stop's wait,
+    /// and then one more stop timeout, are over), so the borrows never end
     /// while the task could still run.
     pub(crate) fn wait_borrowing(&self, ticket: &mut crate::Ticket) -> Result<Completion> {
         match ticket.wait_watching(None, Watch::Nothing) {
@@ -99,7 +102,11 @@ impl Runtime {
                 // call waits its own stop timeout for it too.
                 let _ = self.shared.stop(false);
                 let deadline = crate::proto::sync::now().checked_add(self.shared.stop_timeout);
-                if self.shared.wait_exit(deadline).is_err() && self.shared.engine.is_live() {
+                // Ended (an exit, or found dead by a fault), and nothing of
+                // it runs (`at_rest`: a kernel found dead wrongly runs on).
+                let ended =
+                    self.shared.wait_exit(deadline).is_ok() || !self.shared.engine.is_live();
+                if !ended || !self.shared.at_rest(deadline) {
                     eprintln!(
                         "pkq: the resident kernel did not stop after {e}; aborting rather than \
                          release device buffers it may still use"

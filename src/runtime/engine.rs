@@ -70,6 +70,16 @@ impl Engine {
         }
     }
 
+    /// Whether nothing of it runs: the CUDA kernel never launched or seen
+    /// to exit ([`Kernel::is_gone`]), the software device stopped.
+    pub(crate) fn is_gone(&self) -> bool {
+        match self {
+            Self::Cuda(k) => k.is_gone(),
+            #[cfg(test)]
+            Self::Soft(d) => d.finished(),
+        }
+    }
+
     /// The CUDA kernel, if this is one.
     pub(crate) fn cuda(&self) -> Option<&Kernel> {
         match self {

@@ -40,37 +40,42 @@ pub(crate) struct Liveness {
 }
 
 /// How long after a runtime first looked at a fault the driver reports a
-/// kernel may go without any poller beating before it is taken to be the
-/// kernel that faulted. A poller that is not running a task beats at least
-/// every millisecond while the GPU runs it (every `PKQ_HEARTBEAT_CYCLES` as
-/// it polls, and every poll as it sleeps, at most 1 ms, under
-/// `IdlePolicy::Backoff`), so a live kernel with one such poller beats well
-/// within it.
+/// kernel may go without any poller moving (beating, or leaving its loop)
+/// before it is taken to be the kernel that faulted. A poller that is not
+/// running a task beats at least every 2 ms while the GPU runs it (every
+/// `PKQ_HEARTBEAT_CYCLES` as it polls, and every poll as it sleeps under
+/// `IdlePolicy::Backoff`: a sleep of at most 1 ms asked, which
+/// `__nanosleep` may double), so a live kernel with one such poller moves
+/// well within it.
 pub(crate) const FAULT_CONFIRM: Duration = Duration::from_millis(10);
 
-/// A fault the driver reported: the heartbeats as last seen changed (or at
-/// the first look), when (ns after `epoch`, read after them), and whether
-/// one has changed since the first look.
+/// A fault the driver reported: the pollers' words (heartbeats and state
+/// words) as last noted, when they were (ns after `epoch`, read after
+/// them), when the latest look was, and whether the kernel is known to
+/// have lived since the fault was first looked at.
 struct FaultSeen {
     since_ns: u64,
-    beats: Box<[u64]>,
+    last_ns: u64,
+    words: Box<[u64]>,
     alive: bool,
 }
 
 /// Whose a fault the driver reports is ([`Liveness::judge_fault`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FaultVerdict {
-    /// Not yet known: no heartbeat has changed since the first look, for
-    /// less than [`FAULT_CONFIRM`].
+    /// Not yet known: nothing has moved since the first look (or since a
+    /// look that came long after the one before), for less than
+    /// [`FAULT_CONFIRM`].
     Undecided,
-    /// A heartbeat changed after the first look, the latest change less
-    /// than the stall bound ago: the kernel lives, and the fault is another
-    /// kernel's (the driver reports a fault on every context of the
-    /// process).
+    /// The kernel lives: its words moved between two looks less than
+    /// [`FAULT_CONFIRM`] apart, or a poller had left its loop (which a
+    /// faulted kernel never stores), the latest move less than the stall
+    /// bound ago. The fault is another kernel's (the driver reports a fault
+    /// on every context of the process), or not yet shown.
     Alive,
-    /// No heartbeat changed for [`FAULT_CONFIRM`] after the first look, or,
-    /// once one had, for the stall bound (at least [`FAULT_CONFIRM`]): the
-    /// kernel is taken to be one that faulted.
+    /// Nothing moved for [`FAULT_CONFIRM`] after the first look, or, for a
+    /// kernel known to have lived, for the stall bound (at least
+    /// [`FAULT_CONFIRM`]): taken to be a kernel that faulted.
     Dead,
 }
 
@@ -91,42 +96,62 @@ impl Liveness {
         }
     }
 
-    /// Judges a fault the driver reports, from every poller's heartbeat
-    /// `beat(p)`, read between two readings of `clock` (ns after `epoch`),
-    /// so that silence is never overstated: the first look notes them (as
-    /// of the reading after); a look that finds one changed notes them again
-    /// and says [`FaultVerdict::Alive`]; one that finds none changed since
-    /// the last note (as of the reading before) for [`FAULT_CONFIRM`], or
-    /// the stall bound once one had changed, says [`FaultVerdict::Dead`].
-    /// Any thread may call it; the looks are taken one at a time.
+    /// Judges a fault the driver reports, from the pollers' words read by
+    /// `words` (every heartbeat and state word, and whether a state says a
+    /// poller left its loop) between two readings of `clock` (ns after
+    /// `epoch`), so that silence is never overstated: the first look notes
+    /// them as of the reading after; a look that finds them moved notes them
+    /// again, and says [`FaultVerdict::Alive`] if the look before was less
+    /// than [`FAULT_CONFIRM`] earlier (else the move may be old: it starts
+    /// afresh, as a first look); a look that finds nothing moved since the
+    /// last note, as of the reading before, for [`FAULT_CONFIRM`], or for
+    /// the stall bound if the kernel is known to have lived, says
+    /// [`FaultVerdict::Dead`]. A poller that left its loop shows the kernel
+    /// lived (a faulted kernel's never store it). Any thread may call it;
+    /// the looks are taken one at a time.
     pub(crate) fn judge_fault(
         &self,
         clock: impl Fn() -> u64,
-        beat: impl Fn(usize) -> u64,
+        words: impl Fn() -> (Box<[u64]>, bool),
     ) -> FaultVerdict {
         let mut seen = self
             .fault_seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let before = clock();
-        let beats: Box<[u64]> = (0..self.beat_seen.len()).map(beat).collect();
+        let (now, left) = words();
         let after = clock();
-        let Some(f) = &mut *seen else {
-            *seen = Some(FaultSeen {
-                since_ns: after,
-                beats,
-                alive: false,
-            });
-            return FaultVerdict::Undecided;
+        let confirm = u64::try_from(FAULT_CONFIRM.as_nanos()).unwrap_or(u64::MAX);
+        let noted = |alive| FaultSeen {
+            since_ns: after,
+            last_ns: after,
+            words: now.clone(),
+            alive,
         };
-        if f.beats != beats {
-            *f = FaultSeen {
-                since_ns: after,
-                beats,
-                alive: true,
-            };
-            return FaultVerdict::Alive;
-        }
+        let f = match &mut *seen {
+            Some(f) if f.words == now => f,
+            Some(f) => {
+                // Moved: alive if the look before was recent enough for the
+                // move to be since the fault (a dead kernel's last beats
+                // came before it), else judged afresh.
+                let recent = before.saturating_sub(f.last_ns) < confirm;
+                *f = noted(recent || left);
+                return if f.alive {
+                    FaultVerdict::Alive
+                } else {
+                    FaultVerdict::Undecided
+                };
+            }
+            None => {
+                let f = seen.insert(noted(left));
+                return if f.alive {
+                    FaultVerdict::Alive
+                } else {
+                    FaultVerdict::Undecided
+                };
+            }
+        };
+        f.last_ns = after;
         let bound = if f.alive {
             self.stall_after.max(FAULT_CONFIRM)
         } else {
@@ -143,8 +168,7 @@ impl Liveness {
     }
 
     /// Whether a fault the driver reported has been looked at but not yet
-    /// judged either way (no heartbeat changed since, not yet for
-    /// [`FAULT_CONFIRM`]).
+    /// judged either way.
     pub(crate) fn fault_undecided(&self) -> bool {
         matches!(
             &*self.fault_seen.lock().unwrap_or_else(PoisonError::into_inner),
@@ -200,6 +224,11 @@ impl Liveness {
 mod tests {
     use super::*;
 
+    /// Every poller's words, none of them a final state.
+    fn running(w: &[u64]) -> impl Fn() -> (Box<[u64]>, bool) + '_ {
+        move || (w.into(), false)
+    }
+
     /// The driver reports a device fault on every context of the process
     /// (two GPUs: a trap on one, and every call on the other returned it
     /// while its kernels ran on): a runtime whose pollers beat on is alive,
@@ -211,85 +240,132 @@ mod tests {
         let at = |t: u64| move || t;
         let l = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 2);
         assert_eq!(
-            l.judge_fault(at(5 * ms), |p| [7, 9][p]),
+            l.judge_fault(at(5 * ms), running(&[7, 9])),
             FaultVerdict::Undecided
         );
         assert!(l.fault_undecided());
         assert_eq!(
-            l.judge_fault(at(6 * ms), |p| [7, 9][p]),
+            l.judge_fault(at(6 * ms), running(&[7, 9])),
             FaultVerdict::Undecided
         );
         // One poller beat (the other may run a task): alive.
         assert_eq!(
-            l.judge_fault(at(7 * ms), |p| [7, 10][p]),
+            l.judge_fault(at(7 * ms), running(&[7, 10])),
             FaultVerdict::Alive
         );
         assert!(!l.fault_undecided());
         assert_eq!(
-            l.judge_fault(at(900 * ms), |p| [7, 10][p]),
+            l.judge_fault(at(8 * ms), running(&[7, 10])),
+            FaultVerdict::Alive
+        );
+        assert_eq!(
+            l.judge_fault(at(900 * ms), running(&[7, 10])),
             FaultVerdict::Alive
         );
         // Silent for the stall bound since: its own fault, later.
         assert_eq!(
-            l.judge_fault(at(1_007 * ms), |p| [7, 10][p]),
+            l.judge_fault(at(1_007 * ms), running(&[7, 10])),
             FaultVerdict::Dead
-        );
-        let woke = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 1);
-        woke.judge_fault(at(ms), |_| 3);
-        assert_eq!(
-            woke.judge_fault(at(60_000 * ms), |_| 4),
-            FaultVerdict::Alive
-        );
-        assert_eq!(
-            woke.judge_fault(at(60_500 * ms), |_| 5),
-            FaultVerdict::Alive
-        );
-        assert_eq!(
-            woke.judge_fault(at(61_499 * ms), |_| 5),
-            FaultVerdict::Alive
         );
 
         let dead = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 2);
-        assert_eq!(dead.judge_fault(at(5 * ms), |_| 3), FaultVerdict::Undecided);
+        assert_eq!(
+            dead.judge_fault(at(5 * ms), running(&[3, 3])),
+            FaultVerdict::Undecided
+        );
         let confirm = u64::try_from(FAULT_CONFIRM.as_nanos()).unwrap();
         assert_eq!(
-            dead.judge_fault(at(5 * ms + confirm - 1), |_| 3),
+            dead.judge_fault(at(5 * ms + confirm - 1), running(&[3, 3])),
             FaultVerdict::Undecided
         );
         assert_eq!(
-            dead.judge_fault(at(5 * ms + confirm), |_| 3),
+            dead.judge_fault(at(5 * ms + confirm), running(&[3, 3])),
             FaultVerdict::Dead
         );
         // A look long after the first, with no look between, decides the same.
         let late = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 1);
-        late.judge_fault(at(ms), |_| 3);
-        assert_eq!(late.judge_fault(at(60_000 * ms), |_| 3), FaultVerdict::Dead);
+        late.judge_fault(at(ms), running(&[3]));
+        assert_eq!(
+            late.judge_fault(at(60_000 * ms), running(&[3])),
+            FaultVerdict::Dead
+        );
     }
 
-    /// Silence is measured from after the first look's heartbeats were read
-    /// to before the next look's: a first look held up while it read them
-    /// (the thread preempted) does not shorten what the next one must see.
+    /// A move seen long after the look before may be the dead kernel's
+    /// last beat, from before its fault: it is judged afresh (a kernel that
+    /// faulted while nobody looked is not called alive).
+    #[test]
+    fn a_move_seen_long_after_the_last_look_is_judged_afresh() {
+        let ms = 1_000_000;
+        let at = |t: u64| move || t;
+        let l = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 1);
+        assert_eq!(l.judge_fault(at(0), running(&[3])), FaultVerdict::Undecided);
+        assert_eq!(l.judge_fault(at(ms), running(&[4])), FaultVerdict::Alive);
+        assert_eq!(
+            l.judge_fault(at(100_000 * ms), running(&[5])),
+            FaultVerdict::Undecided
+        );
+        assert!(l.fault_undecided());
+        assert_eq!(
+            l.judge_fault(at(100_010 * ms), running(&[5])),
+            FaultVerdict::Dead
+        );
+        // Alive again, if it moves once more soon after.
+        let woke = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 1);
+        woke.judge_fault(at(ms), running(&[3]));
+        assert_eq!(
+            woke.judge_fault(at(60_000 * ms), running(&[4])),
+            FaultVerdict::Undecided
+        );
+        assert_eq!(
+            woke.judge_fault(at(60_001 * ms), running(&[5])),
+            FaultVerdict::Alive
+        );
+        assert_eq!(
+            woke.judge_fault(at(61_000 * ms), running(&[5])),
+            FaultVerdict::Alive
+        );
+    }
+
+    /// A poller that left its loop (a stop it was told: a cancel) shows the
+    /// kernel ran after the fault was reported, so its other pollers, busy
+    /// with a task, have the stall bound to move, not 10 ms.
+    #[test]
+    fn a_poller_that_left_shows_the_kernel_lived() {
+        let ms = 1_000_000;
+        let at = |t: u64| move || t;
+        let l = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 2);
+        let left = || (vec![3u64, 4, 2, 1].into_boxed_slice(), true);
+        assert_eq!(l.judge_fault(at(0), left), FaultVerdict::Alive);
+        assert_eq!(l.judge_fault(at(30 * ms), left), FaultVerdict::Alive);
+        assert_eq!(l.judge_fault(at(1_000 * ms), left), FaultVerdict::Dead);
+    }
+
+    /// Silence is measured from after the first look's words were read to
+    /// before the next look's: a first look held up while it read them (the
+    /// thread preempted) does not shorten what the next one must see.
     #[test]
     fn a_late_first_look_does_not_shorten_the_silence() {
         let ms = 1_000_000;
         let l = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 1);
         let t = std::cell::Cell::new(0);
-        // The first look reads the clock at 0, its heartbeats, the clock at 9 ms.
+        // The first look reads the clock at 0, the words, the clock at 9 ms.
         let first = [0, 9 * ms];
+        let clock = || {
+            let i = t.get();
+            t.set(i + 1);
+            first[i]
+        };
+        assert_eq!(l.judge_fault(clock, running(&[3])), FaultVerdict::Undecided);
+        let at = |t: u64| move || t;
         assert_eq!(
-            l.judge_fault(
-                || {
-                    let i = t.get();
-                    t.set(i + 1);
-                    first[i]
-                },
-                |_| 3
-            ),
+            l.judge_fault(at(10 * ms), running(&[3])),
             FaultVerdict::Undecided
         );
-        let at = |t: u64| move || t;
-        assert_eq!(l.judge_fault(at(10 * ms), |_| 3), FaultVerdict::Undecided);
-        assert_eq!(l.judge_fault(at(19 * ms), |_| 3), FaultVerdict::Dead);
+        assert_eq!(
+            l.judge_fault(at(19 * ms), running(&[3])),
+            FaultVerdict::Dead
+        );
     }
 
     /// The soak's false stalls (examples/soak, 61f463d): a waiter that found

@@ -365,7 +365,7 @@ impl Runtime {
     /// Where the driver reports a device fault that this runtime has not
     /// yet judged (its kernel's, or another kernel's of the process: see
     /// [`Error::DeviceFault`](crate::Error::DeviceFault)), it looks again
-    /// until it has, for at most 20 ms.
+    /// until it has, for about 20 ms at most.
     pub fn health(&self) -> Result<()> {
         self.shared.health()?;
         self.lanes.iter().try_for_each(Runtime::health)

@@ -283,30 +283,97 @@ impl Shared {
     /// What the kernel is, by its stream and by its own words. The driver
     /// reports a device fault on every context of the process, so a fault
     /// its stream reports is this kernel's only if its pollers stopped
-    /// beating ([`Liveness::judge_fault`]); until that is known, and while
-    /// they beat on (another kernel faulted, and this one serves on: its
+    /// moving ([`Liveness::judge_fault`]); until that is known, and while
+    /// they move on (another kernel faulted, and this one serves on: its
     /// hot path needs no driver call), it is running. A kernel every poller
     /// of which left its loop (state words) has exited, whatever the stream
-    /// says. Ends the engine ([`Engine::end`]) once it has ended, and then
-    /// says how (the first end known, whichever thread found it).
+    /// says, even one found dead before. Ends the engine ([`Engine::end`])
+    /// once it has ended, and then says how (the first end known, whichever
+    /// thread found it).
     fn verdict(&self) -> KernelState {
         let state = self.engine.state();
         let KernelState::Faulted(e) = state else {
             return state;
         };
-        if !self.engine.is_live() {
-            // Ended before: how.
-            return self.engine.state();
-        }
-        if (0..self.states.len()).all(|w| matches!(self.state(w), WORKER_STOPPED | WORKER_BAD_TAG))
-        {
+        if !self.engine.is_gone() && self.all_left() {
             return self.engine.end(None);
         }
+        if !self.engine.is_live() {
+            // Found dead before: how it ended.
+            return state;
+        }
         let clock = || self.liveness.ns(now());
-        let beat = |p| self.beats.at(p).load(Ordering::Acquire);
-        match self.liveness.judge_fault(clock, beat) {
+        match self.liveness.judge_fault(clock, || self.pollers_words()) {
             FaultVerdict::Undecided | FaultVerdict::Alive => KernelState::Running,
             FaultVerdict::Dead => self.engine.end(Some(e)),
+        }
+    }
+
+    /// Whether every poller stored its final state (`STOPPED`, `BAD_TAG`):
+    /// it left its loop, after every other store of its to mapped memory.
+    fn all_left(&self) -> bool {
+        (0..self.states.len()).all(|w| matches!(self.state(w), WORKER_STOPPED | WORKER_BAD_TAG))
+    }
+
+    /// Every poller's heartbeat and state word, and whether one of them
+    /// left its loop.
+    fn pollers_words(&self) -> (Box<[u64]>, bool) {
+        let n = self.states.len();
+        let mut left = false;
+        let mut words = Vec::with_capacity(2 * n);
+        for p in 0..n {
+            words.push(self.beats.at(p).load(Ordering::Acquire));
+            let state = self.states.at(p).load(Ordering::Acquire);
+            left |= matches!(
+                state & ((1 << STATE_BITS) - 1),
+                WORKER_STOPPED | WORKER_BAD_TAG
+            );
+            words.push(state);
+        }
+        (words.into_boxed_slice(), left)
+    }
+
+    /// Whether nothing of the kernel runs any more, for a borrowing call
+    /// whose borrows end once it returns; the kernel no longer live (see
+    /// [`Shared::wait_exit`]). One seen to exit does not run. One found dead
+    /// by a fault may have been judged wrongly (every poller busy with a
+    /// task past the 10 ms): it is watched until nothing of it has moved for
+    /// the stall bound (or the stop timeout, if shorter; 10 ms at least, and
+    /// 10 ms where neither bounds it), or until it exits (its pollers were
+    /// told to stop); one that moves and has not exited by `deadline` (none:
+    /// no limit) runs on: `false`.
+    pub(crate) fn at_rest(&self, deadline: Option<Instant>) -> bool {
+        if self.engine.is_gone() {
+            return true;
+        }
+        let bound = self.liveness.stall_after.min(self.stop_timeout);
+        let window = if bound == Duration::MAX {
+            FAULT_CONFIRM
+        } else {
+            bound.max(FAULT_CONFIRM)
+        };
+        let start = now();
+        let (mut words, _) = self.pollers_words();
+        let mut moved = false;
+        loop {
+            // Notes an exit (every poller left).
+            let _ = self.verdict();
+            if self.engine.is_gone() {
+                return true;
+            }
+            let t = now();
+            let (w, _) = self.pollers_words();
+            if w != words {
+                moved = true;
+                words = w;
+            }
+            if !moved && t.saturating_duration_since(start) >= window {
+                return true;
+            }
+            if moved && deadline.is_some_and(|d| t >= d) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(100));
         }
     }
 
@@ -417,18 +484,24 @@ impl Shared {
     /// Probes now (unless another thread is probing) and reports the first
     /// problem: a latched fault or stop, or a stalled worker.
     pub(crate) fn health(&self) -> Result<()> {
-        let start = now();
-        self.probe_unless_busy(start).unwrap_or(Ok(()))?;
-        // A fault the driver reports, not yet judged: looked at again until
-        // it is (within FAULT_CONFIRM of the first look: twice that bounds
-        // the wait), so that a dead kernel is not reported healthy.
-        let until = start.checked_add(2 * FAULT_CONFIRM);
-        while self.check().is_ok()
-            && self.liveness.fault_undecided()
-            && until.is_some_and(|u| now() < u)
-        {
-            std::thread::sleep(Duration::from_millis(1));
-            self.probe_unless_busy(now()).unwrap_or(Ok(()))?;
+        // A probe of its own (another thread's under way: the next), and a
+        // fault the driver reports, not yet judged, looked at again until it
+        // is (within FAULT_CONFIRM of the first look: twice that bounds the
+        // wait), so that a dead kernel is not reported healthy.
+        let until = now() + 2 * FAULT_CONFIRM;
+        loop {
+            let probed = self.probe_unless_busy(now());
+            let looked = probed.is_some();
+            if let Some(outcome) = probed {
+                outcome?;
+            }
+            let settled = looked && (self.check().is_err() || !self.liveness.fault_undecided());
+            if settled || now() >= until {
+                break;
+            }
+            std::thread::sleep(
+                Duration::from_millis(1).min(until.saturating_duration_since(now())),
+            );
         }
         self.check()?;
         self.check_stall(Watch::AnyWorker)

@@ -300,7 +300,9 @@ impl Runtime {
     /// ([`Error::RingHeld`]);
     /// after shutdown or cancel, [`Error::Closed`]. A handler's failure is
     /// [`Error::Task`]. A wait that ends otherwise (a fault, a stop) stops
-    /// the kernel and returns only once it is known to have stopped (or
+    /// the kernel and returns only once it is known to have stopped (it
+    /// exited; or, found dead by a device fault, none of its pollers moved
+    /// for the stall bound or the stop timeout, whichever is shorter; or
     /// aborts the process if the kernel has not exited once the stop's wait,
     /// and then one more stop timeout, are over), so the state is never
     /// used by a task after the call returns.
