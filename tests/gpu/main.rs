@@ -279,6 +279,10 @@ const TESTS: &[Test] = &[
         "pool_fault_leaves_the_other_devices_serving",
         pool::pool_fault_leaves_the_other_devices_serving,
     ),
+    (
+        "a_cancel_beside_another_devices_fault_is_a_cancel",
+        pool::a_cancel_beside_another_devices_fault_is_a_cancel,
+    ),
 ];
 
 /// Faults, run in a child process (`PKQ_GPU_CHILD=<name>`).
@@ -293,6 +297,10 @@ const CHILDREN: &[Test] = &[
     ("launch_blocking", faults::child_launch_blocking),
     ("pool_trap", pool::child_pool_trap),
     ("pool_trap_one_of_many", pool::child_pool_trap_one_of_many),
+    (
+        "pool_cancel_beside_a_fault",
+        pool::child_pool_cancel_beside_a_fault,
+    ),
 ];
 
 /// Why the running test skipped itself, if it did.

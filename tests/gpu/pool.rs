@@ -214,3 +214,43 @@ pub(crate) fn child_pool_trap_one_of_many() {
         refused.err().unwrap()
     );
 }
+
+/// In a child process, on two devices or more: after a TRAP on device 0
+/// (which the driver reports on every device), a cancel of device 1's
+/// runtime, one of whose pollers runs a task of 300 ms while the others
+/// leave at once, still ends as a cancel: `Ok`, the running task's result,
+/// the rest `Cancelled` or run. Skipped (said plainly) on one GPU.
+pub(crate) fn a_cancel_beside_another_devices_fault_is_a_cancel() {
+    let count = pkq::device_count().unwrap();
+    if count < 2 {
+        return skip(&format!("needs two GPUs; this machine has {count}"));
+    }
+    faults::run_fault_child("pool_cancel_beside_a_fault");
+}
+
+pub(crate) fn child_pool_cancel_beside_a_fault() {
+    let pool = Pool::builder().devices(&[0, 1]).build().unwrap();
+    // SAFETY: TRAP dereferences nothing; it kills device 0's kernel on purpose.
+    let trap = unsafe { pool.runtime(0).unwrap().submit_unchecked(Op::TRAP, &()) }.unwrap();
+    assert!(matches!(trap.wait(), Err(Error::DeviceFault(_))));
+    let rt = pool.runtime(1).unwrap();
+    let spin = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
+    let queued: Vec<_> = (0..8u64)
+        .map(|i| rt.submit(Op::ECHO, &[i]).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(50));
+    let t0 = Instant::now();
+    let cancelled = rt.cancel();
+    println!(
+        "    cancel of device 1: {cancelled:?} after {:?}",
+        t0.elapsed()
+    );
+    assert!(cancelled.is_ok(), "{cancelled:?}");
+    assert!(spin.wait().is_ok(), "the task the cancel let finish");
+    for (i, t) in queued.into_iter().enumerate() {
+        match t.wait() {
+            Ok(c) => assert_eq!(c.value, i as u64),
+            Err(e) => assert!(matches!(e, Error::Cancelled), "{e:?}"),
+        }
+    }
+}
