@@ -45,6 +45,13 @@ const CANCEL: u8 = 2;
 /// time): a cancel no longer changes what the shutdown said.
 const DRAINED: u8 = 3;
 
+/// Whether a poller state (without its position) is final (`STOPPED`,
+/// `BAD_TAG`): the poller left its loop, after every other store of its to
+/// mapped memory.
+fn left(state: u64) -> bool {
+    matches!(state, WORKER_STOPPED | WORKER_BAD_TAG)
+}
+
 /// What a wait watches for silence (see [`Error::Stalled`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Watch {
@@ -309,28 +316,24 @@ impl Shared {
         }
     }
 
-    /// Whether every poller stored its final state (`STOPPED`, `BAD_TAG`):
-    /// it left its loop, after every other store of its to mapped memory.
+    /// Whether every poller left its loop ([`left`]).
     fn all_left(&self) -> bool {
-        (0..self.states.len()).all(|w| matches!(self.state(w), WORKER_STOPPED | WORKER_BAD_TAG))
+        (0..self.states.len()).all(|w| left(self.state(w)))
     }
 
     /// Every poller's heartbeat and state word, and whether one of them
     /// left its loop.
     fn pollers_words(&self) -> (Box<[u64]>, bool) {
         let n = self.states.len();
-        let mut left = false;
+        let mut any_left = false;
         let mut words = Vec::with_capacity(2 * n);
         for p in 0..n {
             words.push(self.beats.at(p).load(Ordering::Acquire));
-            let state = self.states.at(p).load(Ordering::Acquire);
-            left |= matches!(
-                state & ((1 << STATE_BITS) - 1),
-                WORKER_STOPPED | WORKER_BAD_TAG
-            );
-            words.push(state);
+            let word = self.states.at(p).load(Ordering::Acquire);
+            any_left |= left(word & ((1 << STATE_BITS) - 1));
+            words.push(word);
         }
-        (words.into_boxed_slice(), left)
+        (words.into_boxed_slice(), any_left)
     }
 
     /// Whether nothing of the kernel runs any more, for a borrowing call
