@@ -1,5 +1,6 @@
 //! A pool of GPUs against a lone runtime: the single-task round trip
-//! through a pool of one device beside a lone runtime on the same device,
+//! through pools of 1 to all devices beside lone runtimes on the same
+//! devices (one per device, the pool's against the mean of theirs),
 //! and NOP throughput through pools of 1 to all devices, one task per
 //! submit and packed, from several producer threads. One run:
 //!
@@ -98,15 +99,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect::<pkq::Result<_>>()?;
     let mut rows = Vec::new();
 
-    let rt = Runtime::builder().device(0).build()?;
-    let lone = round_trips("lone runtime round trip", &clock, args.samples, || {
-        rt.submit(Op::NOP, &())
-    })?;
-    rt.shutdown()?;
-    drop(rt);
-    let mut row = lone.row("us");
-    row.insert("devices".into(), json!([names[0]]));
-    rows.push(row);
+    // A lone runtime's round trip on each device (device 0's row is the
+    // lone runtime's; the others name their device).
+    let mut lone_p50 = Vec::new();
+    for (d, name) in names.iter().enumerate() {
+        let rt = Runtime::builder().device(d).build()?;
+        let row_name = match d {
+            0 => "lone runtime round trip".to_string(),
+            d => format!("lone runtime round trip, device {d}"),
+        };
+        let lone = round_trips(&row_name, &clock, args.samples, || rt.submit(Op::NOP, &()))?;
+        rt.shutdown()?;
+        drop(rt);
+        lone_p50.push(lone.p50_us());
+        let mut row = lone.row("us");
+        row.insert("devices".into(), json!([name]));
+        rows.push(row);
+    }
 
     // Each shape's rate on one GPU (one task per slot, packed).
     let mut one_gpu: [Option<f64>; 2] = [None, None];
@@ -116,10 +125,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let pool = Pool::builder().devices(&devices).build()?;
         let name = format!("pool round trip, {n} GPU(s)");
         let l = round_trips(&name, &clock, args.samples, || pool.submit(Op::NOP, &()))?;
+        // Against the lone runtimes of the same devices (the mean of their
+        // p50s: the pool spreads its round trips over them).
+        let lone = lone_p50[..n].iter().sum::<f64>() / n as f64;
         let mut row = l.row("us");
         row.insert(
             "p50_vs_lone_x".into(),
-            json!((l.p50_us() / lone.p50_us() * 1e4).round() / 1e4),
+            json!((l.p50_us() / lone * 1e4).round() / 1e4),
         );
         row.insert("devices".into(), json!(on));
         row.insert("numa_nodes".into(), json!(pool.numa_nodes()));

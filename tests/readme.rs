@@ -377,7 +377,7 @@ fn render_pool() -> String {
     let mut out = format!("`pool.json` ({}):\n\n", header(&r));
     // A ratio where the row has one, else a dash.
     let x = |v: &Value| v.as_f64().map_or("-".into(), |v| format!("{v:.2}x"));
-    out += "| round trip | p50 µs | p99 µs | p99.9 µs | p50 against the lone runtime |\n|---|---:|---:|---:|---:|\n";
+    out += "| round trip | p50 µs | p99 µs | p99.9 µs | p50 against lone runtimes on its devices |\n|---|---:|---:|---:|---:|\n";
     for row in rows(&r).iter().filter(|row| row.get("p50_us").is_some()) {
         out += &format!(
             "| {} | {} | {} | {} | {} |\n",
