@@ -29,15 +29,21 @@ impl Engine {
         }
     }
 
-    /// Ends the CUDA kernel, found dead by `fault` ([`Kernel::end`]), or
-    /// seen to exit (`None`: [`Kernel::exited`]); returns how it ended. The
-    /// software device says so itself.
-    pub(crate) fn end(&self, fault: Option<DriverError>) -> KernelState {
+    /// Ends the CUDA kernel, found dead by `fault` ([`Kernel::end`]);
+    /// returns how it ended. The software device says so itself.
+    pub(crate) fn end(&self, fault: DriverError) -> KernelState {
         match self {
-            Self::Cuda(k) => match fault {
-                Some(e) => k.end(e),
-                None => k.exited(),
-            },
+            Self::Cuda(k) => k.end(fault),
+            #[cfg(test)]
+            Self::Soft(_) => self.state(),
+        }
+    }
+
+    /// The CUDA kernel was seen to exit ([`Kernel::exited`]); returns how it
+    /// ended. The software device says so itself.
+    pub(crate) fn exited(&self) -> KernelState {
+        match self {
+            Self::Cuda(k) => k.exited(),
             #[cfg(test)]
             Self::Soft(_) => self.state(),
         }

@@ -294,8 +294,8 @@ impl Shared {
     /// they move on (another kernel faulted, and this one serves on: its
     /// hot path needs no driver call), it is running. A kernel every poller
     /// of which left its loop (state words) has exited, whatever the stream
-    /// says, even one found dead before. Ends the engine ([`Engine::end`])
-    /// once it has ended, and then says how (the first end known, whichever
+    /// says, even one found dead before. Ends the engine ([`Engine::end`],
+    /// [`Engine::exited`]) once it has ended, and then says how (the first end known, whichever
     /// thread found it).
     fn verdict(&self) -> KernelState {
         let state = self.engine.state();
@@ -303,7 +303,7 @@ impl Shared {
             return state;
         };
         if !self.engine.is_gone() && self.all_left() {
-            return self.engine.end(None);
+            return self.engine.exited();
         }
         if !self.engine.is_live() {
             // Found dead before: how it ended.
@@ -312,7 +312,7 @@ impl Shared {
         let clock = || self.liveness.ns(now());
         match self.liveness.judge_fault(clock, || self.pollers_words()) {
             FaultVerdict::Undecided | FaultVerdict::Alive => KernelState::Running,
-            FaultVerdict::Dead => self.engine.end(Some(e)),
+            FaultVerdict::Dead => self.engine.end(e),
         }
     }
 
