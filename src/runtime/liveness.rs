@@ -128,30 +128,21 @@ impl Liveness {
             words: now.clone(),
             alive,
         };
-        let f = match &mut *seen {
-            Some(f) if f.words == now => f,
+        match &mut *seen {
+            Some(f) if f.words == now => f.last_ns = after,
+            // Moved: alive if the look before was recent enough for the move
+            // to be since the fault (a dead kernel's last beats came before
+            // it), else judged afresh.
             Some(f) => {
-                // Moved: alive if the look before was recent enough for the
-                // move to be since the fault (a dead kernel's last beats
-                // came before it), else judged afresh.
                 let recent = before.saturating_sub(f.last_ns) < confirm;
                 *f = noted(recent || left);
-                return if f.alive {
-                    FaultVerdict::Alive
-                } else {
-                    FaultVerdict::Undecided
-                };
             }
-            None => {
-                let f = seen.insert(noted(left));
-                return if f.alive {
-                    FaultVerdict::Alive
-                } else {
-                    FaultVerdict::Undecided
-                };
-            }
+            None => *seen = Some(noted(left)),
+        }
+        // (A note just taken is since `after`: no silence yet.)
+        let Some(f) = &*seen else {
+            return FaultVerdict::Undecided;
         };
-        f.last_ns = after;
         let bound = if f.alive {
             self.stall_after.max(FAULT_CONFIRM)
         } else {
