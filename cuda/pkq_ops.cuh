@@ -74,28 +74,32 @@ __device__ __forceinline__ Outcome op_copy_io(const Context& ctx) {
     const uint64_t key = 0x0101010101010101ull * static_cast<uint8_t>(a.key);
     const uint64_t* __restrict__ in = reinterpret_cast<const uint64_t*>(ctx.input);
     uint64_t* __restrict__ out = reinterpret_cast<uint64_t*>(ctx.output);
-    const auto masked = [&](uint32_t w) -> uint64_t {
-        const uint32_t at = 8 * w;
-        if (at >= ctx.in_len) return 0;
-        const uint64_t v = in[w];
-        return ctx.in_len - at >= 8 ? v : v & ((1ull << (8 * (ctx.in_len - at))) - 1);
-    };
-    // One pass over the longer of the two, its loads unrolled so that many
-    // are in flight.
+    const uint32_t in_words = (ctx.in_len + 7) / 8;
     const uint32_t words = (max(a.out_len, ctx.in_len) + 7) / 8;
-    uint64_t sum = 0;
-#pragma unroll 8
-    for (uint32_t w = ctx.lane; w < words; w += 32) {
-        const uint64_t v = masked(w);
-        if (8 * w < a.out_len) out[w] = v ^ key;
-        // The eight bytes' sum: pairs, quads, then all.
-        uint64_t s = (v & 0x00ff00ff00ff00ffull) + ((v >> 8) & 0x00ff00ff00ff00ffull);
-        s = (s & 0x0000ffff0000ffffull) + ((s >> 16) & 0x0000ffff0000ffffull);
-        sum += (s & 0xffffffffull) + (s >> 32);
-    }
+    // At most 64 KiB of bytes of at most 255: the sum fits 32 bits.
+    uint32_t sum = 0;
+    constexpr uint32_t BATCH = 4;
+    for (uint32_t base = 0; base < words; base += 32 * BATCH) {
+        // A batch's loads first, all in flight together (uniform guards; a
+        // lane past the input loads its last word, masked off below), then
+        // their uses.
+        uint64_t v[BATCH];
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    return ok_output(a.out_len, sum);
+        for (uint32_t j = 0; j < BATCH; ++j) {
+            v[j] = 0;
+            if (base + 32 * j < in_words) v[j] = in[min(base + 32 * j + ctx.lane, in_words - 1)];
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < BATCH; ++j) {
+            if (base + 32 * j >= words) break;
+            const uint32_t at = 8 * (base + 32 * j + ctx.lane);
+            const uint32_t keep = ctx.in_len > at ? min(ctx.in_len - at, 8u) : 0u;
+            const uint64_t x = v[j] & (keep == 8 ? ~0ull : (1ull << (8 * keep)) - 1);
+            if (at < a.out_len) out[at / 8] = x ^ key;
+            sum += __vsadu4(static_cast<uint32_t>(x), 0) + __vsadu4(static_cast<uint32_t>(x >> 32), 0);
+        }
+    }
+    return ok_output(a.out_len, __reduce_add_sync(0xffffffffu, sum));
 }
 
 // Reads device memory through L2 (see AXPY).

@@ -157,8 +157,10 @@ __device__ __forceinline__ void io_put2(uint8_t* dst, uint32_t block, uint32_t w
     // The first 8-byte boundary at or after byte s (s is even: d is 0, 2,
     // 4 or 6); a second one 8 bytes on while it is within the lane's 14.
     const uint32_t d = (8 - (s & 7)) & 7;
-    const uint64_t o1 = d == 0 ? x0 : (x0 >> (8 * d)) | (x1 << (64 - 8 * d));
-    const uint64_t o2 = d == 0 ? x1 : (x1 >> (8 * d)) | (x2 << (64 - 8 * d));
+    // Funnel shifts by 8 d without a branch: a shift by 63 - 8 d and then
+    // by 1 is 0 where d is 0 (a shift by 64 would not be).
+    const uint64_t o1 = (x0 >> (8 * d)) | ((x1 << (63 - 8 * d)) << 1);
+    const uint64_t o2 = (x1 >> (8 * d)) | ((x2 << (63 - 8 * d)) << 1);
     const uint32_t at = PKQ_IO_WORD_BYTES * block + s + d;
     const uint32_t end = PKQ_IO_WORD_BYTES * words;
     if (at < end) *reinterpret_cast<uint64_t*>(dst + at) = o1;
@@ -188,7 +190,8 @@ __device__ __noinline__ bool io_pass(const uint64_t* area, uint32_t from, uint32
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
             const uint32_t k = base + 64 * j + 2 * lane;
             if (base + 64 * j < to) {
-                stale |= (k < to && tag_of(a[j]) != tag) || (k + 1 < to && tag_of(b[j]) != tag);
+                // Bitwise, not short-circuit: no branch per lane.
+                stale |= ((k < to) & (tag_of(a[j]) != tag)) | ((k + 1 < to) & (tag_of(b[j]) != tag));
                 io_put2(dst, base + 64 * j, words, lane, a[j], b[j]);
             }
         }
@@ -198,32 +201,39 @@ __device__ __noinline__ bool io_pass(const uint64_t* area, uint32_t from, uint32
 
 // Words [from, to) of a task's output stream of `words` words at `stream`
 // (the area's word 1 on), encoded from `room` (8-byte aligned, a multiple
-// of 56 bytes) under `tag`: relaxed posted stores, a batch's room words
-// loaded first (where the room is in device memory, its loads are in flight
-// together), then its stores.
+// of 56 bytes) under `tag`: relaxed posted stores. A batch's room words are
+// all loaded first, in flight together, and only then used: a use right
+// after each load made the batch wait for its loads one after another.
 __device__ __noinline__ void io_encode(uint64_t* stream, const uint8_t* room, uint32_t from, uint32_t to,
                                        uint32_t words, uint32_t tag, uint32_t lane) {
     const uint64_t* r = reinterpret_cast<const uint64_t*>(room);
+    // The room word holding the stream's last byte: a word's second load
+    // reads no further (where its bytes end in its first word, it is not
+    // used).
+    const uint32_t last = (PKQ_IO_WORD_BYTES * words - 1) / 8;
     for (uint32_t base = from; base < to; base += 32 * IO_BATCH) {
-        uint64_t v[IO_BATCH];
+        // A batch's room loads first, all in flight together (uniform
+        // guards, as io_pass's loads), then the words made of them, stored.
+        uint64_t lo[IO_BATCH], hi[IO_BATCH];
 #pragma unroll
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
-            // Within the stream only (uniform, as io_pass's loads).
-            if (base + 32 * j >= to) break;
-            // Bytes [7k, 7k + 7): from the 8-byte word they start in, and
-            // the next one unless they end in the first (the room's last
-            // word never reaches past it: 7k % 8 is then 1).
-            const uint32_t k = min(base + 32 * j + lane, words - 1);
-            const uint32_t at = PKQ_IO_WORD_BYTES * k;
-            const uint32_t shift = 8 * (at % 8);
-            v[j] = r[at / 8] >> shift;
-            if (at % 8 > 1) v[j] |= r[at / 8 + 1] << (64 - shift);
+            lo[j] = hi[j] = 0;
+            if (base + 32 * j < to) {
+                // Bytes [7k, 7k + 7): from the 8-byte word they start in,
+                // and the next.
+                const uint32_t at = PKQ_IO_WORD_BYTES * min(base + 32 * j + lane, words - 1);
+                lo[j] = r[at / 8];
+                hi[j] = r[min(at / 8 + 1, last)];
+            }
         }
 #pragma unroll
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
             if (base + 32 * j >= to) break;
             const uint32_t k = base + 32 * j + lane;
-            store_sys_if(k < to, stream + k, tagged(v[j], tag));
+            const uint32_t shift = 8 * ((PKQ_IO_WORD_BYTES * min(k, words - 1)) % 8);
+            // Shifts of 0 and 8 take the 7 bytes from the first word alone.
+            const uint64_t v = (lo[j] >> shift) | (shift > 8 ? hi[j] << (64 - shift) : 0);
+            store_sys_if(k < to, stream + k, tagged(v, tag));
         }
     }
 }
