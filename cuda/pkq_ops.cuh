@@ -87,14 +87,21 @@ __device__ __forceinline__ Outcome op_copy_io(const Context& ctx) {
 #pragma unroll
         for (uint32_t j = 0; j < BATCH; ++j) {
             v[j] = 0;
-            if (base + 32 * j < in_words) v[j] = in[min(base + 32 * j + ctx.lane, in_words - 1)];
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < BATCH; ++j) {
+            if (base + 32 * j >= in_words) break;
+            v[j] = in[min(base + 32 * j + ctx.lane, in_words - 1)];
         }
 #pragma unroll
         for (uint32_t j = 0; j < BATCH; ++j) {
             if (base + 32 * j >= words) break;
             const uint32_t at = 8 * (base + 32 * j + ctx.lane);
-            const uint32_t keep = ctx.in_len > at ? min(ctx.in_len - at, 8u) : 0u;
-            const uint64_t x = v[j] & (keep == 8 ? ~0ull : (1ull << (8 * keep)) - 1);
+            // The word's bytes within the input, 0 to 8: a mask of 8 keep
+            // bytes (two shifts of 4 keep bytes each: a shift by 64 would
+            // be undefined).
+            const uint32_t keep = min(ctx.in_len - min(at, ctx.in_len), 8u);
+            const uint64_t x = v[j] & ~((~0ull << (4 * keep)) << (4 * keep));
             if (at < a.out_len) out[at / 8] = x ^ key;
             sum += __vsadu4(static_cast<uint32_t>(x), 0) + __vsadu4(static_cast<uint32_t>(x >> 32), 0);
         }

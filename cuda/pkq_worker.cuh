@@ -180,20 +180,23 @@ __device__ __noinline__ bool io_pass(const uint64_t* area, uint32_t from, uint32
         uint64_t a[IO_BATCH], b[IO_BATCH];
 #pragma unroll
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
-            // Loads of the batch within the stream only (a uniform branch:
-            // a short stream runs, and fetches, the code of its loads alone).
             a[j] = b[j] = 0;
-            const uint32_t k = base + 64 * j + 2 * lane;
-            if (base + 64 * j < to) load2_sys_if(k < to, area + k, a[j], b[j]);
         }
 #pragma unroll
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
+            // Loads of the batch within the stream only (a uniform branch:
+            // a short stream runs, and fetches, the code of its loads alone).
+            if (base + 64 * j >= to) break;
             const uint32_t k = base + 64 * j + 2 * lane;
-            if (base + 64 * j < to) {
-                // Bitwise, not short-circuit: no branch per lane.
-                stale |= ((k < to) & (tag_of(a[j]) != tag)) | ((k + 1 < to) & (tag_of(b[j]) != tag));
-                io_put2(dst, base + 64 * j, words, lane, a[j], b[j]);
-            }
+            load2_sys_if(k < to, area + k, a[j], b[j]);
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < IO_BATCH; ++j) {
+            if (base + 64 * j >= to) break;
+            const uint32_t k = base + 64 * j + 2 * lane;
+            // Bitwise, not short-circuit: no branch per lane.
+            stale |= ((k < to) & (tag_of(a[j]) != tag)) | ((k + 1 < to) & (tag_of(b[j]) != tag));
+            io_put2(dst, base + 64 * j, words, lane, a[j], b[j]);
         }
     }
     return stale;
@@ -218,13 +221,15 @@ __device__ __noinline__ void io_encode(uint64_t* stream, const uint8_t* room, ui
 #pragma unroll
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
             lo[j] = hi[j] = 0;
-            if (base + 32 * j < to) {
-                // Bytes [7k, 7k + 7): from the 8-byte word they start in,
-                // and the next.
-                const uint32_t at = PKQ_IO_WORD_BYTES * min(base + 32 * j + lane, words - 1);
-                lo[j] = r[at / 8];
-                hi[j] = r[min(at / 8 + 1, last)];
-            }
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < IO_BATCH; ++j) {
+            if (base + 32 * j >= to) break;
+            // Bytes [7k, 7k + 7): from the 8-byte word they start in, and
+            // the next.
+            const uint32_t at = PKQ_IO_WORD_BYTES * min(base + 32 * j + lane, words - 1);
+            lo[j] = r[at / 8];
+            hi[j] = r[min(at / 8 + 1, last)];
         }
 #pragma unroll
         for (uint32_t j = 0; j < IO_BATCH; ++j) {
@@ -457,17 +462,18 @@ __device__ __forceinline__ uint64_t seen_age(uint64_t seen, uint64_t lap, uint32
     return (lap - (seen >> SEEN_COUNT_BITS)) & ((1ull << bits) - 1);
 }
 
-// Whether a task of lap `lap` whose area holds `words` words can tell them by
-// their tag alone: every one of them was written in the last 255 laps.
-__device__ __forceinline__ bool seen_covers(uint64_t seen, uint64_t lap, uint32_t words,
-                                            uint32_t capacity_log2) {
-    return words == 0 ||
-           (words <= (seen & ((1u << SEEN_COUNT_BITS) - 1)) && seen_age(seen, lap, capacity_log2) < 256);
+// How many words of the area a task of lap `lap` can tell by their tag
+// alone: those written in the last 255 laps (`seen`'s count while its lap is
+// that young, else none). Worked out before the slot's poll: on the way to
+// the task, a words' count is compared with it.
+__device__ __forceinline__ uint32_t seen_reach(uint64_t seen, uint64_t lap, uint32_t capacity_log2) {
+    return seen_age(seen, lap, capacity_log2) < 256 ? static_cast<uint32_t>(seen & ((1u << SEEN_COUNT_BITS) - 1))
+                                                    : 0;
 }
 
 // The knowledge after a task of lap `lap` wrote `words` words of the area
-// (`covered`: seen_covers said so before): the lap's own words, or, while
-// it is young, an older lap's that reaches further.
+// (`covered`: within its reach before): the lap's own words, or, while it
+// is young, an older lap's that reaches further.
 __device__ __forceinline__ uint64_t seen_after(uint64_t seen, uint64_t lap, uint32_t words, bool covered,
                                                uint32_t capacity_log2) {
     if (words == 0) return seen;
@@ -477,15 +483,19 @@ __device__ __forceinline__ uint64_t seen_after(uint64_t seen, uint64_t lap, uint
 }
 
 // An IO task (header bit PKQ_HEADER_IO_BIT) on its way through its poller:
-// io_begin before the handler, io_end after.
+// io_begin before the handler, io_end after, io_note after its completion.
 struct IoTask {
-    uint64_t* seen;     // the worker's knowledge of the slot's areas (IO_SEEN)
-    IoHelp* help;       // the worker's post for its other pollers (null: none)
-    uint64_t seen_in;   // as read before the slot's poll
+    uint64_t* seen;      // the worker's knowledge of the slot's areas (IO_SEEN)
+    IoHelp* help;        // the worker's post for its other pollers (null: none)
+    uint64_t seen_in;    // as read before the slot's poll
     uint64_t seen_out;
-    uint8_t* output;    // the output room
+    uint32_t in_reach;   // seen_reach of each, worked out before the poll
+    uint32_t out_reach;
+    uint8_t* output;     // the output room
     uint32_t in_words;
-    bool in_known;      // the input's tags alone told its words
+    uint32_t out_words;  // words of the output written (io_end)
+    bool in_known;       // the input's tags alone told its words
+    bool out_known;      // no word of the output's area can carry this lap's tag but this lap's
     bool input_ok;
 };
 
@@ -496,7 +506,7 @@ struct IoTask {
 __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uint64_t lap, uint8_t* rooms,
                                          uint32_t lane, uint32_t in_len, Context& ctx, IoTask& t) {
     t.in_words = (in_len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
-    t.in_known = seen_covers(t.seen_in, lap, t.in_words, p.capacity_log2);
+    t.in_known = t.in_words <= t.in_reach;
     // Unless the tags tell this lap's words: the input's loads after the
     // slot's (the producer wrote it first), and none read before it.
     // (Lanes 0..7 saw the slot; the barrier orders every lane's fence after
@@ -522,7 +532,7 @@ __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uin
 // failed; an output over the room fails it: PKQ_STATUS_BAD_ARGS), then the
 // worker's knowledge of the slot.
 __device__ __forceinline__ void io_end(const pkq_params& p, uint64_t slot, uint64_t lap, uint32_t lane,
-                                       const IoTask& t, Outcome& out) {
+                                       IoTask& t, Outcome& out) {
     // Lane 0's outcome for all: lanes that disagree must not part ways
     // before io_write's warp barrier.
     uint32_t status = __shfl_sync(FULL_MASK, out.status, 0);
@@ -536,23 +546,26 @@ __device__ __forceinline__ void io_end(const pkq_params& p, uint64_t slot, uint6
         status = PKQ_STATUS_BAD_ARGS;
     }
     const uint32_t written = status == PKQ_STATUS_OK ? out_len : 0;
-    const uint32_t out_words = (written + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
-    const bool out_known = seen_covers(t.seen_out, lap, out_words, p.capacity_log2);
+    t.out_words = (written + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
+    t.out_known = t.out_words <= t.out_reach;
     // Every lane's output bytes, for the lanes that write them out.
     __syncwarp();
     io_write(t.help, reinterpret_cast<uint64_t*>(p.io_out) + slot * p.io_out_words, t.output, written, lap, lane,
-             !out_known);
-    // The knowledge for this slot's next lap, which this worker serves after
-    // this task's completion. Nothing orders it before the next poller's
-    // read of it (at the top of its loop, before its claim): that poller
-    // may read the knowledge of a lap before, which is still true of the
-    // slot (IO_SEEN in pkq_layout.h).
+             !t.out_known);
+}
+
+// The knowledge of the slot's areas for its next lap, after the task's
+// completion (off the way to it), which this worker serves after this
+// task. Nothing orders it before the next poller's read of it (at the top
+// of its loop, before its claim): that poller may read the knowledge of a
+// lap before, which is still true of the slot (IO_SEEN in pkq_layout.h).
+__device__ __forceinline__ void io_note(const pkq_params& p, uint64_t lap, uint32_t lane, const IoTask& t) {
     if (lane == 0) {
         if (t.input_ok)
             __stcg(reinterpret_cast<unsigned long long*>(t.seen),
                    seen_after(t.seen_in, lap, t.in_words, t.in_known, p.capacity_log2));
         __stcg(reinterpret_cast<unsigned long long*>(t.seen + 1),
-               seen_after(t.seen_out, lap, out_words, out_known, p.capacity_log2));
+               seen_after(t.seen_out, lap, t.out_words, t.out_known, p.capacity_log2));
     }
 }
 
@@ -711,6 +724,9 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         io_task.seen = io_seen(p, slot);
         io_task.help = help;
         io_task.seen_in = io_task.seen_out = 0;
+        io_task.in_reach = io_task.out_reach = 0;
+        io_task.out_words = 0;
+        io_task.out_known = false;
         // Nothing known of the input until io_begin read it (a task refused
         // before, for its argument length, tells io_end nothing of it).
         io_task.output = nullptr;
@@ -723,6 +739,8 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                 FULL_MASK, __ldcg(reinterpret_cast<const unsigned long long*>(io_task.seen)), 0);
             io_task.seen_out = __shfl_sync(
                 FULL_MASK, __ldcg(reinterpret_cast<const unsigned long long*>(io_task.seen + 1)), 0);
+            io_task.in_reach = seen_reach(io_task.seen_in, lap, p.capacity_log2);
+            io_task.out_reach = seen_reach(io_task.seen_out, lap, p.capacity_log2);
         }
 
         Wait outcome = Wait::Pending;
@@ -908,6 +926,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             store_completion(cq + slot * PKQ_CQE_WORDS, tag, out.status, pack, out.value, t_start,
                              t_end, flags);
         }
+        if (io && io_task.seen != nullptr) io_note(p, lap, lane, io_task);
         if (shared_claims) {
             // The next task of this worker may be claimed: every lane's
             // writes first (cumulative through the warp barrier), for the
