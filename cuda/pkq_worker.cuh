@@ -529,8 +529,8 @@ __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uin
 }
 
 // Writes the task's output to the slot's output area (empty if the task
-// failed; an output over the room fails it: PKQ_STATUS_BAD_ARGS), then the
-// worker's knowledge of the slot.
+// failed; an output over the room fails it: PKQ_STATUS_BAD_ARGS), and notes
+// in `t` what io_note needs of it.
 __device__ __forceinline__ void io_end(const pkq_params& p, uint64_t slot, uint64_t lap, uint32_t lane,
                                        IoTask& t, Outcome& out) {
     // Lane 0's outcome for all: lanes that disagree must not part ways
@@ -557,8 +557,8 @@ __device__ __forceinline__ void io_end(const pkq_params& p, uint64_t slot, uint6
 // The knowledge of the slot's areas for its next lap, after the task's
 // completion (off the way to it), which this worker serves after this
 // task. Nothing orders it before the next poller's read of it (at the top
-// of its loop, before its claim): that poller may read the knowledge of a
-// lap before, which is still true of the slot (IO_SEEN in pkq_layout.h).
+// of its loop, before its claim): that poller may read any older knowledge
+// of the slot, which is still true of it (IO_SEEN in pkq_layout.h).
 __device__ __forceinline__ void io_note(const pkq_params& p, uint64_t lap, uint32_t lane, const IoTask& t) {
     if (lane == 0) {
         if (t.input_ok)
@@ -728,7 +728,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         io_task.out_words = 0;
         io_task.out_known = false;
         // Nothing known of the input until io_begin read it (a task refused
-        // before, for its argument length, tells io_end nothing of it).
+        // before, for its argument length, tells io_note nothing of it).
         io_task.output = nullptr;
         io_task.in_words = 0;
         io_task.in_known = false;
