@@ -52,7 +52,7 @@
 #define PKQ_LAYOUT_H
 
 /* Bump when anything below changes meaning. */
-#define PKQ_PROTOCOL_VERSION 6 /* u32 */
+#define PKQ_PROTOCOL_VERSION 7 /* u32 */
 
 /* ---------------------------------------------------------------------------
  * Tagged words
@@ -102,10 +102,14 @@
 #define PKQ_HEADER_LEN_SHIFT 16 /* u32 */
 #define PKQ_HEADER_PACK_SHIFT 24 /* u32 */
 /* Header bits 32..49: the task's input bytes in its slot's input area (IO
-   below); bit 49: the task has an input and an output area (an IO task). */
+   below); bit 49: the task has an input and an output area (an IO task);
+   bit 50: its input is plain bytes (PLAIN below); bit 51: the slot's areas
+   held plain bytes in the last 255 laps (PLAIN below). */
 #define PKQ_HEADER_IN_SHIFT 32 /* u32 */
 #define PKQ_HEADER_IN_BITS 17 /* u32 */
 #define PKQ_HEADER_IO_BIT 49 /* u32 */
+#define PKQ_HEADER_PLAIN_BIT 50 /* u32 */
+#define PKQ_HEADER_FRESH_BIT 51 /* u32 */
 
 /* ---------------------------------------------------------------------------
  * Completion entry: written by the device worker that ran the task (lane 0
@@ -119,9 +123,11 @@
  * 25 the pack count (0: one task). For a pack, the value is the mask of its
  * tasks whose status is not PKQ_STATUS_OK and the times span all of them;
  * each task's result is in the slot's pack results. Byte 26: flags
- * (PKQ_CQE_OUTPUT: an IO task's output is in its slot's output area).
+ * (PKQ_CQE_OUTPUT: an IO task's output is in its slot's output area;
+ * PKQ_CQE_PLAIN with it: as plain bytes, PLAIN below).
  * ------------------------------------------------------------------------- */
 #define PKQ_CQE_OUTPUT 1 /* u8 */
+#define PKQ_CQE_PLAIN 2 /* u8 */
 #define PKQ_CQE_BYTES 32
 #define PKQ_CQE_WORDS 4
 
@@ -185,6 +191,8 @@
  * Runtime::submit_io), up to PKQ_IO_MAX_BYTES each way, in areas of the
  * slot, tagged like the slot's words: each word carries the lap's tag and
  * 7 bytes of a byte stream (word k: bytes [7k, 7k + 7), little-endian).
+ * A stream of PKQ_IO_PLAIN_MIN_BYTES or more is plain bytes instead
+ * (PLAIN below); what follows is of tagged streams.
  * Unlike a slot, an area is not rewritten every lap (plain tasks leave it,
  * a short output leaves the tail of a longer one), so a word 256 laps old
  * carries the same tag: the tags alone do not tell this lap's words, and
@@ -248,6 +256,41 @@
  * older value) is still true: the areas only get newer.
  * ------------------------------------------------------------------------- */
 #define PKQ_IO_SEEN_WORDS 2
+
+/* ---------------------------------------------------------------------------
+ * PLAIN: a stream of PKQ_IO_PLAIN_MIN_BYTES or more moves as plain bytes,
+ * untagged, behind system fences, by the bulk copy engine where the
+ * worker's rooms are in shared memory (else by the taking poller's loads
+ * and stores): the codec's cost grows with the bytes, a fence's does not.
+ * Input (chosen by the producer, from its length): the producer writes the
+ * bytes from byte 0 of the slot's input area (relaxed 8-byte stores, the
+ * last word zero-padded) and sets header bit PKQ_HEADER_PLAIN_BIT; the
+ * poller that took the task reads them only after the whole slot, a system
+ * fence and an async-proxy fence (the bulk copy is a weak read of the async
+ * proxy), copying the area's first bytes, rounded up to 16, into the input
+ * room. Output (chosen by the device, from the handler's length): the
+ * poller copies the output room's bytes, rounded up to 16, to the output
+ * area from byte 16 (word 2), waits for the copy's writes, fences (async
+ * proxy, then system), stores word 0 (length and lap, as a tagged output's)
+ * and then the completion with PKQ_CQE_OUTPUT | PKQ_CQE_PLAIN. The host
+ * takes it once the entry and word 0 hold this lap: the fence put the
+ * bytes before both. Area sizes: both areas hold a plain stream of their
+ * most bytes, rounded up to 16 (the output from word 2), and every slot's
+ * areas start on 16 bytes (an even count of words each).
+ * Plain bytes carry no tag, so they break what a worker knows of the
+ * areas (IO_SEEN): a plain word may carry any lap's tag. A lap that moved
+ * a stream plain leaves the knowledge of that area empty, and, because a
+ * poller reads the knowledge before its poll (an older value than the
+ * plain lap's note may be read several laps on), the host marks every IO
+ * task of the next 255 laps of that slot with PKQ_HEADER_FRESH_BIT: its
+ * worker then uses no knowledge of the slot (fences, as for a first task)
+ * and notes only what this task wrote. After 255 laps, knowledge older
+ * than the plain lap is too old to be used (seen_reach). The host learns
+ * of a plain output from the completion, before the slot is freed; of its
+ * own plain input before the publish (Queue::plain_lap).
+ * ------------------------------------------------------------------------- */
+#define PKQ_IO_PLAIN_MIN_BYTES 4096
+#define PKQ_IO_PLAIN_OUT_WORD 2
 #define PKQ_IO_MAX_BYTES 65536
 #define PKQ_IO_WORD_BYTES 7
 #define PKQ_IO_ROOM_ALIGN 112

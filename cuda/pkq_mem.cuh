@@ -58,6 +58,77 @@ __device__ __forceinline__ void store2_sys(uint64_t* p, uint64_t a, uint64_t b) 
     asm volatile("st.relaxed.sys.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
 }
 
+// The bulk copy engine (sm_90 on; PLAIN in pkq_layout.h). Its reads and
+// writes are the async proxy's: a fence.proxy.async orders them with the
+// generic proxy's (the plain loads, stores and fences above).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PKQ_BULK_COPY 1
+
+// The shared-memory address of `p` (a pointer into shared memory).
+__device__ __forceinline__ uint32_t smem(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Readies the mbarrier at `bar` (shared memory) for one arrival a phase,
+// for the async proxy too. Once per kernel, before any copy uses it.
+__device__ __forceinline__ void bulk_bar_init(unsigned long long* bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem(bar)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from
+// global memory at `src` (mapped host memory included) into shared memory
+// at `dst`, and waits until they are there (one thread). The wait's exit:
+// the engine completes every copy it accepted, or faults the kernel (a bad
+// address), which the host reports.
+__device__ __forceinline__ void bulk_read(uint8_t* dst, const void* src, uint32_t bytes,
+                                          unsigned long long* bar) {
+    uint64_t state;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;"
+                 : "=l"(state)
+                 : "r"(smem(bar)), "r"(bytes)
+                 : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem(dst)),
+        "l"(src), "r"(bytes), "r"(smem(bar))
+        : "memory");
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n\t.reg .pred q;\n\t"
+            "mbarrier.try_wait.shared::cta.b64 q, [%1], %2;\n\t"
+            "selp.u32 %0, 1, 0, q;\n\t}"
+            : "=r"(done)
+            : "r"(smem(bar)), "l"(state)
+            : "memory");
+    } while (!done);
+}
+
+// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from
+// shared memory at `src` to global memory at `dst` (mapped host memory
+// included), and waits until its writes are done and ordered before this
+// thread's later generic accesses (one thread; a fence of the caller's
+// scope then orders them for others). The copy reads `src` through the
+// async proxy: the writers of `src` fence (fence.proxy.async.shared::cta)
+// before a barrier with this thread.
+__device__ __forceinline__ void bulk_write(void* dst, const uint8_t* src, uint32_t bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem(src)),
+                 "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    asm volatile("fence.proxy.async;" ::: "memory");
+}
+
+// This thread's writes to shared memory, for a bulk copy that reads them
+// (bulk_write).
+__device__ __forceinline__ void bulk_source_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// The async proxy's later reads after this thread's generic ones and the
+// fences before (bulk_read of data a flag published).
+__device__ __forceinline__ void bulk_after_fence() { asm volatile("fence.proxy.async;" ::: "memory"); }
+#endif
+
 // The SM clock, read only once `v` has arrived: the read is predicated on
 // `v`, so ptxas can neither hoist it above the load nor drop the load. (If
 // `v` happens to equal the sentinel, the reading is 0.)

@@ -436,6 +436,73 @@ __device__ __forceinline__ void io_write(IoHelp* h, uint64_t* area, const uint8_
     if (lane == 0) store_sys(area, tagged(len | (lap_bits << PKQ_IO_LAP_SHIFT), tag));
 }
 
+// A plain stream's bytes as moved: rounded up to 16 (PLAIN in
+// pkq_layout.h).
+__device__ __forceinline__ uint32_t plain_bytes(uint32_t len) { return (len + 15) & ~15u; }
+
+// Copies a plain input's first `bytes` (plain_bytes) from `area` (mapped,
+// 16-byte aligned) into `room` (16-byte aligned): by the bulk copy engine
+// where `bar` (the worker's mbarrier) is not null (the room is in shared
+// memory), else by the warp's loads, IO_BATCH of 16 bytes in flight a lane.
+// Called after the slot's loads and a system fence (io_begin). Every lane;
+// the room is whole for every lane when it returns.
+__device__ __forceinline__ void plain_read(const uint8_t* area, uint8_t* room, uint32_t bytes,
+                                           unsigned long long* bar, uint32_t lane) {
+#ifdef PKQ_BULK_COPY
+    if (bar != nullptr) {
+        // The copy's reads (the async proxy's) after the fence that put
+        // them after the slot's.
+        if (lane == 0) {
+            bulk_after_fence();
+            bulk_read(room, area, bytes, bar);
+        }
+        // Lane 0 saw the copy done (the barrier's phase): every lane after.
+        __syncwarp();
+        return;
+    }
+#endif
+    for (uint32_t base = 0; base < bytes; base += 512 * IO_BATCH) {
+        uint64_t a[IO_BATCH], b[IO_BATCH];
+#pragma unroll
+        for (uint32_t j = 0; j < IO_BATCH; ++j) {
+            const uint32_t o = base + 512 * j + 16 * lane;
+            load2_sys_if(o < bytes, reinterpret_cast<const uint64_t*>(area + o), a[j], b[j]);
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < IO_BATCH; ++j) {
+            const uint32_t o = base + 512 * j + 16 * lane;
+            if (o < bytes) {
+                reinterpret_cast<uint64_t*>(room + o)[0] = a[j];
+                reinterpret_cast<uint64_t*>(room + o)[1] = b[j];
+            }
+        }
+    }
+    __syncwarp();
+}
+
+// Copies a plain output's `bytes` (plain_bytes) from `room` to `area` (the
+// output area's word PKQ_IO_PLAIN_OUT_WORD on; both 16-byte aligned): by
+// the bulk copy engine where `bulk` (the room is in shared memory), lane 0
+// waiting for its writes, else by the warp's relaxed sys-scope stores.
+// Every lane, after the handler's writes of the room; the caller fences
+// (system) before the words that say the output is there.
+__device__ __forceinline__ void plain_write(uint8_t* area, const uint8_t* room, uint32_t bytes, bool bulk,
+                                            uint32_t lane) {
+#ifdef PKQ_BULK_COPY
+    if (bulk) {
+        // Every lane's room writes, for the copy's reads (async proxy).
+        bulk_source_fence();
+        __syncwarp();
+        if (lane == 0) bulk_write(area, room, bytes);
+        return;
+    }
+#endif
+    for (uint32_t o = 16 * lane; o < bytes; o += 512) {
+        const uint64_t* r = reinterpret_cast<const uint64_t*>(room + o);
+        store2_sys(reinterpret_cast<uint64_t*>(area + o), r[0], r[1]);
+    }
+}
+
 // Bytes of a room for up to `b` bytes of a stream (PKQ_IO_ROOM_ALIGN).
 __device__ __forceinline__ uint32_t io_room(uint32_t b) {
     return (b + PKQ_IO_ROOM_ALIGN - 1) / PKQ_IO_ROOM_ALIGN * PKQ_IO_ROOM_ALIGN;
@@ -491,13 +558,24 @@ struct IoTask {
     uint64_t seen_out;
     uint32_t in_reach;   // seen_reach of each, worked out before the poll
     uint32_t out_reach;
+    unsigned long long* bar;  // the worker's mbarrier where its rooms are in shared memory (else null)
     uint8_t* output;     // the output room
     uint32_t in_words;
     uint32_t out_words;  // words of the output written (io_end)
     bool in_known;       // the input's tags alone told its words
     bool out_known;      // no word of the output's area can carry this lap's tag but this lap's
     bool input_ok;
+    bool in_plain;       // the input was plain bytes (header bit PKQ_HEADER_PLAIN_BIT)
+    bool out_plain;      // the output went out as plain bytes (io_end)
 };
+
+// A task of a slot whose areas held plain bytes in the last 255 laps
+// (header bit PKQ_HEADER_FRESH_BIT): nothing known of them (PLAIN in
+// pkq_layout.h), and its notes start from nothing.
+__device__ __forceinline__ void io_forget(IoTask& t) {
+    t.seen_in = t.seen_out = 0;
+    t.in_reach = t.out_reach = 0;
+}
 
 // Decodes the task's `in_len` input bytes into the worker's input room
 // (`rooms`: the input room, then the output room) and points the context at
@@ -506,7 +584,8 @@ struct IoTask {
 __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uint64_t lap, uint8_t* rooms,
                                          uint32_t lane, uint32_t in_len, Context& ctx, IoTask& t) {
     t.in_words = (in_len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
-    t.in_known = t.in_words <= t.in_reach;
+    // Plain bytes carry no tag: always behind the fence.
+    t.in_known = !t.in_plain && t.in_words <= t.in_reach;
     // Unless the tags tell this lap's words: the input's loads after the
     // slot's (the producer wrote it first), and none read before it.
     // (Lanes 0..7 saw the slot; the barrier orders every lane's fence after
@@ -516,9 +595,15 @@ __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uin
         __threadfence_system();
     }
     t.output = rooms + io_room(p.io_in_bytes);
-    t.input_ok = in_len <= p.io_in_bytes &&
-                 io_read(t.help, reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words, in_len,
-                         static_cast<uint32_t>(lap) & 0xff, rooms, lane);
+    const uint64_t* area = reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words;
+    if (t.in_plain) {
+        const uint32_t bytes = plain_bytes(in_len);
+        t.input_ok = in_len <= p.io_in_bytes && bytes <= 8 * p.io_in_words;
+        if (t.input_ok) plain_read(reinterpret_cast<const uint8_t*>(area), rooms, bytes, t.bar, lane);
+    } else {
+        t.input_ok = in_len <= p.io_in_bytes &&
+                     io_read(t.help, area, in_len, static_cast<uint32_t>(lap) & 0xff, rooms, lane);
+    }
     // Every lane's decoded bytes, for every lane of the handler.
     __syncwarp();
     ctx.input = rooms;
@@ -546,12 +631,24 @@ __device__ __forceinline__ void io_end(const pkq_params& p, uint64_t slot, uint6
         status = PKQ_STATUS_BAD_ARGS;
     }
     const uint32_t written = status == PKQ_STATUS_OK ? out_len : 0;
-    t.out_words = (written + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
+    uint64_t* area = reinterpret_cast<uint64_t*>(p.io_out) + slot * p.io_out_words;
+    const uint32_t bytes = plain_bytes(written);
+    t.out_plain = written >= PKQ_IO_PLAIN_MIN_BYTES && 8 * PKQ_IO_PLAIN_OUT_WORD + bytes <= 8 * p.io_out_words;
+    t.out_words = t.out_plain ? 0 : (written + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
     t.out_known = t.out_words <= t.out_reach;
     // Every lane's output bytes, for the lanes that write them out.
     __syncwarp();
-    io_write(t.help, reinterpret_cast<uint64_t*>(p.io_out) + slot * p.io_out_words, t.output, written, lap, lane,
-             !t.out_known);
+    if (!t.out_plain) {
+        io_write(t.help, area, t.output, written, lap, lane, !t.out_known);
+        return;
+    }
+    plain_write(reinterpret_cast<uint8_t*>(area + PKQ_IO_PLAIN_OUT_WORD), t.output, bytes, t.bar != nullptr, lane);
+    // The bytes before word 0 and the completion (PLAIN in pkq_layout.h):
+    // every lane's stores, or lane 0's copy done, then the fence.
+    __syncwarp();
+    __threadfence_system();
+    const uint64_t lap_bits = lap & ((1ull << PKQ_IO_LAP_BITS) - 1);
+    if (lane == 0) store_sys(area, tagged(written | (lap_bits << PKQ_IO_LAP_SHIFT), static_cast<uint32_t>(lap) & 0xff));
 }
 
 // The knowledge of the slot's areas for its next lap, after the task's
@@ -561,11 +658,15 @@ __device__ __forceinline__ void io_end(const pkq_params& p, uint64_t slot, uint6
 // of the slot, which is still true of it (IO_SEEN in pkq_layout.h).
 __device__ __forceinline__ void io_note(const pkq_params& p, uint64_t lap, uint32_t lane, const IoTask& t) {
     if (lane == 0) {
-        if (t.input_ok)
+        // An area that got plain bytes is known of no more (PLAIN in
+        // pkq_layout.h).
+        if (t.in_plain)
+            __stcg(reinterpret_cast<unsigned long long*>(t.seen), 0ull);
+        else if (t.input_ok)
             __stcg(reinterpret_cast<unsigned long long*>(t.seen),
                    seen_after(t.seen_in, lap, t.in_words, t.in_known, p.capacity_log2));
         __stcg(reinterpret_cast<unsigned long long*>(t.seen + 1),
-               seen_after(t.seen_out, lap, t.out_words, t.out_known, p.capacity_log2));
+               t.out_plain ? 0ull : seen_after(t.seen_out, lap, t.out_words, t.out_known, p.capacity_log2));
     }
 }
 
@@ -640,7 +741,7 @@ template <class Handlers>
 __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
                                       unsigned long long* claim, unsigned long long* done,
                                       uint32_t* leaving, unsigned long long* scratch, uint8_t* rooms,
-                                      IoHelp* help,
+                                      IoHelp* help, unsigned long long* bar,
                                       const Handlers& handlers) {
     const uint32_t lane = threadIdx.x & 31;
     // This poller's copy of the slots (COPIES in pkq_layout.h).
@@ -730,9 +831,12 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         // Nothing known of the input until io_begin read it (a task refused
         // before, for its argument length, tells io_note nothing of it).
         io_task.output = nullptr;
+        io_task.bar = bar;
         io_task.in_words = 0;
         io_task.in_known = false;
         io_task.input_ok = false;
+        io_task.in_plain = false;
+        io_task.out_plain = false;
         if (io_task.seen != nullptr) {
             // Lane 0's reading for all (what the warp does depends on it).
             io_task.seen_in = __shfl_sync(
@@ -900,6 +1004,8 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             // Header bits 32..56: an IO task's flag and input length.
             const uint32_t h1 = static_cast<uint32_t>(c[0] >> 32) & 0xffffff;
             io = (h1 >> (PKQ_HEADER_IO_BIT - 32)) & 1;
+            io_task.in_plain = (h1 >> (PKQ_HEADER_PLAIN_BIT - 32)) & 1;
+            if ((h1 >> (PKQ_HEADER_FRESH_BIT - 32)) & 1) io_forget(io_task);
             // One call of the handlers for plain and IO tasks (one copy of
             // their code: see IO_BATCH). No IO areas: no host sends an IO
             // task. An argument length over the slot's (the header has 8
@@ -922,7 +1028,9 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             __threadfence();
         }
         if (lane == 0) {
-            const uint32_t flags = io && p.io_out_words != 0 ? PKQ_CQE_OUTPUT : 0;
+            const uint32_t flags = io && p.io_out_words != 0
+                                       ? PKQ_CQE_OUTPUT | (io_task.out_plain ? PKQ_CQE_PLAIN : 0)
+                                       : 0;
             store_completion(cq + slot * PKQ_CQE_WORDS, tag, out.status, pack, out.value, t_start,
                              t_end, flags);
         }
@@ -966,6 +1074,10 @@ __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers&
     __shared__ uint32_t leavings[PKQ_MAX_WARPS_PER_BLOCK];
     __shared__ unsigned long long scratch[PKQ_MAX_WARPS_PER_BLOCK * 32];
     __shared__ IoHelp helps[PKQ_MAX_WARPS_PER_BLOCK];
+#ifdef PKQ_BULK_COPY
+    // Each worker's mbarrier for its bulk copies (PLAIN in pkq_layout.h).
+    __shared__ unsigned long long bars[PKQ_MAX_WARPS_PER_BLOCK];
+#endif
     const uint32_t warp_in_block = threadIdx.x >> 5;
     const uint32_t warp = blockIdx.x * (blockDim.x >> 5) + warp_in_block;
     if (threadIdx.x < PKQ_MAX_WARPS_PER_BLOCK) {
@@ -973,6 +1085,9 @@ __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers&
         dones[threadIdx.x] = 0;
         leavings[threadIdx.x] = 0;
         helps[threadIdx.x].next = 0;
+#ifdef PKQ_BULK_COPY
+        bulk_bar_init(&bars[threadIdx.x]);
+#endif
     }
     __syncthreads();
     const uint32_t worker = warp / p.pollers;
@@ -1001,13 +1116,19 @@ __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers&
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_bytes));
     const uint32_t pair = io_room(p.io_in_bytes) + io_room(p.io_out_bytes);
     const uint32_t block_workers = max(1u, (blockDim.x >> 5) / p.pollers);
-    uint8_t* const rooms = pair != 0 && dynamic_bytes >= block_workers * pair
+    const bool rooms_shared = pair != 0 && dynamic_bytes >= block_workers * pair;
+    uint8_t* const rooms = rooms_shared
                                ? io_rooms_shared + (warp_in_block / p.pollers) * pair
                                : reinterpret_cast<uint8_t*>(p.io_scratch) + static_cast<uint64_t>(worker) * pair;
+#ifdef PKQ_BULK_COPY
+    unsigned long long* const bar = rooms_shared ? &bars[warp_in_block / p.pollers] : nullptr;
+#else
+    unsigned long long* const bar = nullptr;
+#endif
     serve(p, worker, warp % p.pollers, &claims[warp_in_block / p.pollers],
           &dones[warp_in_block / p.pollers], &leavings[warp_in_block / p.pollers],
           &scratch[warp_in_block * 32], rooms,
-          &helps[warp_in_block / p.pollers], handlers);
+          &helps[warp_in_block / p.pollers], bar, handlers);
 }
 
 }  // namespace pkq

@@ -9,7 +9,9 @@
 //! lap's (IO_SEEN in the header), so the host checks every word's tag.
 
 use crate::proto::layout::TAG_SHIFT;
-use crate::proto::layout::{IO_LAP_BITS, IO_LAP_SHIFT, IO_ROOM_ALIGN, IO_WORD_BYTES};
+use crate::proto::layout::{
+    IO_LAP_BITS, IO_LAP_SHIFT, IO_PLAIN_MIN_BYTES, IO_PLAIN_OUT_WORD, IO_ROOM_ALIGN, IO_WORD_BYTES,
+};
 #[cfg(test)]
 use crate::proto::slot::tagged;
 use crate::proto::slot::{CHUNK_MASK, tag_of};
@@ -26,6 +28,17 @@ pub(crate) fn words_for(bytes: usize) -> usize {
 /// then the stream.
 pub(crate) fn output_words(bytes: usize) -> usize {
     1 + words_for(bytes)
+}
+
+/// Words of an area holding a plain stream of up to `bytes` bytes (PLAIN
+/// in `cuda/pkq_layout.h`): the device moves it in 16-byte pieces. None
+/// below `IO_PLAIN_MIN_BYTES`, which never moves plain.
+pub(crate) fn plain_words(bytes: usize) -> usize {
+    if bytes < IO_PLAIN_MIN_BYTES {
+        0
+    } else {
+        bytes.next_multiple_of(16) / 8
+    }
 }
 
 /// The room (shared or device memory) a worker decodes an input of up
@@ -65,6 +78,29 @@ pub(crate) fn write(area: &Words, at: usize, bytes: &[u8], tag: u8) {
     }
 }
 
+/// Writes `bytes` as plain bytes from word `at` of `area` (PLAIN in
+/// `cuda/pkq_layout.h`): relaxed 8-byte stores, little-endian, the last
+/// word zero-padded.
+pub(crate) fn write_plain(area: &Words, at: usize, bytes: &[u8]) {
+    let dst = area.slice(at, bytes.len().div_ceil(8));
+    for (d, b) in dst.iter().zip(bytes.chunks(8)) {
+        let mut w = [0u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        d.store(u64::from_le_bytes(w), Ordering::Relaxed);
+    }
+}
+
+/// `len` plain bytes from word `at` of `area` (relaxed loads: the caller's
+/// acquire load of what said they are there comes first).
+pub(crate) fn read_plain(area: &Words, at: usize, len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len.next_multiple_of(8));
+    for w in area.slice(at, len.div_ceil(8)) {
+        out.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
 /// The `len` bytes of the stream from word `at`, if every word of it
 /// carries `tag` (acquire loads).
 pub(crate) fn read(area: &Words, at: usize, len: usize, tag: u8) -> Option<Vec<u8>> {
@@ -100,6 +136,34 @@ pub(crate) fn output_whole(area: &Words, at: usize, max: usize, lap: u64) -> boo
         o | ((w.load(Ordering::Acquire) >> TAG_SHIFT) ^ (lap & 0xff))
     });
     other == 0
+}
+
+/// Whether the plain output from word `at` is lap `lap`'s (word 0 says
+/// so: the device's fence put its bytes before it).
+pub(crate) fn plain_output_whole(area: &Words, at: usize, max: usize, lap: u64) -> bool {
+    head_len(area, at, max, lap).is_some()
+}
+
+/// The plain output from word `at` (at most `max` bytes), if word 0 is lap
+/// `lap`'s: its bytes from word `IO_PLAIN_OUT_WORD` on.
+pub(crate) fn read_plain_output(
+    area: &Words,
+    at: usize,
+    max: usize,
+    lap: u64,
+) -> Option<Box<[u8]>> {
+    let len = head_len(area, at, max, lap)?;
+    Some(read_plain(area, at + IO_PLAIN_OUT_WORD, len).into_boxed_slice())
+}
+
+/// Writes a plain output of `bytes` for lap `lap` from word `at`: the
+/// bytes, then (release) word 0, as the device does behind its fence (the
+/// software device of the tests).
+#[cfg(test)]
+pub(crate) fn write_plain_output(area: &Words, at: usize, bytes: &[u8], lap: u64) {
+    write_plain(area, at + IO_PLAIN_OUT_WORD, bytes);
+    area.at(at)
+        .store(tagged(head(bytes.len(), lap), lap as u8), Ordering::Release);
 }
 
 /// Word 0 of an output area: its length and the lap's low bits.
@@ -168,6 +232,45 @@ mod tests {
             }
             write(&area, 0, &bytes, tag);
             assert_eq!(read(&area, 0, len, tag), Some(bytes));
+        }
+    }
+
+    #[test]
+    fn plain_outputs_round_trip_and_wait_for_their_word_0() {
+        let mut rng = Rng::new(22);
+        let most = IO_PLAIN_MIN_BYTES + 40;
+        let words = IO_PLAIN_OUT_WORD + plain_words(most);
+        let area = Words::heap(words + 2);
+        let mut lens: Vec<usize> = (IO_PLAIN_MIN_BYTES..IO_PLAIN_MIN_BYTES + 17).collect();
+        lens.push(most);
+        for len in lens {
+            let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let lap = rng.next() >> 1;
+            area.slice(0, area.len())
+                .iter()
+                .for_each(|w| w.store(u64::MAX, Ordering::Relaxed));
+            write_plain_output(&area, 0, &bytes, lap);
+            assert!(plain_output_whole(&area, 0, most, lap), "{len}");
+            assert_eq!(
+                read_plain_output(&area, 0, most, lap).as_deref(),
+                Some(&bytes[..]),
+                "{len}"
+            );
+            assert!(
+                !plain_output_whole(&area, 0, most, lap + 256),
+                "word 0 names the lap"
+            );
+            assert_eq!(read_plain_output(&area, 0, most, lap + 1), None);
+            let cut = read_plain_output(&area, 0, len - 3, lap).unwrap();
+            assert_eq!(&cut[..], &bytes[..len - 3], "a length over the most is cut");
+            assert_eq!(
+                area.at(IO_PLAIN_OUT_WORD + len.div_ceil(8))
+                    .load(Ordering::Relaxed),
+                u64::MAX,
+                "nothing past the bytes' last word"
+            );
+            write_plain(&area, 1, &bytes[..len % 23]);
+            assert_eq!(read_plain(&area, 1, len % 23), &bytes[..len % 23]);
         }
     }
 

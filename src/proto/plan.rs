@@ -3,10 +3,10 @@
 //! device-written allocation, from which both the kernel's parameters and
 //! the host's views are made, so the two cannot disagree.
 
-use crate::proto::io::{output_words, room};
+use crate::proto::io::{output_words, plain_words, room};
 use crate::proto::layout::{
-    CQE_WORDS, CTRL_BYTES, IO_SEEN_WORDS, IO_WORD_BYTES, KernelParams, PACK_TASKS, SECTION_ALIGN,
-    SLOT_WORDS,
+    CQE_WORDS, CTRL_BYTES, IO_PLAIN_OUT_WORD, IO_SEEN_WORDS, IO_WORD_BYTES, KernelParams,
+    PACK_TASKS, SECTION_ALIGN, SLOT_WORDS,
 };
 use crate::proto::queue::Queue;
 use crate::proto::ring::{Geometry, SEQ_MASK};
@@ -90,14 +90,23 @@ impl Plan {
     }
 
     /// Words of a slot's input and output area for `io` (most input and
-    /// output bytes): the output's stream starts with its length; an even
-    /// count of input words, so that every slot's input area starts on 16
-    /// bytes (the device reads it 16 bytes a lane).
+    /// output bytes): room for the tagged stream and for the plain one
+    /// (PLAIN in `cuda/pkq_layout.h`; the output's stream starts with its
+    /// length, its plain bytes at word `IO_PLAIN_OUT_WORD`); an even count
+    /// of words each, so that every slot's areas start on 16 bytes (the
+    /// device reads and copies them 16 bytes at a time).
     fn io_area_words((input, output): (usize, usize)) -> (usize, usize) {
         if input == 0 && output == 0 {
             return (0, 0);
         }
-        (io_words(input).next_multiple_of(2), output_words(output))
+        let plain_out = match plain_words(output) {
+            0 => 0,
+            n => IO_PLAIN_OUT_WORD + n,
+        };
+        (
+            io_words(input).max(plain_words(input)).next_multiple_of(2),
+            output_words(output).max(plain_out).next_multiple_of(2),
+        )
     }
 
     /// Bytes of the rooms (shared or device memory) each worker decodes its

@@ -151,6 +151,40 @@ struct Io {
     out_words: usize,
     /// The most input and output bytes of a task.
     most: (usize, usize),
+    /// Host-only, per slot: the latest sequence number whose task moved a
+    /// stream of the slot's areas as plain bytes, with `FLAG` set (0:
+    /// none yet), so that the tasks of the next 255 laps carry
+    /// `HEADER_FRESH_BIT` (PLAIN in `cuda/pkq_layout.h`). Raised (never
+    /// lowered: racing pollers of an older completion may store late) by
+    /// the producer of a plain input before its publish, and by whoever
+    /// sees a plain output's completion before it frees the slot; read by
+    /// the producer of a later lap after its reservation, which the slot's
+    /// turn orders after both.
+    plain: Box<[AtomicU64]>,
+}
+
+impl Io {
+    /// Notes that the task of `seq` moved plain bytes (see `plain`).
+    fn note_plain(&self, geo: Geometry, seq: u64) {
+        let mark = &self.plain[geo.slot(seq)];
+        let mut cur = mark.load(Ordering::Relaxed);
+        // Newer: no mark yet, or `seq` ahead of the one marked (less than
+        // half the sequence space on).
+        while cur == 0 || (1..=SEQ_MASK / 2).contains(&distance(cur & SEQ_MASK, seq)) {
+            match mark.compare_exchange_weak(cur, seq | FLAG, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Whether the task of `seq` must carry `HEADER_FRESH_BIT`: a task of
+    /// its slot moved plain bytes in the last 255 laps.
+    fn fresh(&self, geo: Geometry, seq: u64) -> bool {
+        let mark = self.plain[geo.slot(seq)].load(Ordering::Relaxed);
+        mark != 0 && distance(mark & SEQ_MASK, seq) < 256 * geo.capacity() as u64
+    }
 }
 
 pub(crate) struct Queue {
@@ -376,6 +410,7 @@ impl Queue {
             input,
             output,
             most,
+            plain: (0..cap).map(|_| AtomicU64::new(0)).collect(),
         };
         for (slot, turn) in self.turns.iter().enumerate() {
             let before = tagged(
@@ -403,18 +438,26 @@ impl Queue {
     }
 
     /// Writes `input` (at most the area's, checked by the caller) into the
-    /// input area of the reserved `seq`, before its publish.
-    pub(crate) fn write_input(&self, seq: u64, input: &[u8]) {
+    /// input area of the reserved `seq`, before its publish of `image`
+    /// (an IO task's, `SlotImage::with_input` of this input): tagged words,
+    /// or plain bytes from `IO_PLAIN_MIN_BYTES` on (PLAIN in
+    /// `cuda/pkq_layout.h`). Returns the image to publish: marked fresh
+    /// where the slot's areas held plain bytes in the last 255 laps.
+    pub(crate) fn write_input(&self, seq: u64, input: &[u8], image: SlotImage) -> SlotImage {
         let io = self.io.as_ref().expect("a queue with IO areas");
-        crate::proto::io::write(
-            &io.input,
-            self.geo.slot(seq) * io.in_words,
-            input,
-            self.geo.tag(seq),
-        );
+        let at = self.geo.slot(seq) * io.in_words;
+        // Before this task's own mark: a mark of an earlier lap.
+        let fresh = io.fresh(self.geo, seq);
+        if crate::proto::slot::plain(input.len()) {
+            crate::proto::io::write_plain(&io.input, at, input);
+            io.note_plain(self.geo, seq);
+        } else {
+            crate::proto::io::write(&io.input, at, input, self.geo.tag(seq));
+        }
         // Before the slot's stores (which follow), for the compiler: x86-64
         // keeps them in order on their way to the device.
         fence(Ordering::Release);
+        if fresh { image.fresh() } else { image }
     }
 
     /// Publishes the reserved `seq`: eight relaxed 8-byte stores into the
@@ -565,12 +608,12 @@ impl Queue {
     /// word of it has landed; `None` otherwise.
     fn output(&self, seq: u64, cqe: &Cqe) -> Option<Box<[u8]>> {
         let io = self.io.as_ref().filter(|_| cqe.has_output())?;
-        crate::proto::io::read_output(
-            &io.output,
-            self.geo.slot(seq) * io.out_words,
-            io.most.1,
-            self.geo.lap(seq),
-        )
+        let (at, lap) = (self.geo.slot(seq) * io.out_words, self.geo.lap(seq));
+        if cqe.plain_output() {
+            crate::proto::io::read_plain_output(&io.output, at, io.most.1, lap)
+        } else {
+            crate::proto::io::read_output(&io.output, at, io.most.1, lap)
+        }
     }
 
     /// Publishes a task of `op` for each of `args` (each at most
@@ -600,17 +643,26 @@ impl Queue {
         });
         let cqe = Cqe::decode(&words, tag)?;
         // An output's words may land after the entry's (no fence on the
-        // device): the task is complete once they all have.
+        // device between them): the task is complete once they all have, or,
+        // for a plain output, once word 0 has (the device fenced its bytes
+        // before word 0 and the entry).
         if cqe.has_output()
             && let Some(io) = &self.io
-            && !crate::proto::io::output_whole(
-                &io.output,
-                self.geo.slot(seq) * io.out_words,
-                io.most.1,
-                self.geo.lap(seq),
-            )
         {
-            return None;
+            let (at, lap) = (self.geo.slot(seq) * io.out_words, self.geo.lap(seq));
+            let whole = if cqe.plain_output() {
+                crate::proto::io::plain_output_whole(&io.output, at, io.most.1, lap)
+            } else {
+                crate::proto::io::output_whole(&io.output, at, io.most.1, lap)
+            };
+            if !whole {
+                return None;
+            }
+            if cqe.plain_output() {
+                // Before the slot can be freed: every path that frees it
+                // saw this completion here first.
+                io.note_plain(self.geo, seq);
+            }
         }
         Some(cqe)
     }
@@ -1455,8 +1507,12 @@ pub(crate) mod tests {
         let (q, _h2d, out) = io_queue(2, (32, 100));
         let (at, tag) = (0, q.geo.tag(0));
         let seq = q.try_reserve().unwrap();
-        q.write_input(seq, &[1, 2, 3]);
-        q.publish(seq, &SlotImage::new(10, &[]).unwrap().with_input(3));
+        let image = q.write_input(
+            seq,
+            &[1, 2, 3],
+            SlotImage::new(10, &[]).unwrap().with_input(3),
+        );
+        q.publish(seq, &image);
         let bytes: Vec<u8> = (0..40).collect();
         // The entry landed first; one word of the output still missing.
         complete_io(&q, &out, seq, &bytes, true);
@@ -1790,6 +1846,27 @@ mod loom_tests {
             }
             assert_eq!(q.try_reserve(), Err(Refusal::Closed));
             assert_eq!(q.incomplete(end), end as usize, "reserved, never completed");
+        });
+    }
+
+    #[test]
+    fn loom_a_plain_mark_only_moves_forward() {
+        // Pollers of an older completion may mark its plain output late,
+        // after the producer of a newer lap marked its plain input: the
+        // newer mark stays, whatever the order (PLAIN in pkq_layout.h).
+        loom::model(|| {
+            let (q, _h2d, _out) = io_queue(1, (8, 16));
+            let q = Arc::new(q);
+            fn io(q: &Queue) -> &Io {
+                q.io.as_ref().unwrap()
+            }
+            let q1 = q.clone();
+            let late = thread::spawn(move || io(&q1).note_plain(q1.geo, 3));
+            io(&q).note_plain(q.geo, 4);
+            late.join().unwrap();
+            assert_eq!(io(&q).plain[0].load(Ordering::Relaxed), 4 | FLAG);
+            assert!(io(&q).fresh(q.geo, 4 + 255), "255 laps on");
+            assert!(!io(&q).fresh(q.geo, 4 + 256), "256 laps on");
         });
     }
 

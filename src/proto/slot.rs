@@ -7,14 +7,23 @@
 
 use crate::error::{Error, Result};
 use crate::proto::layout::{
-    ARGS_BYTES, CHUNK_BITS, CQE_OUTPUT, CQE_WORDS, HEADER_IN_SHIFT, HEADER_IO_BIT,
-    HEADER_LEN_SHIFT, HEADER_PACK_SHIFT, PACK_ARG_BYTES, SLOT_WORDS, TAG_SHIFT,
+    ARGS_BYTES, CHUNK_BITS, CQE_OUTPUT, CQE_PLAIN, CQE_WORDS, HEADER_FRESH_BIT, HEADER_IN_SHIFT,
+    HEADER_IO_BIT, HEADER_LEN_SHIFT, HEADER_PACK_SHIFT, HEADER_PLAIN_BIT, IO_PLAIN_MIN_BYTES,
+    PACK_ARG_BYTES, SLOT_WORDS, TAG_SHIFT,
 };
 
 pub(crate) const CHUNK_MASK: u64 = (1 << CHUNK_BITS) - 1;
 const CHUNK: usize = CHUNK_BITS as usize;
 /// Payload words of a slot: the header and six argument words.
 const SLOT_PAYLOAD_WORDS: usize = 1 + ARGS_BYTES / 8;
+
+/// Whether a stream of `len` bytes moves as plain bytes (PLAIN in
+/// `cuda/pkq_layout.h`): the input's choice is the producer's, the
+/// output's the device's.
+#[inline(always)]
+pub(crate) fn plain(len: usize) -> bool {
+    len >= IO_PLAIN_MIN_BYTES
+}
 
 /// The tag byte of a shared word.
 #[inline(always)]
@@ -112,11 +121,21 @@ impl SlotImage {
 
     /// The same task as an IO task with `input` bytes in its slot's input
     /// area (IO in `cuda/pkq_layout.h`; at most `IO_MAX_BYTES`, checked by
-    /// the caller).
+    /// the caller): plain bytes from `IO_PLAIN_MIN_BYTES` on (PLAIN there).
     #[inline(always)]
     pub(crate) fn with_input(mut self, input: usize) -> Self {
-        // The header's bits 32..50 are in chunk 0 (bits 0..56).
-        self.0[0] |= (input as u64) << HEADER_IN_SHIFT | 1 << HEADER_IO_BIT;
+        // The header's bits 32..52 are in chunk 0 (bits 0..56).
+        self.0[0] |= (input as u64) << HEADER_IN_SHIFT
+            | 1 << HEADER_IO_BIT
+            | u64::from(plain(input)) << HEADER_PLAIN_BIT;
+        self
+    }
+
+    /// The same task, its worker told that the slot's areas held plain
+    /// bytes in the last 255 laps (PLAIN in `cuda/pkq_layout.h`).
+    #[inline(always)]
+    pub(crate) fn fresh(mut self) -> Self {
+        self.0[0] |= 1 << HEADER_FRESH_BIT;
         self
     }
 
@@ -146,6 +165,11 @@ pub(crate) struct DecodedSlot {
     pub pack: usize,
     /// An IO task's input bytes, if it is one.
     pub io: Option<usize>,
+    /// Its input is plain bytes (header bit `HEADER_PLAIN_BIT`).
+    pub plain: bool,
+    /// Its slot's areas held plain bytes in the last 255 laps
+    /// (`HEADER_FRESH_BIT`).
+    pub fresh: bool,
     pub args: [u64; ARGS_BYTES / 8],
 }
 
@@ -165,6 +189,8 @@ impl DecodedSlot {
                 ((p[0] >> HEADER_IN_SHIFT) & ((1 << crate::proto::layout::HEADER_IN_BITS) - 1))
                     as usize
             }),
+            plain: p[0] >> HEADER_PLAIN_BIT & 1 == 1,
+            fresh: p[0] >> HEADER_FRESH_BIT & 1 == 1,
             args: p[1..].try_into().unwrap(),
         })
     }
@@ -210,6 +236,12 @@ impl Cqe {
     #[inline(always)]
     pub(crate) fn has_output(&self) -> bool {
         self.flags & CQE_OUTPUT != 0
+    }
+
+    /// Whether that output is plain bytes (PLAIN in `cuda/pkq_layout.h`).
+    #[inline(always)]
+    pub(crate) fn plain_output(&self) -> bool {
+        self.flags & (CQE_OUTPUT | CQE_PLAIN) == CQE_OUTPUT | CQE_PLAIN
     }
 
     /// The entry's tagged words (what `completion_word` writes on the

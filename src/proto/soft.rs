@@ -38,10 +38,14 @@ use crate::proto::layout::{
     WORKER_STOPPED,
 };
 use crate::proto::plan::Plan;
-use crate::proto::ring::seq_add;
+use crate::proto::ring::{FLAG, SEQ_MASK, distance, seq_add};
 use crate::proto::slot::{Cqe, DecodedSlot, tag_of};
 use crate::proto::sync::{AtomicU64, Ordering, fence};
 use crate::proto::words::Words;
+
+/// The status of an IO task whose fresh mark was wrong (a status the
+/// kernel never uses: handlers' own start at `STATUS_USER`).
+pub(crate) const WRONG_FRESH: u8 = 255;
 
 /// What one poll came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +94,12 @@ pub(crate) struct SoftDevice {
     positions: Box<[AtomicU64]>,
     /// Per poller: 1 once it stopped.
     stopped: Box<[AtomicU64]>,
+    /// Per slot: the latest sequence number whose task moved plain bytes
+    /// there, with `FLAG` (0: none), to check each IO task's
+    /// `HEADER_FRESH_BIT` against (PLAIN in pkq_layout.h). Written before
+    /// the task's completion, read for a later lap of the slot, which the
+    /// host publishes only after it saw that completion.
+    plain: Box<[AtomicU64]>,
     #[cfg(not(loom))]
     epoch: std::time::Instant,
     #[cfg(not(loom))]
@@ -107,6 +117,7 @@ impl SoftDevice {
             done: counters(plan.workers),
             positions: counters(plan.all_pollers()),
             stopped: counters(plan.all_pollers()),
+            plain: counters(plan.rings * plan.geo.capacity()),
             h2d,
             d2h,
             #[cfg(not(loom))]
@@ -215,6 +226,15 @@ impl SoftDevice {
             t_start: seq,
             t_end: seq,
         };
+        if task.io.is_some() {
+            if !self.fresh_right(slot, task, seq) {
+                cqe.status = WRONG_FRESH;
+                return cqe;
+            }
+            if task.plain {
+                self.plain[slot].store(seq | FLAG, Ordering::Relaxed);
+            }
+        }
         // The kernel answers a NOP at once, an IO task's too (no output).
         if let Some(input) = task.io
             && task.op != crate::proto::layout::OP_NOP
@@ -258,6 +278,17 @@ impl SoftDevice {
         cqe
     }
 
+    /// Whether an IO task carries `HEADER_FRESH_BIT` exactly when a task
+    /// of its slot moved plain bytes in the last 255 laps (the host's marks
+    /// against what this device ran). A wrong one fails the task with
+    /// `WRONG_FRESH`, so that the test that sent it sees it.
+    fn fresh_right(&self, slot: usize, task: &DecodedSlot, seq: u64) -> bool {
+        let mark = self.plain[slot].load(Ordering::Relaxed);
+        let fresh =
+            mark != 0 && distance(mark & SEQ_MASK, seq) < 256 * self.plan.geo.capacity() as u64;
+        task.fresh == fresh
+    }
+
     /// Runs an IO task as the kernel does: its `input` bytes read from the
     /// slot's input area (every word of the task's lap, else the task
     /// fails), its output written to the output area (tagged words,
@@ -267,7 +298,15 @@ impl SoftDevice {
         let (in_at, out_at) = self.plan.io_at(slot);
         let (most_in, most_out) = self.plan.io;
         let read = (input <= most_in)
-            .then(|| crate::proto::io::read(&self.h2d, in_at, input, tag))
+            .then(|| {
+                if task.plain {
+                    // Behind the kernel's system fence: after the slot's
+                    // (acquire) loads.
+                    Some(crate::proto::io::read_plain(&self.h2d, in_at, input))
+                } else {
+                    crate::proto::io::read(&self.h2d, in_at, input, tag)
+                }
+            })
             .flatten();
         let mut output = Vec::new();
         match read {
@@ -288,8 +327,15 @@ impl SoftDevice {
                 Err(status) => cqe.status = status,
             },
         }
-        crate::proto::io::write_output(&self.d2h, out_at, &output, self.plan.geo.lap(seq));
+        let lap = self.plan.geo.lap(seq);
         cqe.flags = crate::proto::layout::CQE_OUTPUT;
+        if crate::proto::slot::plain(output.len()) {
+            self.plain[slot].store(seq | FLAG, Ordering::Relaxed);
+            crate::proto::io::write_plain_output(&self.d2h, out_at, &output, lap);
+            cqe.flags |= crate::proto::layout::CQE_PLAIN;
+        } else {
+            crate::proto::io::write_output(&self.d2h, out_at, &output, lap);
+        }
         cqe
     }
 

@@ -359,17 +359,25 @@ impl Builder {
     /// state [`Runtime::call_on_state_io`](crate::Runtime::call_on_state_io)): the producer
     /// writes a task's input there and its handler reads it
     /// (`ctx.input`), the handler writes its output (`ctx.output`) and the
-    /// task's waiter reads it, with no copy engine and no stream (each
-    /// 8-byte word carries 7 bytes and the lap's tag, as the slot's words
-    /// do). The device fences (system scope) before it reads an input and
+    /// task's waiter reads it, with no stream and no driver call.
+    ///
+    /// A stream (input or output) under 4096 bytes moves as tagged words
+    /// (each 8-byte word carries 7 bytes and the lap's tag, as the slot's
+    /// words do). The device fences (system scope) before it reads an input and
     /// before the word that names an output's lap only where the tags
     /// cannot tell this lap's words: a slot's first IO task, a longer
-    /// input or output than the slot's recent ones, or one after a long
-    /// run of laps without them (IO in `cuda/pkq_layout.h`); and where a
+    /// input or output than the slot's recent ones, one after a long
+    /// run of laps without them, or one within 255 laps of a plain stream
+    /// in the slot (IO and PLAIN in `cuda/pkq_layout.h`); and where a
     /// read without a fence found a word of another lap, it fences and
-    /// reads again. Default none. Costs: pinned memory of `8 * (in + 1 +
-    /// out)` bytes per slot per ring, where `in` is `ceil(input / 7)`
-    /// rounded up to even and `out` is `ceil(output / 7)` (about 8/7 of the
+    /// reads again. A stream of 4096 bytes or more moves as plain bytes,
+    /// copied by the SM's bulk copy engine (sm_90 and later, where the
+    /// handler's input and output sit in shared memory, below; else by the
+    /// worker's loads and stores), behind one system fence each way.
+    ///
+    /// Default none. Costs: pinned memory of `8 * (in + out)` bytes per
+    /// slot per ring, where `in` is `ceil(input / 7)` and `out` is
+    /// `1 + ceil(output / 7)`, each rounded up to even (about 8/7 of the
     /// bytes for large areas);
     /// device memory of `input + output` bytes, each rounded up to 112, per
     /// worker, and 16 bytes per slot; the handler's input and output sit in

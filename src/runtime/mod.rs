@@ -430,10 +430,10 @@ pub(crate) fn submit_with_input<R: RingAccess>(
     let shared = ring.shared();
     shared.check_open()?;
     let seq = shared.reserve(ring.ring, 1, wait, || producer::reserve::<R>(queue, 1))?;
-    if let Some(input) = input {
-        queue.write_input(seq, input);
+    match input {
+        Some(input) => queue.publish(seq, &queue.write_input(seq, input, *image)),
+        None => queue.publish(seq, image),
     }
-    queue.publish(seq, image);
     queue.prefetch_next(seq);
     Ok(Ticket::new(ring, seq, op))
 }

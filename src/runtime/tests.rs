@@ -460,6 +460,90 @@ fn device_state_needs_a_cuda_runtime_and_an_element() {
     ));
 }
 
+/// A COPY_IO task of `n_in` random input bytes and `n_out` output bytes
+/// under a random key, submitted to `rt`, with what checks it.
+fn copy_io(
+    rt: &Runtime,
+    rng: &mut crate::test_rng::Rng,
+    n_in: usize,
+    n_out: usize,
+) -> (crate::Ticket, Vec<u8>, crate::ops::builtin::CopyIoArgs) {
+    let input: Vec<u8> = (0..n_in).map(|_| rng.next() as u8).collect();
+    let args = crate::ops::builtin::CopyIoArgs {
+        out_len: n_out as u32,
+        key: rng.next() as u32,
+    };
+    (
+        rt.submit_io(Op::COPY_IO, &args, &input).unwrap(),
+        input,
+        args,
+    )
+}
+
+/// Waits for a task of [`copy_io`] and checks its output and value.
+fn check_copy_io((t, input, args): (crate::Ticket, Vec<u8>, crate::ops::builtin::CopyIoArgs)) {
+    let (c, out) = t.wait_output().unwrap();
+    let key = args.key as u8;
+    assert_eq!(out.len(), args.out_len as usize);
+    assert!(
+        out.iter()
+            .enumerate()
+            .all(|(i, &b)| b == input.get(i).copied().unwrap_or(0) ^ key),
+        "output of {} bytes from an input of {}",
+        args.out_len,
+        input.len()
+    );
+    assert_eq!(c.value, input.iter().map(|&b| u64::from(b)).sum::<u64>());
+}
+
+#[test]
+fn plain_and_tagged_streams_share_slots_across_laps() {
+    use crate::proto::layout::IO_PLAIN_MIN_BYTES;
+    // Streams on both sides of IO_PLAIN_MIN_BYTES, each way, on few slots
+    // over many laps: plain bytes and tagged words take turns in the same
+    // areas, and the software device checks every task's fresh mark
+    // against the plain streams it moved (PLAIN in cuda/pkq_layout.h).
+    let most = IO_PLAIN_MIN_BYTES + 700;
+    let rt = soft(
+        Runtime::builder()
+            .capacity(2)
+            .workers(1)
+            .io(most, most)
+            .stall_after(Duration::MAX),
+    );
+    let mut rng = crate::test_rng::Rng::new(90);
+    let len = |rng: &mut crate::test_rng::Rng| -> usize {
+        match rng.next() % 4 {
+            0 => (rng.next() % 40) as usize,
+            1 => IO_PLAIN_MIN_BYTES - 1 - (rng.next() % 8) as usize,
+            2 => IO_PLAIN_MIN_BYTES + (rng.next() % 8) as usize,
+            _ => most - (rng.next() % 700) as usize,
+        }
+    };
+    // Mixed streams first (fewer under Miri), then three stretches of
+    // small tagged ones, each longer than the fresh window (300 laps of
+    // the 2 slots), after a lap of each slot whose output alone, then whose
+    // input alone, is plain: every way a window starts must end right.
+    let mixed: usize = if cfg!(miri) { 30 } else { 750 };
+    let stretch = 600;
+    let tasks = mixed + 3 * stretch;
+    let mut held = std::collections::VecDeque::new();
+    for i in 0..tasks {
+        let small = |rng: &mut crate::test_rng::Rng| (rng.next() % 40) as usize;
+        let (n_in, n_out) = match i.checked_sub(mixed).map(|j| (j / stretch, j % stretch)) {
+            None => (len(&mut rng), len(&mut rng)),
+            Some((1, 0 | 1)) => (small(&mut rng), IO_PLAIN_MIN_BYTES),
+            Some((2, 0 | 1)) => (most, small(&mut rng)),
+            Some(_) => (small(&mut rng), small(&mut rng)),
+        };
+        held.push_back(copy_io(&rt, &mut rng, n_in, n_out));
+        if held.len() > 1 {
+            check_copy_io(held.pop_front().unwrap());
+        }
+    }
+    held.into_iter().for_each(check_copy_io);
+}
+
 #[test]
 fn io_tasks_bring_back_their_output_across_laps_and_threads() {
     use crate::ops::builtin::CopyIoArgs;
@@ -478,31 +562,14 @@ fn io_tasks_bring_back_their_output_across_laps_and_threads() {
             s.spawn(move || {
                 let mut rng = crate::test_rng::Rng::new(70 + t);
                 let mut held = std::collections::VecDeque::new();
-                let check = |(t, input, args): (crate::Ticket, Vec<u8>, CopyIoArgs)| {
-                    let (c, out) = t.wait_output().unwrap();
-                    let key = args.key as u8;
-                    let want: Vec<u8> = (0..args.out_len as usize)
-                        .map(|i| input.get(i).copied().unwrap_or(0) ^ key)
-                        .collect();
-                    assert_eq!(out, want);
-                    assert_eq!(c.value, input.iter().map(|&b| u64::from(b)).sum::<u64>());
-                };
                 for _ in 0..crate::test_rng::cases(3_000).max(20) {
-                    let input: Vec<u8> = (0..rng.next() % 601).map(|_| rng.next() as u8).collect();
-                    let args = CopyIoArgs {
-                        out_len: (rng.next() % 701) as u32,
-                        key: rng.next() as u32,
-                    };
-                    held.push_back((
-                        rt.submit_io(Op::COPY_IO, &args, &input).unwrap(),
-                        input,
-                        args,
-                    ));
+                    let (n_in, n_out) = ((rng.next() % 601) as usize, (rng.next() % 701) as usize);
+                    held.push_back(copy_io(rt, &mut rng, n_in, n_out));
                     if held.len() > 5 {
-                        check(held.pop_front().unwrap());
+                        check_copy_io(held.pop_front().unwrap());
                     }
                 }
-                held.into_iter().for_each(check);
+                held.into_iter().for_each(check_copy_io);
             });
         }
     });

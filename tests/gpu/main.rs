@@ -138,6 +138,10 @@ const TESTS: &[Test] = &[
         "io_tasks_large_inputs_read_by_the_workers_pollers",
         ops::io_tasks_large_inputs_read_by_the_workers_pollers,
     ),
+    (
+        "io_tasks_plain_between_tagged_in_the_same_slots",
+        ops::io_tasks_plain_between_tagged_in_the_same_slots,
+    ),
     ("batches_submit_and_reap", protocol::batches_submit_and_reap),
     (
         "host_access_rate_is_measured",

@@ -1083,6 +1083,74 @@ pub(crate) fn io_tasks_large_inputs_read_by_the_workers_pollers() {
     );
 }
 
+/// Plain streams (PLAIN in cuda/pkq_layout.h: 4 KiB or more, untagged)
+/// between tagged ones in the same slots, one submitting thread, in order:
+/// every fourth lap of each slot moves both ways plain bytes whose every
+/// 8-byte word's top byte is the next lap's tag (what a tag check alone
+/// would take for that lap's word), the laps between move 1000 tagged
+/// bytes each way (enough laps for the worker to know the areas), every
+/// output checked against the host. On one worker of eight pollers (rooms
+/// in shared memory: the bulk copy engine) and on four workers of two
+/// pollers with 64 KiB areas (rooms in device memory: the warp's loads).
+pub(crate) fn io_tasks_plain_between_tagged_in_the_same_slots() {
+    use pkq::builtin::CopyIoArgs;
+    let rounds = if under_sanitizer() { 40 } else { 2_000 };
+    let mut n = 0;
+    for (cap, workers, pollers, most) in [(2usize, 1usize, 8u32, 8192usize), (8, 4, 2, 65536)] {
+        let rt = Runtime::builder()
+            .capacity(cap)
+            .workers(workers)
+            .pollers(pollers)
+            .io(most, most)
+            .start_sequence(0)
+            .build()
+            .unwrap();
+        let mut rng = Rng::new(970 + workers as u64);
+        let mut held = VecDeque::new();
+        for i in 0..rounds * cap {
+            let lap = i / cap;
+            let (input, args) = if lap % 4 == 0 {
+                let next_tag = (lap + 1) as u8;
+                let len = 4096 + rng.below(most as u64 - 4095) as usize;
+                let input: Vec<u8> = (0..len)
+                    .map(|k| {
+                        if k % 8 == 7 {
+                            next_tag
+                        } else {
+                            rng.next() as u8
+                        }
+                    })
+                    .collect();
+                let out_len = 4096 + rng.below(most as u64 - 4095) as u32;
+                (input, CopyIoArgs { out_len, key: 0 })
+            } else {
+                let input: Vec<u8> = (0..1000).map(|_| rng.next() as u8).collect();
+                (
+                    input,
+                    CopyIoArgs {
+                        out_len: 1000,
+                        key: rng.next() as u32,
+                    },
+                )
+            };
+            held.push_back((
+                rt.submit_io(Op::COPY_IO, &args, &input).unwrap(),
+                input,
+                args,
+            ));
+            if held.len() > cap / 2 {
+                check_copy_io(held.pop_front().unwrap());
+            }
+            n += 1;
+        }
+        held.into_iter().for_each(check_copy_io);
+        rt.shutdown().unwrap();
+    }
+    println!(
+        "    {n} IO tasks, plain streams between tagged ones in the same slots, checked against the host"
+    );
+}
+
 /// IO tasks on small areas (rooms in shared memory) of a small ring served by
 /// one worker of eight pollers: most tasks the same size as the one before
 /// in their slot (their tags alone tell: the input read and the output
