@@ -1,11 +1,14 @@
 //! Where an IO task's time goes on the device: the round trip and the
 //! device's time (from the whole slot to the handler's return, as
 //! `Completion::device_time`) of NOP, a plain task (ECHO), and COPY_IO as an
-//! IO task with input only, output only and both, at 8 B and 1 KiB; medians
-//! of 4000 after 1500 of warm-up. One worker of eight pollers with areas of
-//! 1 KiB each way, at each ring capacity given (default 1024).
+//! IO task with input only, output only and both, at 8 B and the area's
+//! size, and ECHO as an IO task with an input of the area's size (read, not
+//! used); medians of 4000 after 1500 of warm-up. One worker of eight
+//! pollers with areas of `--area` bytes each way (default 1024; from 4096
+//! on, plain streams: PLAIN in `cuda/pkq_layout.h`), at each ring capacity
+//! given (default 1024).
 //!
-//! `cargo run --release --example io_breakdown -- [CAPACITY...]`
+//! `cargo run --release --example io_breakdown -- [--area BYTES] [CAPACITY...]`
 
 #[path = "support/mod.rs"]
 mod support;
@@ -14,17 +17,22 @@ use pkq::builtin::CopyIoArgs;
 use pkq::{Completion, Op, Runtime};
 use support::start;
 
-const AREA: usize = 1024;
 const SAMPLES: usize = 4_000;
 const WARMUP: usize = 1_500;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (clock, _info) = start(None, 0)?;
-    let input: Vec<u8> = (0..AREA).map(|i| (i * 7 + 3) as u8).collect();
-    let capacities: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse())
-        .collect::<Result<_, _>>()?;
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut area = 1024;
+    if let Some(at) = args.iter().position(|a| a == "--area") {
+        area = args
+            .get(at + 1)
+            .ok_or("--area needs a byte count")?
+            .parse()?;
+        args.drain(at..at + 2);
+    }
+    let input: Vec<u8> = (0..area).map(|i| (i * 7 + 3) as u8).collect();
+    let capacities: Vec<usize> = args.iter().map(|a| a.parse()).collect::<Result<_, _>>()?;
     let capacities = if capacities.is_empty() {
         vec![1024]
     } else {
@@ -39,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .workers(1)
             .pollers(8)
             .capacity(capacity)
-            .io(AREA, AREA)
+            .io(area, area)
             .build()?;
         let run = |name: &str, f: &mut dyn FnMut() -> pkq::Result<Completion>| -> pkq::Result<()> {
             for _ in 0..WARMUP {
@@ -61,14 +69,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         run("NOP", &mut || rt.submit(Op::NOP, &())?.wait())?;
         run("ECHO", &mut || rt.submit(Op::ECHO, &[1u64; 6])?.wait())?;
+        run(&format!("ECHO in {area}"), &mut || {
+            rt.submit_io(Op::ECHO, &[1u64], &input)?
+                .wait_output()
+                .map(|(c, _)| c)
+        })?;
         for (i, o) in [
             (0, 0),
             (8, 0),
             (0, 8),
             (8, 8),
-            (AREA, 0),
-            (0, AREA),
-            (AREA, AREA),
+            (area, 0),
+            (0, area),
+            (area, area),
         ] {
             let args = CopyIoArgs {
                 out_len: o as u32,

@@ -83,21 +83,37 @@ pub(crate) fn write(area: &Words, at: usize, bytes: &[u8], tag: u8) {
 /// word zero-padded.
 pub(crate) fn write_plain(area: &Words, at: usize, bytes: &[u8]) {
     let dst = area.slice(at, bytes.len().div_ceil(8));
-    for (d, b) in dst.iter().zip(bytes.chunks(8)) {
+    let whole = bytes.chunks_exact(8);
+    let rest = whole.remainder();
+    // Whole words by fixed-size loads (no copy call per word).
+    for (d, b) in dst.iter().zip(whole) {
+        d.store(
+            u64::from_le_bytes(b.try_into().expect("8 bytes")),
+            Ordering::Relaxed,
+        );
+    }
+    if !rest.is_empty() {
         let mut w = [0u8; 8];
-        w[..b.len()].copy_from_slice(b);
-        d.store(u64::from_le_bytes(w), Ordering::Relaxed);
+        w[..rest.len()].copy_from_slice(rest);
+        dst[dst.len() - 1].store(u64::from_le_bytes(w), Ordering::Relaxed);
     }
 }
 
 /// `len` plain bytes from word `at` of `area` (relaxed loads: the caller's
 /// acquire load of what said they are there comes first).
 pub(crate) fn read_plain(area: &Words, at: usize, len: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len.next_multiple_of(8));
-    for w in area.slice(at, len.div_ceil(8)) {
-        out.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+    let src = area.slice(at, len.div_ceil(8));
+    let mut out = vec![0u8; len];
+    let mut whole = out.chunks_exact_mut(8);
+    for (o, w) in (&mut whole).zip(src) {
+        o.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
     }
-    out.truncate(len);
+    let rest = whole.into_remainder();
+    if !rest.is_empty() {
+        let w = src[src.len() - 1].load(Ordering::Relaxed).to_le_bytes();
+        let n = rest.len();
+        rest.copy_from_slice(&w[..n]);
+    }
     out
 }
 
