@@ -19,7 +19,7 @@ struct Context {
     uint64_t words[PKQ_ARGS_BYTES / 8];
     // An IO task's input (`in_len` bytes) and room for its output (up to
     // `out_cap` bytes; the handler returns how many it wrote: ok_output),
-    // in shared or device memory of the worker's own, 8-byte aligned (IO in
+    // in shared or device memory of the worker's own, 16-byte aligned (IO in
     // pkq_layout.h); null and 0 for other tasks.
     const uint8_t* input;
     uint32_t in_len;
