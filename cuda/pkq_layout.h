@@ -287,7 +287,8 @@
  * and notes only what this task wrote. After 255 laps, knowledge older
  * than the plain lap is too old to be used (seen_reach). The host learns
  * of a plain output from the completion, before the slot is freed; of its
- * own plain input before the publish (Queue::plain_lap).
+ * own plain input before the publish (Io::note_plain in
+ * src/proto/queue.rs).
  * ------------------------------------------------------------------------- */
 #define PKQ_IO_PLAIN_MIN_BYTES 4096
 #define PKQ_IO_PLAIN_OUT_WORD 2

@@ -77,25 +77,29 @@ __device__ __forceinline__ Outcome op_copy_io(const Context& ctx) {
     // At most 64 KiB of bytes of at most 255: the sum fits 32 bits.
     uint32_t sum = 0;
     constexpr uint32_t BATCH = 4;
-    // Bytes both in the input and in the output, whole 16-byte pieces: no
-    // mask, 16 bytes a lane, a batch's loads in flight together.
-    const uint32_t pieces = min(ctx.in_len, a.out_len) / 16;
+    // The input's whole 16-byte pieces: no mask, 16 bytes a lane, a
+    // batch's loads in flight together; each 8-byte half stored where it
+    // starts within the output.
+    const uint32_t pieces = ctx.in_len / 16;
     const uint4* __restrict__ in16 = reinterpret_cast<const uint4*>(ctx.input);
-    uint4* __restrict__ out16 = reinterpret_cast<uint4*>(ctx.output);
     for (uint32_t base = 0; base < pieces; base += 32 * BATCH) {
         uint4 v[BATCH];
 #pragma unroll
         for (uint32_t j = 0; j < BATCH; ++j) v[j] = in16[min(base + 32 * j + ctx.lane, pieces - 1)];
 #pragma unroll
         for (uint32_t j = 0; j < BATCH; ++j) {
-            if (base + 32 * j + ctx.lane < pieces) {
-                const uint32_t k = static_cast<uint32_t>(key);
-                out16[base + 32 * j + ctx.lane] = make_uint4(v[j].x ^ k, v[j].y ^ k, v[j].z ^ k, v[j].w ^ k);
+            const uint32_t piece = base + 32 * j + ctx.lane;
+            if (piece < pieces) {
+                const uint64_t lo = (static_cast<uint64_t>(v[j].y) << 32) | v[j].x;
+                const uint64_t hi = (static_cast<uint64_t>(v[j].w) << 32) | v[j].z;
+                if (16 * piece < a.out_len) out[2 * piece] = lo ^ key;
+                if (16 * piece + 8 < a.out_len) out[2 * piece + 1] = hi ^ key;
                 sum += __vsadu4(v[j].x, 0) + __vsadu4(v[j].y, 0) + __vsadu4(v[j].z, 0) + __vsadu4(v[j].w, 0);
             }
         }
     }
-    // The rest, word by word from the first after those pieces.
+    // The rest (the input's last bytes, the output past the input), word
+    // by word from the first after those pieces.
     const uint32_t from = 2 * pieces;
     const uint32_t in_words = (ctx.in_len + 7) / 8;
     const uint32_t words = (max(a.out_len, ctx.in_len) + 7) / 8;

@@ -598,7 +598,9 @@ __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uin
     const uint64_t* area = reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words;
     if (t.in_plain) {
         const uint32_t bytes = plain_bytes(in_len);
-        t.input_ok = in_len <= p.io_in_bytes && bytes <= 8 * p.io_in_words;
+        // A plain input is as long as the host makes one (its fence above
+        // is taken for any length, but a short one is refused all the same).
+        t.input_ok = in_len >= PKQ_IO_PLAIN_MIN_BYTES && in_len <= p.io_in_bytes && bytes <= 8 * p.io_in_words;
         if (t.input_ok) plain_read(reinterpret_cast<const uint8_t*>(area), rooms, bytes, t.bar, lane);
     } else {
         t.input_ok = in_len <= p.io_in_bytes &&

@@ -179,6 +179,13 @@ impl Io {
         }
     }
 
+    /// Whether `cqe`'s output is plain bytes: it says so, and the areas hold
+    /// plain outputs (only then can a device send one; a flag without the
+    /// room is read as a tagged output, never past the slot's area).
+    fn plain_output(&self, cqe: &Cqe) -> bool {
+        cqe.plain_output() && crate::proto::io::plain_words(self.most.1) != 0
+    }
+
     /// Whether the task of `seq` must carry `HEADER_FRESH_BIT`: a task of
     /// its slot moved plain bytes in the last 255 laps.
     fn fresh(&self, geo: Geometry, seq: u64) -> bool {
@@ -609,7 +616,7 @@ impl Queue {
     fn output(&self, seq: u64, cqe: &Cqe) -> Option<Box<[u8]>> {
         let io = self.io.as_ref().filter(|_| cqe.has_output())?;
         let (at, lap) = (self.geo.slot(seq) * io.out_words, self.geo.lap(seq));
-        if cqe.plain_output() {
+        if io.plain_output(cqe) {
             crate::proto::io::read_plain_output(&io.output, at, io.most.1, lap)
         } else {
             crate::proto::io::read_output(&io.output, at, io.most.1, lap)
@@ -650,7 +657,8 @@ impl Queue {
             && let Some(io) = &self.io
         {
             let (at, lap) = (self.geo.slot(seq) * io.out_words, self.geo.lap(seq));
-            let whole = if cqe.plain_output() {
+            let plain = io.plain_output(&cqe);
+            let whole = if plain {
                 crate::proto::io::plain_output_whole(&io.output, at, io.most.1, lap)
             } else {
                 crate::proto::io::output_whole(&io.output, at, io.most.1, lap)
@@ -658,7 +666,7 @@ impl Queue {
             if !whole {
                 return None;
             }
-            if cqe.plain_output() {
+            if plain {
                 // Before the slot can be freed: every path that frees it
                 // saw this completion here first.
                 io.note_plain(self.geo, seq);
@@ -669,9 +677,11 @@ impl Queue {
 
     /// Whether the task of `seq` is complete or no longer in its slot
     /// (taken, or moved to the overflow map): a holder looking at its slot
-    /// now would not find it pending there. Read-only, for the completion
-    /// thread, which holds no slot: a stale `true` (the slot's next lap)
-    /// only wakes a waiter that looks again.
+    /// now would not find it pending there. For the completion thread,
+    /// which holds no slot: it changes nothing but, through `poll`, the
+    /// slot's plain mark (`Io::plain`, which only moves forward), and a
+    /// stale `true` (the slot's next lap) only wakes a waiter that looks
+    /// again.
     #[inline]
     pub(crate) fn ready(&self, seq: u64) -> bool {
         self.turns[self.geo.slot(seq)].load(Ordering::Acquire) != seq || self.poll(seq).is_some()

@@ -545,6 +545,49 @@ fn plain_and_tagged_streams_share_slots_across_laps() {
 }
 
 #[test]
+fn plain_streams_across_threads_and_moved_completions() {
+    use crate::proto::layout::IO_PLAIN_MIN_BYTES;
+    // Three producers on 8 slots, each holding up to 5 tickets and dropping
+    // every seventh unread: producers move completions aside and free
+    // detached slots, so plain outputs are marked by `poll` on every path
+    // that frees a slot; the software device checks each task's mark.
+    let most = IO_PLAIN_MIN_BYTES + 100;
+    let rt = soft(
+        Runtime::builder()
+            .capacity(8)
+            .workers(2)
+            .io(most, most)
+            .stall_after(Duration::MAX),
+    );
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            let rt = &rt;
+            s.spawn(move || {
+                let mut rng = crate::test_rng::Rng::new(80 + t);
+                let mut held = std::collections::VecDeque::new();
+                let len = |rng: &mut crate::test_rng::Rng| match rng.next() % 3 {
+                    0 => IO_PLAIN_MIN_BYTES + (rng.next() % 101) as usize,
+                    _ => (rng.next() % 30) as usize,
+                };
+                for i in 0..crate::test_rng::cases(1_500).max(15) {
+                    let (n_in, n_out) = (len(&mut rng), len(&mut rng));
+                    let task = copy_io(rt, &mut rng, n_in, n_out);
+                    if i % 7 == 6 {
+                        drop(task);
+                        continue;
+                    }
+                    held.push_back(task);
+                    if held.len() > 5 {
+                        check_copy_io(held.pop_front().unwrap());
+                    }
+                }
+                held.into_iter().for_each(check_copy_io);
+            });
+        }
+    });
+}
+
+#[test]
 fn io_tasks_bring_back_their_output_across_laps_and_threads() {
     use crate::ops::builtin::CopyIoArgs;
     // No stall bound: under Miri, a worker's thread can go unscheduled for

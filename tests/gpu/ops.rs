@@ -1085,16 +1085,24 @@ pub(crate) fn io_tasks_large_inputs_read_by_the_workers_pollers() {
 
 /// Plain streams (PLAIN in cuda/pkq_layout.h: 4 KiB or more, untagged)
 /// between tagged ones in the same slots, one submitting thread, in order:
-/// every fourth lap of each slot moves both ways plain bytes whose every
-/// 8-byte word's top byte is the next lap's tag (what a tag check alone
-/// would take for that lap's word), the laps between move 1000 tagged
-/// bytes each way (enough laps for the worker to know the areas), every
-/// output checked against the host. On one worker of eight pollers (rooms
-/// in shared memory: the bulk copy engine) and on four workers of two
-/// pollers with 64 KiB areas (rooms in device memory: the warp's loads).
+/// one lap of every 300 of each slot moves both ways plain bytes whose
+/// every 8-byte word's top byte is the next lap's tag (what a tag check
+/// alone would take for that lap's word), the other laps move 1000 tagged
+/// bytes each way: the 255 after a plain lap carry the fresh mark (the
+/// worker uses no knowledge of the areas), the rest run on what it knows
+/// (no fence), every output checked against the host. On one worker of
+/// eight pollers (rooms in shared memory: the bulk copy engine) and on four
+/// workers of two pollers with 64 KiB areas (rooms in device memory: the
+/// warp's loads). A poller that reads its knowledge late (the case the
+/// fresh mark is for) cannot be forced from here: the software device's
+/// tests check the marks.
 pub(crate) fn io_tasks_plain_between_tagged_in_the_same_slots() {
     use pkq::builtin::CopyIoArgs;
-    let rounds = if under_sanitizer() { 40 } else { 2_000 };
+    let (rounds, period) = if under_sanitizer() {
+        (40, 20)
+    } else {
+        (1_500, 300)
+    };
     let mut n = 0;
     for (cap, workers, pollers, most) in [(2usize, 1usize, 8u32, 8192usize), (8, 4, 2, 65536)] {
         let rt = Runtime::builder()
@@ -1109,7 +1117,7 @@ pub(crate) fn io_tasks_plain_between_tagged_in_the_same_slots() {
         let mut held = VecDeque::new();
         for i in 0..rounds * cap {
             let lap = i / cap;
-            let (input, args) = if lap % 4 == 0 {
+            let (input, args) = if lap % period == period / 2 {
                 let next_tag = (lap + 1) as u8;
                 let len = 4096 + rng.below(most as u64 - 4095) as usize;
                 let input: Vec<u8> = (0..len)
@@ -1121,7 +1129,9 @@ pub(crate) fn io_tasks_plain_between_tagged_in_the_same_slots() {
                         }
                     })
                     .collect();
-                let out_len = 4096 + rng.below(most as u64 - 4095) as u32;
+                // Within the input: every output word's top byte is the
+                // next lap's tag too (key 0).
+                let out_len = 4096 + rng.below(len as u64 - 4095) as u32;
                 (input, CopyIoArgs { out_len, key: 0 })
             } else {
                 let input: Vec<u8> = (0..1000).map(|_| rng.next() as u8).collect();
