@@ -78,10 +78,11 @@ __device__ __forceinline__ Outcome op_copy_io(const Context& ctx) {
     uint32_t sum = 0;
     constexpr uint32_t BATCH = 4;
     // The input's whole 16-byte pieces: no mask, 16 bytes a lane, a
-    // batch's loads in flight together; each 8-byte half stored where it
-    // starts within the output.
+    // batch's loads in flight together; stored whole where the output holds
+    // the piece, else each 8-byte half that starts within it.
     const uint32_t pieces = ctx.in_len / 16;
     const uint4* __restrict__ in16 = reinterpret_cast<const uint4*>(ctx.input);
+    uint4* __restrict__ out16 = reinterpret_cast<uint4*>(ctx.output);
     for (uint32_t base = 0; base < pieces; base += 32 * BATCH) {
         uint4 v[BATCH];
 #pragma unroll
@@ -90,10 +91,16 @@ __device__ __forceinline__ Outcome op_copy_io(const Context& ctx) {
         for (uint32_t j = 0; j < BATCH; ++j) {
             const uint32_t piece = base + 32 * j + ctx.lane;
             if (piece < pieces) {
-                const uint64_t lo = (static_cast<uint64_t>(v[j].y) << 32) | v[j].x;
-                const uint64_t hi = (static_cast<uint64_t>(v[j].w) << 32) | v[j].z;
-                if (16 * piece < a.out_len) out[2 * piece] = lo ^ key;
-                if (16 * piece + 8 < a.out_len) out[2 * piece + 1] = hi ^ key;
+                const uint32_t k = static_cast<uint32_t>(key);
+                if (16 * piece + 16 <= a.out_len) {
+                    out16[piece] = make_uint4(v[j].x ^ k, v[j].y ^ k, v[j].z ^ k, v[j].w ^ k);
+                } else {
+                    // The piece the output ends in, or one past it.
+                    const uint64_t lo = (static_cast<uint64_t>(v[j].y) << 32) | v[j].x;
+                    const uint64_t hi = (static_cast<uint64_t>(v[j].w) << 32) | v[j].z;
+                    if (16 * piece < a.out_len) out[2 * piece] = lo ^ key;
+                    if (16 * piece + 8 < a.out_len) out[2 * piece + 1] = hi ^ key;
+                }
                 sum += __vsadu4(v[j].x, 0) + __vsadu4(v[j].y, 0) + __vsadu4(v[j].z, 0) + __vsadu4(v[j].w, 0);
             }
         }
