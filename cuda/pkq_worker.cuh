@@ -445,8 +445,10 @@ __device__ __forceinline__ uint32_t plain_bytes(uint32_t len) { return (len + 15
 // where `bar` (the worker's mbarrier) is not null (the room is in shared
 // memory), else by the warp's loads, IO_BATCH of 16 bytes in flight a lane.
 // Called after the slot's loads and a system fence (io_begin). Every lane;
-// the room is whole for every lane when it returns.
-__device__ __forceinline__ void plain_read(const uint8_t* area, uint8_t* room, uint32_t bytes,
+// the room is whole for every lane when it returns. Kept out of line, as
+// plain_write: inlined, the two cost every tagged IO task 0.2 us of device
+// time (io_breakdown, H100; benches/NOTES.md).
+__device__ __noinline__ void plain_read(const uint8_t* area, uint8_t* room, uint32_t bytes,
                                            unsigned long long* bar, uint32_t lane) {
 #ifdef PKQ_BULK_COPY
     if (bar != nullptr) {
@@ -486,7 +488,7 @@ __device__ __forceinline__ void plain_read(const uint8_t* area, uint8_t* room, u
 // waiting for its writes, else by the warp's relaxed sys-scope stores.
 // Every lane, after the handler's writes of the room; the caller fences
 // (system) before the words that say the output is there.
-__device__ __forceinline__ void plain_write(uint8_t* area, const uint8_t* room, uint32_t bytes, bool bulk,
+__device__ __noinline__ void plain_write(uint8_t* area, const uint8_t* room, uint32_t bytes, bool bulk,
                                             uint32_t lane) {
 #ifdef PKQ_BULK_COPY
     if (bulk) {
