@@ -740,7 +740,9 @@ constexpr uint32_t QUIET_STOP_NAPS = 512;
 // exit of a quiet poller's wait, IdlePolicy::Quiet).
 // `scratch`: 32 words of shared memory of this warp's own (see the claim
 // below); `rooms`: the worker's IO rooms (io_begin); `help`: the worker's
-// post of a large input or output (IoHelp).
+// post of a large input or output (IoHelp); `bar`: the worker's mbarrier
+// for the bulk copies of plain streams (null where the rooms are in device
+// memory: PLAIN in pkq_layout.h).
 template <class Handlers>
 __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
                                       unsigned long long* claim, unsigned long long* done,
@@ -1005,7 +1007,8 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
 #pragma unroll
             for (int j = 0; j < PKQ_SLOT_WORDS; ++j) c[j] = __shfl_sync(FULL_MASK, w, j);
             Context ctx = decode_slot(c, lane);
-            // Header bits 32..56: an IO task's flag and input length.
+            // Header bits 32..56: an IO task's flag, input length, plain
+            // and fresh bits.
             const uint32_t h1 = static_cast<uint32_t>(c[0] >> 32) & 0xffffff;
             io = (h1 >> (PKQ_HEADER_IO_BIT - 32)) & 1;
             io_task.in_plain = (h1 >> (PKQ_HEADER_PLAIN_BIT - 32)) & 1;
