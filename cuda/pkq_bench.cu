@@ -70,6 +70,51 @@ extern "C" __global__ void pkq_gemv_kernel(const float* a, const float* x, float
     if (lane == 0) y[r] = s;
 }
 
+// The isolation bench's memory-bound application kernel: y = A x at the
+// HBM's bandwidth. A block per row (launched with 512 threads), 16-byte
+// loads, every thread's loads issued before its multiply-adds, a block sum.
+// `cols` a multiple of 4 and `a`, `x` 16-byte aligned (the bench's are).
+// pkq_gemv_kernel above, a warp per row of 4-byte loads, is bound by its
+// SMs' loads in flight rather than by HBM, so its time follows the SMs it
+// gets (benches/NOTES.md).
+extern "C" __global__ void pkq_app_gemv_kernel(const float* a, const float* x, float* y,
+                                               uint32_t rows, uint32_t cols) {
+    __shared__ float part[32];
+    const uint32_t r = blockIdx.x;
+    if (r >= rows) return;
+    const float4* row = reinterpret_cast<const float4*>(a + static_cast<uint64_t>(r) * cols);
+    const float4* xv = reinterpret_cast<const float4*>(x);
+    const uint32_t n4 = cols / 4;
+    constexpr int K = 2;
+    float4 av[K], xs[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const uint32_t i = threadIdx.x + k * blockDim.x;
+        av[k] = i < n4 ? __ldcs(row + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+        xs[k] = i < n4 ? __ldg(xv + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        s = fmaf(av[k].x, xs[k].x, s);
+        s = fmaf(av[k].y, xs[k].y, s);
+        s = fmaf(av[k].z, xs[k].z, s);
+        s = fmaf(av[k].w, xs[k].w, s);
+    }
+    for (uint32_t i = threadIdx.x + K * blockDim.x; i < n4; i += blockDim.x) {
+        const float4 v = __ldcs(row + i), w = __ldg(xv + i);
+        s = fmaf(v.x, w.x, fmaf(v.y, w.y, fmaf(v.z, w.z, fmaf(v.w, w.w, s))));
+    }
+    s = pkq::warp_sum(s);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        s = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
+        s = pkq::warp_sum(s);
+        if (threadIdx.x == 0) y[r] = s;
+    }
+}
+
 // The waiting bench's task as an ordinary kernel (examples/waiting.rs): one
 // thread spins `ns` nanoseconds by %globaltimer, as the SPIN op does, then
 // stores the time it ended into `*end` (mapped host memory, read by the

@@ -15,7 +15,8 @@
 //! NOPs, one task per slot); beside CPU-heavy threads of another process on every other
 //! core; and beside another process's kernels on the GPU (time-slicing
 //! between the two processes' contexts), counting any stall reported. The
-//! application's kernels (memory-bound: y = A x, A 4096 x 4096; compute-bound:
+//! application's kernels (memory-bound: y = A x, A 4096 x 4096, at the HBM's
+//! bandwidth: a block of 512 threads per row, 16-byte loads; compute-bound:
 //! chains of FMAs in registers) are timed (p50 of the time between CUDA
 //! events around each launch; launch + sync on the host beside it) alone on the
 //! whole GPU with no pkq, alone on the rest of the device, beside pkq idle
@@ -119,8 +120,9 @@ struct App {
 
 impl App {
     fn launch(&self, kind: Kind, stream: &Arc<CudaStream>) -> Result<(), Error> {
-        // SAFETY: pkq_gemv_kernel(const float*, const float*, float*, u32,
-        // u32) over A (DIM x DIM), x and y (DIM); pkq_fma_kernel(float*,
+        // SAFETY: pkq_app_gemv_kernel(const float*, const float*, float*,
+        // u32, u32) over A (DIM x DIM), x and y (DIM), 16-byte aligned
+        // (device allocations), DIM a multiple of 4; pkq_fma_kernel(float*,
         // u32) over `out` (FMA_BLOCKS floats). The buffers outlive every
         // launch (the app lives for the run, and each stream is synchronized
         // before the next row).
@@ -134,8 +136,8 @@ impl App {
                     .arg(&DIM)
                     .arg(&DIM)
                     .launch(LaunchConfig {
-                        grid_dim: (DIM / 8, 1, 1),
-                        block_dim: (256, 1, 1),
+                        grid_dim: (DIM, 1, 1),
+                        block_dim: (512, 1, 1),
                         shared_mem_bytes: 0,
                     })?,
                 Kind::Compute => stream
@@ -205,7 +207,7 @@ fn app() -> Result<(App, Arc<CudaStream>, Keep), Error> {
     stream.synchronize()?;
     let addr = |s: &pkq::cudarc::driver::CudaSlice<f32>| s.device_ptr(&stream).0;
     let app = App {
-        gemv: module.load_function("pkq_gemv_kernel")?,
+        gemv: module.load_function("pkq_app_gemv_kernel")?,
         fma: module.load_function("pkq_fma_kernel")?,
         a: addr(&a),
         x: addr(&x),
