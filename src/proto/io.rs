@@ -79,25 +79,69 @@ pub(crate) fn write(area: &Words, at: usize, bytes: &[u8], tag: u8) {
 }
 
 /// Writes `bytes` as plain bytes from word `at` of `area` (PLAIN in
-/// `cuda/pkq_layout.h`): relaxed 8-byte stores, little-endian, the last
-/// word zero-padded.
+/// `cuda/pkq_layout.h`): 8-byte words, little-endian, the last word
+/// zero-padded. The caller owns the words outright (a producer's input
+/// area between its claim of the slot and its publish: no host thread
+/// reads them, and the device reads them only after the publish).
+///
+/// On x86-64 the whole words go by non-temporal stores (`movnti`): an
+/// input is thousands of bytes in lines the ring has not touched for a
+/// lap, and a cached store would first read each line from memory. Such
+/// stores are not kept in order by x86-64's store order, so an `sfence`
+/// ends the write: every byte is visible to the device before any later
+/// store of this thread (the slot's publish). Elsewhere, and under Miri
+/// and loom, relaxed atomic stores.
 pub(crate) fn write_plain(area: &Words, at: usize, bytes: &[u8]) {
     let dst = area.slice(at, bytes.len().div_ceil(8));
     let whole = bytes.chunks_exact(8);
     let rest = whole.remainder();
-    // Whole words by fixed-size loads (no copy call per word).
     for (d, b) in dst.iter().zip(whole) {
-        d.store(
-            u64::from_le_bytes(b.try_into().expect("8 bytes")),
-            Ordering::Relaxed,
-        );
+        // SAFETY: the caller owns the words outright (see above).
+        unsafe { stream_word(d, u64::from_le_bytes(b.try_into().expect("8 bytes"))) };
     }
     if !rest.is_empty() {
         let mut w = [0u8; 8];
         w[..rest.len()].copy_from_slice(rest);
         dst[dst.len() - 1].store(u64::from_le_bytes(w), Ordering::Relaxed);
     }
+    end_streams();
 }
+
+/// Stores `v` into `word` bypassing the caches (`movnti`).
+///
+/// # Safety
+/// No access of this process to `word` may race with this store.
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[inline(always)]
+unsafe fn stream_word(word: &crate::proto::sync::AtomicU64, v: u64) {
+    // SAFETY: an 8-byte aligned word, valid for writes (its view keeps the
+    // allocation alive); no access races with it (the caller's promise).
+    unsafe { std::arch::x86_64::_mm_stream_si64(word.as_ptr().cast::<i64>(), v as i64) };
+}
+
+/// A relaxed atomic store, where `movnti` is not used.
+///
+/// # Safety
+/// None beyond the caller's ownership (the store is atomic).
+#[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+#[inline(always)]
+unsafe fn stream_word(word: &crate::proto::sync::AtomicU64, v: u64) {
+    word.store(v, Ordering::Relaxed);
+}
+
+/// Orders the streaming stores before every later store of this thread
+/// (`sfence`).
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[inline(always)]
+fn end_streams() {
+    // SAFETY: SSE is part of x86-64's baseline.
+    unsafe { std::arch::x86_64::_mm_sfence() };
+}
+
+/// Nothing, where the stores are atomic.
+#[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+#[inline(always)]
+fn end_streams() {}
 
 /// `len` plain bytes from word `at` of `area` (relaxed loads: the caller's
 /// acquire load of what said they are there comes first).

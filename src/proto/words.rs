@@ -14,12 +14,14 @@ use crate::proto::sync::AtomicU64;
 
 /// An allocation of shared words: its first word and its length. Whoever
 /// implements it keeps the words valid, 8-byte aligned and accessed by this
-/// process only through atomics, for as long as the value lives.
+/// process only through atomics, for as long as the value lives; the one
+/// exception is a thread that owns words outright, which may store into
+/// them without atomics (a producer's plain input: `io::write_plain`).
 ///
 /// # Safety
 /// `base` must point to `len` words that stay valid for reads and writes
 /// while the implementor lives, and are accessed by this process only as
-/// atomics.
+/// atomics (or by the one thread that owns them outright).
 pub(crate) unsafe trait Backing: Send + Sync + 'static {
     /// The first word.
     fn base(&self) -> NonNull<AtomicU64>;
@@ -52,9 +54,10 @@ unsafe impl Backing for HeapWords {
     }
 }
 
-/// Words `from..from + len` of an allocation, keeping it alive. Only ever
-/// accessed through atomics, so concurrent device access is not a data race
-/// on the Rust side.
+/// Words `from..from + len` of an allocation, keeping it alive. Accessed
+/// through atomics, so concurrent device access is not a data race on the
+/// Rust side (`io::write_plain` stores without atomics only into words its
+/// thread owns outright).
 #[derive(Clone)]
 pub(crate) struct Words {
     ptr: NonNull<AtomicU64>,
