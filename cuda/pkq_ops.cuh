@@ -63,6 +63,33 @@ __device__ __forceinline__ Outcome op_spin(const uint64_t (&args)[PKQ_ARGS_BYTES
     return outcome(PKQ_STATUS_OK, t - t0, false);
 }
 
+// COPY_IO's whole runs of its input's 16-byte pieces, COPY_IO_RUN a lane
+// with their loads in flight together: from piece 0 while a run lies
+// within the input's `pieces` and wholly within the output of `out_len`
+// bytes or wholly past it (a uniform test a run, no branch a piece), each
+// piece XORed with `k` into the output where it holds it. Returns the sum
+// of the bytes read and the first piece not done. Out of line: inlined, it
+// cost every small IO task about 0.1 us of device time (io_breakdown,
+// H200; benches/NOTES.md).
+constexpr uint32_t COPY_IO_RUN = 8;
+__device__ __noinline__ uint2 copy_io_runs(const uint4* __restrict__ in16, uint4* __restrict__ out16,
+                                           uint32_t pieces, uint32_t out_len, uint32_t k, uint32_t lane) {
+    uint32_t sum = 0, base = 0;
+    for (; base + 32 * COPY_IO_RUN <= pieces; base += 32 * COPY_IO_RUN) {
+        const bool all = 16 * (base + 32 * COPY_IO_RUN) <= out_len;
+        if (!all && 16 * base < out_len) break;
+        uint4 v[COPY_IO_RUN];
+#pragma unroll
+        for (uint32_t j = 0; j < COPY_IO_RUN; ++j) v[j] = in16[base + 32 * j + lane];
+#pragma unroll
+        for (uint32_t j = 0; j < COPY_IO_RUN; ++j) {
+            if (all) out16[base + 32 * j + lane] = make_uint4(v[j].x ^ k, v[j].y ^ k, v[j].z ^ k, v[j].w ^ k);
+            sum += __vsadu4(v[j].x, 0) + __vsadu4(v[j].y, 0) + __vsadu4(v[j].z, 0) + __vsadu4(v[j].w, 0);
+        }
+    }
+    return make_uint2(sum, base);
+}
+
 // COPY_IO: out[i] = (i < in_len ? in[i] : 0) ^ key for i < out_len (at most
 // the output's room); the value is the sum of the input bytes. It touches
 // only its task's input and output (an IO task's; a plain task has none).
@@ -77,13 +104,21 @@ __device__ __forceinline__ Outcome op_copy_io(const Context& ctx) {
     // At most 64 KiB of bytes of at most 255: the sum fits 32 bits.
     uint32_t sum = 0;
     constexpr uint32_t BATCH = 4;
-    // The input's whole 16-byte pieces: no mask, 16 bytes a lane, a
-    // batch's loads in flight together; stored whole where the output holds
-    // the piece, else each 8-byte half that starts within it.
+    // The input's whole 16-byte pieces (those the runs left): no mask, 16
+    // bytes a lane, a batch's loads in flight together; stored whole where
+    // the output holds the piece, else each 8-byte half that starts within
+    // it.
     const uint32_t pieces = ctx.in_len / 16;
     const uint4* __restrict__ in16 = reinterpret_cast<const uint4*>(ctx.input);
     uint4* __restrict__ out16 = reinterpret_cast<uint4*>(ctx.output);
-    for (uint32_t base = 0; base < pieces; base += 32 * BATCH) {
+    const uint32_t k = static_cast<uint32_t>(key);
+    uint32_t base = 0;
+    if (pieces >= 32 * COPY_IO_RUN) {
+        const uint2 done = copy_io_runs(in16, out16, pieces, a.out_len, k, ctx.lane);
+        sum = done.x;
+        base = done.y;
+    }
+    for (; base < pieces; base += 32 * BATCH) {
         uint4 v[BATCH];
 #pragma unroll
         for (uint32_t j = 0; j < BATCH; ++j) v[j] = in16[min(base + 32 * j + ctx.lane, pieces - 1)];
@@ -91,7 +126,6 @@ __device__ __forceinline__ Outcome op_copy_io(const Context& ctx) {
         for (uint32_t j = 0; j < BATCH; ++j) {
             const uint32_t piece = base + 32 * j + ctx.lane;
             if (piece < pieces) {
-                const uint32_t k = static_cast<uint32_t>(key);
                 if (16 * piece + 16 <= a.out_len) {
                     out16[piece] = make_uint4(v[j].x ^ k, v[j].y ^ k, v[j].z ^ k, v[j].w ^ k);
                 } else {
