@@ -3,8 +3,10 @@
 //!
 //! Plain write-back pages: measured on the GPU machine, write-combined
 //! pages, non-temporal stores and pages registered with `cuMemHostRegister`
-//! were no faster for submissions, and slower where they need an `sfence`
-//! (benches/NOTES.md).
+//! were no faster for a slot's few words, and slower where they need an
+//! `sfence` (benches/NOTES.md). A plain input of thousands of bytes is the
+//! exception: non-temporal stores spare its cold lines a read
+//! (`io::write_plain`).
 
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -26,7 +28,8 @@ pub(crate) struct MappedBuffer {
 }
 
 // SAFETY: the buffer is plain memory; all access goes through `Words`
-// (atomics), and freeing needs only the context, which is Send + Sync.
+// (atomics, but for the plain bytes `Backing` names), and freeing needs
+// only the context, which is Send + Sync.
 unsafe impl Send for MappedBuffer {}
 // SAFETY: as above.
 unsafe impl Sync for MappedBuffer {}
