@@ -71,9 +71,11 @@ extern "C" __global__ void pkq_gemv_kernel(const float* a, const float* x, float
 }
 
 // The isolation bench's memory-bound application kernel: y = A x at the
-// HBM's bandwidth. A block per row (launched with 512 threads), 16-byte
-// loads, every thread's loads issued before its multiply-adds, a block sum.
-// `cols` a multiple of 4 and `a`, `x` 16-byte aligned (the bench's are).
+// HBM's bandwidth. A block per row (launched with 512 threads; any
+// multiple of 32 up to 1024 works), 16-byte loads, every thread's loads
+// issued before its multiply-adds, a block sum. `cols` a multiple of 4 (a
+// rest of 1 to 3 columns is left out) and `a`, `x` 16-byte aligned (the
+// bench's are).
 // pkq_gemv_kernel above, a warp per row of 4-byte loads, is bound by its
 // SMs' loads in flight rather than by HBM, so its time follows the SMs it
 // gets (benches/NOTES.md).

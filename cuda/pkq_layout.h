@@ -263,9 +263,10 @@
  * worker's rooms are in shared memory (else by the taking poller's loads
  * and stores): the codec's cost grows with the bytes, a fence's does not.
  * Input (chosen by the producer, from its length): the producer writes the
- * bytes from byte 0 of the slot's input area (8-byte non-temporal stores
- * ending in an sfence, which orders them before the slot's stores; the
- * last word zero-padded) and sets header bit PKQ_HEADER_PLAIN_BIT; the
+ * bytes from byte 0 of the slot's input area (8-byte words, the whole
+ * ones by non-temporal stores, the last, zero-padded one cached, then an
+ * sfence, which orders them before the slot's stores) and sets header bit
+ * PKQ_HEADER_PLAIN_BIT; the
  * poller that took the task reads them only after the whole slot, a system
  * fence and an async-proxy fence (the bulk copy is a weak read of the async
  * proxy), copying the area's first bytes, rounded up to 16, into the input

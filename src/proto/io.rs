@@ -80,31 +80,54 @@ pub(crate) fn write(area: &Words, at: usize, bytes: &[u8], tag: u8) {
 
 /// Writes `bytes` as plain bytes from word `at` of `area` (PLAIN in
 /// `cuda/pkq_layout.h`): 8-byte words, little-endian, the last word
-/// zero-padded. The caller owns the words outright (a producer's input
-/// area between its claim of the slot and its publish: no host thread
-/// reads them, and the device reads them only after the publish).
-///
-/// On x86-64 the whole words go by non-temporal stores (`movnti`): an
-/// input is thousands of bytes in lines the ring has not touched for a
-/// lap, and a cached store would first read each line from memory. Such
-/// stores are not kept in order by x86-64's store order, so an `sfence`
-/// ends the write: every byte is visible to the device before any later
-/// store of this thread (the slot's publish). Elsewhere, and under Miri
-/// and loom, relaxed atomic stores.
+/// zero-padded, by relaxed atomic stores (the software device's plain
+/// outputs, which a slow reader of the lap before may still be loading).
+#[cfg(test)]
 pub(crate) fn write_plain(area: &Words, at: usize, bytes: &[u8]) {
+    put_plain(area, at, bytes, |d, v| d.store(v, Ordering::Relaxed));
+}
+
+/// A producer's plain input: [`write_plain`]'s words, the whole ones by
+/// non-temporal stores (`movnti`) on x86-64. An input is thousands of
+/// bytes in lines the ring has not touched for a lap, and a cached store
+/// would first read each line from memory. x86-64's store order does not
+/// cover such stores, so an `sfence` ends the write: every byte is visible
+/// to the device before any later store of this thread (the slot's
+/// publish). The last, padded word is a cached store. Elsewhere, and under
+/// Miri and loom, relaxed atomic stores.
+///
+/// # Safety
+/// The caller owns the words outright: the slot's `seq` is reserved and
+/// not yet published, and the task before it in the slot completed, so no
+/// host thread reads or writes them meanwhile (the device reads them only
+/// after the publish).
+pub(crate) unsafe fn write_plain_input(area: &Words, at: usize, bytes: &[u8]) {
+    // SAFETY: no access of this process races with these stores (the
+    // caller's promise).
+    put_plain(area, at, bytes, |d, v| unsafe { stream_word(d, v) });
+    end_streams();
+}
+
+/// `bytes` as 8-byte little-endian words from word `at` of `area`: the
+/// whole ones by `store`, the last, zero-padded one by a relaxed store.
+#[inline(always)]
+fn put_plain(
+    area: &Words,
+    at: usize,
+    bytes: &[u8],
+    store: impl Fn(&crate::proto::sync::AtomicU64, u64),
+) {
     let dst = area.slice(at, bytes.len().div_ceil(8));
     let whole = bytes.chunks_exact(8);
     let rest = whole.remainder();
     for (d, b) in dst.iter().zip(whole) {
-        // SAFETY: the caller owns the words outright (see above).
-        unsafe { stream_word(d, u64::from_le_bytes(b.try_into().expect("8 bytes"))) };
+        store(d, u64::from_le_bytes(b.try_into().expect("8 bytes")));
     }
     if !rest.is_empty() {
         let mut w = [0u8; 8];
         w[..rest.len()].copy_from_slice(rest);
         dst[dst.len() - 1].store(u64::from_le_bytes(w), Ordering::Relaxed);
     }
-    end_streams();
 }
 
 /// Stores `v` into `word` bypassing the caches (`movnti`).
@@ -119,10 +142,11 @@ unsafe fn stream_word(word: &crate::proto::sync::AtomicU64, v: u64) {
     unsafe { std::arch::x86_64::_mm_stream_si64(word.as_ptr().cast::<i64>(), v as i64) };
 }
 
-/// A relaxed atomic store, where `movnti` is not used.
+/// A relaxed atomic store, where `movnti` is not used (unsafe only to
+/// match the streaming one's signature).
 ///
 /// # Safety
-/// None beyond the caller's ownership (the store is atomic).
+/// None: the store is atomic.
 #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
 #[inline(always)]
 unsafe fn stream_word(word: &crate::proto::sync::AtomicU64, v: u64) {

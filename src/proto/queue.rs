@@ -456,7 +456,10 @@ impl Queue {
         // Before this task's own mark: a mark of an earlier lap.
         let fresh = io.fresh(self.geo, seq);
         if crate::proto::slot::plain(input.len()) {
-            crate::proto::io::write_plain(&io.input, at, input);
+            // SAFETY: `seq` is reserved and not yet published (the
+            // caller's), and its slot was free (the task before it
+            // completed): this producer owns the slot's input area.
+            unsafe { crate::proto::io::write_plain_input(&io.input, at, input) };
             io.note_plain(self.geo, seq);
         } else {
             crate::proto::io::write(&io.input, at, input, self.geo.tag(seq));

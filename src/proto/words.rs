@@ -14,14 +14,14 @@ use crate::proto::sync::AtomicU64;
 
 /// An allocation of shared words: its first word and its length. Whoever
 /// implements it keeps the words valid, 8-byte aligned and accessed by this
-/// process only through atomics, for as long as the value lives; the one
-/// exception is a thread that owns words outright, which may store into
-/// them without atomics (a producer's plain input: `io::write_plain`).
+/// process only through atomics, for as long as the value lives. (One
+/// user of the views, not the implementor, stores without atomics: a
+/// producer into the plain input it owns outright, `io::write_plain_input`.)
 ///
 /// # Safety
 /// `base` must point to `len` words that stay valid for reads and writes
-/// while the implementor lives, and are accessed by this process only as
-/// atomics (or by the one thread that owns them outright).
+/// while the implementor lives, and that the implementor itself accesses
+/// only as atomics.
 pub(crate) unsafe trait Backing: Send + Sync + 'static {
     /// The first word.
     fn base(&self) -> NonNull<AtomicU64>;
@@ -41,8 +41,9 @@ impl HeapWords {
     }
 }
 
-// SAFETY: a boxed slice of atomics, valid (and only atomically accessed)
-// while the box lives; a `NonNull` of it carries the box's provenance.
+// SAFETY: a boxed slice of atomics, valid while the box lives and
+// accessed by it only as atomics; a `NonNull` of it carries the box's
+// provenance.
 #[cfg(any(test, feature = "bench"))]
 unsafe impl Backing for HeapWords {
     fn base(&self) -> NonNull<AtomicU64> {
@@ -56,8 +57,8 @@ unsafe impl Backing for HeapWords {
 
 /// Words `from..from + len` of an allocation, keeping it alive. Accessed
 /// through atomics, so concurrent device access is not a data race on the
-/// Rust side (`io::write_plain` stores without atomics only into words its
-/// thread owns outright).
+/// Rust side (`io::write_plain_input` stores without atomics only into
+/// words its thread owns outright, which no access races with).
 #[derive(Clone)]
 pub(crate) struct Words {
     ptr: NonNull<AtomicU64>,
@@ -66,7 +67,9 @@ pub(crate) struct Words {
 }
 
 // SAFETY: a `Words` is a pointer to atomics of an allocation it keeps alive
-// (`Backing` is Send + Sync); sharing it shares only atomic accesses.
+// (`Backing` is Send + Sync); sharing it shares atomic accesses, and the
+// one plain store (`io::write_plain_input`) is by a thread that owns its
+// words outright.
 unsafe impl Send for Words {}
 // SAFETY: as above.
 unsafe impl Sync for Words {}
@@ -116,7 +119,8 @@ impl Words {
     pub(crate) fn at(&self, i: usize) -> &AtomicU64 {
         assert!(i < self.len);
         // SAFETY: `i < len`, and the owner this view holds keeps the words
-        // valid and only atomically accessed.
+        // valid and accessed as atomics (but for words a thread owns
+        // outright, which no other access races with: `Backing`).
         unsafe { self.ptr.add(i).as_ref() }
     }
 
