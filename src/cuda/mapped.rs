@@ -6,7 +6,7 @@
 //! were no faster for a slot's few words, and slower where they need an
 //! `sfence` (benches/NOTES.md). A plain input of thousands of bytes is the
 //! exception: non-temporal stores spare its cold lines a read
-//! (`io::write_plain`).
+//! (`io::write_plain_input`).
 
 use std::ptr::NonNull;
 use std::sync::Arc;

@@ -88,13 +88,13 @@ pub(crate) fn write_plain(area: &Words, at: usize, bytes: &[u8]) {
 }
 
 /// A producer's plain input: [`write_plain`]'s words, the whole ones by
-/// non-temporal stores (`movnti`) on x86-64. An input is thousands of
-/// bytes in lines the ring has not touched for a lap, and a cached store
-/// would first read each line from memory. x86-64's store order does not
+/// non-temporal stores (`movnti`; pkq builds for x86-64 only). An input is
+/// thousands of bytes in lines the ring has not touched for a lap, and a
+/// cached store would first read each line from memory. x86-64's store order does not
 /// cover such stores, so an `sfence` ends the write: every byte is visible
 /// to the device before any later store of this thread (the slot's
-/// publish). The last, padded word is a cached store. Elsewhere, and under
-/// Miri and loom, relaxed atomic stores.
+/// publish). The last, padded word is a cached store. Under Miri and loom,
+/// relaxed atomic stores.
 ///
 /// # Safety
 /// The caller owns the words outright: the slot's `seq` is reserved and
@@ -134,7 +134,7 @@ fn put_plain(
 ///
 /// # Safety
 /// No access of this process to `word` may race with this store.
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(not(any(miri, loom)))]
 #[inline(always)]
 unsafe fn stream_word(word: &crate::proto::sync::AtomicU64, v: u64) {
     // SAFETY: an 8-byte aligned word, valid for writes (its view keeps the
@@ -142,12 +142,12 @@ unsafe fn stream_word(word: &crate::proto::sync::AtomicU64, v: u64) {
     unsafe { std::arch::x86_64::_mm_stream_si64(word.as_ptr().cast::<i64>(), v as i64) };
 }
 
-/// A relaxed atomic store, where `movnti` is not used (unsafe only to
-/// match the streaming one's signature).
+/// A relaxed atomic store, under Miri and loom (unsafe only to match the
+/// streaming one's signature).
 ///
 /// # Safety
 /// None: the store is atomic.
-#[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+#[cfg(any(miri, loom))]
 #[inline(always)]
 unsafe fn stream_word(word: &crate::proto::sync::AtomicU64, v: u64) {
     word.store(v, Ordering::Relaxed);
@@ -155,15 +155,15 @@ unsafe fn stream_word(word: &crate::proto::sync::AtomicU64, v: u64) {
 
 /// Orders the streaming stores before every later store of this thread
 /// (`sfence`).
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(not(any(miri, loom)))]
 #[inline(always)]
 fn end_streams() {
     // SAFETY: SSE is part of x86-64's baseline.
     unsafe { std::arch::x86_64::_mm_sfence() };
 }
 
-/// Nothing, where the stores are atomic.
-#[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+/// Nothing, under Miri and loom (the stores are atomic).
+#[cfg(any(miri, loom))]
 #[inline(always)]
 fn end_streams() {}
 
