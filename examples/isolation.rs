@@ -20,14 +20,20 @@
 //! chains of FMAs in registers) are timed (p50 of the time between CUDA
 //! events around each launch; launch + sync on the host beside it) alone on the
 //! whole GPU with no pkq, alone on the rest of the device, beside pkq idle
-//! (after it has idled past `IdlePolicy::DEFAULT_QUIET_AFTER`) and beside
-//! pkq busy (round trips on the latency lane and a packed flood on the bulk
-//! lane). Each ratio to "alone" of a runtime's rows compares with the whole
-//! GPU alone timed right before that runtime was built and right after it
-//! was dropped (`alone_adjacent_p50_us`), so that the GPU's drift over the
-//! run stays out of it; the rows "alone, no partition" are the mean of the
-//! start and the end of the run. `--bulk-sweep` prints the latency lane's round trip
-//! beside bulk lanes of other sizes and floods instead.
+//! and beside pkq busy (round trips on the latency lane and a packed flood
+//! on the bulk lane). The rows "pkq idle" are timed in turn with the whole
+//! GPU alone, seven rounds of: the kernel alone, a runtime of the bench's
+//! shape built and left idle past `IdlePolicy::DEFAULT_QUIET_AFTER`, the
+//! kernel beside it, the runtime dropped; they give the medians of both and
+//! each round's ratio (`rounds_vs_alone_x`). Each ratio to "alone" of the
+//! other rows of a runtime compares with the whole GPU alone timed right
+//! before that runtime was built and right after it was dropped
+//! (`alone_adjacent_p50_us`), so that the GPU's drift over the run stays
+//! out of it; the rows "alone, no partition" are the mean of the start and
+//! the end of the run. `--bulk-sweep` prints the latency lane's round trip
+//! beside bulk lanes of other sizes and floods instead; `--idle-sweep` the
+//! memory-bound kernel beside idle runtimes of other shapes and idle
+//! policies, timed as the rows "pkq idle".
 
 #[path = "support/mod.rs"]
 mod support;
@@ -262,7 +268,84 @@ fn round_trip_row(l: &Latency, stalls: Option<u64>) -> Map<String, Value> {
 /// An application-kernel row before its report: name, kind (index into
 /// KINDS), time (device, host), SM-share bound, and which runtime's
 /// adjacent "alone" timings it compares with.
-type AppRow = (String, usize, [f64; 2], Option<f64>, usize);
+/// An application row: its name, kind (index into `KINDS`), times
+/// [device, host], the SM-share bound it is judged by (if any), and what
+/// it compares with.
+type AppRow = (String, usize, [f64; 2], Option<f64>, Reference);
+
+/// What an application row's ratios compare with.
+#[derive(Clone)]
+enum Reference {
+    /// The whole GPU alone right before runtime `k` was built and right
+    /// after it was dropped (`adjacent[k]`).
+    Adjacent(usize),
+    /// The whole GPU alone, timed in turn with the row (its median), and
+    /// the row's ratio in each round (device times).
+    Interleaved([f64; 2], Vec<f64>),
+}
+
+/// The bench's bulk lane: 32 workers that back off when idle (their
+/// pollers' reads of host memory would otherwise cost a memory-bound
+/// kernel beside it).
+fn bench_bulk() -> pkq::Builder {
+    Runtime::builder()
+        .workers(32)
+        .rings(4)
+        .capacity(4096)
+        .idle(IdlePolicy::Backoff {
+            spin: Duration::from_micros(50),
+            max_sleep: Duration::from_micros(20),
+        })
+}
+
+/// Rounds of the idle measurement: each times the whole GPU alone, then
+/// the kernel beside a freshly built idle runtime.
+const IDLE_ROUNDS: usize = 7;
+
+/// What `idle_rounds` measures: the medians [device, host] beside the idle
+/// runtime and alone, and each round's device ratio.
+type IdleRounds = ([f64; 2], [f64; 2], Vec<f64>);
+
+/// `kind` beside an idle runtime of `b`, timed in turn with the whole GPU
+/// alone (no pkq), `rounds` times: the kernel alone on `primary`; a
+/// runtime built, left idle for twice `IdlePolicy::DEFAULT_QUIET_AFTER`,
+/// the kernel timed on the rest of its partition (or on `primary` without
+/// one); the runtime dropped. The medians over the rounds [device, host]
+/// beside the runtime and alone, and each round's device ratio: the GPU's
+/// drift over a run moves both alike.
+fn idle_rounds(
+    app: &App,
+    primary: &Arc<CudaStream>,
+    b: &pkq::Builder,
+    kind: Kind,
+    rounds: usize,
+    runs: usize,
+) -> Result<IdleRounds, Error> {
+    let (mut idle, mut alone, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let a = app.time(kind, primary, runs)?;
+        let rt = b.clone().build()?;
+        let stream = match rt.sm_partition() {
+            Some(p) => p.app_stream()?,
+            None => primary.clone(),
+        };
+        std::thread::sleep(2 * IdlePolicy::DEFAULT_QUIET_AFTER);
+        let t = app.time(kind, &stream, runs)?;
+        rt.shutdown()?;
+        drop(rt);
+        ratios.push(t[0] / a[0]);
+        idle.push(t);
+        alone.push(a);
+    }
+    let median = |v: &mut Vec<[f64; 2]>| {
+        [0, 1].map(|k| {
+            let mut c: Vec<f64> = v.iter().map(|t| t[k]).collect();
+            c.sort_by(f64::total_cmp);
+            c[c.len() / 2]
+        })
+    };
+    Ok((median(&mut idle), median(&mut alone), ratios))
+}
 
 fn app_row(
     name: String,
@@ -428,17 +511,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             spin: Duration::from_micros(50),
             max_sleep: Duration::from_micros(max_sleep_us),
         };
+        let bulk = |workers| Runtime::builder().workers(workers).rings(4).capacity(4096);
         let configs: Vec<(&str, pkq::Builder)> = vec![
-            ("latency lane, spin", Runtime::builder()),
+            ("latency lane, default (quiet)", Runtime::builder()),
             (
-                "latency lane, backoff 20 us",
-                Runtime::builder().idle(backoff(20)),
+                "latency lane, spin",
+                Runtime::builder().idle(IdlePolicy::Spin),
             ),
             (
-                "latency lane, backoff 1 ms",
-                Runtime::builder().idle(backoff(1000)),
+                "latency lane 1 poller, spin",
+                Runtime::builder().pollers(1).idle(IdlePolicy::Spin),
             ),
-            ("latency lane 1 poller, spin", Runtime::builder().pollers(1)),
             (
                 "latency lane, quiet after 100 us",
                 Runtime::builder().idle(IdlePolicy::Quiet {
@@ -446,70 +529,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }),
             ),
             (
-                "bulk 32 alone, backoff 20 us",
-                Runtime::builder()
-                    .workers(32)
-                    .rings(4)
-                    .capacity(4096)
-                    .idle(backoff(20)),
+                "latency lane, backoff 1 ms",
+                Runtime::builder().idle(backoff(1000)),
             ),
+            ("bulk 32 alone, backoff 20 us", bulk(32).idle(backoff(20))),
+            ("bulk 32 alone, backoff 1 ms", bulk(32).idle(backoff(1000))),
             (
-                "bulk 32 alone, backoff 1 ms",
-                Runtime::builder()
-                    .workers(32)
-                    .rings(4)
-                    .capacity(4096)
-                    .idle(backoff(1000)),
-            ),
-            (
-                "bulk 32 alone, spin",
-                Runtime::builder().workers(32).rings(4).capacity(4096),
-            ),
-            (
-                "bulk 8 alone, backoff 20 us",
-                Runtime::builder()
-                    .workers(8)
-                    .rings(4)
-                    .capacity(4096)
-                    .idle(backoff(20)),
-            ),
-            (
-                "bulk 32 alone, 1 ring, backoff 20 us",
-                Runtime::builder()
-                    .workers(32)
-                    .capacity(4096)
-                    .idle(backoff(20)),
-            ),
-            (
-                "latency lane + bulk 32 backoff 20 us",
-                Runtime::builder().lane(Runtime::builder().workers(32).idle(backoff(20))),
+                "latency lane + bulk 32 backoff 20 us (the bench's)",
+                Runtime::builder().lane(bench_bulk()),
             ),
             (
                 "latency lane + bulk 32 backoff 1 ms",
-                Runtime::builder().lane(Runtime::builder().workers(32).idle(backoff(1000))),
+                Runtime::builder().lane(bulk(32).idle(backoff(1000))),
             ),
             (
-                "latency lane + bulk 32 spin",
-                Runtime::builder().lane(Runtime::builder().workers(32)),
+                "latency lane + bulk 8 backoff 20 us",
+                Runtime::builder().lane(bulk(8).idle(backoff(20))),
             ),
         ];
-        let whole = app.time(Kind::Memory, &primary, args.app_runs)?[0];
-        let mut rest_alone = None;
         for (name, b) in configs {
-            let rt = b.sm_partition(args.sms).build()?;
-            let part = rt.sm_partition().unwrap().clone();
-            let stream = part.app_stream()?;
-            let t = app.time(Kind::Memory, &stream, args.app_runs)?[0];
-            let t_whole = app.time(Kind::Memory, &primary, args.app_runs)?[0];
-            rt.shutdown()?;
-            drop(rt);
-            let alone =
-                *rest_alone.get_or_insert(app.time(Kind::Memory, &stream, args.app_runs)?[0]);
-            let now_alone = app.time(Kind::Memory, &stream, args.app_runs)?[0];
+            let b = b.sm_partition(args.sms);
+            let (idle, alone, ratios) =
+                idle_rounds(&app, &primary, &b, Kind::Memory, 5, args.app_runs)?;
             println!(
-                "{name}: rest {t:.2} us vs alone {alone:.2}/{now_alone:.2} = {:.3}x; whole GPU {t_whole:.2} vs {whole:.2} = {:.3}x",
-                t / now_alone,
-                t_whole / whole
+                "{name}: {:.2} us vs whole GPU alone {:.2} = {:.3}x; rounds {:?}",
+                idle[0],
+                alone[0],
+                idle[0] / alone[0],
+                ratios
+                    .iter()
+                    .map(|r| (r * 1e3).round() / 1e3)
+                    .collect::<Vec<_>>()
             );
         }
         return Ok(());
@@ -586,18 +636,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             "no partition"
         };
-        // The bulk lane backs off when idle: its pollers' reads of host
-        // memory would otherwise cost a memory-bound kernel beside it.
-        let bulk =
-            Runtime::builder()
-                .workers(32)
-                .rings(4)
-                .capacity(4096)
-                .idle(IdlePolicy::Backoff {
-                    spin: Duration::from_micros(50),
-                    max_sleep: Duration::from_micros(20),
-                });
-        let mut b = Runtime::builder().lane(bulk);
+        let mut b = Runtime::builder().lane(bench_bulk());
         if partitioned {
             b = b.sm_partition(args.sms);
         }
@@ -605,6 +644,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut before = [[0.0; 2]; 2];
         for (i, kind) in KINDS.into_iter().enumerate() {
             before[i] = app.time(kind, &primary, args.app_runs)?;
+        }
+        // Beside idle runtimes of this shape, in turn with the whole GPU
+        // alone.
+        let mut idle_rows = Vec::new();
+        for kind in KINDS {
+            idle_rows.push(idle_rounds(
+                &app,
+                &primary,
+                &b,
+                kind,
+                IDLE_ROUNDS,
+                args.app_runs,
+            )?);
         }
         let rt = b.build()?;
         let (stream, app_sms) = match rt.sm_partition() {
@@ -619,14 +671,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             None => (primary.clone(), device_sms),
         };
         let bound = device_sms / app_sms;
-        // The application's kernels first, before the neighbours' phases,
-        // once pkq has idled long enough to be as idle as it gets.
-        std::thread::sleep(2 * IdlePolicy::DEFAULT_QUIET_AFTER);
-        for (i, kind) in KINDS.into_iter().enumerate() {
+        // The application's kernels beside pkq busy first, before the
+        // neighbours' phases.
+        for (i, (kind, (idle, alone, ratios))) in KINDS.into_iter().zip(idle_rows).enumerate() {
             let judged = (kind == Kind::Compute && partitioned).then_some(bound);
-            let idle = app.time(kind, &stream, args.app_runs)?;
             let name = format!("app kernel, {}-bound, pkq idle, {label}", kind.name());
-            app_rows.push((name, i, idle, judged, around));
+            let reference = Reference::Interleaved(alone, ratios);
+            app_rows.push((name, i, idle, judged, reference));
             let stop = AtomicBool::new(false);
             let done = AtomicU64::new(0);
             let busy_t = std::thread::scope(|s| {
@@ -637,7 +688,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 t
             })?;
             let name = format!("app kernel, {}-bound, pkq busy, {label}", kind.name());
-            app_rows.push((name, i, busy_t, judged, around));
+            app_rows.push((name, i, busy_t, judged, Reference::Adjacent(around)));
             println!(
                 "app kernel, {}-bound, {label}: idle {:.1} µs, busy {:.1} µs",
                 kind.name(),
@@ -742,7 +793,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let t = app.time(kind, &stream, args.app_runs)?;
                 let name = format!("app kernel, {}-bound, alone, partition", kind.name());
                 let judged = (kind == Kind::Compute).then_some(bound);
-                app_rows.push((name, i, t, judged, around));
+                app_rows.push((name, i, t, judged, Reference::Adjacent(around)));
             }
         }
     }
@@ -761,8 +812,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         row.insert("last_p50_us".into(), json!(last[0]));
         rows.push(row);
     }
-    for (name, i, t, judged, around) in app_rows {
-        let reference = adjacent[around][i];
+    for (name, i, t, judged, against) in app_rows {
+        let (reference, ratios) = match against {
+            Reference::Adjacent(k) => (adjacent[k][i], None),
+            Reference::Interleaved(alone, ratios) => (alone, Some(ratios)),
+        };
         let mut extra: Vec<(&str, f64)> = match judged {
             Some(bound) => vec![
                 ("sm_share_bound_x", bound),
@@ -771,7 +825,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             None => vec![],
         };
         extra.push(("alone_adjacent_p50_us", reference[0]));
-        rows.push(app_row(name, t, reference, &extra));
+        let mut row = app_row(name, t, reference, &extra);
+        if let Some(r) = ratios {
+            let r: Vec<f64> = r.iter().map(|x| (x * 1e4).round() / 1e4).collect();
+            row.insert("rounds_vs_alone_x".into(), json!(r));
+        }
+        rows.push(row);
     }
     for r in &rows {
         println!("{}", Value::Object(r.clone()));
