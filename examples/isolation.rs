@@ -18,7 +18,8 @@
 //! application's kernels (memory-bound: y = A x, A 4096 x 4096, at the HBM's
 //! bandwidth: a block of 512 threads per row, 16-byte loads; compute-bound:
 //! chains of FMAs in registers) are timed (p50 of the time between CUDA
-//! events around each launch; launch + sync on the host beside it) alone on the
+//! events around a launch queued behind another, so that the host's
+//! submission stays out of it; launch + sync on the host beside it) alone on the
 //! whole GPU with no pkq, alone on the rest of the device, beside pkq idle
 //! and beside pkq busy (round trips on the latency lane and a packed flood
 //! on the bulk lane). The rows "pkq idle" are timed in turn with the whole
@@ -160,9 +161,12 @@ impl App {
         Ok(())
     }
 
-    /// `runs` launches of `kind` on `stream`, each synchronized: the
-    /// median of the kernel's time on the device (between events recorded
-    /// before and after it) and of launch + sync on the host, µs.
+    /// `runs` times on `stream`: the kernel's time on the device and one
+    /// launch + sync on the host; their medians, µs. The device's time is
+    /// between events recorded right before and after a launch that
+    /// follows another of the same kernel in one submission: the start
+    /// event waits behind the first, so the host's time to submit the
+    /// timed launch stays out of it.
     fn time(&self, kind: Kind, stream: &Arc<CudaStream>, runs: usize) -> Result<[f64; 2], Error> {
         let timed = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         for _ in 0..50 {
@@ -172,11 +176,14 @@ impl App {
         let (mut device, mut host) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
         for _ in 0..runs {
             let t0 = Instant::now();
+            self.launch(kind, stream)?;
+            stream.synchronize()?;
+            host.push(t0.elapsed().as_secs_f64() * 1e6);
+            self.launch(kind, stream)?;
             let start = stream.record_event(timed)?;
             self.launch(kind, stream)?;
             let end = stream.record_event(timed)?;
             stream.synchronize()?;
-            host.push(t0.elapsed().as_secs_f64() * 1e6);
             device.push(f64::from(start.elapsed_ms(&end)?) * 1e3);
         }
         device.sort_by(f64::total_cmp);
