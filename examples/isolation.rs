@@ -291,6 +291,96 @@ enum Reference {
     Interleaved([f64; 2], Vec<f64>),
 }
 
+/// The idle runtimes `idle_policies` compares: a name, and the shape.
+fn idle_configs() -> Vec<(&'static str, pkq::Builder)> {
+    let backoff = |max_sleep_us| IdlePolicy::Backoff {
+        spin: Duration::from_micros(50),
+        max_sleep: Duration::from_micros(max_sleep_us),
+    };
+    vec![
+        (
+            "latency lane, spin",
+            Runtime::builder().idle(IdlePolicy::Spin),
+        ),
+        (
+            "latency lane, quiet after 10 ms (the default)",
+            Runtime::builder(),
+        ),
+        (
+            "latency lane, backoff to 5 us",
+            Runtime::builder().idle(backoff(5)),
+        ),
+        (
+            "latency lane, backoff to 20 us",
+            Runtime::builder().idle(backoff(20)),
+        ),
+        (
+            "latency lane, backoff to 100 us",
+            Runtime::builder().idle(backoff(100)),
+        ),
+        ("bulk lane of 32, backoff to 20 us", bench_bulk()),
+        (
+            "latency lane quiet + bulk lane of 32 backoff to 20 us",
+            Runtime::builder().lane(bench_bulk()),
+        ),
+        (
+            "latency lane backoff to 20 us + bulk lane of 32 backoff to 20 us",
+            Runtime::builder().idle(backoff(20)).lane(bench_bulk()),
+        ),
+    ]
+}
+
+/// What idling costs, by idle policy and shape (`idle_configs`), on an
+/// `--sms` partition: the memory-bound kernel on the rest of the device
+/// beside the idle runtime against the whole GPU alone (`idle_rounds`, five
+/// rounds), and the round trip of a NOP submitted after 15 ms without a
+/// task (the first task after a pause), 100 of them.
+fn idle_policies(
+    app: &App,
+    primary: &Arc<CudaStream>,
+    clock: &Clock,
+    args: &Args,
+) -> Result<Vec<Map<String, Value>>, Error> {
+    let mut rows = Vec::new();
+    for (name, b) in idle_configs() {
+        let b = b.sm_partition(args.sms);
+        let (idle, alone, ratios) = idle_rounds(app, primary, &b, Kind::Memory, 5, args.app_runs)?;
+        let rt = b.build()?;
+        let mut after = Latency::new(name);
+        for _ in 0..100 {
+            std::thread::sleep(Duration::from_millis(15));
+            let t0 = clock.now();
+            rt.submit(Op::NOP, &())?.wait()?;
+            after.record_ns(clock.between(t0, clock.now()));
+        }
+        rt.shutdown()?;
+        let mut row = Map::new();
+        let x = |v: f64| json!((v * 1e4).round() / 1e4);
+        row.insert("name".into(), json!(format!("idle policy, {name}")));
+        row.insert("memory_bound_vs_alone_x".into(), x(idle[0] / alone[0]));
+        row.insert(
+            "rounds_vs_alone_x".into(),
+            json!(
+                ratios
+                    .iter()
+                    .map(|&r| (r * 1e4).round() / 1e4)
+                    .collect::<Vec<_>>()
+            ),
+        );
+        let us = |v: f64| json!((v * 1000.0).round() / 1000.0);
+        row.insert("after_idle_p50_us".into(), us(after.p50_us()));
+        row.insert("after_idle_p99_us".into(), us(after.quantile_us(0.99)));
+        row.insert("after_idle_max_us".into(), us(after.quantile_us(1.0)));
+        println!(
+            "{name}: memory-bound {:.3}x alone; first task after 15 ms idle p50 {:.2} us",
+            idle[0] / alone[0],
+            after.p50_us()
+        );
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
 /// The bench's bulk lane: 32 workers that back off when idle (their
 /// pollers' reads of host memory would otherwise cost a memory-bound
 /// kernel beside it).
@@ -514,60 +604,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (clock, info) = start(None, 0)?;
     if args.idle_sweep {
         let (app, primary, _keep) = app()?;
-        let backoff = |max_sleep_us| IdlePolicy::Backoff {
-            spin: Duration::from_micros(50),
-            max_sleep: Duration::from_micros(max_sleep_us),
-        };
-        let bulk = |workers| Runtime::builder().workers(workers).rings(4).capacity(4096);
-        let configs: Vec<(&str, pkq::Builder)> = vec![
-            ("latency lane, default (quiet)", Runtime::builder()),
-            (
-                "latency lane, spin",
-                Runtime::builder().idle(IdlePolicy::Spin),
-            ),
-            (
-                "latency lane 1 poller, spin",
-                Runtime::builder().pollers(1).idle(IdlePolicy::Spin),
-            ),
-            (
-                "latency lane, quiet after 100 us",
-                Runtime::builder().idle(IdlePolicy::Quiet {
-                    after: Duration::from_micros(100),
-                }),
-            ),
-            (
-                "latency lane, backoff 1 ms",
-                Runtime::builder().idle(backoff(1000)),
-            ),
-            ("bulk 32 alone, backoff 20 us", bulk(32).idle(backoff(20))),
-            ("bulk 32 alone, backoff 1 ms", bulk(32).idle(backoff(1000))),
-            (
-                "latency lane + bulk 32 backoff 20 us (the bench's)",
-                Runtime::builder().lane(bench_bulk()),
-            ),
-            (
-                "latency lane + bulk 32 backoff 1 ms",
-                Runtime::builder().lane(bulk(32).idle(backoff(1000))),
-            ),
-            (
-                "latency lane + bulk 8 backoff 20 us",
-                Runtime::builder().lane(bulk(8).idle(backoff(20))),
-            ),
-        ];
-        for (name, b) in configs {
-            let b = b.sm_partition(args.sms);
-            let (idle, alone, ratios) =
-                idle_rounds(&app, &primary, &b, Kind::Memory, 5, args.app_runs)?;
-            println!(
-                "{name}: {:.2} us vs whole GPU alone {:.2} = {:.3}x; rounds {:?}",
-                idle[0],
-                alone[0],
-                idle[0] / alone[0],
-                ratios
-                    .iter()
-                    .map(|r| (r * 1e3).round() / 1e3)
-                    .collect::<Vec<_>>()
-            );
+        for r in idle_policies(&app, &primary, &clock, &args)? {
+            println!("{}", Value::Object(r));
         }
         return Ok(());
     }
