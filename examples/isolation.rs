@@ -4,8 +4,10 @@
 //!
 //!     cargo run --release --example isolation -- --json benches/results/isolation.json --svg benches/results/isolation.svg
 //!
-//! The runtime is the default shape (one worker of eight pollers) with a
-//! bulk lane of 32 workers that backs off when idle (`Builder::lane`,
+//! The runtime is the default shape (one worker of eight pollers), which
+//! spins while tasks come and for `IdlePolicy::DEFAULT_QUIET_AFTER` after
+//! the last and then sleeps between polls up to 5 µs, with a bulk lane of
+//! 32 workers that backs off when idle (`Builder::lane`,
 //! `IdlePolicy::Backoff`). Its round trip (a NOP on the
 //! latency lane, p50/p99/p99.9) is measured alone; under an application
 //! storm (a memory-bound and a compute-bound kernel back to back on another
@@ -31,10 +33,12 @@
 //! before that runtime was built and right after it was dropped
 //! (`alone_adjacent_p50_us`), so that the GPU's drift over the run stays
 //! out of it; the rows "alone, no partition" are the mean of the start and
-//! the end of the run. `--bulk-sweep` prints the latency lane's round trip
+//! the end of the run. The rows "idle policy" set what idling costs a
+//! memory-bound kernel on the rest of a partition (timed as the rows "pkq
+//! idle") against what it costs the first task after a pause of 15 ms,
+//! by idle policy and shape. `--bulk-sweep` prints the latency lane's round trip
 //! beside bulk lanes of other sizes and floods instead; `--idle-sweep` the
-//! memory-bound kernel beside idle runtimes of other shapes and idle
-//! policies, timed as the rows "pkq idle".
+//! rows "idle policy" alone.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -81,9 +85,7 @@ struct Args {
     /// 1 to 4 threads, printed.
     #[arg(long)]
     bulk_sweep: bool,
-    /// Instead of the rows: the memory-bound kernel's time on the rest of an
-    /// 8-SM partition beside idle runtimes of several shapes and idle
-    /// policies, printed.
+    /// Instead of every row: the rows "idle policy" alone, printed.
     #[arg(long)]
     idle_sweep: bool,
     /// Internal: run as the other process that keeps every core but the
@@ -324,8 +326,8 @@ fn idle_configs() -> Vec<(&'static str, pkq::Builder)> {
             Runtime::builder().lane(bench_bulk()),
         ),
         (
-            "latency lane backoff to 20 us + bulk lane of 32 backoff to 20 us",
-            Runtime::builder().idle(backoff(20)).lane(bench_bulk()),
+            "latency lane spin 10 ms then backoff to 5 us + bulk lane of 32 backoff to 20 us (the bench's)",
+            bench_runtime(),
         ),
     ]
 }
@@ -379,6 +381,20 @@ fn idle_policies(
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// The bench's runtime: a latency lane of the default shape that spins
+/// while tasks come and for `IdlePolicy::DEFAULT_QUIET_AFTER` after the
+/// last, then sleeps between polls, up to 5 µs (an idle lane that keeps a
+/// read of host memory in flight slows a memory-bound kernel beside it:
+/// the rows "idle policy"), and the bulk lane.
+fn bench_runtime() -> pkq::Builder {
+    Runtime::builder()
+        .idle(IdlePolicy::Backoff {
+            spin: IdlePolicy::DEFAULT_QUIET_AFTER,
+            max_sleep: Duration::from_micros(5),
+        })
+        .lane(bench_bulk())
 }
 
 /// The bench's bulk lane: 32 workers that back off when idle (their
@@ -681,7 +697,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             "no partition"
         };
-        let mut b = Runtime::builder().lane(bench_bulk());
+        let mut b = bench_runtime();
         if partitioned {
             b = b.sm_partition(args.sms);
         }
@@ -842,6 +858,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+
+    rows.extend(idle_policies(&app, &primary, &clock, &args)?);
 
     let mut alone = [[0.0; 2]; 2];
     for (i, kind) in KINDS.into_iter().enumerate() {

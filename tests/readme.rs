@@ -365,6 +365,28 @@ fn render_isolation() -> String {
             row["vs_alone_x"].as_f64().unwrap_or(f64::NAN),
         );
     }
+    let policies: Vec<&Value> = rows(&r)
+        .iter()
+        .filter(|row| {
+            row["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("idle policy, "))
+        })
+        .collect();
+    if !policies.is_empty() {
+        out += "\n| idle runtime, on a partition | memory-bound kernel beside it, vs alone | first task after 15 ms idle, p50 µs | p99 µs |\n";
+        out += "|---|---:|---:|---:|\n";
+        for row in policies {
+            let name = row["name"].as_str().unwrap_or("?");
+            out += &format!(
+                "| {} | {:.3}x | {} | {} |\n",
+                name.trim_start_matches("idle policy, "),
+                row["memory_bound_vs_alone_x"].as_f64().unwrap_or(f64::NAN),
+                f(&row["after_idle_p50_us"]),
+                f(&row["after_idle_p99_us"]),
+            );
+        }
+    }
     out
 }
 

@@ -41,9 +41,11 @@ pub enum IdlePolicy {
     /// such a pause is seen by one poller's reads instead of all of them (at
     /// most one read round trip later than under [`IdlePolicy::Spin`]), and
     /// the other pollers take up their polls once the worker has taken it.
-    /// Idle pollers' reads of host memory slow the GPU's
-    /// other memory traffic (`examples/isolation`, `--idle-sweep`); this
-    /// keeps one read in flight per idle worker instead of `pollers`. The
+    /// A read of host memory in flight slows every memory-bound kernel on
+    /// the GPU, on the rest of an SM partition too (`examples/isolation`,
+    /// the rows "idle policy"); this keeps one in flight per idle worker
+    /// instead of `pollers`, and [`IdlePolicy::Backoff`] none between its
+    /// polls. The
     /// same as [`IdlePolicy::Spin`] for workers of one poller. `after`: at
     /// least 1 ns, at most `u32::MAX` ns. The default, after
     /// [`IdlePolicy::DEFAULT_QUIET_AFTER`].
@@ -55,7 +57,9 @@ pub enum IdlePolicy {
     /// Poll without pause for `spin` (at most `u32::MAX` ns), then sleep
     /// (`__nanosleep`) between polls, doubling from 64 ns up to `max_sleep`
     /// (at most 1 ms). A task that arrives while its worker sleeps waits up
-    /// to `max_sleep` more.
+    /// to `max_sleep` more. With sleeps of a few µs, an idle worker costs a
+    /// memory-bound kernel beside it about nothing (`examples/isolation`,
+    /// the rows "idle policy").
     Backoff {
         /// How long an idle worker spins before it sleeps.
         spin: Duration,
