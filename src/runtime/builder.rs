@@ -57,10 +57,10 @@ pub enum IdlePolicy {
     /// Poll without pause for `spin` (at most `u32::MAX` ns), then sleep
     /// (`__nanosleep`) between polls, doubling from 64 ns up to `max_sleep`
     /// (at most 1 ms). A task that arrives while its worker sleeps waits for
-    /// the sleep to end: the SM's sleep lasts up to twice the time asked
-    /// (PTX's `nanosleep`), so up to twice `max_sleep` more. With sleeps of a few µs, an idle worker costs a
-    /// memory-bound kernel beside it about nothing (`examples/isolation`,
-    /// the rows "idle policy").
+    /// that sleep to end, and a sleep asked of the SM may last up to twice
+    /// as long (PTX's `nanosleep`). With sleeps of a few µs, an idle worker
+    /// costs a memory-bound kernel beside it about nothing
+    /// (`examples/isolation`, the rows "idle policy").
     Backoff {
         /// How long an idle worker spins before it sleeps.
         spin: Duration,
