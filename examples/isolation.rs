@@ -6,9 +6,9 @@
 //!
 //! The runtime is the default shape (one worker of eight pollers), which
 //! spins while tasks come and for `IdlePolicy::DEFAULT_QUIET_AFTER` after
-//! the last and then sleeps between polls up to 5 µs, with a bulk lane of
-//! 32 workers that backs off when idle (`Builder::lane`,
-//! `IdlePolicy::Backoff`). Its round trip (a NOP on the
+//! the last and then sleeps between polls, asking sleeps of up to 5 µs
+//! (`IdlePolicy::Backoff`), with a bulk lane of 32 workers that backs off
+//! when idle (`Builder::lane`); the JSON's `runtime` says so. Its round trip (a NOP on the
 //! latency lane, p50/p99/p99.9) is measured alone; under an application
 //! storm (a memory-bound and a compute-bound kernel back to back on another
 //! stream: the partition's rest with a partition, a primary-context stream
@@ -21,22 +21,25 @@
 //! bandwidth: a block of 512 threads per row, 16-byte loads; compute-bound:
 //! chains of FMAs in registers) are timed (p50 of the time between CUDA
 //! events around a launch queued behind another, so that the host's
-//! submission stays out of it; launch + sync on the host beside it) alone on the
+//! submission stays out of it, taken again where the host queued it late;
+//! launch + sync on the host beside it) alone on the
 //! whole GPU with no pkq, alone on the rest of the device, beside pkq idle
 //! and beside pkq busy (round trips on the latency lane and a packed flood
 //! on the bulk lane). The rows "pkq idle" are timed in turn with the whole
-//! GPU alone, seven rounds of: the kernel alone, a runtime of the bench's
-//! shape built and left idle past `IdlePolicy::DEFAULT_QUIET_AFTER`, the
-//! kernel beside it, the runtime dropped; they give the medians of both and
-//! each round's ratio (`rounds_vs_alone_x`). Each ratio to "alone" of the
+//! GPU alone, seven rounds of: a runtime of the bench's shape built and
+//! left idle past `IdlePolicy::DEFAULT_QUIET_AFTER`, the kernel beside it,
+//! the runtime dropped, and the kernel alone (before that in even rounds,
+//! after it in odd ones); they give the medians of both
+//! (`alone_interleaved_p50_us`) and each round's ratio
+//! (`rounds_vs_alone_x`). Each ratio to "alone" of the
 //! other rows of a runtime compares with the whole GPU alone timed right
 //! before that runtime was built and right after it was dropped
 //! (`alone_adjacent_p50_us`), so that the GPU's drift over the run stays
 //! out of it; the rows "alone, no partition" are the mean of the start and
 //! the end of the run. The rows "idle policy" set what idling costs a
 //! memory-bound kernel on the rest of a partition (timed as the rows "pkq
-//! idle") against what it costs the first task after a pause of 15 ms,
-//! by idle policy and shape. `--bulk-sweep` prints the latency lane's round trip
+//! idle", in five rounds) against what it costs the first task after a
+//! pause (`pause_ms`), by idle policy and shape. `--bulk-sweep` prints the latency lane's round trip
 //! beside bulk lanes of other sizes and floods instead; `--idle-sweep` the
 //! rows "idle policy" alone.
 
@@ -63,7 +66,8 @@ struct Args {
     /// Round trips timed per row.
     #[arg(long, default_value_t = 50_000, value_parser = at_least_one)]
     samples: usize,
-    /// Launches timed per application-kernel row.
+    /// Times per application-kernel row (each of the device's time and of
+    /// launch + sync on the host; three launches a time).
     #[arg(long, default_value_t = 1000, value_parser = at_least_one)]
     app_runs: usize,
     /// The runtime's partition, in SMs (rounded up by the device).
@@ -165,10 +169,11 @@ impl App {
 
     /// `runs` times on `stream`: the kernel's time on the device and one
     /// launch + sync on the host; their medians, µs. The device's time is
-    /// between events recorded right before and after a launch that
-    /// follows another of the same kernel in one submission: the start
-    /// event waits behind the first, so the host's time to submit the
-    /// timed launch stays out of it.
+    /// between events recorded right before and after a launch queued
+    /// behind another of the same kernel: the start event waits for the
+    /// first to end, so the host's time to submit the timed launch stays
+    /// out of it. A time whose start event had already passed when the
+    /// timed launch was queued (the host was late) is taken again.
     fn time(&self, kind: Kind, stream: &Arc<CudaStream>, runs: usize) -> Result<[f64; 2], Error> {
         let timed = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         for _ in 0..50 {
@@ -176,17 +181,29 @@ impl App {
             stream.synchronize()?;
         }
         let (mut device, mut host) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
-        for _ in 0..runs {
-            let t0 = Instant::now();
-            self.launch(kind, stream)?;
-            stream.synchronize()?;
-            host.push(t0.elapsed().as_secs_f64() * 1e6);
+        let mut late = 0;
+        while device.len() < runs {
+            if host.len() < runs {
+                let t0 = Instant::now();
+                self.launch(kind, stream)?;
+                stream.synchronize()?;
+                host.push(t0.elapsed().as_secs_f64() * 1e6);
+            }
             self.launch(kind, stream)?;
             let start = stream.record_event(timed)?;
             self.launch(kind, stream)?;
+            let queued_in_time = !start.is_complete();
             let end = stream.record_event(timed)?;
             stream.synchronize()?;
-            device.push(f64::from(start.elapsed_ms(&end)?) * 1e3);
+            if queued_in_time {
+                device.push(f64::from(start.elapsed_ms(&end)?) * 1e3);
+            } else {
+                late += 1;
+                assert!(
+                    late <= runs,
+                    "the host queued the timed launch late {late} times"
+                );
+            }
         }
         device.sort_by(f64::total_cmp);
         host.sort_by(f64::total_cmp);
@@ -272,12 +289,7 @@ fn round_trip_row(l: &Latency, stalls: Option<u64>) -> Map<String, Value> {
     row
 }
 
-/// An application-kernel row: `[device, host]` medians (µs) against the
-/// kernel's alone.
-/// An application-kernel row before its report: name, kind (index into
-/// KINDS), time (device, host), SM-share bound, and which runtime's
-/// adjacent "alone" timings it compares with.
-/// An application row: its name, kind (index into `KINDS`), times
+/// An application row before its report: its name, kind (index into `KINDS`), times
 /// [device, host], the SM-share bound it is judged by (if any), and what
 /// it compares with.
 type AppRow = (String, usize, [f64; 2], Option<f64>, Reference);
@@ -294,49 +306,55 @@ enum Reference {
 }
 
 /// The idle runtimes `idle_policies` compares: a name, and the shape.
-fn idle_configs() -> Vec<(&'static str, pkq::Builder)> {
+fn idle_configs() -> Vec<(String, pkq::Builder)> {
     let backoff = |max_sleep_us| IdlePolicy::Backoff {
         spin: Duration::from_micros(50),
         max_sleep: Duration::from_micros(max_sleep_us),
     };
     vec![
         (
-            "latency lane, spin",
+            "latency lane, spin".into(),
             Runtime::builder().idle(IdlePolicy::Spin),
         ),
         (
-            "latency lane, quiet after 10 ms (the default)",
+            format!(
+                "latency lane, quiet after {} ms (the default)",
+                IdlePolicy::DEFAULT_QUIET_AFTER.as_millis()
+            ),
             Runtime::builder(),
         ),
         (
-            "latency lane, backoff to 5 us",
+            "latency lane, backoff to 5 us".into(),
             Runtime::builder().idle(backoff(5)),
         ),
         (
-            "latency lane, backoff to 20 us",
+            "latency lane, backoff to 20 us".into(),
             Runtime::builder().idle(backoff(20)),
         ),
         (
-            "latency lane, backoff to 100 us",
+            "latency lane, backoff to 100 us".into(),
             Runtime::builder().idle(backoff(100)),
         ),
-        ("bulk lane of 32, backoff to 20 us", bench_bulk()),
+        ("bulk lane of 32, backoff to 20 us".into(), bench_bulk()),
         (
-            "latency lane quiet + bulk lane of 32 backoff to 20 us",
+            "latency lane quiet + bulk lane of 32 backoff to 20 us".into(),
             Runtime::builder().lane(bench_bulk()),
         ),
         (
-            "latency lane spin 10 ms then backoff to 5 us + bulk lane of 32 backoff to 20 us (the bench's)",
+            format!("{} (the bench's)", bench_runtime_name()),
             bench_runtime(),
         ),
     ]
 }
 
+/// The pause before each task of the rows "idle policy".
+const IDLE_PAUSE: Duration = Duration::from_millis(15);
+
 /// What idling costs, by idle policy and shape (`idle_configs`), on an
 /// `--sms` partition: the memory-bound kernel on the rest of the device
 /// beside the idle runtime against the whole GPU alone (`idle_rounds`, five
-/// rounds), and the round trip of a NOP submitted after 15 ms without a
-/// task (the first task after a pause), 100 of them.
+/// rounds), and the round trip of a NOP submitted after `IDLE_PAUSE`
+/// without a task (the first task after a pause), 100 of them.
 fn idle_policies(
     app: &App,
     primary: &Arc<CudaStream>,
@@ -345,12 +363,14 @@ fn idle_policies(
 ) -> Result<Vec<Map<String, Value>>, Error> {
     let mut rows = Vec::new();
     for (name, b) in idle_configs() {
+        let name = name.as_str();
         let b = b.sm_partition(args.sms);
         let (idle, alone, ratios) = idle_rounds(app, primary, &b, Kind::Memory, 5, args.app_runs)?;
         let rt = b.build()?;
+        let sms = rt.sm_partition().map_or(0, |p| p.sms());
         let mut after = Latency::new(name);
         for _ in 0..100 {
-            std::thread::sleep(Duration::from_millis(15));
+            std::thread::sleep(IDLE_PAUSE);
             let t0 = clock.now();
             rt.submit(Op::NOP, &())?.wait()?;
             after.record_ns(clock.between(t0, clock.now()));
@@ -359,6 +379,8 @@ fn idle_policies(
         let mut row = Map::new();
         let x = |v: f64| json!((v * 1e4).round() / 1e4);
         row.insert("name".into(), json!(format!("idle policy, {name}")));
+        row.insert("partition_sms".into(), json!(sms));
+        row.insert("pause_ms".into(), json!(IDLE_PAUSE.as_millis()));
         row.insert("memory_bound_vs_alone_x".into(), x(idle[0] / alone[0]));
         row.insert(
             "rounds_vs_alone_x".into(),
@@ -374,7 +396,7 @@ fn idle_policies(
         row.insert("after_idle_p99_us".into(), us(after.quantile_us(0.99)));
         row.insert("after_idle_max_us".into(), us(after.quantile_us(1.0)));
         println!(
-            "{name}: memory-bound {:.3}x alone; first task after 15 ms idle p50 {:.2} us",
+            "{name}: memory-bound {:.3}x alone; first task after a pause p50 {:.2} us",
             idle[0] / alone[0],
             after.p50_us()
         );
@@ -385,9 +407,9 @@ fn idle_policies(
 
 /// The bench's runtime: a latency lane of the default shape that spins
 /// while tasks come and for `IdlePolicy::DEFAULT_QUIET_AFTER` after the
-/// last, then sleeps between polls, up to 5 µs (an idle lane that keeps a
-/// read of host memory in flight slows a memory-bound kernel beside it:
-/// the rows "idle policy"), and the bulk lane.
+/// last, then sleeps between polls, asking sleeps of up to 5 µs (a lane
+/// that polls host memory without pause slows a memory-bound kernel
+/// beside it: the rows "idle policy"), and the bulk lane.
 fn bench_runtime() -> pkq::Builder {
     Runtime::builder()
         .idle(IdlePolicy::Backoff {
@@ -395,6 +417,14 @@ fn bench_runtime() -> pkq::Builder {
             max_sleep: Duration::from_micros(5),
         })
         .lane(bench_bulk())
+}
+
+/// What `bench_runtime` is, in words (the JSON's `runtime`).
+fn bench_runtime_name() -> String {
+    format!(
+        "latency lane spin {} ms then backoff to 5 us + bulk lane of 32 backoff to 20 us",
+        IdlePolicy::DEFAULT_QUIET_AFTER.as_millis()
+    )
 }
 
 /// The bench's bulk lane: 32 workers that back off when idle (their
@@ -420,10 +450,11 @@ const IDLE_ROUNDS: usize = 7;
 type IdleRounds = ([f64; 2], [f64; 2], Vec<f64>);
 
 /// `kind` beside an idle runtime of `b`, timed in turn with the whole GPU
-/// alone (no pkq), `rounds` times: the kernel alone on `primary`; a
-/// runtime built, left idle for twice `IdlePolicy::DEFAULT_QUIET_AFTER`,
-/// the kernel timed on the rest of its partition (or on `primary` without
-/// one); the runtime dropped. The medians over the rounds [device, host]
+/// alone (no pkq), `rounds` times: a runtime built, left idle for twice
+/// `IdlePolicy::DEFAULT_QUIET_AFTER`, the kernel timed on the rest of its
+/// partition (or on `primary` without one), the runtime dropped; and the
+/// kernel alone on `primary`, before that in even rounds and after it in
+/// odd ones. The medians over the rounds [device, host]
 /// beside the runtime and alone, and each round's device ratio: the GPU's
 /// drift over a run moves both alike.
 fn idle_rounds(
@@ -435,8 +466,14 @@ fn idle_rounds(
     runs: usize,
 ) -> Result<IdleRounds, Error> {
     let (mut idle, mut alone, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let a = app.time(kind, primary, runs)?;
+    for round in 0..rounds {
+        // Alone first in even rounds, last in odd ones: a drift within a
+        // round cancels.
+        let first = if round % 2 == 0 {
+            Some(app.time(kind, primary, runs)?)
+        } else {
+            None
+        };
         let rt = b.clone().build()?;
         let stream = match rt.sm_partition() {
             Some(p) => p.app_stream()?,
@@ -446,6 +483,10 @@ fn idle_rounds(
         let t = app.time(kind, &stream, runs)?;
         rt.shutdown()?;
         drop(rt);
+        let a = match first {
+            Some(a) => a,
+            None => app.time(kind, primary, runs)?,
+        };
         ratios.push(t[0] / a[0]);
         idle.push(t);
         alone.push(a);
@@ -460,6 +501,8 @@ fn idle_rounds(
     Ok((median(&mut idle), median(&mut alone), ratios))
 }
 
+/// An application-kernel row: `[device, host]` medians (µs) against the
+/// kernel's alone.
 fn app_row(
     name: String,
     t: [f64; 2],
@@ -686,6 +729,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (i, kind) in KINDS.into_iter().enumerate() {
         first_alone[i] = app.time(kind, &primary, args.app_runs)?;
     }
+    // What idling costs, by idle policy (first: each prints its line as it
+    // comes, should a later phase fail).
+    let policies = idle_policies(&app, &primary, &clock, &args)?;
     let mut app_rows: Vec<AppRow> = Vec::new();
     // The whole GPU alone right before each runtime and right after it.
     let mut adjacent: Vec<[[f64; 2]; 2]> = Vec::new();
@@ -702,10 +748,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             b = b.sm_partition(args.sms);
         }
         let around = adjacent.len();
-        let mut before = [[0.0; 2]; 2];
-        for (i, kind) in KINDS.into_iter().enumerate() {
-            before[i] = app.time(kind, &primary, args.app_runs)?;
-        }
         // Beside idle runtimes of this shape, in turn with the whole GPU
         // alone.
         let mut idle_rows = Vec::new();
@@ -718,6 +760,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 IDLE_ROUNDS,
                 args.app_runs,
             )?);
+        }
+        let mut before = [[0.0; 2]; 2];
+        for (i, kind) in KINDS.into_iter().enumerate() {
+            before[i] = app.time(kind, &primary, args.app_runs)?;
         }
         let rt = b.build()?;
         let (stream, app_sms) = match rt.sm_partition() {
@@ -859,8 +905,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    rows.extend(idle_policies(&app, &primary, &clock, &args)?);
-
     let mut alone = [[0.0; 2]; 2];
     for (i, kind) in KINDS.into_iter().enumerate() {
         let last = app.time(kind, &primary, args.app_runs)?;
@@ -887,14 +931,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ],
             None => vec![],
         };
-        extra.push(("alone_adjacent_p50_us", reference[0]));
+        let alone_key = if ratios.is_some() {
+            "alone_interleaved_p50_us"
+        } else {
+            "alone_adjacent_p50_us"
+        };
+        extra.push((alone_key, reference[0]));
         let mut row = app_row(name, t, reference, &extra);
+        if row["name"].as_str().is_some_and(|n| n.contains(", pkq ")) {
+            row.insert("runtime".into(), json!(bench_runtime_name()));
+        }
         if let Some(r) = ratios {
             let r: Vec<f64> = r.iter().map(|x| (x * 1e4).round() / 1e4).collect();
             row.insert("rounds_vs_alone_x".into(), json!(r));
         }
         rows.push(row);
     }
+    rows.extend(policies);
     for r in &rows {
         println!("{}", Value::Object(r.clone()));
     }

@@ -373,8 +373,11 @@ fn render_isolation() -> String {
                 .is_some_and(|n| n.starts_with("idle policy, "))
         })
         .collect();
-    if !policies.is_empty() {
-        out += "\n| idle runtime, on a partition | memory-bound kernel beside it, vs alone | first task after 15 ms idle, p50 µs | p99 µs |\n";
+    if let Some(first) = policies.first() {
+        out += &format!(
+            "\n| idle runtime, on a partition of {} SMs | memory-bound kernel beside it, vs alone | first task after {} ms idle, p50 µs | p99 µs |\n",
+            first["partition_sms"], first["pause_ms"]
+        );
         out += "|---|---:|---:|---:|\n";
         for row in policies {
             let name = row["name"].as_str().unwrap_or("?");

@@ -1,6 +1,7 @@
 // idle_neighbour.cu: what one resident warp that waits costs a memory-bound
-// kernel (y = A x, A 4096 x 4096 floats, the isolation bench's) running
-// beside it on the rest of the GPU, by the way the warp waits. Not pkq: a
+// kernel (y = A x, A 4096 x 4096 floats, a block of 512 threads per row,
+// as the isolation bench's) running beside it on the whole GPU (the
+// waiter's SM takes GEMV blocks too), by the way the warp waits. Not pkq: a
 // probe of the physics under the isolation bench's "pkq idle" rows.
 //
 // The waiter is one block of one warp; it runs until a flag in device memory
@@ -14,7 +15,8 @@
 //   6  nap      __nanosleep(arg) each trip, no loads
 // The kernel's time is between events around a launch queued behind
 // another (the host's submission out of it), the median of `runs`; each
-// mode is timed in turn with no waiter, three rounds.
+// mode is timed in turn with no waiter, three rounds. The trips a second
+// are the last round's.
 //
 // Not part of the crate (CUDA runtime API, built on the GPU host):
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o idle_neighbour idle_neighbour.cu
@@ -132,8 +134,10 @@ struct Gpu {
         std::vector<float> t;
         for (int i = 0; i < runs; ++i) {
             gemv<<<DIM, 512, 0, app>>>(a, x, y);
+            CHECK(cudaGetLastError());
             CHECK(cudaEventRecord(e0, app));
             gemv<<<DIM, 512, 0, app>>>(a, x, y);
+            CHECK(cudaGetLastError());
             CHECK(cudaEventRecord(e1, app));
             CHECK(cudaStreamSynchronize(app));
             float ms;
@@ -148,6 +152,10 @@ struct Gpu {
 int main(int argc, char** argv) {
     Gpu g{};
     g.runs = argc > 1 ? std::atoi(argv[1]) : 2000;
+    if (g.runs < 1) {
+        std::fprintf(stderr, "usage: idle_neighbour [RUNS >= 1]\n");
+        return 2;
+    }
     CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
     CHECK(cudaMalloc(&g.a, sizeof(float) * DIM * DIM));
     CHECK(cudaMalloc(&g.x, sizeof(float) * DIM));

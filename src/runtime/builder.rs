@@ -41,11 +41,10 @@ pub enum IdlePolicy {
     /// such a pause is seen by one poller's reads instead of all of them (at
     /// most one read round trip later than under [`IdlePolicy::Spin`]), and
     /// the other pollers take up their polls once the worker has taken it.
-    /// A read of host memory in flight slows every memory-bound kernel on
-    /// the GPU, on the rest of an SM partition too (`examples/isolation`,
-    /// the rows "idle policy"); this keeps one in flight per idle worker
-    /// instead of `pollers`, and [`IdlePolicy::Backoff`] none between its
-    /// polls. The
+    /// A poller that reads host memory without pause slowed the isolation
+    /// bench's memory-bound kernel, on the rest of an SM partition too
+    /// (`examples/isolation`, its rows "idle policy"); this keeps one such
+    /// poller per idle worker instead of `pollers`. The
     /// same as [`IdlePolicy::Spin`] for workers of one poller. `after`: at
     /// least 1 ns, at most `u32::MAX` ns. The default, after
     /// [`IdlePolicy::DEFAULT_QUIET_AFTER`].
@@ -58,9 +57,9 @@ pub enum IdlePolicy {
     /// (`__nanosleep`) between polls, doubling from 64 ns up to `max_sleep`
     /// (at most 1 ms). A task that arrives while its worker sleeps waits for
     /// that sleep to end, and a sleep asked of the SM may last up to twice
-    /// as long (PTX's `nanosleep`). With sleeps of a few µs, an idle worker
-    /// costs a memory-bound kernel beside it about nothing
-    /// (`examples/isolation`, the rows "idle policy").
+    /// as long (PTX's `nanosleep`). The isolation bench's rows "idle
+    /// policy" show what an idle worker's polls cost a memory-bound kernel
+    /// beside it, by `max_sleep`.
     Backoff {
         /// How long an idle worker spins before it sleeps.
         spin: Duration,
