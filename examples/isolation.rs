@@ -205,9 +205,7 @@ impl App {
                 );
             }
         }
-        device.sort_by(f64::total_cmp);
-        host.sort_by(f64::total_cmp);
-        Ok([device[runs / 2], host[runs / 2]])
+        Ok([median(device), median(host)])
     }
 
     /// Both kernels back to back on `stream` until `stop`.
@@ -377,21 +375,15 @@ fn idle_policies(
         }
         rt.shutdown()?;
         let mut row = Map::new();
-        let x = |v: f64| json!((v * 1e4).round() / 1e4);
         row.insert("name".into(), json!(format!("idle policy, {name}")));
         row.insert("partition_sms".into(), json!(sms));
         row.insert("pause_ms".into(), json!(IDLE_PAUSE.as_millis()));
-        row.insert("memory_bound_vs_alone_x".into(), x(idle[0] / alone[0]));
         row.insert(
-            "rounds_vs_alone_x".into(),
-            json!(
-                ratios
-                    .iter()
-                    .map(|&r| (r * 1e4).round() / 1e4)
-                    .collect::<Vec<_>>()
-            ),
+            "memory_bound_vs_alone_x".into(),
+            json!(x4(idle[0] / alone[0])),
         );
-        let us = |v: f64| json!((v * 1000.0).round() / 1000.0);
+        let rounds: Vec<f64> = ratios.iter().map(|&r| x4(r)).collect();
+        row.insert("rounds_vs_alone_x".into(), json!(rounds));
         row.insert("after_idle_p50_us".into(), us(after.p50_us()));
         row.insert("after_idle_p99_us".into(), us(after.quantile_us(0.99)));
         row.insert("after_idle_max_us".into(), us(after.quantile_us(1.0)));
@@ -491,14 +483,25 @@ fn idle_rounds(
         idle.push(t);
         alone.push(a);
     }
-    let median = |v: &mut Vec<[f64; 2]>| {
-        [0, 1].map(|k| {
-            let mut c: Vec<f64> = v.iter().map(|t| t[k]).collect();
-            c.sort_by(f64::total_cmp);
-            c[c.len() / 2]
-        })
-    };
-    Ok((median(&mut idle), median(&mut alone), ratios))
+    let medians = |v: &[[f64; 2]]| [0, 1].map(|k| median(v.iter().map(|t| t[k]).collect()));
+    Ok((medians(&idle), medians(&alone), ratios))
+}
+
+/// The median of `v` (its upper middle where the count is even); `v` not
+/// empty.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A time in µs as the JSON holds it: to the ns.
+fn us(v: f64) -> Value {
+    json!((v * 1000.0).round() / 1000.0)
+}
+
+/// A ratio as the JSON holds it: four decimals.
+fn x4(v: f64) -> f64 {
+    (v * 1e4).round() / 1e4
 }
 
 /// An application-kernel row: `[device, host]` medians (µs) against the
@@ -510,20 +513,13 @@ fn app_row(
     extra: &[(&str, f64)],
 ) -> Map<String, Value> {
     let mut m = Map::new();
-    let us = |v: f64| json!((v * 1000.0).round() / 1000.0);
     m.insert("name".into(), json!(name));
     m.insert("p50_us".into(), us(t[0]));
-    m.insert(
-        "vs_alone_x".into(),
-        json!((t[0] / alone[0] * 1e4).round() / 1e4),
-    );
+    m.insert("vs_alone_x".into(), json!(x4(t[0] / alone[0])));
     m.insert("launch_sync_p50_us".into(), us(t[1]));
-    m.insert(
-        "launch_sync_vs_alone_x".into(),
-        json!((t[1] / alone[1] * 1e4).round() / 1e4),
-    );
+    m.insert("launch_sync_vs_alone_x".into(), json!(x4(t[1] / alone[1])));
     for (k, v) in extra {
-        m.insert((*k).into(), json!((v * 1e4).round() / 1e4));
+        m.insert((*k).into(), json!(x4(*v)));
     }
     m
 }
@@ -844,10 +840,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
             let rate = done.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64();
             let mut row = round_trip_row(&l, None);
-            row.insert(
-                "p50_vs_alone_x".into(),
-                json!((l.p50_us() / alone_p50 * 1e4).round() / 1e4),
-            );
+            row.insert("p50_vs_alone_x".into(), json!(x4(l.p50_us() / alone_p50)));
             row.insert("bulk_tasks_per_s".into(), json!(rate.round()));
             rows.push(row);
             if packed {
@@ -937,12 +930,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "alone_adjacent_p50_us"
         };
         extra.push((alone_key, reference[0]));
+        let beside_pkq = name.contains(", pkq ");
         let mut row = app_row(name, t, reference, &extra);
-        if row["name"].as_str().is_some_and(|n| n.contains(", pkq ")) {
+        if beside_pkq {
             row.insert("runtime".into(), json!(bench_runtime_name()));
         }
         if let Some(r) = ratios {
-            let r: Vec<f64> = r.iter().map(|x| (x * 1e4).round() / 1e4).collect();
+            let r: Vec<f64> = r.iter().map(|&x| x4(x)).collect();
             row.insert("rounds_vs_alone_x".into(), json!(r));
         }
         rows.push(row);
