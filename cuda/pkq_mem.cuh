@@ -52,6 +52,24 @@ __device__ __forceinline__ void store_sys_if(bool pred, uint64_t* p, uint64_t v)
         : "memory");
 }
 
+// Orders this thread's earlier loads before its later loads and stores, at
+// system scope: with a relaxed load that saw a word the host published
+// (after its data: platform assumptions, docs/PROTOCOL.md), the acquire
+// pattern; the data's later loads then see the data. Data a flag published
+// is read behind this, never behind __threadfence_system (fence.sc.sys):
+// on sm_90 fence.acquire.sys is an L1 invalidate (CCTL.IVALL), where
+// fence.sc.sys (MEMBAR.SC.SYS) also waits until this thread's earlier
+// stores to host memory are performed. Before sm_90 (no uni-directional
+// fence) it is fence.acq_rel.sys. Lanes that did not load the flag take the
+// order from those that did through a warp barrier after this fence.
+__device__ __forceinline__ void fence_acquire_sys() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.acquire.sys;" ::: "memory");
+#else
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+#endif
+}
+
 // Two relaxed, system-scope 8-byte stores as one 16-byte vector store (`p`
 // 16-byte aligned): each word single-copy atomic, as store_sys's.
 __device__ __forceinline__ void store2_sys(uint64_t* p, uint64_t a, uint64_t b) {

@@ -80,9 +80,10 @@ __device__ __forceinline__ Outcome run_pack(const pkq_params& p, uint64_t slot, 
     if (len != 0) {
         // The argument words carry no tag: order their loads after the
         // slot's, which the host published after them (lanes 0..7 saw the
-        // slot; the barrier orders every lane's fence after it).
+        // slot and fence; the barrier orders every lane's loads after
+        // their fences).
+        fence_acquire_sys();
         __syncwarp();
-        __threadfence_system();
         if (lane < count) arg = load_sys(reinterpret_cast<const uint64_t*>(p.pack_args) + at);
     }
     uint64_t mine = 0;
@@ -386,14 +387,16 @@ __device__ __forceinline__ bool io_read(IoHelp* h, const uint64_t* area, uint32_
             ? io_together(h, const_cast<uint64_t*>(area), dst, words, tag, false, false, lane)
             : __any_sync(FULL_MASK, io_pass(area, 0, words, words, tag, dst, lane));
     if (!first_stale) return true;
-    __threadfence_system();
+    // The second pass's loads after the slot's (lanes 0..7 saw it).
+    fence_acquire_sys();
+    __syncwarp();
     bool stale = io_pass(area, 0, words, words, tag, dst, lane);
     if (!__any_sync(FULL_MASK, stale)) return true;
     // Every word read again until it carries the tag, by every lane (the
     // passes gave lane l words 64 j + 2 l and the next; this loop word k to
     // lane k % 32), after the pass's stores into the room (the barrier).
+    fence_acquire_sys();
     __syncwarp();
-    __threadfence_system();
     bool whole = true;
     {
 #pragma unroll 1
@@ -444,7 +447,7 @@ __device__ __forceinline__ uint32_t plain_bytes(uint32_t len) { return (len + 15
 // 16-byte aligned) into `room` (16-byte aligned): by the bulk copy engine
 // where `bar` (the worker's mbarrier) is not null (the room is in shared
 // memory), else by the warp's loads, IO_BATCH of 16 bytes in flight a lane.
-// Called after the slot's loads and a system fence (io_begin). Every lane;
+// Called after the slot's loads and an acquire fence (io_begin). Every lane;
 // the room is whole for every lane when it returns. Kept out of line, as
 // plain_write: inlined, the two cost every tagged IO task 0.2 us of device
 // time (io_breakdown, H100; benches/NOTES.md).
@@ -590,11 +593,11 @@ __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uin
     t.in_known = !t.in_plain && t.in_words <= t.in_reach;
     // Unless the tags tell this lap's words: the input's loads after the
     // slot's (the producer wrote it first), and none read before it.
-    // (Lanes 0..7 saw the slot; the barrier orders every lane's fence after
-    // it.)
+    // (Lanes 0..7 saw the slot and fence; the barrier orders every lane's
+    // loads, and lane 0's bulk copy, after their fences.)
     if (in_len != 0 && !t.in_known) {
+        fence_acquire_sys();
         __syncwarp();
-        __threadfence_system();
     }
     t.output = rooms + io_room(p.io_in_bytes);
     const uint64_t* area = reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words;

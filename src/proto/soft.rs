@@ -253,7 +253,7 @@ impl SoftDevice {
             return cqe;
         }
         // The argument words carry no tag: ordered after the slot's
-        // (acquire) loads, as the kernel's system fence orders them.
+        // (acquire) loads, as the kernel's acquire fence orders them.
         let args = self.plan.pack_at(slot, false);
         let results = self.plan.pack_at(slot, true);
         let mut failed = 0u64;
@@ -300,7 +300,7 @@ impl SoftDevice {
         let read = (input <= most_in)
             .then(|| {
                 if task.plain {
-                    // Behind the kernel's system fence: after the slot's
+                    // Behind the kernel's acquire fence: after the slot's
                     // (acquire) loads.
                     Some(crate::proto::io::read_plain(&self.h2d, in_at, input))
                 } else {
