@@ -56,14 +56,19 @@ __device__ __forceinline__ void store_sys_if(bool pred, uint64_t* p, uint64_t v)
 // system scope: with a relaxed load that saw a word the host published
 // (after its data: platform assumptions, docs/PROTOCOL.md), the acquire
 // pattern; the data's later loads then see the data. Data a flag published
-// is read behind this, never behind __threadfence_system (fence.sc.sys):
-// on sm_90 fence.acquire.sys is an L1 invalidate (CCTL.IVALL), where
-// fence.sc.sys (MEMBAR.SC.SYS) also waits until this thread's earlier
-// stores to host memory are performed. Before sm_90 (no uni-directional
-// fence) it is fence.acq_rel.sys. Lanes that did not load the flag take the
-// order from those that did through a warp barrier after this fence.
+// is read behind this, not behind __threadfence_system (fence.sc.sys),
+// which also waits until this thread's earlier stores to host memory are
+// performed (MEMBAR.SC.SYS): ptxas of CUDA 13.0 compiles fence.acquire.sys
+// for sm_90 to an L1 invalidate alone (CCTL.IVALL). fence.acquire needs
+// sm_90 and PTX ISA 8.6 (nvcc 12.8 on); elsewhere it is fence.acq_rel.sys.
+// Lanes that did not load the flag take the order from those that did
+// through a warp barrier after this fence (PROTOCOL.md, (c3)).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && \
+    (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8))
+#define PKQ_FENCE_ACQUIRE 1
+#endif
 __device__ __forceinline__ void fence_acquire_sys() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#ifdef PKQ_FENCE_ACQUIRE
     asm volatile("fence.acquire.sys;" ::: "memory");
 #else
     asm volatile("fence.acq_rel.sys;" ::: "memory");

@@ -375,7 +375,7 @@ __device__ __forceinline__ bool io_shared(const IoHelp* h, uint32_t words) {
 // Decodes a task's input, `len` bytes in tagged words of lap `tag` at
 // `area`, into `dst`: a first pass (by the worker's pollers together where
 // io_shared). Where a word is of another lap (read before it landed, or an
-// older copy: no fence ordered these reads after the slot's), a system
+// older copy: no fence ordered these reads after the slot's), an acquire
 // fence and a second pass by this warp; then, if a word is still stale,
 // every word is read again until it carries the tag, IO_RETRIES times at
 // most. Whether every word carried the tag (warp-uniform).
