@@ -173,8 +173,9 @@
  * the slot's words, with a release fence between; read by the worker that
  * took the pack, lane j loading word j, after it saw the whole slot and a
  * system-scope acquire fence (the words carry no tag: the fence orders
- * them after the slot). The producer writes them again only for a later lap, after it saw
- * the pack's completion, so the worker never reads them while they change.
+ * them after the slot). The producer writes them again only for a later
+ * lap, after it saw the pack's completion, so the worker never reads them
+ * while they change.
  * Pack results (device -> host allocation): the same indexing; written by
  * that worker (lane j stores task j's value, or its status code when the
  * status is not OK) before a system fence and then the pack's completion;
@@ -209,8 +210,9 @@
  * IoHelp in pkq_worker.cuh), every word checked for the task's tag (a
  * word of another lap after IO_RETRIES reads fails the task with
  * PKQ_STATUS_BAD_ARGS): after it saw the whole slot and a system-scope
- * acquire fence (so its loads come after the slot's: the producer's stores reach the device
- * in order, x86-64's TSO, with a release fence for the compiler), or, where
+ * acquire fence (so its loads come after the slot's: the producer's stores
+ * reach the device in order, x86-64's TSO, with a release fence for the
+ * compiler), or, where
  * the worker's knowledge of the slot (below) makes the tag enough, with no
  * fence (reading the input in the same round as the slot was measured
  * slower: benches/NOTES.md, fourteenth session). The producer
@@ -268,8 +270,8 @@
  * sfence, which orders them before the slot's stores) and sets header bit
  * PKQ_HEADER_PLAIN_BIT; the
  * poller that took the task reads them only after the whole slot, a
- * system-scope acquire fence and an async-proxy fence (the bulk copy is a weak read of the async
- * proxy), copying the area's first bytes, rounded up to 16, into the input
+ * system-scope acquire fence and an async-proxy fence (the bulk copy is a
+ * weak read of the async proxy), copying the area's first bytes, rounded up to 16, into the input
  * room. Output (chosen by the device, from the handler's length): the
  * poller copies the output room's bytes, rounded up to 16, to the output
  * area from byte 16 (word 2), waits for the copy's writes, fences (async
