@@ -205,18 +205,17 @@
  * slot (relaxed 8-byte stores) before it publishes the slot; read by the
  * poller that took the task (an input of several chunks of 512 words also
  * by the worker's other pollers, which cannot take a task meanwhile: the
- * taking poller posts it in the block's shared memory after any fence
+ * taking poller posts it in the block's shared memory after the fence
  * below, and waits until every chunk is decoded before its handler runs;
  * IoHelp in pkq_worker.cuh), every word checked for the task's tag (a
  * word of another lap after IO_RETRIES reads fails the task with
- * PKQ_STATUS_BAD_ARGS): after it saw the whole slot and a system-scope
- * acquire fence (so its loads come after the slot's: the producer's stores
- * reach the device in order, x86-64's TSO, with a release fence for the
- * compiler), or, where
- * the worker's knowledge of the slot (below) makes the tag enough, with no
- * fence (reading the input in the same round as the slot was measured
- * slower: benches/NOTES.md, fourteenth session). The producer
- * rewrites them only for a later lap, after it saw the task's completion.
+ * PKQ_STATUS_BAD_ARGS; the fence makes one a host's fault): after it saw
+ * the whole slot and a system-scope acquire fence (so its loads come after
+ * the slot's: the producer's stores reach the device in order, x86-64's
+ * TSO, with a release fence for the compiler; reading the input in the
+ * same round as the slot was measured slower: benches/NOTES.md,
+ * fourteenth session). The producer rewrites them only for a later lap,
+ * after it saw the task's completion.
  * Output area (device -> host allocation): io_out_words words per slot, the
  * same indexing; word 0 holds the output's length (bits 0..17) and the low
  * PKQ_IO_LAP_BITS bits of the task's lap (from bit PKQ_IO_LAP_SHIFT), the
@@ -240,24 +239,24 @@
  * starts).
  * Word k's 7 bytes sit at bytes [7k, 7k + 7) of a room; each room is a
  * multiple of PKQ_IO_ROOM_ALIGN bytes (8-byte words, whole groups of 7).
- * What the worker knows of each slot's areas (device memory, after the
- * rooms: PKQ_IO_SEEN_WORDS words per slot, input then output, zeroed by the
- * kernel's blocks before they serve; read and written only by the pollers
- * of the worker that serves the slot, every lap the same one): bits 0..16
- * a count n of words, bits 16..64 the low 48 bits of a lap L, meaning
- * "words [0, n) of the area (of the output, its stream from word 1) were
- * all written at lap L or later". A task of lap M whose words [0, m) have
- * m <= n and M - L < 256 meets in those words only laps M - 255 .. M, so
- * a word that carries M's tag is M's: no fence is needed to tell. Then
- * the input is read without a fence (a word of another lap is read again,
- * behind a fence) and the output's word 0 is stored without a fence after
- * its stream. Otherwise (the slot's first IO task, a longer area than the
- * knowledge covers, or a knowledge 256 laps old: IO tasks that write
- * fewer words keep an older lap's knowledge up to 128 laps, failed and
- * empty ones none) the fences above order them. Knowledge read late (an
- * older value) is still true: the areas only get newer.
+ * What the worker knows of each slot's output area (device memory, after
+ * the rooms: PKQ_IO_SEEN_WORDS word per slot, zeroed by the kernel's
+ * blocks before they serve; read and written only by the pollers of the
+ * worker that serves the slot, every lap the same one): bits 0..16 a
+ * count n of words, bits 16..64 the low 48 bits of a lap L, meaning "words
+ * [0, n) of the output's stream (from word 1) were all written at lap L or
+ * later". A task of lap M whose words [0, m) have m <= n and M - L < 256
+ * meets in those words only laps M - 255 .. M, so a word that carries M's
+ * tag is M's: the host needs no fence to tell, and the output's word 0 is
+ * stored without a fence after its stream. Otherwise (the slot's first IO
+ * task, a longer stream than the knowledge covers, or a knowledge 256 laps
+ * old: IO tasks that write fewer words keep an older lap's knowledge up to
+ * 128 laps, failed and empty ones none) the fence above orders them.
+ * Knowledge read late (an older value) is still true: the area only gets
+ * newer. Input areas need none: their fence is an acquire fence, which
+ * costs about nothing (benches/NOTES.md, twenty-eighth session).
  * ------------------------------------------------------------------------- */
-#define PKQ_IO_SEEN_WORDS 2
+#define PKQ_IO_SEEN_WORDS 1
 
 /* ---------------------------------------------------------------------------
  * PLAIN: a stream of PKQ_IO_PLAIN_MIN_BYTES or more moves as plain bytes,
@@ -271,8 +270,8 @@
  * PKQ_HEADER_PLAIN_BIT; the
  * poller that took the task reads them only after the whole slot, a
  * system-scope acquire fence and an async-proxy fence (the bulk copy is a
- * weak read of the async proxy), copying the area's first bytes, rounded up to 16, into the input
- * room. Output (chosen by the device, from the handler's length): the
+ * weak read of the async proxy), copying the area's first bytes, rounded
+ * up to 16, into the input room. Output (chosen by the device, from the handler's length): the
  * poller copies the output room's bytes, rounded up to 16, to the output
  * area from byte 16 (word 2), waits for the copy's writes, fences (async
  * proxy, then system), stores word 0 (length and lap, as a tagged output's)
@@ -281,18 +280,18 @@
  * bytes before both. Area sizes: both areas hold a plain stream of their
  * most bytes, rounded up to 16 (the output from word 2), and every slot's
  * areas start on 16 bytes (an even count of words each).
- * Plain bytes carry no tag, so they break what a worker knows of the
- * areas (IO_SEEN): a plain word may carry any lap's tag. A lap that moved
- * a stream plain leaves the knowledge of that area empty, and, because a
+ * Plain bytes carry no tag, so a plain output breaks what a worker knows
+ * of the output area (IO_SEEN): a plain word may carry any lap's tag. A
+ * lap that wrote a plain output leaves the knowledge empty, and, because a
  * poller reads the knowledge before its poll (an older value than the
  * plain lap's note may be read several laps on), the host marks every IO
  * task of the next 255 laps of that slot with PKQ_HEADER_FRESH_BIT: its
  * worker then uses no knowledge of the slot (fences, as for a first task)
  * and notes only what this task wrote. After 255 laps, knowledge older
  * than the plain lap is too old to be used (seen_reach). The host learns
- * of a plain output from the completion, before the slot is freed; of its
- * own plain input before the publish (Io::note_plain in
- * src/proto/queue.rs).
+ * of a plain output from the completion, before the slot is freed
+ * (Io::note_plain in src/proto/queue.rs). A plain input needs no mark: no
+ * knowledge of input areas is kept.
  * ------------------------------------------------------------------------- */
 #define PKQ_IO_PLAIN_MIN_BYTES 4096
 #define PKQ_IO_PLAIN_OUT_WORD 2

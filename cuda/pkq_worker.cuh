@@ -374,9 +374,9 @@ __device__ __forceinline__ bool io_shared(const IoHelp* h, uint32_t words) {
 
 // Decodes a task's input, `len` bytes in tagged words of lap `tag` at
 // `area`, into `dst`: a first pass (by the worker's pollers together where
-// io_shared). Where a word is of another lap (read before it landed, or an
-// older copy: no fence ordered these reads after the slot's), an acquire
-// fence and a second pass by this warp; then, if a word is still stale,
+// io_shared), after io_begin's acquire fence. Where a word is of another
+// lap (a host that broke the protocol: the fence put these reads after the
+// slot's), another acquire fence and a second pass by this warp; then, if a word is still stale,
 // every word is read again until it carries the tag, IO_RETRIES times at
 // most. Whether every word carried the tag (warp-uniform).
 __device__ __forceinline__ bool io_read(IoHelp* h, const uint64_t* area, uint32_t len, uint32_t tag, uint8_t* dst,
@@ -557,29 +557,25 @@ __device__ __forceinline__ uint64_t seen_after(uint64_t seen, uint64_t lap, uint
 // An IO task (header bit PKQ_HEADER_IO_BIT) on its way through its poller:
 // io_begin before the handler, io_end after, io_note after its completion.
 struct IoTask {
-    uint64_t* seen;      // the worker's knowledge of the slot's areas (IO_SEEN)
+    uint64_t* seen;      // the worker's knowledge of the slot's output area (IO_SEEN)
     IoHelp* help;        // the worker's post for its other pollers (null: none)
-    uint64_t seen_in;    // as read before the slot's poll
-    uint64_t seen_out;
-    uint32_t in_reach;   // seen_reach of each, worked out before the poll
-    uint32_t out_reach;
+    uint64_t seen_out;   // as read before the slot's poll
+    uint32_t out_reach;  // seen_reach of it, worked out before the poll
     unsigned long long* bar;  // the worker's mbarrier where its rooms are in shared memory (else null)
     uint8_t* output;     // the output room
-    uint32_t in_words;
     uint32_t out_words;  // words of the output written (io_end)
-    bool in_known;       // the input's tags alone told its words
     bool out_known;      // no word of the output's area can carry this lap's tag but this lap's
     bool input_ok;
     bool in_plain;       // the input was plain bytes (header bit PKQ_HEADER_PLAIN_BIT)
     bool out_plain;      // the output went out as plain bytes (io_end)
 };
 
-// A task of a slot whose areas held plain bytes in the last 255 laps
-// (header bit PKQ_HEADER_FRESH_BIT): nothing known of them (PLAIN in
-// pkq_layout.h), and its notes start from nothing.
+// A task of a slot whose output area held a plain output in the last 255
+// laps (header bit PKQ_HEADER_FRESH_BIT): nothing known of it (PLAIN in
+// pkq_layout.h), and its note starts from nothing.
 __device__ __forceinline__ void io_forget(IoTask& t) {
-    t.seen_in = t.seen_out = 0;
-    t.in_reach = t.out_reach = 0;
+    t.seen_out = 0;
+    t.out_reach = 0;
 }
 
 // Decodes the task's `in_len` input bytes into the worker's input room
@@ -588,14 +584,13 @@ __device__ __forceinline__ void io_forget(IoTask& t) {
 // whole (if not, the task fails: PKQ_STATUS_BAD_ARGS).
 __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uint64_t lap, uint8_t* rooms,
                                          uint32_t lane, uint32_t in_len, Context& ctx, IoTask& t) {
-    t.in_words = (in_len + PKQ_IO_WORD_BYTES - 1) / PKQ_IO_WORD_BYTES;
-    // Plain bytes carry no tag: always behind the fence.
-    t.in_known = !t.in_plain && t.in_words <= t.in_reach;
-    // Unless the tags tell this lap's words: the input's loads after the
-    // slot's (the producer wrote it first), and none read before it.
-    // (Lanes 0..7 saw the slot and fence; the barrier orders every lane's
-    // loads, and lane 0's bulk copy, after their fences.)
-    if (in_len != 0 && !t.in_known) {
+    // The input's loads after the slot's (the producer wrote it first),
+    // none read before it: an acquire fence, which costs about nothing
+    // (benches/NOTES.md, twenty-eighth session), so the worker keeps no
+    // knowledge of input areas. (Lanes 0..7 saw the slot and fence; the
+    // barrier orders every lane's loads, and lane 0's bulk copy, after
+    // their fences.)
+    if (in_len != 0) {
         fence_acquire_sys();
         __syncwarp();
     }
@@ -658,23 +653,17 @@ __device__ __forceinline__ void io_end(const pkq_params& p, uint64_t slot, uint6
     if (lane == 0) store_sys(area, tagged(written | (lap_bits << PKQ_IO_LAP_SHIFT), static_cast<uint32_t>(lap) & 0xff));
 }
 
-// The knowledge of the slot's areas for its next lap, after the task's
+// The knowledge of the slot's output area for its next lap, after the task's
 // completion (off the way to it), which this worker serves after this
 // task. Nothing orders it before the next poller's read of it (at the top
 // of its loop, before its claim): that poller may read any older knowledge
 // of the slot, which is still true of it (IO_SEEN in pkq_layout.h).
 __device__ __forceinline__ void io_note(const pkq_params& p, uint64_t lap, uint32_t lane, const IoTask& t) {
-    if (lane == 0) {
-        // An area that got plain bytes is known of no more (PLAIN in
-        // pkq_layout.h).
-        if (t.in_plain)
-            __stcg(reinterpret_cast<unsigned long long*>(t.seen), 0ull);
-        else if (t.input_ok)
-            __stcg(reinterpret_cast<unsigned long long*>(t.seen),
-                   seen_after(t.seen_in, lap, t.in_words, t.in_known, p.capacity_log2));
-        __stcg(reinterpret_cast<unsigned long long*>(t.seen + 1),
+    // An area that got plain bytes is known of no more (PLAIN in
+    // pkq_layout.h).
+    if (lane == 0)
+        __stcg(reinterpret_cast<unsigned long long*>(t.seen),
                t.out_plain ? 0ull : seen_after(t.seen_out, lap, t.out_words, t.out_known, p.capacity_log2));
-    }
 }
 
 // Which tasks a worker serves (RINGS in pkq_layout.h): worker w of W serves
@@ -833,26 +822,21 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         IoTask io_task;
         io_task.seen = io_seen(p, slot);
         io_task.help = help;
-        io_task.seen_in = io_task.seen_out = 0;
-        io_task.in_reach = io_task.out_reach = 0;
+        io_task.seen_out = 0;
+        io_task.out_reach = 0;
         io_task.out_words = 0;
         io_task.out_known = false;
         // Nothing known of the input until io_begin read it (a task refused
         // before, for its argument length, tells io_note nothing of it).
         io_task.output = nullptr;
         io_task.bar = bar;
-        io_task.in_words = 0;
-        io_task.in_known = false;
         io_task.input_ok = false;
         io_task.in_plain = false;
         io_task.out_plain = false;
         if (io_task.seen != nullptr) {
             // Lane 0's reading for all (what the warp does depends on it).
-            io_task.seen_in = __shfl_sync(
-                FULL_MASK, __ldcg(reinterpret_cast<const unsigned long long*>(io_task.seen)), 0);
             io_task.seen_out = __shfl_sync(
-                FULL_MASK, __ldcg(reinterpret_cast<const unsigned long long*>(io_task.seen + 1)), 0);
-            io_task.in_reach = seen_reach(io_task.seen_in, lap, p.capacity_log2);
+                FULL_MASK, __ldcg(reinterpret_cast<const unsigned long long*>(io_task.seen)), 0);
             io_task.out_reach = seen_reach(io_task.seen_out, lap, p.capacity_log2);
         }
 

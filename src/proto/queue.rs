@@ -151,20 +151,20 @@ struct Io {
     out_words: usize,
     /// The most input and output bytes of a task.
     most: (usize, usize),
-    /// Host-only, per slot: the latest sequence number whose task moved a
-    /// stream of the slot's areas as plain bytes, with `FLAG` set (0:
-    /// none yet), so that the tasks of the next 255 laps carry
+    /// Host-only, per slot: the latest sequence number whose task wrote a
+    /// plain output to the slot's output area, with `FLAG` set (0: none
+    /// yet), so that the tasks of the next 255 laps carry
     /// `HEADER_FRESH_BIT` (PLAIN in `cuda/pkq_layout.h`). Raised (never
-    /// lowered: racing pollers of an older completion may store late) by
-    /// the producer of a plain input before its publish, and by whoever
-    /// sees a plain output's completion before it frees the slot; read by
-    /// the producer of a later lap after its reservation, which the slot's
-    /// turn orders after both.
+    /// lowered: racing pollers of older completions may store late) by
+    /// whoever sees a plain output's completion before it frees the slot;
+    /// read by the producer of a later lap after its reservation, which
+    /// the slot's turn orders after it. A plain input needs no mark: the
+    /// worker keeps no knowledge of input areas.
     plain: Box<[AtomicU64]>,
 }
 
 impl Io {
-    /// Notes that the task of `seq` moved plain bytes (see `plain`).
+    /// Notes that the task of `seq` wrote a plain output (see `plain`).
     fn note_plain(&self, geo: Geometry, seq: u64) {
         let mark = &self.plain[geo.slot(seq)];
         let mut cur = mark.load(Ordering::Relaxed);
@@ -187,7 +187,7 @@ impl Io {
     }
 
     /// Whether the task of `seq` must carry `HEADER_FRESH_BIT`: a task of
-    /// its slot moved plain bytes in the last 255 laps.
+    /// its slot wrote a plain output in the last 255 laps.
     fn fresh(&self, geo: Geometry, seq: u64) -> bool {
         let mark = self.plain[geo.slot(seq)].load(Ordering::Relaxed);
         mark != 0 && distance(mark & SEQ_MASK, seq) < 256 * geo.capacity() as u64
@@ -449,18 +449,17 @@ impl Queue {
     /// (an IO task's, `SlotImage::with_input` of this input): tagged words,
     /// or plain bytes from `IO_PLAIN_MIN_BYTES` on (PLAIN in
     /// `cuda/pkq_layout.h`). Returns the image to publish: marked fresh
-    /// where the slot's areas held plain bytes in the last 255 laps.
+    /// where the slot's output area held a plain output in the last 255
+    /// laps.
     pub(crate) fn write_input(&self, seq: u64, input: &[u8], image: SlotImage) -> SlotImage {
         let io = self.io.as_ref().expect("a queue with IO areas");
         let at = self.geo.slot(seq) * io.in_words;
-        // Before this task's own mark: a mark of an earlier lap.
         let fresh = io.fresh(self.geo, seq);
         if crate::proto::slot::plain(input.len()) {
             // SAFETY: `seq` is reserved and not yet published (the
             // caller's), and its slot was free (the task before it
             // completed): this producer owns the slot's input area.
             unsafe { crate::proto::io::write_plain_input(&io.input, at, input) };
-            io.note_plain(self.geo, seq);
         } else {
             crate::proto::io::write(&io.input, at, input, self.geo.tag(seq));
         }
@@ -1865,8 +1864,8 @@ mod loom_tests {
     #[test]
     fn loom_a_plain_mark_only_moves_forward() {
         // Pollers of an older completion may mark its plain output late,
-        // after the producer of a newer lap marked its plain input: the
-        // newer mark stays, whatever the order (PLAIN in pkq_layout.h).
+        // after the taker of a newer one marked its own: the newer mark
+        // stays, whatever the order (PLAIN in pkq_layout.h).
         loom::model(|| {
             let (q, _h2d, _out) = io_queue(1, (8, 16));
             let q = Arc::new(q);

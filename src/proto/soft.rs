@@ -94,8 +94,8 @@ pub(crate) struct SoftDevice {
     positions: Box<[AtomicU64]>,
     /// Per poller: 1 once it stopped.
     stopped: Box<[AtomicU64]>,
-    /// Per slot: the latest sequence number whose task moved plain bytes
-    /// there, with `FLAG` (0: none), to check each IO task's
+    /// Per slot: the latest sequence number whose task wrote a plain
+    /// output there, with `FLAG` (0: none), to check each IO task's
     /// `HEADER_FRESH_BIT` against (PLAIN in pkq_layout.h). Written before
     /// the task's completion, read for a later lap of the slot, which the
     /// host publishes only after it saw that completion.
@@ -231,9 +231,6 @@ impl SoftDevice {
                 cqe.status = WRONG_FRESH;
                 return cqe;
             }
-            if task.plain {
-                self.plain[slot].store(seq | FLAG, Ordering::Relaxed);
-            }
         }
         // The kernel answers a NOP at once, an IO task's too (no output).
         if let Some(input) = task.io
@@ -279,7 +276,7 @@ impl SoftDevice {
     }
 
     /// Whether an IO task carries `HEADER_FRESH_BIT` exactly when a task
-    /// of its slot moved plain bytes in the last 255 laps (the host's marks
+    /// of its slot wrote a plain output in the last 255 laps (the host's marks
     /// against what this device ran). A wrong one fails the task with
     /// `WRONG_FRESH`, so that the test that sent it sees it.
     fn fresh_right(&self, slot: usize, task: &DecodedSlot, seq: u64) -> bool {

@@ -367,14 +367,13 @@ impl Builder {
     ///
     /// A stream (input or output) under 4096 bytes moves as tagged words
     /// (each 8-byte word carries 7 bytes and the lap's tag, as the slot's
-    /// words do). The device fences (system scope) before it reads an input and
-    /// before the word that names an output's lap only where the tags
-    /// cannot tell this lap's words: a slot's first IO task, a longer
-    /// input or output than the slot's recent ones, one after a long
-    /// run of laps without them, or one within 255 laps of a plain stream
-    /// in the slot (IO and PLAIN in `cuda/pkq_layout.h`); and where a
-    /// read without a fence found a word of another lap, it fences and
-    /// reads again. A stream of 4096 bytes or more moves as plain bytes,
+    /// words do). The device reads an input after an acquire fence (system
+    /// scope), and fences before the word that names an output's lap only
+    /// where the tags cannot tell this lap's words: a slot's first IO task,
+    /// a longer output than the slot's recent ones, one after a long run of
+    /// laps without them, or one within 255 laps of a plain output in the
+    /// slot (IO and PLAIN in `cuda/pkq_layout.h`). A stream of 4096 bytes
+    /// or more moves as plain bytes,
     /// copied by the SM's bulk copy engine (sm_90 and later, where the
     /// handler's input and output sit in shared memory, below; else by the
     /// worker's loads and stores), behind one system fence each way.

@@ -522,8 +522,9 @@ fn plain_and_tagged_streams_share_slots_across_laps() {
     };
     // Mixed streams first, then three stretches of small tagged ones, each
     // longer than the fresh window (300 laps of the 2 slots), after a lap
-    // of each slot whose output alone, then whose input alone, is plain:
-    // every way a window starts must end right. Under Miri (for the shared
+    // of each slot whose output alone is plain (a window starts), then
+    // whose input alone is (none starts): every window must start and end
+    // right. Under Miri (for the shared
     // words' accesses), few and short: the windows do not end there.
     let (mixed, stretch): (usize, usize) = if cfg!(miri) { (6, 20) } else { (750, 600) };
     let tasks = mixed + 3 * stretch;
