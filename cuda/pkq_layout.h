@@ -103,8 +103,8 @@
 #define PKQ_HEADER_PACK_SHIFT 24 /* u32 */
 /* Header bits 32..49: the task's input bytes in its slot's input area (IO
    below); bit 49: the task has an input and an output area (an IO task);
-   bit 50: its input is plain bytes (PLAIN below); bit 51: the slot's areas
-   held plain bytes in the last 255 laps (PLAIN below). */
+   bit 50: its input is plain bytes (PLAIN below); bit 51: the slot's
+   output area held a plain output in the last 255 laps (PLAIN below). */
 #define PKQ_HEADER_IN_SHIFT 32 /* u32 */
 #define PKQ_HEADER_IN_BITS 17 /* u32 */
 #define PKQ_HEADER_IO_BIT 49 /* u32 */
@@ -253,8 +253,10 @@
  * old: IO tasks that write fewer words keep an older lap's knowledge up to
  * 128 laps, failed and empty ones none) the fence above orders them.
  * Knowledge read late (an older value) is still true: the area only gets
- * newer. Input areas need none: their fence is an acquire fence, which
- * costs about nothing (benches/NOTES.md, twenty-eighth session).
+ * newer. Input areas need none: their fence is an acquire fence, which on
+ * sm_90 costs about nothing (benches/NOTES.md, twenty-eighth session;
+ * before sm_90 it is fence.acq_rel.sys, a full system fence every IO task
+ * with an input pays).
  * ------------------------------------------------------------------------- */
 #define PKQ_IO_SEEN_WORDS 1
 

@@ -118,9 +118,9 @@ __device__ __forceinline__ Outcome run_pack(const pkq_params& p, uint64_t slot, 
 
 // IO (pkq_layout.h).
 // Loads of one input word before a word of another lap fails the task: the
-// producer wrote the input before the slot, so it is there; a load may
-// still return an older copy under the memory model (no fence orders it
-// after the slot's), so it is read again.
+// producer wrote the input before the slot, and the acquire fence put the
+// loads after the slot's, so only a host that broke the protocol leaves
+// one; it is read again all the same before the task fails.
 constexpr uint32_t IO_RETRIES = 1024;
 
 // Host memory is read and written in whole runs of the warp: each load of
@@ -513,14 +513,14 @@ __device__ __forceinline__ uint32_t io_room(uint32_t b) {
     return (b + PKQ_IO_ROOM_ALIGN - 1) / PKQ_IO_ROOM_ALIGN * PKQ_IO_ROOM_ALIGN;
 }
 
-// What a worker knows of a slot's areas (IO_SEEN in pkq_layout.h): a word
-// per area, bits 0..16 a count n of words, bits 16..64 a lap L's low 48
-// bits: words [0, n) were all written at lap L or later.
+// What a worker knows of a slot's output area (IO_SEEN in pkq_layout.h):
+// one word, bits 0..16 a count n of words, bits 16..64 a lap L's low 48
+// bits: words [0, n) of the stream were all written at lap L or later.
 constexpr uint32_t SEEN_COUNT_BITS = 16;
 constexpr uint64_t SEEN_LAP_MASK = (1ull << (64 - SEEN_COUNT_BITS)) - 1;
 
-// Where the knowledge of slot `slot`'s areas is (input, then output), or
-// nullptr without IO areas: after every worker's rooms in io_scratch.
+// Where the knowledge of slot `slot`'s output area is, or nullptr without
+// IO areas: after every worker's rooms in io_scratch.
 __device__ __forceinline__ uint64_t* io_seen(const pkq_params& p, uint64_t slot) {
     if (p.io_in_words + p.io_out_words == 0) return nullptr;
     const uint64_t rooms = static_cast<uint64_t>(p.workers) * (io_room(p.io_in_bytes) + io_room(p.io_out_bytes));
@@ -565,7 +565,6 @@ struct IoTask {
     uint8_t* output;     // the output room
     uint32_t out_words;  // words of the output written (io_end)
     bool out_known;      // no word of the output's area can carry this lap's tag but this lap's
-    bool input_ok;
     bool in_plain;       // the input was plain bytes (header bit PKQ_HEADER_PLAIN_BIT)
     bool out_plain;      // the output went out as plain bytes (io_end)
 };
@@ -585,9 +584,10 @@ __device__ __forceinline__ void io_forget(IoTask& t) {
 __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uint64_t lap, uint8_t* rooms,
                                          uint32_t lane, uint32_t in_len, Context& ctx, IoTask& t) {
     // The input's loads after the slot's (the producer wrote it first),
-    // none read before it: an acquire fence, which costs about nothing
-    // (benches/NOTES.md, twenty-eighth session), so the worker keeps no
-    // knowledge of input areas. (Lanes 0..7 saw the slot and fence; the
+    // none read before it: an acquire fence, which on sm_90 costs about
+    // nothing (benches/NOTES.md, twenty-eighth session), so the worker
+    // keeps no knowledge of input areas. (Before sm_90 it is a full system
+    // fence: fence_acquire_sys.) (Lanes 0..7 saw the slot and fence; the
     // barrier orders every lane's loads, and lane 0's bulk copy, after
     // their fences.)
     if (in_len != 0) {
@@ -596,15 +596,16 @@ __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uin
     }
     t.output = rooms + io_room(p.io_in_bytes);
     const uint64_t* area = reinterpret_cast<const uint64_t*>(p.io_in) + slot * p.io_in_words;
+    bool input_ok;
     if (t.in_plain) {
         const uint32_t bytes = plain_bytes(in_len);
-        // A plain input is as long as the host makes one (its fence above
-        // is taken for any length, but a short one is refused all the same).
-        t.input_ok = in_len >= PKQ_IO_PLAIN_MIN_BYTES && in_len <= p.io_in_bytes && bytes <= 8 * p.io_in_words;
-        if (t.input_ok) plain_read(reinterpret_cast<const uint8_t*>(area), rooms, bytes, t.bar, lane);
+        // A plain input is as long as the host makes one (a short one is
+        // refused).
+        input_ok = in_len >= PKQ_IO_PLAIN_MIN_BYTES && in_len <= p.io_in_bytes && bytes <= 8 * p.io_in_words;
+        if (input_ok) plain_read(reinterpret_cast<const uint8_t*>(area), rooms, bytes, t.bar, lane);
     } else {
-        t.input_ok = in_len <= p.io_in_bytes &&
-                     io_read(t.help, area, in_len, static_cast<uint32_t>(lap) & 0xff, rooms, lane);
+        input_ok = in_len <= p.io_in_bytes &&
+                   io_read(t.help, area, in_len, static_cast<uint32_t>(lap) & 0xff, rooms, lane);
     }
     // Every lane's decoded bytes, for every lane of the handler.
     __syncwarp();
@@ -612,7 +613,7 @@ __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uin
     ctx.in_len = in_len;
     ctx.output = t.output;
     ctx.out_cap = p.io_out_bytes;
-    return t.input_ok;
+    return input_ok;
 }
 
 // Writes the task's output to the slot's output area (empty if the task
@@ -816,7 +817,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         const uint32_t tag = static_cast<uint32_t>(seq >> p.capacity_log2) & 0xff;
         const uint64_t* addr =
             lane < PKQ_SLOT_WORDS ? own_sq + slot * PKQ_SLOT_WORDS + lane : stop_word;
-        // What the worker knows of the slot's IO areas (IO_SEEN in
+        // What the worker knows of the slot's output area (IO_SEEN in
         // pkq_layout.h), read before the poll: off the way to the task.
         const uint64_t lap = seq >> p.capacity_log2;
         IoTask io_task;
@@ -826,11 +827,10 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         io_task.out_reach = 0;
         io_task.out_words = 0;
         io_task.out_known = false;
-        // Nothing known of the input until io_begin read it (a task refused
-        // before, for its argument length, tells io_note nothing of it).
+        // No output until io_end wrote one (a task refused before, for its
+        // argument length, tells io_note nothing).
         io_task.output = nullptr;
         io_task.bar = bar;
-        io_task.input_ok = false;
         io_task.in_plain = false;
         io_task.out_plain = false;
         if (io_task.seen != nullptr) {

@@ -131,8 +131,8 @@ impl SlotImage {
         self
     }
 
-    /// The same task, its worker told that the slot's areas held plain
-    /// bytes in the last 255 laps (PLAIN in `cuda/pkq_layout.h`).
+    /// The same task, its worker told that the slot's output area held a
+    /// plain output in the last 255 laps (PLAIN in `cuda/pkq_layout.h`).
     #[inline(always)]
     pub(crate) fn fresh(mut self) -> Self {
         self.0[0] |= 1 << HEADER_FRESH_BIT;
@@ -167,7 +167,7 @@ pub(crate) struct DecodedSlot {
     pub io: Option<usize>,
     /// Its input is plain bytes (header bit `HEADER_PLAIN_BIT`).
     pub plain: bool,
-    /// Its slot's areas held plain bytes in the last 255 laps
+    /// Its slot's output area held a plain output in the last 255 laps
     /// (`HEADER_FRESH_BIT`).
     pub fresh: bool,
     pub args: [u64; ARGS_BYTES / 8],

@@ -368,7 +368,7 @@ impl Builder {
     /// A stream (input or output) under 4096 bytes moves as tagged words
     /// (each 8-byte word carries 7 bytes and the lap's tag, as the slot's
     /// words do). The device reads an input after an acquire fence (system
-    /// scope), and fences before the word that names an output's lap only
+    /// scope; before sm_90 a full system fence), and fences before the word that names an output's lap only
     /// where the tags cannot tell this lap's words: a slot's first IO task,
     /// a longer output than the slot's recent ones, one after a long run of
     /// laps without them, or one within 255 laps of a plain output in the

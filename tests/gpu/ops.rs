@@ -1053,9 +1053,10 @@ fn io_random_on_small_rings(
 /// IO tasks of large inputs (several chunks of 512 words: the worker's
 /// pollers read them together) on a small ring served by one worker of eight
 /// pollers, then by two workers of four: most tasks the same size as the one
-/// before in their slot (the tags tell: no fence), some of any size up to 64
-/// KiB, runs of over 256 laps without an IO task (the worker must fence),
-/// every output checked against the host.
+/// before in their slot (their outputs' tags tell: no fence), some of any
+/// size up to 64 KiB, runs of over 256 laps without an IO task (the worker
+/// must fence before an output's word 0), every output checked against the
+/// host.
 pub(crate) fn io_tasks_large_inputs_read_by_the_workers_pollers() {
     const MOST: usize = 65536;
     let tasks = if under_sanitizer() { 60 } else { 1_500 };
@@ -1089,8 +1090,9 @@ pub(crate) fn io_tasks_large_inputs_read_by_the_workers_pollers() {
 /// every 8-byte word's top byte is the next lap's tag (what a tag check
 /// alone would take for that lap's word), the other laps move 1000 tagged
 /// bytes each way: the 255 after a plain lap carry the fresh mark (the
-/// worker uses no knowledge of the areas), the rest run on what it knows
-/// (no fence), every output checked against the host. On one worker of
+/// worker uses no knowledge of the output area), the rest run on what it
+/// knows (no fence before the output's word 0), every output checked
+/// against the host. On one worker of
 /// eight pollers (rooms in shared memory: the bulk copy engine) and on four
 /// workers of two pollers with 64 KiB areas (rooms in device memory: the
 /// warp's loads). A poller that reads its knowledge late (the case the
@@ -1163,8 +1165,8 @@ pub(crate) fn io_tasks_plain_between_tagged_in_the_same_slots() {
 
 /// IO tasks on small areas (rooms in shared memory) of a small ring served by
 /// one worker of eight pollers: most tasks the same size as the one before
-/// in their slot (their tags alone tell: the input read and the output
-/// written without a fence), some longer or shorter, and runs of over 256 laps without an IO
+/// in their slot (their tags alone tell: the output written without a
+/// fence), some longer or shorter, and runs of over 256 laps without an IO
 /// task (a word then carries its tag again: the worker must fence), every
 /// output checked against the host; then the same on two rings of four
 /// workers of two pollers.
