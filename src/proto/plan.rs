@@ -119,7 +119,7 @@ impl Plan {
 
     /// Device memory of the IO transport (0 without IO): each worker's
     /// rooms ([`Plan::io_scratch_bytes`]), then what the workers know of
-    /// each slot's areas (IO_SEEN in `cuda/pkq_layout.h`).
+    /// each slot's output area (IO_SEEN in `cuda/pkq_layout.h`).
     pub(crate) fn io_device_bytes(&self) -> usize {
         if self.io == (0, 0) {
             return 0;
