@@ -226,11 +226,9 @@ impl SoftDevice {
             t_start: seq,
             t_end: seq,
         };
-        if task.io.is_some() {
-            if !self.fresh_right(slot, task, seq) {
-                cqe.status = WRONG_FRESH;
-                return cqe;
-            }
+        if task.io.is_some() && !self.fresh_right(slot, task, seq) {
+            cqe.status = WRONG_FRESH;
+            return cqe;
         }
         // The kernel answers a NOP at once, an IO task's too (no output).
         if let Some(input) = task.io
