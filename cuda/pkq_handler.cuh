@@ -126,6 +126,11 @@ __device__ __forceinline__ uint64_t bits(double v) {
     pkq_op_info { (code), sizeof(Args), alignof(Args), PKQ_OP_DEREFS }
 #define PKQ_OP_INFO_NO_ARGS(code) \
     pkq_op_info { (code), 0, 1, 0 }
+// An op whose handler takes up to sizeof(Args) bytes, shorter arguments
+// zero-filled (as pkq's ECHO): the host may declare it with any argument
+// type of at most that size and alignment.
+#define PKQ_OP_INFO_UP_TO(code, Args) \
+    pkq_op_info { (code), sizeof(Args), alignof(Args), PKQ_OP_UP_TO }
 // An op on device state (`pkq::StateArgs<Args>`; `StateOp` on the host, which
 // a safe call submits with state memory pkq owns).
 #define PKQ_OP_INFO_STATE(code, Args)                                          \

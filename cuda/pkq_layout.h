@@ -415,8 +415,10 @@
    (the host's safe calls refuse such an op). */
 #define PKQ_OP_DEREFS 1 /* u32 */
 /* Flag: the handler takes up to arg_bytes argument bytes, shorter arguments
-   zero-filled (ECHO); without it, exactly arg_bytes (the host's safe submits
-   refuse other sizes). */
+   zero-filled (ECHO; PKQ_OP_INFO_UP_TO in pkq_handler.cuh); without it,
+   exactly arg_bytes. The host matches a declaration of at most arg_bytes
+   bytes aligned to at most arg_align against such a row, and refuses other
+   sizes elsewhere. */
 #define PKQ_OP_UP_TO 2 /* u32 */
 /* Flag, with PKQ_OP_DEREFS: the handler dereferences only the device state
    whose address and byte length begin its arguments (PKQ_STATE_OFF_ADDR,

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::ops::op::Op;
+use crate::ops::Op;
 
 /// A status other than success that a device handler reported for one task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -108,12 +108,15 @@ pub enum Error {
     /// pkq's parameters.
     #[error("invalid module: {0}")]
     InvalidModule(String),
-    /// The host's declaration of an op ([`TypedOp`](crate::TypedOp)) and the
-    /// module's op table disagree: argument size, alignment or pointer flag,
-    /// or the module has no such op.
-    #[error("op {op} ({code}): {why}")]
+    /// The host's declaration of an op ([`TypedOp`](crate::TypedOp)), or
+    /// a raw task's argument bytes, and the module's op table disagree:
+    /// argument size, alignment or pointer flag, or the module has no such
+    /// op. Shown as `NAME (op CODE): why`, or `op CODE: why` for an op the
+    /// host did not name.
+    #[error("{}: {why}", op_label(op, *code))]
     OpMismatch {
-        /// The op's name as declared on the host.
+        /// The op's name as declared on the host (empty where it has none:
+        /// a raw task of an op that is not pkq's).
         op: String,
         /// Its code.
         code: u16,
@@ -148,14 +151,17 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// The op dereferences device pointers from its arguments, or faults the
-    /// device on purpose; the safe `submit` refuses it (use its safe wrapper,
-    /// or `submit_unchecked`).
+    /// device on purpose; a submit refuses it unless the task is marked
+    /// [`Task::unchecked`](crate::Task::unchecked) (unsafe). Its safe
+    /// wrapper (such as [`Lane::axpy`](crate::Lane::axpy)) checks the
+    /// buffers instead.
     #[error(
-        "{0} dereferences device pointers or faults the device: use its safe wrapper or the \
-         unsafe submit_unchecked"
+        "{0} dereferences device pointers or faults the device: use its safe wrapper, or mark \
+         the task unchecked (unsafe)"
     )]
     UncheckedOp(Op),
-    /// `try_submit` found no free slot.
+    /// [`Submit::try_submit`](crate::Submit::try_submit) found no room
+    /// for the task (or the run of tasks) in its ring.
     #[error("the submission ring is full")]
     Full,
     /// The runtime is shut down (or shutting down): no new tasks.
@@ -212,6 +218,15 @@ pub enum Error {
     /// A CUDA driver call failed.
     #[error("CUDA driver error: {0:?}")]
     Cuda(#[from] cudarc::driver::DriverError),
+}
+
+/// How [`Error::OpMismatch`] names its op.
+fn op_label(name: &str, code: u16) -> String {
+    if name.is_empty() {
+        format!("op {code}")
+    } else {
+        format!("{name} (op {code})")
+    }
 }
 
 /// `Result` with pkq's [`Error`].

@@ -1,4 +1,44 @@
-#![doc = include_str!("../README.md")]
+//! pkq makes a GPU answer small tasks at the floor of a PCIe round trip,
+//! with no kernel launch on the way. A persistent CUDA kernel, compiled by
+//! nvcc when the crate builds and embedded in it, stays resident on the GPU
+//! and serves tasks from rings of slots in mapped (zero-copy) pinned host
+//! memory that host threads fill; the device writes each task's completion
+//! back into host memory. No launch and no stream synchronization on the
+//! hot path.
+//!
+//! ```no_run
+//! use pkq::builtin::ECHO;
+//! use pkq::{Runtime, Submit};
+//!
+//! fn main() -> pkq::Result<()> {
+//!     // The resident kernel on device 0, in the latency shape.
+//!     let rt = Runtime::builder().device(0).build()?;
+//!     // One round trip: submit, then wait for the device's completion.
+//!     assert_eq!(rt.submit(ECHO.args(&42))?.wait()?.value, 42);
+//!     // Many small tasks, 32 to a slot, reaped together.
+//!     let words: Vec<u64> = (0..4096).collect();
+//!     let results = rt.submit(ECHO.packed(&words))?.wait()?;
+//!     assert_eq!(results[7].as_ref().unwrap().value, 7);
+//!     rt.shutdown() // drains what is in flight, then stops the kernel
+//! }
+//! ```
+//!
+//! Where to go next:
+//! * [`Runtime`] and its [`Builder`]: the resident kernel, its shapes, and
+//!   the rules for sharing the GPU with other CUDA code;
+//! * [`Submit`]: submitting tasks ([`TypedOp`] describes them), from a
+//!   runtime, a [`Lane`], a [`Producer`] or a [`Pool`] of devices;
+//! * [`Ticket`] and [`Batch`]: waiting, polling, `.await` and callbacks;
+//! * [`builtin`]: pkq's own ops and their safe calls on device buffers;
+//! * your own device code: `cuda/pkq.cuh`, [`Builder::module`], and the
+//!   repository's `examples/custom_handler`;
+//! * the protocol: `docs/PROTOCOL.md`; the decisions behind it, with their
+//!   evidence: `docs/design/`; the measurements: the repository's README
+//!   and `pkq-bench`.
+//!
+//! Every call returns a typed [`Error`]; none panics on bad input or a
+//! missing GPU, and no wait can hang: a device fault or a kernel that
+//! stopped ends it with an error.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -18,43 +58,32 @@ compile_error!(
      for the copies of a slot (see docs/PROTOCOL.md, Platform assumptions)"
 );
 
-#[doc(hidden)]
-#[cfg(feature = "bench")]
-pub mod bench;
-#[cfg(feature = "bench")]
-pub use bench::floor;
-#[doc(hidden)]
-#[cfg(feature = "bench")]
-pub use bench::host_ring;
 pub mod build_info;
+pub mod builtin;
 mod cuda;
 mod error;
-pub mod ops;
+mod ops;
 mod pool;
 mod proto;
 mod ptxas;
 mod runtime;
+mod sync;
 pub mod timing;
 
 pub use cuda::driver::{DeviceInfo, context, device_count, device_info};
 pub use cuda::image::image as kernel_image;
+pub use cuda::modules::running_kernels;
 pub use cuda::partition::{SmGranularity, SmPartition, sm_partition_support};
 /// The cudarc pkq is built against (device buffers for ops like AXPY come from it).
 pub use cudarc;
 pub use error::{Error, Result, TaskError, TaskStatus};
-pub use ops::builtin;
-pub use ops::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, StateOp, TypedOp, echo_fold};
-pub use pool::{Pool, PoolBuilder, Routing};
-pub use runtime::batch::{Batch, TaskResult};
-pub use runtime::buffers::{DeviceBuffer, DeviceBufferMut};
-#[doc(hidden)]
-#[cfg(feature = "bench")]
-pub use runtime::live_runtimes;
-pub use runtime::state::DeviceState;
-pub use runtime::ticket::{Completion, Ticket};
+pub use ops::{Op, StateOp, Task, Tasks, TypedOp};
+pub use pool::{Keyed, Pool, PoolBuilder, Routing};
 pub use runtime::{
-    Builder, ExclusiveProducer, ExclusiveRing, IdlePolicy, MonitorKind, Producer, RingAccess,
-    Runtime, SharedRing, WaitStrategy, monitor_support,
+    Batch, Builder, Completion, DeviceBuffer, DeviceBufferMut, DeviceState, ExclusiveProducer,
+    ExclusiveRing, IdlePolicy, Lane, MemoryState, MemoryWatch, MonitorKind, Producer,
+    RingAccess, Runtime, SharedRing, Submission, Submit, TaskResult, Ticket, WaitStrategy,
+    monitor_support,
 };
 
 /// The most argument bytes a task carries inline in its slot.

@@ -1,31 +1,46 @@
-//! pkq's built-in ops, declared with their arguments (the host half of
-//! `cuda/pkq_ops.cuh`). Their safe calls on cudarc buffers are methods of
-//! [`Runtime`](crate::Runtime) ([`Runtime::axpy`](crate::Runtime::axpy) and
-//! the others).
+//! pkq's built-in ops, in one place: each op declared with its arguments
+//! (the host half of `cuda/pkq_ops.cuh`), their limits, and the safe calls
+//! that run them on cudarc buffers ([`Lane::axpy`](crate::Lane::axpy) and
+//! the others, in `calls`).
 //!
 //! Each op runs on one warp of the resident kernel, so it suits small
 //! inputs, where a kernel launch would cost more than the work: up to the
 //! limits below. For larger inputs an ordinary kernel, spread over the GPU,
-//! wins; `examples/gemv_crossover` measures where for GEMV.
+//! wins; `pkq-bench`'s `gemv_crossover` measures where for GEMV.
 //!
 //! A safe call checks the buffers' lengths against the op's limits and that
 //! they live in the runtime's context, waits for work queued on the
 //! buffers' own streams, runs the task, and returns once it completed.
 
+mod calls;
+
 use std::mem::{offset_of, size_of};
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::ops::op::{AxpyArgs, Op};
-use crate::ops::typed::{Signature, TypedOp};
+use crate::ops::typed::TypedOp;
 use crate::proto::layout::{
-    ARGS_BYTES, COPY_IO_ARGS_BYTES, COPY_IO_OFF_KEY, DOT_ARGS_BYTES, DOT_OFF_N, DOT_OFF_X,
-    DOT_OFF_Y, FIR_ARGS_BYTES, FIR_OFF_H, FIR_OFF_N, FIR_OFF_TAPS, FIR_OFF_X, FIR_OFF_Y,
-    GEMV_ARGS_BYTES, GEMV_OFF_A, GEMV_OFF_COLS, GEMV_OFF_ROWS, GEMV_OFF_X, GEMV_OFF_Y,
-    MEMCPY_ARGS_BYTES, MEMCPY_OFF_BYTES, MEMCPY_OFF_DST, MEMCPY_OFF_SRC, MEMSET_ARGS_BYTES,
-    MEMSET_OFF_BYTES, MEMSET_OFF_DST, MEMSET_OFF_VALUE,
+    ARGS_BYTES, AXPY_ARGS_BYTES, AXPY_OFF_A, AXPY_OFF_N, AXPY_OFF_X, AXPY_OFF_Y,
+    COPY_IO_ARGS_BYTES, COPY_IO_OFF_KEY, DOT_ARGS_BYTES, DOT_OFF_N, DOT_OFF_X, DOT_OFF_Y,
+    FIR_ARGS_BYTES, FIR_OFF_H, FIR_OFF_N, FIR_OFF_TAPS, FIR_OFF_X, FIR_OFF_Y, GEMV_ARGS_BYTES,
+    GEMV_OFF_A, GEMV_OFF_COLS, GEMV_OFF_ROWS, GEMV_OFF_X, GEMV_OFF_Y, MEMCPY_ARGS_BYTES,
+    MEMCPY_OFF_BYTES, MEMCPY_OFF_DST, MEMCPY_OFF_SRC, MEMSET_ARGS_BYTES, MEMSET_OFF_BYTES,
+    MEMSET_OFF_DST, MEMSET_OFF_VALUE, OP_AXPY, OP_COPY_IO, OP_DOT, OP_ECHO, OP_FIR, OP_GEMV,
+    OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP,
 };
 
+/// What [`ECHO_48`] computes from its six argument words: every bit of the
+/// payload reaches the result, and `[x, 0, 0, 0, 0, 0]` folds to `x`.
+pub fn echo_fold(args: &[u64; ARGS_BYTES / 8]) -> u64 {
+    args.iter()
+        .enumerate()
+        .fold(0, |acc, (i, &w)| acc ^ w.rotate_left(8 * i as u32))
+}
+
+/// The longest wait of a [`SPIN`] task (10 s).
+pub const SPIN_MAX_NS: u64 = crate::proto::layout::SPIN_MAX_NS;
+/// The largest `n` of an [`AXPY`] task.
+pub const AXPY_MAX_N: usize = crate::proto::layout::AXPY_MAX_N;
 /// The most bytes one [`MEMCPY`] or [`MEMSET`] task moves.
 pub const MEMCPY_MAX_BYTES: usize = crate::proto::layout::MEMCPY_MAX_BYTES;
 /// The longest vectors of one [`DOT`] task.
@@ -36,6 +51,29 @@ pub const GEMV_MAX_DIM: usize = crate::proto::layout::GEMV_MAX_DIM;
 pub const FIR_MAX_N: usize = crate::proto::layout::FIR_MAX_N;
 /// The most taps of one [`FIR`] task.
 pub const FIR_MAX_TAPS: usize = crate::proto::layout::FIR_MAX_TAPS;
+
+/// Arguments of [`AXPY`]: `y[i] = a * x[i] + y[i]` for `i < n`, `x` and
+/// `y` device addresses of `n` `f32`s each (`struct pkq_axpy_args`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct AxpyArgs {
+    /// Device address of `x` (read).
+    pub x: u64,
+    /// Device address of `y` (read and written).
+    pub y: u64,
+    /// Element count, at most [`AXPY_MAX_N`].
+    pub n: u32,
+    /// The scale.
+    pub a: f32,
+}
+
+const _: () = {
+    assert!(size_of::<AxpyArgs>() == AXPY_ARGS_BYTES);
+    assert!(offset_of!(AxpyArgs, x) == AXPY_OFF_X);
+    assert!(offset_of!(AxpyArgs, y) == AXPY_OFF_Y);
+    assert!(offset_of!(AxpyArgs, n) == AXPY_OFF_N);
+    assert!(offset_of!(AxpyArgs, a) == AXPY_OFF_A);
+};
 
 /// Arguments of [`MEMCPY`] (`struct pkq_memcpy_args`).
 #[repr(C)]
@@ -151,37 +189,58 @@ const _: () = {
     assert!(offset_of!(FirArgs, taps) == FIR_OFF_TAPS);
 };
 
-/// [`Op::NOP`].
-pub const NOP: TypedOp<()> = TypedOp::new(Op::NOP.0, "NOP");
-/// [`Op::ECHO`], with all six argument words.
-/// Its handler takes up to 48 bytes: shorter arguments are zero-filled.
-pub const ECHO: TypedOp<[u64; ARGS_BYTES / 8]> = TypedOp::new(Op::ECHO.0, "ECHO").up_to();
-/// [`Op::SPIN`]: busy-waits its argument's nanoseconds.
-pub const SPIN: TypedOp<u64> = TypedOp::new(Op::SPIN.0, "SPIN");
-/// [`Op::AXPY`]; safe call: [`Runtime::axpy`](crate::Runtime::axpy).
-pub const AXPY: TypedOp<AxpyArgs> = TypedOp::with_pointers(Op::AXPY.0, "AXPY");
-/// [`Op::TRAP`] (faults the device on purpose).
-pub const TRAP: TypedOp<()> = TypedOp::with_pointers(Op::TRAP.0, "TRAP");
-/// [`Op::MEMCPY`]; safe call: [`Runtime::memcpy`](crate::Runtime::memcpy).
-pub const MEMCPY: TypedOp<MemcpyArgs> = TypedOp::with_pointers(Op::MEMCPY.0, "MEMCPY");
-/// [`Op::MEMSET`]; safe call: [`Runtime::memset`](crate::Runtime::memset).
-pub const MEMSET: TypedOp<MemsetArgs> = TypedOp::with_pointers(Op::MEMSET.0, "MEMSET");
-/// [`Op::DOT`]; safe calls: [`Runtime::dot`](crate::Runtime::dot), [`Runtime::sum`](crate::Runtime::sum).
-pub const DOT: TypedOp<DotArgs> = TypedOp::with_pointers(Op::DOT.0, "DOT");
-/// [`Op::GEMV`]; safe call: [`Runtime::gemv`](crate::Runtime::gemv).
-pub const GEMV: TypedOp<GemvArgs> = TypedOp::with_pointers(Op::GEMV.0, "GEMV");
-/// [`Op::FIR`]; safe call: [`Runtime::fir`](crate::Runtime::fir).
-pub const FIR: TypedOp<FirArgs> = TypedOp::with_pointers(Op::FIR.0, "FIR");
+/// Does nothing; completes with value 0. The round-trip probe.
+pub const NOP: TypedOp<()> = TypedOp::new(OP_NOP, "NOP");
+/// Returns its argument word unchanged: for round trips and tests. Its
+/// handler takes up to 48 bytes (shorter arguments zero-filled), so any
+/// argument type of up to 48 bytes matches it: [`ECHO_48`] declares all six
+/// words.
+pub const ECHO: TypedOp<u64> = TypedOp::new(OP_ECHO, "ECHO");
+/// [`ECHO`] with its whole payload: returns the six words folded into one
+/// ([`echo_fold`]), so that every bit of the payload reaches the result.
+pub const ECHO_48: TypedOp<[u64; ARGS_BYTES / 8]> = TypedOp::new(OP_ECHO, "ECHO");
+/// Busy-waits on the device for its argument's nanoseconds (at most
+/// [`SPIN_MAX_NS`]) and returns the nanoseconds it waited: a stand-in for
+/// real work in tests and benches. Its worker serves nothing else
+/// meanwhile.
+pub const SPIN: TypedOp<u64> = TypedOp::new(OP_SPIN, "SPIN");
+/// `y[i] = a * x[i] + y[i]` on device buffers ([`AxpyArgs`]); safe call:
+/// [`Lane::axpy`](crate::Lane::axpy).
+pub const AXPY: TypedOp<AxpyArgs> = TypedOp::with_pointers(OP_AXPY, "AXPY");
+/// Executes a trap on the device: the resident kernel dies, every waiter
+/// gets [`Error::DeviceFault`](crate::Error::DeviceFault), and the CUDA
+/// context keeps a sticky error. For testing fault handling; only as an
+/// unchecked task ([`Task::unchecked`](crate::Task::unchecked)).
+pub const TRAP: TypedOp<()> = TypedOp::with_pointers(OP_TRAP, "TRAP");
+/// Copies device memory ([`MemcpyArgs`]); safe call:
+/// [`Lane::memcpy`](crate::Lane::memcpy).
+pub const MEMCPY: TypedOp<MemcpyArgs> = TypedOp::with_pointers(OP_MEMCPY, "MEMCPY");
+/// Sets device memory ([`MemsetArgs`]); safe call:
+/// [`Lane::memset`](crate::Lane::memset).
+pub const MEMSET: TypedOp<MemsetArgs> = TypedOp::with_pointers(OP_MEMSET, "MEMSET");
+/// Dot product or sum ([`DotArgs`]); safe calls: [`Lane::dot`](crate::Lane::dot),
+/// [`Lane::sum`](crate::Lane::sum).
+pub const DOT: TypedOp<DotArgs> = TypedOp::with_pointers(OP_DOT, "DOT");
+/// Small matrix-vector product ([`GemvArgs`]); safe call:
+/// [`Lane::gemv`](crate::Lane::gemv).
+pub const GEMV: TypedOp<GemvArgs> = TypedOp::with_pointers(OP_GEMV, "GEMV");
+/// FIR filter ([`FirArgs`]); safe call: [`Lane::fir`](crate::Lane::fir).
+pub const FIR: TypedOp<FirArgs> = TypedOp::with_pointers(OP_FIR, "FIR");
+/// An IO task's test and bench op ([`TypedOp::io`]): output byte `i` is
+/// input byte `i` (0 past the input) XOR `key`; the value is the sum of the
+/// input bytes ([`CopyIoArgs`]). Reads and writes only its task's input and
+/// output.
+pub const COPY_IO: TypedOp<CopyIoArgs> = TypedOp::new(OP_COPY_IO, "COPY_IO");
 
-/// [`Op::COPY_IO`]: reads and writes only its task's input and output.
-pub const COPY_IO: TypedOp<CopyIoArgs> = TypedOp::new(Op::COPY_IO.0, "COPY_IO");
-
-/// Every built-in op as declared here: checked against pkq's kernel's op
-/// table whenever a runtime starts on it.
-pub(crate) fn signatures() -> [Signature; 11] {
+/// Every built-in op as declared here (one declaration of ECHO: its two
+/// types are one row): the rows of pkq's kernel's op table
+/// (`PKQ_BUILTIN_OP_TABLE` in `cuda/pkq_ops.cuh`), which the GPU tests
+/// check against the kernel's.
+#[cfg(test)]
+pub(crate) fn signatures() -> [crate::ops::table::Signature; 11] {
     [
         NOP.signature(),
-        ECHO.signature(),
+        ECHO_48.signature(),
         SPIN.signature(),
         AXPY.signature(),
         TRAP.signature(),
@@ -192,4 +251,40 @@ pub(crate) fn signatures() -> [Signature; 11] {
         FIR.signature(),
         COPY_IO.signature(),
     ]
+}
+
+/// The rows of pkq's kernel's op table (`PKQ_BUILTIN_OP_TABLE`), as the
+/// software device of the tests exports them.
+#[cfg(test)]
+pub(crate) fn table_rows() -> Vec<crate::ops::table::OpInfo> {
+    use crate::ops::table::OpInfo;
+    use crate::proto::layout::{OP_DEREFS, OP_UP_TO};
+    signatures()
+        .iter()
+        .map(|s| OpInfo {
+            op: u32::from(s.op),
+            arg_bytes: s.bytes,
+            arg_align: s.align,
+            flags: if s.derefs { OP_DEREFS } else { 0 }
+                | if s.op == OP_ECHO { OP_UP_TO } else { 0 },
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_fold_returns_a_lone_first_word() {
+        assert_eq!(echo_fold(&[0xdead_beef, 0, 0, 0, 0, 0]), 0xdead_beef);
+        assert_ne!(echo_fold(&[0, 1, 0, 0, 0, 0]), 0);
+        assert_eq!(echo_fold(&[0, 1, 0, 0, 0, 0]), 1 << 8);
+    }
+
+    #[test]
+    fn pointer_flags() {
+        assert!(AXPY.takes_pointers() && TRAP.takes_pointers());
+        assert!(!ECHO.takes_pointers() && !SPIN.takes_pointers());
+    }
 }

@@ -10,7 +10,7 @@ use cudarc::nvrtc::Ptx;
 
 use crate::cuda::driver::error_name;
 use crate::error::{Error, Result};
-use crate::ops::typed::OpTable;
+use crate::ops::table::OpTable;
 
 include!(concat!(env!("OUT_DIR"), "/kernel_gen.rs"));
 

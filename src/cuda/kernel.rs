@@ -16,7 +16,7 @@ use crate::cuda::image::Image;
 use crate::cuda::mapped::MappedBuffer;
 use crate::cuda::partition::Green;
 use crate::error::{Error, Result};
-use crate::ops::typed::OpTable;
+use crate::ops::table::OpTable;
 
 /// What the kernel's stream says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

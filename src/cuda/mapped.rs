@@ -87,7 +87,7 @@ impl MappedBuffer {
 // process touches them only through `Words` (atomics). Never built under
 // loom (see `new`), where `AtomicU64` is not a word.
 unsafe impl Backing for MappedBuffer {
-    fn base(&self) -> NonNull<crate::proto::sync::AtomicU64> {
+    fn base(&self) -> NonNull<crate::sync::AtomicU64> {
         self.host.cast()
     }
 

@@ -9,5 +9,6 @@ pub(crate) mod driver;
 pub(crate) mod image;
 pub(crate) mod kernel;
 pub(crate) mod mapped;
+pub(crate) mod memory;
 pub(crate) mod modules;
 pub(crate) mod partition;

@@ -26,14 +26,15 @@
 //!   `cudaDeviceReset`) after pkq has loaded a module is not supported.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys};
 
 use crate::cuda::image::{Image, check_one_parameter, function, read_op_table};
 use crate::error::{Error, Result};
-use crate::ops::typed::OpTable;
+use crate::ops::table::OpTable;
 use crate::proto::layout::PARAMS_BYTES;
+use crate::sync::statics::{LazyLock, Mutex, MutexGuard, lock};
 
 /// The embedded module's kernels that the library launches, loaded with it;
 /// `true`: a worker kernel, whose op table is read too.
@@ -81,8 +82,8 @@ impl State {
 
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(Mutex::default);
 
-fn state() -> std::sync::MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(PoisonError::into_inner)
+fn state() -> MutexGuard<'static, State> {
+    lock(&STATE)
 }
 
 fn key(ctx: &Arc<CudaContext>) -> usize {
@@ -239,6 +240,20 @@ fn refused_while_busy(doing: &str, instead: &str) -> Error {
         "cannot {doing} while a pkq kernel (a runtime, a floor or a probe) runs on this device: \
          the driver would wait for that kernel, which does not end. {instead}"
     ))
+}
+
+/// How many pkq kernels run on device `index` now: launched in its primary
+/// context (or in an SM partition of it) and not yet seen to end. While one
+/// does, pkq refuses, rather than waits for it, what the driver would make
+/// wait for every running kernel: loading a module not loaded before, and
+/// making an SM partition of a size not made before
+/// ([`Error::InvalidConfig`]). A kernel that did not exit by its runtime's
+/// stop timeout stays counted for the rest of the process (it may still
+/// run). Errors: what opening the device returns
+/// ([`Error::NoDriver`], [`Error::DeviceOutOfRange`], ...).
+pub fn running_kernels(index: usize) -> Result<usize> {
+    let ctx = crate::cuda::driver::open(index)?;
+    Ok(state().running.get(&key(&ctx)).copied().unwrap_or(0))
 }
 
 /// A pkq kernel is about to be launched in `ctx` (waits for a load in

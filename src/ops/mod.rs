@@ -1,12 +1,15 @@
 //! Ops: op codes ([`Op`]), ops declared with their argument types
-//! ([`TypedOp`]) and the op table a module exports, ops on device state
-//! ([`StateOp`]), and pkq's built-in ops ([`builtin`]).
+//! ([`TypedOp`]) and the tasks they describe ([`Task`], [`Tasks`]), the op
+//! table a module exports (`table`), and ops on device state
+//! ([`StateOp`]). pkq's own ops are declared in `crate::builtin`.
 
-pub mod builtin;
 pub(crate) mod op;
-pub(crate) mod stateful;
+pub(crate) mod state_op;
+pub(crate) mod table;
+pub(crate) mod task;
 pub(crate) mod typed;
 
-pub use op::{AXPY_MAX_N, AxpyArgs, Op, SPIN_MAX_NS, echo_fold};
-pub use stateful::StateOp;
+pub use op::Op;
+pub use state_op::StateOp;
+pub use task::{Task, Tasks};
 pub use typed::TypedOp;

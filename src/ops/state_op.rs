@@ -11,8 +11,8 @@ use std::mem::{align_of, size_of};
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
-use crate::ops::op::Op;
-use crate::ops::typed::Signature;
+use crate::ops::Op;
+use crate::ops::table::Signature;
 use crate::proto::layout::{ARGS_BYTES, STATE_OFF_ADDR, STATE_OFF_ARGS, STATE_OFF_BYTES};
 
 /// An op on device state of type `S` (an array of them, kept between
@@ -93,7 +93,6 @@ impl<S: Pod, A: Pod> StateOp<S, A> {
             bytes: u32::try_from(bytes).unwrap_or(u32::MAX),
             align: align as u32,
             derefs: true,
-            up_to: false,
             state: true,
         }
     }

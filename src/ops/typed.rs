@@ -1,20 +1,17 @@
-//! Ops declared once on the host with their argument type, and the op table
-//! a device module exports (`PKQ_OP_TABLE` in `cuda/pkq_handler.cuh`): each
-//! declared op is checked against it, so a host struct and a device struct
-//! that disagree are refused instead of misread.
+//! Ops declared once on the host with their argument type ([`TypedOp`]),
+//! checked against the op table a device module exports (`ops::table`), so
+//! that a host struct and a device struct that disagree are refused instead
+//! of misread; and the tasks such an op describes (`ops::task`).
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::{align_of, offset_of, size_of};
+use std::mem::{align_of, size_of};
 
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Pod;
 
-use crate::error::{Error, Result};
 use crate::ops::op::Op;
-use crate::proto::layout::{
-    OP_DEREFS, OP_INFO_BYTES, OP_INFO_OFF_ARG_ALIGN, OP_INFO_OFF_ARG_BYTES, OP_INFO_OFF_FLAGS,
-    OP_INFO_OFF_OP, OP_STATE, OP_UP_TO,
-};
+use crate::ops::table::Signature;
+use crate::ops::task::{Check, Task, Tasks};
 
 /// An op and the type of its arguments, declared once:
 ///
@@ -30,16 +27,21 @@ use crate::proto::layout::{
 /// // Device side: PKQ_OP_INFO(256, gain_args) in the module's PKQ_OP_TABLE.
 /// const GAIN: TypedOp<Gain> = TypedOp::new(256, "GAIN");
 /// assert_eq!(GAIN.op().0, 256);
+/// let task = GAIN.args(&Gain { gain: 2.0, offset: 1.0 }); // submit it: pkq::Submit
+/// assert_eq!(task.op(), GAIN.op());
 /// ```
 ///
-/// [`Runtime::call`](crate::Runtime::call) submits it;
-/// [`Builder::op`](crate::Builder::op) checks it when the module loads.
+/// It describes the tasks a [`Submit`](crate::Submit) call sends: one
+/// ([`TypedOp::args`]), one with an input ([`TypedOp::io`]), a batch of a
+/// slot each ([`TypedOp::batch`]) or up to 32 to a slot
+/// ([`TypedOp::packed`]). Every submit checks the declaration against the
+/// kernel's op table (argument size and alignment, and whether the handler
+/// dereferences device addresses), and [`Builder::op`](crate::Builder::op)
+/// checks it once when the module loads.
 pub struct TypedOp<A> {
     op: Op,
     name: &'static str,
     derefs: bool,
-    /// Its handler takes up to `size_of::<A>()` bytes (pkq's ECHO).
-    up_to: bool,
     _args: PhantomData<fn(&A)>,
 }
 
@@ -52,41 +54,35 @@ impl<A> Copy for TypedOp<A> {}
 
 impl<A> fmt::Debug for TypedOp<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.name, self.op.0)
+        write!(f, "{} (op {})", self.name, self.op.0)
     }
 }
 
 impl<A: Pod> TypedOp<A> {
-    /// An op whose handler reads only its arguments: safe to call.
+    /// An op whose handler reads only its arguments: safe to submit. On the
+    /// device: `PKQ_OP_INFO(code, Args)`, or `PKQ_OP_INFO_UP_TO(code, Args)`
+    /// for a handler that takes up to `sizeof(Args)` bytes, which any host
+    /// type of that size or less (and alignment no greater) matches.
     pub const fn new(code: u16, name: &'static str) -> Self {
         Self {
             op: Op(code),
             name,
             derefs: false,
-            up_to: false,
             _args: PhantomData,
         }
     }
 
     /// An op whose handler dereferences device addresses among its arguments
-    /// (`PKQ_OP_INFO_POINTERS` on the device): only through the unsafe
-    /// [`Runtime::call_unchecked`](crate::Runtime::call_unchecked), or a safe
-    /// wrapper that checks the buffers.
+    /// (`PKQ_OP_INFO_POINTERS` on the device): its tasks are submitted only
+    /// once marked [`Task::unchecked`] (unsafe), or through a safe wrapper
+    /// that checks the buffers.
     pub const fn with_pointers(code: u16, name: &'static str) -> Self {
         Self {
             op: Op(code),
             name,
             derefs: true,
-            up_to: false,
             _args: PhantomData,
         }
-    }
-
-    /// The same op, its handler taking up to `size_of::<A>()` bytes
-    /// (shorter arguments zero-filled), as pkq's ECHO does.
-    pub(crate) const fn up_to(mut self) -> Self {
-        self.up_to = true;
-        self
     }
 
     /// The op code.
@@ -104,6 +100,56 @@ impl<A: Pod> TypedOp<A> {
         self.derefs
     }
 
+    /// One task of this op with `args` (copied inline into its slot when it
+    /// is submitted: at most 48 bytes).
+    pub fn args<'a>(&self, args: &'a A) -> Task<'a> {
+        Task::new(self.op, bytemuck::bytes_of(args), self.check())
+    }
+
+    /// One IO task of this op: `args` inline, and `input` in its slot's
+    /// input area, where the handler reads it (`ctx.input`); the handler's
+    /// output comes back with the completion
+    /// ([`Ticket::wait_output`](crate::Ticket::wait_output)). Needs a
+    /// runtime with IO areas ([`Builder::io`](crate::Builder::io)).
+    pub fn io<'a>(&self, args: &'a A, input: &'a [u8]) -> Task<'a> {
+        self.args(args).with_input(input)
+    }
+
+    /// One task of this op per element of `args`, each in a slot of its
+    /// own, submitted with one reservation of consecutive slots (all or
+    /// none; at most the ring's capacity of them) and reaped together as a
+    /// [`Batch`](crate::Batch). The tasks spread over the workers as single
+    /// submits do.
+    pub fn batch<'a>(&self, args: &'a [A]) -> Tasks<'a, A> {
+        Tasks::new(self.op, args, false, self.check())
+    }
+
+    /// One task of this op per element of `args` as [`TypedOp::batch`],
+    /// but up to 32 tasks to a slot: each argument is at most 8 bytes and
+    /// goes into the slot's 8-byte word of a side area; each result comes
+    /// back as one 8-byte word. A task then costs the host about one 8-byte
+    /// store and one 8-byte load, and the device two reads of host memory
+    /// per 32 tasks (the slot, then its argument words; one for arguments
+    /// of 0 bytes).
+    ///
+    /// The tasks of one slot run one after another on one worker (each by
+    /// its whole warp, as a single task runs), and share their completion
+    /// timestamps (the pack's start and end); slots spread over the workers
+    /// as single tasks do. A batch of `n` tasks takes `ceil(n / 32)` slots,
+    /// at most the ring's capacity. For many small tasks: a long task holds
+    /// up the rest of its slot.
+    pub fn packed<'a>(&self, args: &'a [A]) -> Tasks<'a, A> {
+        Tasks::new(self.op, args, true, self.check())
+    }
+
+    /// What a submit checks of this declaration.
+    fn check(&self) -> Check {
+        Check::Declared {
+            sig: self.signature(),
+            pointers_allowed: false,
+        }
+    }
+
     pub(crate) fn signature(&self) -> Signature {
         Signature {
             op: self.op.0,
@@ -112,334 +158,7 @@ impl<A: Pod> TypedOp<A> {
             bytes: u32::try_from(size_of::<A>()).unwrap_or(u32::MAX),
             align: align_of::<A>() as u32,
             derefs: self.derefs,
-            up_to: self.up_to,
             state: false,
         }
-    }
-}
-
-/// What the host declared of one op (a [`TypedOp`] without its type).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Signature {
-    pub(crate) op: u16,
-    pub(crate) name: &'static str,
-    pub(crate) bytes: u32,
-    pub(crate) align: u32,
-    pub(crate) derefs: bool,
-    /// Read by the software device's table (tests).
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) up_to: bool,
-    /// A state op (`StateOp`): its handler dereferences only the state
-    /// whose address and length begin its arguments.
-    pub(crate) state: bool,
-}
-
-/// One entry of a module's op table (`struct pkq_op_info`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-pub(crate) struct OpInfo {
-    pub(crate) op: u32,
-    pub(crate) arg_bytes: u32,
-    pub(crate) arg_align: u32,
-    pub(crate) flags: u32,
-}
-
-const _: () = {
-    assert!(size_of::<OpInfo>() == OP_INFO_BYTES);
-    assert!(offset_of!(OpInfo, op) == OP_INFO_OFF_OP);
-    assert!(offset_of!(OpInfo, arg_bytes) == OP_INFO_OFF_ARG_BYTES);
-    assert!(offset_of!(OpInfo, arg_align) == OP_INFO_OFF_ARG_ALIGN);
-    assert!(offset_of!(OpInfo, flags) == OP_INFO_OFF_FLAGS);
-};
-
-/// A module's op table, sorted by op code.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct OpTable {
-    ops: Box<[OpInfo]>,
-    /// Ops the table does not list may still reach a handler (a caller's
-    /// module may fall back on pkq's built-ins, or on anything): the safe
-    /// calls refuse them. pkq's own kernel answers them `UnknownOp`.
-    refuse_unlisted: bool,
-}
-
-impl OpTable {
-    /// The table from the bytes of `<kernel>_ops` and its entry count.
-    pub(crate) fn parse(bytes: &[u8], count: u32) -> Result<Self> {
-        if count == 0 {
-            return Err(Error::InvalidModule(
-                "its op table is empty (or could not be read)".into(),
-            ));
-        }
-        let need = count as usize * OP_INFO_BYTES;
-        if bytes.len() < need {
-            return Err(Error::InvalidModule(format!(
-                "its op table holds {} bytes, not the {need} its count of {count} needs",
-                bytes.len()
-            )));
-        }
-        let mut ops: Vec<OpInfo> = bytes[..need]
-            .chunks_exact(OP_INFO_BYTES)
-            .map(bytemuck::pod_read_unaligned)
-            .collect();
-        ops.sort_by_key(|o| o.op);
-        if let Some(w) = ops.windows(2).find(|w| w[0].op == w[1].op) {
-            return Err(Error::InvalidModule(format!(
-                "its op table lists op {} twice",
-                w[0].op
-            )));
-        }
-        if let Some(o) = ops.iter().find(|o| o.op > u16::MAX as u32) {
-            return Err(Error::InvalidModule(format!(
-                "its op table lists op {}, over the largest code {}",
-                o.op,
-                u16::MAX
-            )));
-        }
-        Ok(Self {
-            ops: ops.into(),
-            refuse_unlisted: false,
-        })
-    }
-
-    /// The table a module declaring exactly `sigs` would export (the
-    /// software device's).
-    #[cfg(test)]
-    pub(crate) fn of(sigs: &[Signature]) -> Self {
-        let rows: Vec<OpInfo> = sigs
-            .iter()
-            .map(|s| OpInfo {
-                op: u32::from(s.op),
-                arg_bytes: s.bytes,
-                arg_align: s.align,
-                flags: if s.derefs { OP_DEREFS } else { 0 }
-                    | if s.up_to { OP_UP_TO } else { 0 }
-                    | if s.state { OP_STATE } else { 0 },
-            })
-            .collect();
-        Self::parse(bytemuck::cast_slice(&rows), rows.len() as u32).expect("distinct ops")
-    }
-
-    /// The table of a caller's module: ops it does not list are refused by
-    /// the safe calls.
-    pub(crate) fn refusing_unlisted(mut self) -> Self {
-        self.refuse_unlisted = true;
-        self
-    }
-
-    fn get(&self, op: u16) -> Option<&OpInfo> {
-        self.ops
-            .binary_search_by_key(&(op as u32), |o| o.op)
-            .ok()
-            .map(|i| &self.ops[i])
-    }
-
-    /// What the safe submits refuse: an op whose handler dereferences
-    /// device addresses ([`Error::UncheckedOp`]); arguments of `len` bytes
-    /// that are not what the op table lists for the op (its size, or up to
-    /// it for an op flagged so, as ECHO is: [`Error::OpMismatch`]); and in a
-    /// caller's module an op its table does not list ([`Error::OpMismatch`]).
-    #[inline]
-    pub(crate) fn refuse(&self, op: Op, len: usize) -> Result<()> {
-        let mismatch = |why: String| {
-            Err(Error::OpMismatch {
-                op: op.to_string(),
-                code: op.0,
-                why,
-            })
-        };
-        match self.get(op.0) {
-            // A state op dereferences its state's address, flagged so or not.
-            Some(o) if o.flags & (OP_DEREFS | OP_STATE) != 0 => Err(Error::UncheckedOp(op)),
-            Some(o) if o.flags & OP_UP_TO != 0 && len > o.arg_bytes as usize => mismatch(format!(
-                "the op table takes up to {} argument bytes; the submit sends {len}",
-                o.arg_bytes
-            )),
-            Some(o) if o.flags & OP_UP_TO == 0 && len != o.arg_bytes as usize => mismatch(format!(
-                "the op table takes {} argument bytes; the submit sends {len}",
-                o.arg_bytes
-            )),
-            None if self.refuse_unlisted => mismatch(
-                "the module's op table does not list it, and its handlers might serve it \
-                 anyway (a fallback): only submit_unchecked sends it"
-                    .into(),
-            ),
-            _ => Ok(()),
-        }
-    }
-
-    /// [`Error::OpMismatch`] unless the module serves `sig.op` with arguments
-    /// of the same size and alignment, and the same pointer flag.
-    pub(crate) fn check(&self, sig: &Signature) -> Result<()> {
-        let mismatch = |why: String| {
-            Err(Error::OpMismatch {
-                op: sig.name.to_string(),
-                code: sig.op,
-                why,
-            })
-        };
-        let Some(dev) = self.get(sig.op) else {
-            return mismatch("the kernel's op table has no such op".into());
-        };
-        if (dev.arg_bytes, dev.arg_align) != (sig.bytes, sig.align) {
-            return mismatch(format!(
-                "the host's arguments take {} bytes aligned to {}, the device's {} bytes aligned \
-                 to {}",
-                sig.bytes, sig.align, dev.arg_bytes, dev.arg_align
-            ));
-        }
-        let dev_derefs = dev.flags & (OP_DEREFS | OP_STATE) != 0;
-        if dev_derefs != sig.derefs {
-            return mismatch(if dev_derefs {
-                "the device's handler dereferences pointers, the host declared it without \
-                 (TypedOp::with_pointers)"
-                    .into()
-            } else {
-                "the host declared pointers, the device's handler takes none (TypedOp::new)".into()
-            });
-        }
-        // A host's state op needs a handler that touches nothing but the
-        // state; an unchecked declaration (`with_pointers`) may name one.
-        if sig.state && dev.flags & OP_STATE == 0 {
-            return mismatch(
-                "the host declared a state op (StateOp), the device's handler is not one \
-                 (PKQ_OP_INFO_STATE)"
-                    .into(),
-            );
-        }
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn table(rows: &[OpInfo]) -> OpTable {
-        OpTable::parse(bytemuck::cast_slice(rows), rows.len() as u32).unwrap()
-    }
-
-    #[repr(C)]
-    #[derive(Clone, Copy, Pod, Zeroable)]
-    struct Args {
-        a: u64,
-        b: f32,
-        c: u32,
-    }
-
-    /// A type past 4 GiB does not pass as its size modulo 2^32 (no value
-    /// of it is made: the check reads its size only).
-    #[test]
-    fn arguments_past_4_gib_never_match_a_table_row() {
-        #[repr(C)]
-        #[derive(Clone, Copy, Pod, Zeroable)]
-        struct Huge {
-            a: [[[u8; 4096]; 1024]; 1024],
-            b: [u8; 16],
-        }
-        assert_eq!(size_of::<Huge>() as u32, 16);
-        let t = table(&[OpInfo {
-            op: 300,
-            arg_bytes: 16,
-            arg_align: 1,
-            flags: 0,
-        }]);
-        assert!(matches!(
-            t.check(&TypedOp::<Huge>::new(300, "BIG").signature()),
-            Err(Error::OpMismatch { code: 300, .. })
-        ));
-    }
-
-    #[test]
-    fn declared_ops_are_checked_against_the_table() {
-        let t = table(&[
-            OpInfo {
-                op: 300,
-                arg_bytes: 16,
-                arg_align: 8,
-                flags: 0,
-            },
-            OpInfo {
-                op: 256,
-                arg_bytes: 16,
-                arg_align: 8,
-                flags: OP_DEREFS,
-            },
-        ]);
-        assert!(t.check(&TypedOp::<Args>::new(300, "A").signature()).is_ok());
-        assert!(
-            t.check(&TypedOp::<Args>::with_pointers(256, "B").signature())
-                .is_ok()
-        );
-        assert!(matches!(t.refuse(Op(256), 16), Err(Error::UncheckedOp(_))));
-        assert!(t.refuse(Op(300), 16).is_ok() && t.refuse(Op(1), 5).is_ok());
-        let strict = t.clone().refusing_unlisted();
-        assert!(strict.refuse(Op(300), 16).is_ok());
-        assert!(matches!(
-            strict.refuse(Op(1), 0),
-            Err(Error::OpMismatch { code: 1, .. })
-        ));
-        // A listed op's arguments are its table's size, or up to it where
-        // the table says so.
-        for len in [0, 8, 24] {
-            match t.refuse(Op(300), len) {
-                Err(Error::OpMismatch { code: 300, why, .. }) => {
-                    assert!(why.contains("16"), "{why}")
-                }
-                other => panic!("{len} bytes: {other:?}"),
-            }
-        }
-        let up_to = table(&[OpInfo {
-            op: 1,
-            arg_bytes: 48,
-            arg_align: 8,
-            flags: OP_UP_TO,
-        }]);
-        assert!(up_to.refuse(Op(1), 0).is_ok() && up_to.refuse(Op(1), 48).is_ok());
-        assert!(matches!(
-            up_to.refuse(Op(1), 49),
-            Err(Error::OpMismatch { .. })
-        ));
-        for (sig, what) in [
-            (TypedOp::<[u64; 3]>::new(300, "size").signature(), "bytes"),
-            (
-                TypedOp::<[u32; 4]>::new(300, "align").signature(),
-                "aligned",
-            ),
-            (
-                TypedOp::<Args>::new(256, "flag").signature(),
-                "dereferences",
-            ),
-            (
-                TypedOp::<Args>::with_pointers(300, "flag2").signature(),
-                "declared pointers",
-            ),
-            (TypedOp::<Args>::new(9, "absent").signature(), "no such op"),
-        ] {
-            match t.check(&sig) {
-                Err(Error::OpMismatch { op, code, why }) => {
-                    assert_eq!((op.as_str(), code), (sig.name, sig.op));
-                    assert!(why.contains(what), "{why}");
-                    let shown = Error::OpMismatch { op, code, why }.to_string();
-                    assert!(shown.contains(sig.name), "{shown}");
-                }
-                other => panic!("{}: {other:?}", sig.name),
-            }
-        }
-    }
-
-    #[test]
-    fn malformed_tables_are_refused() {
-        let row = OpInfo {
-            op: 5,
-            arg_bytes: 0,
-            arg_align: 1,
-            flags: 0,
-        };
-        let two = [row, row];
-        assert!(OpTable::parse(bytemuck::cast_slice(&two), 2).is_err());
-        assert!(OpTable::parse(bytemuck::cast_slice(&two[..1]), 2).is_err());
-        let big = OpInfo { op: 70_000, ..row };
-        assert!(OpTable::parse(bytemuck::bytes_of(&big), 1).is_err());
-        assert!(OpTable::parse(&[], 0).is_err());
     }
 }

@@ -1,24 +1,15 @@
 //! Several GPUs as one: a [`Pool`] of runtimes, one per device, with
 //! routing and failure isolation.
 
-mod load;
 mod numa;
 
-pub(crate) use load::Load as PoolLoad;
-
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-
-use bytemuck::Pod;
-use cudarc::driver::CudaSlice;
 
 use crate::error::{Error, Result};
-use crate::ops::op::Op;
-use crate::ops::typed::TypedOp;
-use crate::runtime::batch::Batch;
-use crate::runtime::ticket::Ticket;
-use crate::runtime::{Builder, Runtime};
-use load::Load;
+use crate::runtime::inflight::InFlight;
+use crate::runtime::submit::{Room, Submission, Submit, sealed};
+use crate::runtime::{Builder, DeviceBuffer, Lane, Runtime};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// How a [`Pool`] picks the device of a task it routes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,17 +42,21 @@ pub struct PoolBuilder {
 struct Member {
     device: usize,
     rt: Runtime,
-    /// Tasks in flight (see [`Load`]).
+    /// Tasks in flight (see [`InFlight`]).
     load: Arc<AtomicUsize>,
     /// Cleared when the device faulted or stopped: routing skips it.
     serving: AtomicBool,
     numa_node: Option<usize>,
 }
 
-/// Runtimes on several devices behind one submit: each device has its own
-/// resident kernel, context, pinned memory and rings (a [`Runtime`] each,
-/// from one [`Builder`] template), and the pool routes each task to one of
-/// them ([`Routing`], or by key with [`Pool::submit_keyed`]). A device that
+/// Runtimes on several devices behind one submit ([`Submit`]): each device
+/// has its own resident kernel, context, pinned memory and rings (a
+/// [`Runtime`] each, from one [`Builder`] template), and the pool routes
+/// each submit to one of them ([`Routing`], or by key with [`Pool::keyed`]),
+/// counting the tasks of every ticket and batch it hands out in that
+/// device's load. A submit refuses what a runtime's refuses (for a task of
+/// its own, such as a payload too large, without trying another device),
+/// and [`Error::NoServingDevice`] once no device serves. A device that
 /// faults or stops is taken out: its tickets report the error
 /// ([`Error::DeviceFault`], ...), the pool routes to the others, and
 /// [`Pool::serving`] lists those left. (The driver reports a fault on every
@@ -85,11 +80,11 @@ struct Member {
 ///
 /// ```no_run
 /// # fn main() -> pkq::Result<()> {
-/// use pkq::{Op, Pool, Routing};
+/// use pkq::{Pool, Routing, Submit, builtin::ECHO};
 /// let pool = Pool::builder().routing(Routing::PowerOfTwo).build()?; // every device
-/// let t = pool.submit(Op::ECHO, &[7u64])?;
+/// let t = pool.submit(ECHO.args(&7))?;
 /// assert_eq!(t.wait()?.value, 7);
-/// let same = pool.submit_keyed(42, Op::ECHO, &[1u64])?; // key 42: always one device
+/// let same = pool.keyed(42).submit(ECHO.args(&1))?; // key 42: always one device
 /// same.wait()?;
 /// println!("serving: {:?}", pool.serving());
 /// # Ok(()) }
@@ -122,7 +117,7 @@ impl PoolBuilder {
 
     /// The settings of every device's runtime (its device is the pool's
     /// choice: a device set here is ignored).
-    pub fn runtime(mut self, builder: Builder) -> Self {
+    pub fn runtime_builder(mut self, builder: Builder) -> Self {
         self.runtime = builder;
         self
     }
@@ -267,59 +262,37 @@ impl Pool {
         Ok(&m.rt)
     }
 
-    /// The runtime of the device `buffer` lives on: a task that reads or
-    /// writes it must run there. Errors: [`Error::InvalidArgument`] (its
-    /// device is not in the pool), [`Error::NotServing`].
-    pub fn for_buffer<T>(&self, buffer: &CudaSlice<T>) -> Result<&Runtime> {
-        self.runtime(buffer.context().ordinal())
+    /// The runtime of the device `buffer` lives on (a cudarc slice or view):
+    /// a task that reads or writes it must run there. Errors:
+    /// [`Error::InvalidArgument`] (its device is not in the pool),
+    /// [`Error::NotServing`].
+    pub fn for_buffer<T>(&self, buffer: &impl DeviceBuffer<T>) -> Result<&Runtime> {
+        self.runtime(buffer.stream().context().ordinal())
     }
 
-    /// Submits to the device [`Routing`] picks.
-    pub fn submit<A: Pod>(&self, op: Op, args: &A) -> Result<Ticket> {
-        self.routed(1, |rt| rt.submit(op, args), Ticket::counted)
+    /// The submitter of `key`'s tasks ([`Submit`]): the same device for the
+    /// same key while it serves (rendezvous hashing over the serving
+    /// devices: a device taken out moves only its own keys), counted in its
+    /// load. [`Error::RingHeld`] where an exclusive producer holds the ring
+    /// this thread submits to on that device: the key does not move.
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Pool, Submit, builtin::ECHO};
+    /// let pool = Pool::builder().build()?;
+    /// let account = pool.keyed(42);
+    /// let a = account.submit(ECHO.args(&1))?;
+    /// let b = account.submit(ECHO.args(&2))?; // on a's device, while it serves
+    /// assert_eq!(a.wait()?.value + b.wait()?.value, 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn keyed(&self, key: u64) -> Keyed<'_> {
+        Keyed { pool: self, key }
     }
 
-    /// A typed call on the device [`Routing`] picks (its op checked against
-    /// that device's table at the call, and at build too where the
-    /// template declares it with [`Builder::op`](crate::Builder::op)).
-    pub fn call<A: Pod>(&self, op: &TypedOp<A>, args: &A) -> Result<Ticket> {
-        self.routed(1, |rt| rt.call(op, args), Ticket::counted)
-    }
-
-    /// A batch, all on the device [`Routing`] picks.
-    pub fn submit_batch<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
-        self.routed(args.len(), |rt| rt.submit_batch(op, args), Batch::counted)
-    }
-
-    /// A typed batch, all on the device [`Routing`] picks.
-    pub fn call_batch<A: Pod>(&self, op: &TypedOp<A>, args: &[A]) -> Result<Batch> {
-        self.routed(args.len(), |rt| rt.call_batch(op, args), Batch::counted)
-    }
-
-    /// A packed batch (32 tasks to a slot), all on the device [`Routing`]
-    /// picks.
-    pub fn submit_packed<A: Pod>(&self, op: Op, args: &[A]) -> Result<Batch> {
-        self.routed(args.len(), |rt| rt.submit_packed(op, args), Batch::counted)
-    }
-
-    /// Submits to the device of `key`: the same device for the same key
-    /// while it serves (rendezvous hashing over the serving devices: a
-    /// device taken out moves only its own keys). [`Error::RingHeld`] where
-    /// an exclusive producer holds the ring this thread submits to on that
-    /// device: the key does not move.
-    pub fn submit_keyed<A: Pod>(&self, key: u64, op: Op, args: &A) -> Result<Ticket> {
-        loop {
-            let m = self.keyed(key)?;
-            match m.rt.submit(op, args) {
-                Ok(t) => return Ok(t.counted(Load::add(&m.load, 1))),
-                Err(e) => self.after_failure(m, e)?,
-            }
-        }
-    }
-
-    /// The device of `key` ([`Pool::submit_keyed`]'s choice).
+    /// The device of `key` ([`Pool::keyed`]'s choice).
     pub fn route_key(&self, key: u64) -> Result<usize> {
-        self.keyed(key).map(|m| m.device)
+        self.keyed_member(key).map(|m| m.device)
     }
 
     /// Probes every device's runtime now (its lane 0, which the pool routes
@@ -328,7 +301,7 @@ impl Pool {
     pub fn health(&self) -> Result<()> {
         for m in self.members.iter() {
             // Lane 0 is what the pool routes to.
-            if let Err(e) = m.rt.lane0_health()
+            if let Err(e) = Lane::health(&m.rt)
                 && !matches!(e, Error::Stalled { .. })
             {
                 m.serving.store(false, Ordering::Relaxed);
@@ -367,7 +340,7 @@ impl Pool {
         }
         // A fault or stop latched, or a shutdown begun (it latches nothing
         // until the kernel exits).
-        if m.rt.latched().is_err() || m.rt.closed() {
+        if m.rt.shared.check().is_err() || m.rt.shared.is_closed() {
             m.serving.store(false, Ordering::Relaxed);
             return false;
         }
@@ -381,12 +354,12 @@ impl Pool {
         &self,
         n: usize,
         submit: impl Fn(&Runtime) -> Result<T>,
-        count: impl Fn(T, Load) -> T,
+        count: impl Fn(T, InFlight) -> T,
     ) -> Result<T> {
         loop {
             let m = self.pick()?;
             match submit(&m.rt) {
-                Ok(t) => return Ok(count(t, Load::add(&m.load, n))),
+                Ok(t) => return Ok(count(t, InFlight::add(&m.load, n))),
                 // The device serves, but an exclusive producer holds the
                 // ring this thread submits to there: another may take it.
                 Err(Error::RingHeld) if self.still_serving(m) => {
@@ -405,14 +378,14 @@ impl Pool {
         held: &Member,
         n: usize,
         submit: &impl Fn(&Runtime) -> Result<T>,
-        count: &impl Fn(T, Load) -> T,
+        count: &impl Fn(T, InFlight) -> T,
     ) -> Result<T> {
         for m in self.members.iter().filter(|m| !std::ptr::eq(*m, held)) {
             if !self.still_serving(m) {
                 continue;
             }
             match submit(&m.rt) {
-                Ok(t) => return Ok(count(t, Load::add(&m.load, n))),
+                Ok(t) => return Ok(count(t, InFlight::add(&m.load, n))),
                 Err(Error::RingHeld) => {}
                 // The task's own error (a device found dead: the next).
                 Err(e) if self.still_serving(m) => return Err(e),
@@ -495,7 +468,7 @@ impl Pool {
     }
 
     /// The serving device of `key` by rendezvous hashing.
-    fn keyed(&self, key: u64) -> Result<&Member> {
+    fn keyed_member(&self, key: u64) -> Result<&Member> {
         self.members
             .iter()
             .filter(|m| self.still_serving(m))
@@ -511,6 +484,45 @@ impl Pool {
         x ^= x << 17;
         self.rng.store(x, Ordering::Relaxed);
         x
+    }
+}
+
+impl sealed::Route for Pool {}
+/// A pool submits to the device its [`Routing`] picks (a device found dead
+/// is taken out and the next tried), and counts the tasks in that device's
+/// load until they are read.
+impl Submit for Pool {
+    fn route<T: Submission>(&self, task: T, room: Room) -> Result<T::Handle> {
+        self.routed(task.tasks(), |rt| rt.route(task, room), T::held)
+    }
+}
+
+/// The submitter of one key's tasks ([`Pool::keyed`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Keyed<'p> {
+    pool: &'p Pool,
+    key: u64,
+}
+
+impl Keyed<'_> {
+    /// The device of the key now ([`Pool::route_key`]).
+    pub fn device(&self) -> Result<usize> {
+        self.pool.route_key(self.key)
+    }
+}
+
+impl sealed::Route for Keyed<'_> {}
+/// A key's tasks go to the key's device while it serves, counted in its
+/// load.
+impl Submit for Keyed<'_> {
+    fn route<T: Submission>(&self, task: T, room: Room) -> Result<T::Handle> {
+        loop {
+            let m = self.pool.keyed_member(self.key)?;
+            match m.rt.route(task, room) {
+                Ok(t) => return Ok(T::held(t, InFlight::add(&m.load, task.tasks()))),
+                Err(e) => self.pool.after_failure(m, e)?,
+            }
+        }
     }
 }
 

@@ -2,6 +2,9 @@
 //! software device.
 
 use super::*;
+use crate::builtin::*;
+use crate::ops::Task;
+use crate::runtime::Ticket;
 use crate::test_support::values;
 
 fn soft_pool(n: usize, routing: Routing) -> Pool {
@@ -34,7 +37,7 @@ fn every_routing_spreads_tasks_and_counts_them_until_taken() {
     ] {
         let pool = soft_pool(3, routing);
         let tickets: Vec<Ticket> = (0..30u64)
-            .map(|i| pool.submit(Op::ECHO, &[i]).unwrap())
+            .map(|i| pool.submit(ECHO.args(&i)).unwrap())
             .collect();
         let l = loads(&pool);
         assert_eq!(l.iter().sum::<usize>(), 30, "{routing:?}: {l:?}");
@@ -49,8 +52,8 @@ fn every_routing_spreads_tasks_and_counts_them_until_taken() {
         }
         assert_eq!(loads(&pool), [0, 0, 0], "{routing:?}");
         // Batches and packs count every task, until all are taken.
-        let mut b = pool.submit_batch(Op::ECHO, &[[1u64], [2], [3]]).unwrap();
-        let mut p = pool.submit_packed(Op::ECHO, &[5u64; 40]).unwrap();
+        let mut b = pool.submit(ECHO.batch(&[1u64, 2, 3])).unwrap();
+        let mut p = pool.submit(ECHO.packed(&[5u64; 40])).unwrap();
         assert_eq!(loads(&pool).iter().sum::<usize>(), 43);
         assert_eq!(b.wait().unwrap().len(), 3);
         assert!(
@@ -61,7 +64,7 @@ fn every_routing_spreads_tasks_and_counts_them_until_taken() {
         );
         assert_eq!(loads(&pool), [0, 0, 0]);
         // A dropped ticket gives its count back too.
-        drop(pool.submit(Op::NOP, &()).unwrap());
+        drop(pool.submit(NOP.args(&())).unwrap());
         assert_eq!(loads(&pool), [0, 0, 0]);
     }
 }
@@ -71,12 +74,12 @@ fn least_loaded_keeps_the_loads_even_and_power_of_two_avoids_the_busiest() {
     let pool = soft_pool(2, Routing::LeastLoaded);
     let mut held = Vec::new();
     for _ in 0..6 {
-        held.push(pool.submit(Op::NOP, &()).unwrap());
+        held.push(pool.submit(NOP.args(&())).unwrap());
         let l = loads(&pool);
         assert!(l[0].abs_diff(l[1]) <= 1, "{l:?}");
     }
     // Straight to a runtime: not counted.
-    held.push(pool.runtime(0).unwrap().submit(Op::NOP, &()).unwrap());
+    held.push(pool.runtime(0).unwrap().submit(NOP.args(&())).unwrap());
     assert_eq!(loads(&pool), [3, 3]);
     for t in held {
         t.wait().unwrap();
@@ -85,12 +88,12 @@ fn least_loaded_keeps_the_loads_even_and_power_of_two_avoids_the_busiest() {
     // two is never picked while the other is idle.
     let pool = soft_pool(2, Routing::PowerOfTwo);
     let busy: Vec<Ticket> = (0..3)
-        .map(|_| pool.runtime(1).unwrap().submit(Op::NOP, &()).unwrap())
+        .map(|_| pool.runtime(1).unwrap().submit(NOP.args(&())).unwrap())
         .collect();
-    let counted = pool.submit(Op::NOP, &()).unwrap();
+    let counted = pool.submit(NOP.args(&())).unwrap();
     let first = loads(&pool);
     for _ in 0..10 {
-        let t = pool.submit(Op::NOP, &()).unwrap();
+        let t = pool.submit(NOP.args(&())).unwrap();
         let l = loads(&pool);
         // The new task went to the device that had fewer counted.
         assert!(l[0].abs_diff(l[1]) <= 1, "{first:?} -> {l:?}");
@@ -106,7 +109,7 @@ fn least_loaded_keeps_the_loads_even_and_power_of_two_avoids_the_busiest() {
 fn round_robin_takes_the_serving_devices_in_turn_and_a_shutdown_takes_one_out() {
     let pool = soft_pool(3, Routing::RoundRobin);
     pool.runtime(0).unwrap().shutdown().unwrap();
-    let held: Vec<Ticket> = (0..6).map(|_| pool.submit(Op::NOP, &()).unwrap()).collect();
+    let held: Vec<Ticket> = (0..6).map(|_| pool.submit(NOP.args(&())).unwrap()).collect();
     assert_eq!(loads(&pool), [0, 3, 3]);
     assert_eq!(pool.serving(), [1, 2]);
     for t in held {
@@ -114,7 +117,7 @@ fn round_robin_takes_the_serving_devices_in_turn_and_a_shutdown_takes_one_out() 
     }
     pool.shutdown().unwrap();
     assert!(matches!(
-        pool.submit(Op::NOP, &()),
+        pool.submit(NOP.args(&())),
         Err(Error::NoServingDevice)
     ));
     assert!(pool.serving().is_empty());
@@ -125,8 +128,8 @@ fn keys_and_batches_on_two_devices() {
     let pool = soft_pool(2, Routing::LeastLoaded);
     let before: Vec<usize> = (0..16).map(|k| pool.route_key(k).unwrap()).collect();
     assert!(before.contains(&0) && before.contains(&1), "{before:?}");
-    let mut b = pool.submit_batch(Op::ECHO, &[[1u64], [2]]).unwrap();
-    let mut p = pool.submit_packed(Op::ECHO, &[3u64; 5]).unwrap();
+    let mut b = pool.submit(ECHO.batch(&[1u64, 2])).unwrap();
+    let mut p = pool.submit(ECHO.packed(&[3u64; 5])).unwrap();
     assert_eq!(loads(&pool).iter().sum::<usize>(), 7);
     b.wait().unwrap();
     p.wait().unwrap();
@@ -156,7 +159,7 @@ fn a_key_stays_on_its_device_and_only_a_lost_devices_keys_move() {
             .map(|k| pool.route_key(k).unwrap())
             .collect::<Vec<_>>()
     );
-    let t = pool.submit_keyed(7, Op::ECHO, &[7u64]).unwrap();
+    let t = pool.keyed(7).submit(ECHO.args(&7u64)).unwrap();
     assert_eq!(t.wait().unwrap().value, 7);
     let _ = pool.runtime(1).unwrap().cancel();
     for (k, &was) in before.iter().enumerate() {
@@ -175,7 +178,7 @@ fn a_stopped_device_is_taken_out_and_the_others_serve() {
     let _ = pool.runtime(0).unwrap().cancel();
     for i in 0..20u64 {
         assert_eq!(
-            pool.submit(Op::ECHO, &[i]).unwrap().wait().unwrap().value,
+            pool.submit(ECHO.args(&i)).unwrap().wait().unwrap().value,
             i
         );
     }
@@ -187,11 +190,11 @@ fn a_stopped_device_is_taken_out_and_the_others_serve() {
     let _ = pool.runtime(1).unwrap().cancel();
     let _ = pool.runtime(2).unwrap().cancel();
     assert!(matches!(
-        pool.submit(Op::NOP, &()),
+        pool.submit(NOP.args(&())),
         Err(Error::NoServingDevice)
     ));
     assert!(matches!(
-        pool.submit_keyed(1, Op::NOP, &()),
+        pool.keyed(1).submit(NOP.args(&())),
         Err(Error::NoServingDevice)
     ));
     assert!(matches!(pool.health(), Err(Error::NoServingDevice)));
@@ -203,7 +206,7 @@ fn a_tasks_own_error_is_not_a_dead_device() {
     let pool = soft_pool(2, Routing::RoundRobin);
     let too_big = [0u8; 4096];
     assert!(matches!(
-        pool.submit(Op::ECHO, &too_big),
+        pool.submit(Task::raw(ECHO.op(), &too_big)),
         Err(Error::PayloadTooLarge { .. })
     ));
     assert_eq!(pool.serving(), [0, 1]);
@@ -212,8 +215,8 @@ fn a_tasks_own_error_is_not_a_dead_device() {
 #[test]
 fn tickets_and_batches_outlive_their_pool() {
     let pool = soft_pool(2, Routing::RoundRobin);
-    let t = pool.submit(Op::ECHO, &[3u64]).unwrap();
-    let mut b = pool.submit_batch(Op::ECHO, &[[4u64], [5]]).unwrap();
+    let t = pool.submit(ECHO.args(&3u64)).unwrap();
+    let mut b = pool.submit(ECHO.batch(&[4u64, 5])).unwrap();
     drop(pool);
     // The runtimes drained their tasks when dropped; the handles read
     // their results and give their loads back to counts nobody reads.
@@ -230,7 +233,7 @@ fn power_of_two_compares_two_serving_devices_when_one_is_out() {
     pool.runtime(2).unwrap().cancel().unwrap();
     let mut held = Vec::new();
     for _ in 0..60 {
-        held.push(pool.submit(Op::NOP, &()).unwrap());
+        held.push(pool.submit(NOP.args(&())).unwrap());
         let l = loads(&pool);
         assert!(l[0].abs_diff(l[1]) <= 1, "{l:?}");
     }
@@ -251,23 +254,23 @@ fn a_held_ring_sends_routed_tasks_to_the_other_devices() {
         let pool = soft_pool(2, routing);
         let held = pool.runtime(0).unwrap().exclusive_producer().unwrap();
         for i in 0..8u64 {
-            let t = pool.submit(Op::ECHO, &[i]).unwrap();
+            let t = pool.submit(ECHO.args(&i)).unwrap();
             assert_eq!(t.wait().unwrap().value, i, "{routing:?}");
-            let mut b = pool.submit_batch(Op::ECHO, &[[i], [i + 1]]).unwrap();
+            let mut b = pool.submit(ECHO.batch(&[i, i + 1])).unwrap();
             assert_eq!(b.wait().unwrap().len(), 2);
-            let mut p = pool.submit_packed(Op::ECHO, &[i; 40]).unwrap();
+            let mut p = pool.submit(ECHO.packed(&[i; 40])).unwrap();
             assert_eq!(p.wait().unwrap().len(), 40);
         }
         assert_eq!(pool.serving(), [0, 1], "{routing:?}");
         let key = (0u64..).find(|&k| pool.route_key(k).unwrap() == 0).unwrap();
         assert!(matches!(
-            pool.submit_keyed(key, Op::NOP, &()),
+            pool.keyed(key).submit(NOP.args(&())),
             Err(Error::RingHeld)
         ));
         let other = pool.runtime(1).unwrap().exclusive_producer().unwrap();
-        assert!(matches!(pool.submit(Op::NOP, &()), Err(Error::RingHeld)));
+        assert!(matches!(pool.submit(NOP.args(&())), Err(Error::RingHeld)));
         drop((held, other));
-        pool.submit(Op::NOP, &()).unwrap().wait().unwrap();
+        pool.submit(NOP.args(&())).unwrap().wait().unwrap();
         assert_eq!(loads(&pool), [0, 0], "{routing:?}");
     }
 }

@@ -20,12 +20,13 @@
 //! both sides are `SeqCst` fences: loom models those, and a pair of them
 //! is what the membarrier pair is relied on to give.
 
-use crate::proto::sync::{Ordering, fence};
+use crate::sync::{Ordering, fence};
 
 #[cfg(all(target_os = "linux", not(loom), not(miri)))]
 mod membarrier {
     use std::ffi::{c_int, c_long};
-    use std::sync::atomic::{AtomicU8, Ordering};
+    use crate::sync::statics::AtomicU8;
+    use crate::sync::Ordering;
 
     /// The syscall number of `membarrier` on x86-64 (the only host pkq
     /// builds for).
@@ -126,7 +127,7 @@ pub(crate) fn register() -> bool {
 pub(crate) fn light() {
     #[cfg(all(target_os = "linux", not(loom), not(miri)))]
     if membarrier::expedited() {
-        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        crate::sync::compiler_fence(Ordering::SeqCst);
         return;
     }
     fence(Ordering::SeqCst);

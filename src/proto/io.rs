@@ -16,7 +16,7 @@ use crate::proto::layout::{
 use crate::proto::slot::tagged;
 use crate::proto::slot::{CHUNK_MASK, tag_of};
 
-use crate::proto::sync::Ordering;
+use crate::sync::Ordering;
 use crate::proto::words::Words;
 
 /// Words of a stream of `bytes` bytes.
@@ -115,7 +115,7 @@ fn put_plain(
     area: &Words,
     at: usize,
     bytes: &[u8],
-    store: impl Fn(&crate::proto::sync::AtomicU64, u64),
+    store: impl Fn(&crate::sync::AtomicU64, u64),
 ) {
     let dst = area.slice(at, bytes.len().div_ceil(8));
     let whole = bytes.chunks_exact(8);
@@ -136,7 +136,7 @@ fn put_plain(
 /// No access of this process to `word` may race with this store.
 #[cfg(not(any(miri, loom)))]
 #[inline(always)]
-unsafe fn stream_word(word: &crate::proto::sync::AtomicU64, v: u64) {
+unsafe fn stream_word(word: &crate::sync::AtomicU64, v: u64) {
     // SAFETY: an 8-byte aligned word, valid for writes (its view keeps the
     // allocation alive); no access races with it (the caller's promise).
     unsafe { std::arch::x86_64::_mm_stream_si64(word.as_ptr().cast::<i64>(), v as i64) };
@@ -149,7 +149,7 @@ unsafe fn stream_word(word: &crate::proto::sync::AtomicU64, v: u64) {
 /// None: the store is atomic.
 #[cfg(any(miri, loom))]
 #[inline(always)]
-unsafe fn stream_word(word: &crate::proto::sync::AtomicU64, v: u64) {
+unsafe fn stream_word(word: &crate::sync::AtomicU64, v: u64) {
     word.store(v, Ordering::Relaxed);
 }
 

@@ -2,8 +2,8 @@
 //! ([`ring`]), the tagged-word codec of slots and completions ([`slot`]),
 //! submitting, completing and reclaiming slots ([`queue`]), reserving and
 //! closing ([`tail`], with the [`barrier`] an exclusive producer pairs with), views of shared
-//! words ([`words`]), the shared layout's constants ([`layout`]) and the
-//! atomics they use ([`sync`]: std's, or loom's under `--cfg loom`). All of
+//! words ([`words`]) and the shared layout's constants ([`layout`]); its
+//! atomics go through `crate::sync` (std's, or loom's under `--cfg loom`). All of
 //! it runs under loom and Miri; the software device of the tests ([`soft`])
 //! plays the kernel's part. `docs/PROTOCOL.md` describes the whole.
 
@@ -16,6 +16,5 @@ pub(crate) mod ring;
 pub(crate) mod slot;
 #[cfg(test)]
 pub(crate) mod soft;
-pub(crate) mod sync;
 pub(crate) mod tail;
 pub(crate) mod words;

@@ -40,7 +40,7 @@ use crate::proto::layout::{
 use crate::proto::plan::Plan;
 use crate::proto::ring::{FLAG, SEQ_MASK, distance, seq_add};
 use crate::proto::slot::{Cqe, DecodedSlot, tag_of};
-use crate::proto::sync::{AtomicU64, Ordering, fence};
+use crate::sync::{AtomicU64, Ordering, fence};
 use crate::proto::words::Words;
 
 /// The status of an IO task whose fresh mark was wrong (a status the
@@ -389,7 +389,7 @@ impl SoftDevice {
 fn op(code: u16, args: &[u64; 6]) -> Result<u64, u8> {
     match code {
         OP_NOP => Ok(0),
-        OP_ECHO => Ok(crate::ops::op::echo_fold(args)),
+        OP_ECHO => Ok(crate::builtin::echo_fold(args)),
         OP_SPIN if args[0] > SPIN_MAX_NS => Err(STATUS_BAD_ARGS),
         OP_SPIN => {
             std::thread::sleep(std::time::Duration::from_nanos(args[0]));

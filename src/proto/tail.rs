@@ -29,7 +29,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::proto::barrier;
 use crate::proto::ring::{FLAG, SEQ_MASK, seq_add};
-use crate::proto::sync::{AtomicU64, Ordering, fence};
+use crate::sync::{AtomicU64, Ordering, fence};
 
 /// Shared producers may not reserve.
 const BARRED: u64 = FLAG;
@@ -241,7 +241,7 @@ impl Tail {
     fn end(&self) -> u64 {
         loop {
             match self.closing.load(Ordering::Acquire) {
-                CLOSING => crate::proto::sync::yield_now(),
+                CLOSING => crate::sync::yield_now(),
                 end => return end,
             }
         }

@@ -10,7 +10,7 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use crate::proto::sync::AtomicU64;
+use crate::sync::AtomicU64;
 
 /// An allocation of shared words: its first word and its length. Whoever
 /// implements it keeps the words valid, 8-byte aligned and accessed by this
@@ -30,10 +30,10 @@ pub(crate) unsafe trait Backing: Send + Sync + 'static {
 }
 
 /// Heap words standing in for a mapped allocation (the software device).
-#[cfg(any(test, feature = "bench"))]
+#[cfg(test)]
 pub(crate) struct HeapWords(Box<[AtomicU64]>);
 
-#[cfg(any(test, feature = "bench"))]
+#[cfg(test)]
 impl HeapWords {
     /// `len` zeroed words.
     pub(crate) fn new(len: usize) -> Arc<Self> {
@@ -44,7 +44,7 @@ impl HeapWords {
 // SAFETY: a boxed slice of atomics, valid while the box lives and
 // accessed by it only as atomics; a `NonNull` of it carries the box's
 // provenance.
-#[cfg(any(test, feature = "bench"))]
+#[cfg(test)]
 unsafe impl Backing for HeapWords {
     fn base(&self) -> NonNull<AtomicU64> {
         NonNull::from(&*self.0).cast()
@@ -97,7 +97,7 @@ impl Words {
     }
 
     /// All of a fresh heap allocation of `len` zeroed words.
-    #[cfg(any(test, feature = "bench"))]
+    #[cfg(test)]
     pub(crate) fn heap(len: usize) -> Self {
         Self::of(&HeapWords::new(len), 0, len).expect("the whole allocation")
     }
@@ -150,7 +150,7 @@ impl Words {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::proto::sync::Ordering;
+    use crate::sync::Ordering;
 
     #[test]
     fn views_keep_their_memory_alive_and_check_bounds() {

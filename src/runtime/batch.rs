@@ -1,21 +1,25 @@
 //! Many tasks submitted with one reservation and reaped together
-//! ([`Runtime::submit_batch`], a slot a task, and [`Runtime::submit_packed`],
-//! up to 32 small tasks a slot): one compare-and-swap of the tail for all
-//! of them, no ticket per task.
+//! ([`TypedOp::batch`](crate::TypedOp::batch), a slot a task, and
+//! [`TypedOp::packed`](crate::TypedOp::packed), up to 32 small tasks a
+//! slot): one compare-and-swap of the tail for all of them, no ticket per
+//! task (`docs/design/packs-and-batches.md`).
 
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, TaskError, TaskStatus};
-use crate::ops::op::Op;
+use crate::ops::Op;
 use crate::proto::queue::Completed;
 use crate::proto::queue::Queue;
 use crate::proto::ring::seq_add;
-use crate::proto::sync::now;
+use crate::sync::now;
 use crate::runtime::ticket::{Completion, outcome_of};
 use crate::runtime::wait::reactor::Armed;
-use crate::runtime::wait::{Target, WaitStrategy};
-use crate::runtime::{RingPtr, Shared, Watch};
+use crate::runtime::wait::strategy::{Target, WaitStrategy};
+use crate::runtime::handle::RingPtr;
+use crate::runtime::inflight::InFlight;
+use crate::runtime::liveness::Watch;
+use crate::runtime::shared::Shared;
 
 /// What one task of a batch came to: its completion, or how its handler
 /// failed (the [`TaskError`] a [`Ticket`](crate::Ticket) reports as
@@ -52,8 +56,9 @@ pub struct Batch {
     wait: Option<WaitStrategy>,
     /// A future's interest with the completion thread, while it waits.
     pub(crate) interest: Armed,
-    /// Its tasks' count in a pool member's load, until all are taken.
-    load: Option<crate::pool::PoolLoad>,
+    /// Its tasks' count among the tasks in flight of whoever handed it out
+    /// (a pool member's load), until all are taken.
+    held: Option<InFlight>,
 }
 
 impl fmt::Debug for Batch {
@@ -68,43 +73,12 @@ impl fmt::Debug for Batch {
     }
 }
 
-/// Reserves `slots` consecutive slots of `ring` for a batch of `n` tasks
-/// (none for an empty batch), waiting while the ring has not that many
-/// free; refuses more slots than the ring has. Returns the first.
-pub(crate) fn reserve_run<R: crate::runtime::RingAccess>(
-    ring: RingPtr,
-    slots: usize,
-    n: usize,
-) -> Result<u64> {
-    let queue = ring.queue();
-    let capacity = queue.geometry().capacity();
-    if slots > capacity {
-        return Err(Error::InvalidArgument(format!(
-            "a batch of {n} tasks needs {slots} slots, more than the ring's {capacity}: split it"
-        )));
-    }
-    if slots == 0 {
-        // Nothing to reserve, but a closed ring refuses even that, and a
-        // ring another producer holds.
-        return if queue.is_closed() {
-            Err(Error::Closed)
-        } else if !R::EXCLUSIVE && queue.is_held() {
-            Err(Error::RingHeld)
-        } else {
-            Ok(0)
-        };
-    }
-    ring.shared().reserve(ring.ring, slots, true, || {
-        crate::runtime::producer::reserve::<R>(queue, slots)
-    })
-}
-
 impl Batch {
-    /// The batch, counted in a pool member's load until all its results
-    /// are taken or it is dropped.
-    pub(crate) fn counted(mut self, load: crate::pool::PoolLoad) -> Self {
+    /// The batch, counted in flight by `guard` until all its results are
+    /// taken or it is dropped.
+    pub(crate) fn held(mut self, guard: InFlight) -> Self {
         if self.done < self.len() {
-            self.load = Some(load);
+            self.held = Some(guard);
         }
         self
     }
@@ -121,7 +95,7 @@ impl Batch {
             shares: 0,
             wait: None,
             interest: Armed::default(),
-            load: None,
+            held: None,
         }
     }
 
@@ -138,6 +112,11 @@ impl Batch {
     /// The op of its tasks.
     pub fn op(&self) -> Op {
         self.op
+    }
+
+    /// The ring its tasks are in (see [`Builder::rings`](crate::Builder::rings)).
+    pub fn ring(&self) -> usize {
+        self.ring.ring
     }
 
     /// The same batch, whose waits ([`Batch::wait`], [`Batch::wait_timeout`])
@@ -216,8 +195,9 @@ impl Batch {
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
     /// use std::time::Duration;
+    /// use pkq::{Submit, builtin::SPIN};
     /// let rt = pkq::Runtime::builder().build()?;
-    /// let mut batch = rt.submit_batch(pkq::Op::SPIN, &[1_000_000u64; 8])?;
+    /// let mut batch = rt.submit(SPIN.batch(&[1_000_000; 8]))?;
     /// while let Err(pkq::Error::Timeout) = batch.wait_timeout(Duration::from_micros(100)) {
     ///     let done = batch.results().iter().filter(|r| r.is_some()).count();
     ///     println!("{done} of {} done", batch.len());
@@ -237,7 +217,7 @@ impl Batch {
         while !self.take_in_order() {
             let since = *since.get_or_insert_with(now);
             let ring = self.ring;
-            let how = self.wait.unwrap_or_else(|| ring.shared().wait);
+            let how = self.wait.unwrap_or_else(|| ring.shared().settings.wait);
             // One wait per slot that ends the run taken in order: the
             // completion thread and the monitor watch that slot.
             let target = Target {
@@ -320,7 +300,7 @@ impl Batch {
         };
         self.done += tasks.len();
         if self.done == self.len() {
-            self.load = None;
+            self.held = None;
         }
         fill(self.op, &mut self.results[tasks], done);
         true

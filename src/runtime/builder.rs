@@ -1,90 +1,26 @@
-//! Settings of a runtime, and starting one.
+//! Settings of a runtime and its lanes, checked before the driver, and the
+//! build that starts every lane (one lane's start: `runtime::start`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytemuck::Pod;
-use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
 
-use crate::cuda::driver;
 use crate::cuda::image::Image;
-use crate::cuda::kernel::Kernel;
-use crate::cuda::mapped::MappedBuffer;
-use crate::cuda::partition::{self, SmPartition};
 use crate::error::{Error, Result};
-use crate::ops::typed::{Signature, TypedOp};
-use crate::proto::layout::{IO_MAX_BYTES, MAX_POLLERS, MAX_WARPS_PER_BLOCK, MAX_WORKERS};
+use crate::ops::TypedOp;
+use crate::ops::table::Signature;
+use crate::proto::layout::{IO_MAX_BYTES, MAX_POLLERS, MAX_WORKERS};
 use crate::proto::plan::Plan;
 use crate::proto::ring::Geometry;
-use crate::proto::sync::now;
-use crate::runtime::Runtime;
-use crate::runtime::engine::Engine;
-use crate::runtime::shared::{Settings, Shared};
-use crate::runtime::state::StateArena;
+use crate::runtime::idle::IdlePolicy;
+use crate::runtime::shared::Settings;
 use crate::runtime::wait::WaitStrategy;
 
 /// How often waiters ask the driver whether the kernel still lives.
 const PROBE_EVERY: Duration = Duration::from_millis(1);
 /// The resident kernel of pkq's embedded module.
 const WORKER_KERNEL: &str = "pkq_worker_kernel";
-
-/// What a worker does while no task is waiting for it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IdlePolicy {
-    /// Poll without pause: the lowest latency. Each worker keeps `pollers`
-    /// warps busy, each with a PCIe read in flight.
-    Spin,
-    /// Poll without pause while tasks come; once a worker has taken no task
-    /// for `after`, its pollers but the first stop reading host memory (they
-    /// wait in the SM) until the worker takes a task. The first poller keeps
-    /// polling, so a task is never delayed by a sleep: the first task after
-    /// such a pause is seen by one poller's reads instead of all of them (at
-    /// most one read round trip later than under [`IdlePolicy::Spin`]), and
-    /// the other pollers take up their polls once the worker has taken it.
-    /// A poller that reads host memory without pause slowed the isolation
-    /// bench's memory-bound kernel, on the rest of an SM partition too
-    /// (`examples/isolation`, its rows "idle policy"); this keeps one such
-    /// poller per idle worker instead of `pollers`. The
-    /// same as [`IdlePolicy::Spin`] for workers of one poller. `after`: at
-    /// least 1 ns, at most `u32::MAX` ns. The default, after
-    /// [`IdlePolicy::DEFAULT_QUIET_AFTER`].
-    Quiet {
-        /// How long a worker goes without a task before its pollers but
-        /// the first go quiet.
-        after: Duration,
-    },
-    /// Poll without pause for `spin` (at most `u32::MAX` ns), then sleep
-    /// (`__nanosleep`) between polls, doubling from 64 ns up to `max_sleep`
-    /// (at most 1 ms). A task that arrives while its worker sleeps waits for
-    /// that sleep to end, and a sleep asked of the SM may last up to twice
-    /// as long (PTX's `nanosleep`). The isolation bench's rows "idle
-    /// policy" show what an idle worker's polls cost a memory-bound kernel
-    /// beside it, by `max_sleep`.
-    Backoff {
-        /// How long an idle worker spins before it sleeps.
-        spin: Duration,
-        /// The longest sleep between two polls.
-        max_sleep: Duration,
-    },
-}
-
-impl IdlePolicy {
-    /// How long a worker goes without a task before it goes quiet, by
-    /// default ([`IdlePolicy::Quiet`]): the period of a loop at 100 Hz, so
-    /// the tasks of a faster loop never find it quiet (a late tick of a
-    /// 100 Hz loop may: its task is then seen by the worker's first poller
-    /// alone, which never goes quiet).
-    pub const DEFAULT_QUIET_AFTER: Duration = Duration::from_millis(10);
-}
-
-impl Default for IdlePolicy {
-    /// [`IdlePolicy::Quiet`] after [`IdlePolicy::DEFAULT_QUIET_AFTER`].
-    fn default() -> Self {
-        IdlePolicy::Quiet {
-            after: Self::DEFAULT_QUIET_AFTER,
-        }
-    }
-}
 
 /// What [`Builder::state_memory`] allocates unless told otherwise.
 const DEFAULT_STATE_BYTES: usize = 1 << 20;
@@ -182,8 +118,8 @@ impl Builder {
     /// most one task per read round trip with its completion, so more
     /// workers serve more tasks per second, until the producing threads are
     /// the limit; a single task's round trip is longer than the latency
-    /// shape's. `benches/results/latency.json` has both shapes' round trip
-    /// beside the raw floor, `benches/results/throughput*.json` the rates of
+    /// shape's. `pkq-bench/results/latency.json` has both shapes' round trip
+    /// beside the raw floor, `pkq-bench/results/throughput*.json` the rates of
     /// 4 to 256 workers and what a running pkq costs an application kernel
     /// beside it. With more than one worker, each has one poller unless
     /// [`Builder::pollers`] says otherwise.
@@ -202,7 +138,7 @@ impl Builder {
     /// to `rings` threads on rings of their own share no cache line on the
     /// submit path (the tail's compare-and-swap is per ring). A ring's
     /// tasks run only on its workers: for one producing thread, keep one
-    /// ring. `benches/results/throughput*.json` compares threads
+    /// ring. `pkq-bench/results/throughput*.json` compares threads
     /// submitting one task at a time on one ring and on a ring each.
     /// A ring held by an [`ExclusiveProducer`](crate::ExclusiveProducer)
     /// refuses every other submit, the runtime's own calls from the threads
@@ -210,10 +146,11 @@ impl Builder {
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Submit, builtin::NOP};
     /// let rt = pkq::Runtime::builder().workers(64).rings(4).build()?;
     /// std::thread::scope(|s| {
     ///     for _ in 0..4 {
-    ///         s.spawn(|| rt.submit(pkq::Op::NOP, &())?.wait().map(|_| ()));
+    ///         s.spawn(|| rt.submit(NOP.args(&()))?.wait().map(|_| ()));
     ///     }
     /// });
     /// # Ok(()) }
@@ -238,14 +175,15 @@ impl Builder {
     /// that many times the pinned memory, and the kernel that many warps
     /// per worker. The latency setting, the default, is one worker of eight
     /// pollers, for one task in flight at a time, as a control loop has:
-    /// `benches/results/latency.json` has its round trip and submit call
+    /// `pkq-bench/results/latency.json` has its round trip and submit call
     /// beside the throughput shape's and the raw floor's, and
-    /// `benches/NOTES.md` the design sweep behind it.
+    /// `docs/design/default-shape.md` the design sweep behind it.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Submit, builtin::NOP};
     /// let rt = pkq::Runtime::builder().workers(1).pollers(8).build()?;
-    /// rt.submit(pkq::Op::NOP, &())?.wait()?;
+    /// rt.submit(NOP.args(&()))?.wait()?;
     /// # Ok(()) }
     /// ```
     #[must_use = "a builder starts nothing until `build` is called"]
@@ -305,9 +243,9 @@ impl Builder {
         self
     }
 
-    /// The first sequence number (for testing the wrap at 2^63).
+    /// The first sequence number: a test seam, for testing the wrap at
+    /// 2^63. Not part of the API.
     #[doc(hidden)]
-    #[cfg(any(test, feature = "bench"))]
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn start_sequence(mut self, seq: u64) -> Self {
         self.start_seq = seq;
@@ -349,8 +287,8 @@ impl Builder {
     /// Declares an op the kernel must serve with arguments like `A`:
     /// [`build`](Builder::build) checks its code, argument size, alignment
     /// and pointer flag against the module's op table (`PKQ_OP_TABLE`) and
-    /// refuses a mismatch with [`Error::OpMismatch`] naming the op. (pkq's
-    /// built-in ops are always checked against its own kernel.)
+    /// refuses a mismatch with [`Error::OpMismatch`] naming the op. (Every
+    /// submit checks its op against the table too.)
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn op<A: Pod>(mut self, op: &TypedOp<A>) -> Self {
         self.ops.push(op.signature());
@@ -359,8 +297,8 @@ impl Builder {
 
     /// Input and output areas in mapped memory for every slot, of up to
     /// `input` and `output` bytes (each at most 65536), for IO tasks
-    /// ([`Runtime::submit_io`](crate::Runtime::submit_io), and on device
-    /// state [`Runtime::call_on_state_io`](crate::Runtime::call_on_state_io)): the producer
+    /// ([`TypedOp::io`], and on device state
+    /// [`Lane::call_on_state_io`](crate::Lane::call_on_state_io)): the producer
     /// writes a task's input there and its handler reads it
     /// (`ctx.input`), the handler writes its output (`ctx.output`) and the
     /// task's waiter reads it, with no stream and no driver call.
@@ -383,7 +321,7 @@ impl Builder {
     /// `1 + ceil(output / 7)`, each rounded up to even (about 8/7 of the
     /// bytes for large areas);
     /// device memory of `input + output` bytes, each rounded up to 112, per
-    /// worker, and 16 bytes per slot; the handler's input and output sit in
+    /// worker, and 8 bytes per slot; the handler's input and output sit in
     /// shared memory where the runtime has one lane, every block of the
     /// kernel keeps its workers' and the kernel stays resident, else in that
     /// device memory. A worker's
@@ -394,7 +332,7 @@ impl Builder {
         self
     }
 
-    /// Device memory for states ([`Runtime::state`]), allocated when the
+    /// Device memory for states ([`Lane::state`](crate::Lane::state)), allocated when the
     /// runtime starts (before its kernel: nothing is allocated on the
     /// device while it runs) and kept until the runtime and its last state
     /// are gone; each state takes its size rounded up to 256 bytes. Default
@@ -418,7 +356,7 @@ impl Builder {
     /// only (a green context, CUDA 12.4+), rounded up to what the device
     /// allows (on Hopper, a multiple of 8: 1 to 8 give 8, 9 give 16), and
     /// leaves the rest to the application through
-    /// [`Runtime::sm_partition`]: its kernels launched on
+    /// [`Runtime::sm_partition`](crate::Runtime::sm_partition): its kernels launched on
     /// [`SmPartition::app_stream`](crate::SmPartition::app_stream) streams
     /// never share an SM with the runtime. Kernels launched on any other
     /// stream may still use every SM, the runtime's included.
@@ -434,7 +372,7 @@ impl Builder {
     /// resident one does not end); build a runtime with each size first
     /// (a partition, once made, is kept for the process and reused).
     /// [`sm_partition_support`](crate::sm_partition_support) gives the
-    /// device's granularity. `benches/results/isolation.json` measures the
+    /// device's granularity. `pkq-bench/results/isolation.json` measures the
     /// round trip and an application's kernels with and without one.
     ///
     /// ```no_run
@@ -455,11 +393,12 @@ impl Builder {
     /// Adds a lane: a resident kernel of its own, with its own rings,
     /// workers and pollers as `lane` sets them, served by the same runtime
     /// (on its device, in its SM partition if it has one), reached with
-    /// [`Runtime::lane`]. Lane 0 is the runtime itself; lanes are numbered
-    /// in the order added. A latency lane (the default shape) and a bulk
+    /// [`Runtime::lane`](crate::Runtime::lane). Lane 0 is the runtime's first (this builder's
+    /// own); the lanes added are numbered from 1 in the order added. A latency lane (the default shape) and a bulk
     /// lane (many workers) keep a control loop's round trip apart from a
     /// flood of bulk tasks: they share no ring, slot or worker.
-    /// [`Runtime::shutdown`], [`Runtime::cancel`] and [`Runtime::health`]
+    /// [`Runtime::shutdown`](crate::Runtime::shutdown), [`Runtime::cancel`](crate::Runtime::cancel)
+    /// and [`Runtime::health`](crate::Runtime::health)
     /// cover every lane; dropping the runtime stops them all.
     ///
     /// A lane runs on its runtime's device (its own device setting is not
@@ -471,18 +410,18 @@ impl Builder {
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
-    /// use pkq::{Op, Runtime};
+    /// use pkq::{Runtime, Submit, builtin::NOP};
     /// let rt = Runtime::builder() // lane 0: the latency shape
-    ///     .lane(Runtime::builder().workers(64).rings(4)) // lane 1: bulk
+    ///     .add_lane(Runtime::builder().workers(64).rings(4)) // lane 1: bulk
     ///     .build()?;
     /// let bulk = rt.lane(1).expect("one extra lane");
-    /// let mut flood = bulk.submit_batch(Op::NOP, &[(); 256])?;
-    /// rt.submit(Op::NOP, &())?.wait()?; // not behind the flood
+    /// let mut flood = bulk.submit(NOP.batch(&[(); 256]))?;
+    /// rt.submit(NOP.args(&()))?.wait()?; // not behind the flood
     /// flood.wait()?;
     /// # Ok(()) }
     /// ```
     #[must_use = "a builder starts nothing until `build` is called"]
-    pub fn lane(mut self, lane: Builder) -> Self {
+    pub fn add_lane(mut self, lane: Builder) -> Self {
         self.lanes.push(lane);
         self
     }
@@ -513,7 +452,7 @@ impl Builder {
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
     /// use pkq::{Runtime, WaitStrategy};
-    /// let rt = Runtime::builder().wait(WaitStrategy::Park).completion_cpu(3).build()?;
+    /// let rt = Runtime::builder().wait_strategy(WaitStrategy::Park).completion_cpu(3).build()?;
     /// # Ok(()) }
     /// ```
     #[must_use = "a builder starts nothing until `build` is called"]
@@ -526,27 +465,29 @@ impl Builder {
     /// told otherwise ([`Ticket::with_wait`](crate::Ticket::with_wait)).
     /// Default [`WaitStrategy::SpinThenYield`]; see [`WaitStrategy`] for
     /// what each costs. [`WaitStrategy::Monitor`] on a CPU without a
-    /// user-level monitor waits as `SpinThenYield` ([`Runtime::wait_strategy`]
+    /// user-level monitor waits as `SpinThenYield` ([`Lane::wait_strategy`](crate::Lane::wait_strategy)
     /// says which is used).
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
-    /// use pkq::{Op, Runtime, WaitStrategy};
+    /// use pkq::{Runtime, Submit, WaitStrategy, builtin::SPIN};
     /// // Threads that wait for long tasks sleep instead of spinning.
-    /// let rt = Runtime::builder().wait(WaitStrategy::Park).build()?;
-    /// let done = rt.submit(Op::SPIN, &[1_000_000u64])?.wait()?;
+    /// let rt = Runtime::builder().wait_strategy(WaitStrategy::Park).build()?;
+    /// let done = rt.submit(SPIN.args(&1_000_000))?.wait()?;
     /// assert!(done.device_time().as_micros() >= 1000);
     /// # Ok(()) }
     /// ```
     #[must_use = "a builder starts nothing until `build` is called"]
-    pub fn wait(mut self, strategy: WaitStrategy) -> Self {
+    pub fn wait_strategy(mut self, strategy: WaitStrategy) -> Self {
         self.wait = strategy;
         self
     }
 
-    /// How often waiters probe the kernel's liveness (for tests).
-    #[doc(hidden)]
-    #[cfg(any(test, feature = "bench"))]
+    /// How often a waiting thread asks the driver whether the kernel still
+    /// lives (default 1 ms; at most one thread asks at a time, the others
+    /// go on polling). A shorter interval finds a fault or a stop sooner,
+    /// at the cost of a driver call (a stream query) per interval on a
+    /// waiting thread; `Duration::ZERO` probes at every look.
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn probe_interval(mut self, every: Duration) -> Self {
         self.probe_every = every;
@@ -656,193 +597,8 @@ impl Builder {
         Ok(geo)
     }
 
-    /// Starts the resident kernel and returns the runtime once every worker
-    /// is serving.
-    ///
-    /// Errors: [`Error::InvalidConfig`] (a setting out of range, more
-    /// workers and pollers than the device can keep resident at once, or
-    /// state memory on a device without stream-ordered allocation: then
-    /// [`Builder::state_memory`]`(0)`),
-    /// [`Error::KernelNotBuilt`], [`Error::NoDriver`], [`Error::NoDevice`],
-    /// [`Error::DeviceOutOfRange`], [`Error::UnsupportedDevice`],
-    /// [`Error::PartitionUnsupported`], [`Error::KernelTimeout`],
-    /// [`Error::InvalidModule`] and [`Error::KernelMissing`] (a module of
-    /// your own: [`Builder::module`]), [`Error::OpMismatch`] (an op declared
-    /// with [`Builder::op`]), or the CUDA error of a failed driver call. A lane that fails to start fails
-    /// the build; the lanes started before it are stopped.
-    pub fn build(self) -> Result<Runtime> {
-        self.check_before_driver()?;
-        let ctx = driver::open(self.device)?;
-        let partition = match self.sm_partition {
-            Some(sms) => Some(SmPartition::new(partition::split(&ctx, self.device, sms)?)),
-            None => None,
-        };
-        // Every lane's module before any kernel runs (the driver would wait
-        // for a running one to load another).
-        for lane in &self.lanes {
-            crate::cuda::modules::kernel(&ctx, &lane.image, &lane.kernel, true)?;
-        }
-        let mut taken = 0.0;
-        let alone = self.lanes.is_empty();
-        let mut rt = self.start(&ctx, partition.as_ref(), &mut taken, alone)?;
-        let mut lanes = Vec::with_capacity(self.lanes.len());
-        for lane in &self.lanes {
-            let mut lane = lane.clone().device(self.device);
-            if lane.completion_cpu.is_none() {
-                lane.completion_cpu = self.completion_cpu;
-            }
-            let mut lane = lane.start(&ctx, partition.as_ref(), &mut taken, alone)?;
-            lane.partition = partition.clone();
-            lanes.push(lane);
-        }
-        rt.lanes = lanes.into_boxed_slice();
-        rt.partition = partition;
-        Ok(rt)
-    }
-
-    /// Starts this builder's kernel on `ctx` (in `partition`'s SMs if
-    /// given): one lane.
-    ///
-    /// `taken`: the multiprocessors the runtime's earlier lanes fill, in
-    /// SMs' worth of their blocks; this lane's are added. The lanes' blocks
-    /// must all be resident at once, together. `alone`: the runtime has
-    /// this one lane.
-    fn start(
-        &self,
-        ctx: &Arc<CudaContext>,
-        partition: Option<&SmPartition>,
-        taken: &mut f64,
-        alone: bool,
-    ) -> Result<Runtime> {
-        let plan = self.plan()?;
-        let ctx = ctx.clone();
-        let h2d = MappedBuffer::new(&ctx, plan.h2d_len)?;
-        let d2h = MappedBuffer::new(&ctx, plan.d2h_len)?;
-        let (spin, sleep) = match self.idle {
-            IdlePolicy::Spin => (0, 0),
-            IdlePolicy::Quiet { after } => (after.as_nanos(), 0),
-            IdlePolicy::Backoff { spin, max_sleep } => (spin.as_nanos(), max_sleep.as_nanos()),
-        };
-        // Both fit (checked by `validate`).
-        let words = [h2d.words(0, plan.h2d_len), d2h.words(0, plan.d2h_len)];
-        let (h2d_addr, d2h_addr) = (h2d.device_addr(0), d2h.device_addr(0));
-        let mut kernel = Kernel::from_image(
-            &ctx,
-            &self.image,
-            &self.kernel,
-            true,
-            vec![h2d, d2h],
-            partition.map(SmPartition::runtime_part),
-        )?;
-        let scratch = match plan.io_device_bytes() {
-            0 => 0,
-            bytes => kernel.device_memory(bytes)?,
-        };
-        let params = plan.params(h2d_addr, d2h_addr, spin as u32, sleep as u32, scratch);
-        let mut ops = std::mem::take(&mut kernel.ops);
-        if let Image::Caller(_) = self.image {
-            ops = ops.refusing_unlisted();
-        }
-        if let Image::Embedded = self.image {
-            for sig in crate::ops::builtin::signatures() {
-                ops.check(&sig)?;
-            }
-        }
-        for sig in &self.ops {
-            ops.check(sig)?;
-        }
-        // A worker's pollers share a block (and its claim counter); both
-        // counts are powers of two, so blocks are full.
-        let pollers = plan.all_pollers();
-        let warps = pollers.min(MAX_WARPS_PER_BLOCK);
-        let mut cfg = LaunchConfig {
-            grid_dim: ((pollers / warps) as u32, 1, 1),
-            block_dim: (warps as u32 * 32, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // Every block must be resident at once, or the workers that are not
-        // wait for ones that never end: refuse what cannot be.
-        let mut resident = kernel.max_resident_blocks(cfg.block_dim.0, 0)?;
-        // IO rooms in shared memory where every block keeps its workers' and
-        // stays resident (the kernel looks at what the launch gave it);
-        // otherwise they stay in device memory (`io_scratch`). Not beside
-        // other lanes: blocks of different shared memory do not add up as
-        // fractions of the SMs (the device may spread one lane's blocks over
-        // every SM, leaving none the room for another lane's block), and
-        // every lane's blocks must be resident.
-        let rooms = (warps / plan.pollers).max(1) * plan.io_scratch_bytes();
-        if alone && rooms != 0 && kernel.allow_dynamic_shared(rooms) {
-            let with_rooms = kernel
-                .max_resident_blocks(cfg.block_dim.0, rooms)
-                .unwrap_or(0);
-            if with_rooms >= cfg.grid_dim.0 as usize {
-                cfg.shared_mem_bytes = rooms as u32;
-                resident = with_rooms;
-            }
-        }
-        // What fraction of the SMs this lane's blocks fill, beside the
-        // lanes before it.
-        let sms = kernel.sms() as f64;
-        let fill = cfg.grid_dim.0 as f64 * sms / resident.max(1) as f64;
-        if *taken > 0.0 && *taken + fill > sms {
-            return Err(Error::InvalidConfig(format!(
-                "the runtime's lanes need {} SMs' worth of resident blocks together, where {} has \
-                 {sms}: use fewer workers or pollers in a lane, or a larger partition",
-                (*taken + fill).ceil(),
-                match partition {
-                    Some(_) => "its partition",
-                    None => "the device",
-                },
-            )));
-        }
-        *taken += fill;
-        if (cfg.grid_dim.0 as usize) > resident {
-            return Err(Error::InvalidConfig(format!(
-                "{} workers of {} pollers need {} blocks of {} warps resident at once; device {} \
-                 holds at most {resident} such blocks of this kernel ({} warps{}): use fewer \
-                 workers or pollers",
-                plan.workers,
-                plan.pollers,
-                cfg.grid_dim.0,
-                warps,
-                self.device,
-                resident * warps,
-                match partition {
-                    Some(p) => format!(" on its partition of {} SMs", p.sms()),
-                    None => String::new(),
-                },
-            )));
-        }
-        // Before the launch: nothing is allocated on the device while the
-        // kernel runs.
-        let state = StateArena::new(&ctx, self.state_bytes)?;
-        let shared = Shared::new(
-            self.settings(),
-            &plan,
-            words,
-            ops,
-            Engine::Cuda(kernel),
-            state,
-        );
-        let kernel = shared.engine.cuda().expect("built on the CUDA engine");
-        // SAFETY: the kernel takes one `pkq_params` by value (checked at
-        // load for a caller's module, in layout.rs for pkq's own); its
-        // addresses point into the kernel's own mapped memory, which it
-        // holds for as long as it may run (see `Kernel`).
-        unsafe {
-            kernel.launch(cfg, |b| {
-                b.arg(&params);
-            })?
-        };
-        let rt = Runtime::new(shared);
-        // A timeout too long to add to now has no deadline.
-        rt.shared
-            .await_workers(now().checked_add(self.start_timeout))?;
-        Ok(rt)
-    }
-
-    /// What the runtime's shared state keeps of these settings.
-    fn settings(&self) -> Settings {
+    /// What a lane's shared state keeps of these settings.
+    pub(crate) fn settings(&self) -> Settings {
         Settings {
             device: self.device,
             probe_every: self.probe_every,
@@ -854,7 +610,7 @@ impl Builder {
     }
 
     /// The memory plan of these settings, once they are checked.
-    fn plan(&self) -> Result<Plan> {
+    pub(crate) fn plan(&self) -> Result<Plan> {
         let geo = self.validate()?;
         Ok(Plan::new(
             geo,
@@ -866,53 +622,12 @@ impl Builder {
         ))
     }
 
-    /// As [`Builder::build`], served by the software device
-    /// (`proto::soft`) over heap memory: a thread per poller if `threads`,
-    /// else only when a test steps it (loom). Its op table lists the
-    /// built-in ops.
-    #[cfg(test)]
-    ///
-    /// One poller per worker unless the builder names some (a thread per
-    /// poller, or a stepped poller under loom, is what its tests afford);
-    /// lanes each on a software device of their own.
-    pub(crate) fn build_soft(mut self, threads: bool) -> Result<Runtime> {
-        use crate::proto::words::Words;
-        self.validate()?;
-        self.pollers.get_or_insert(1);
-        let plan = self.plan()?;
-        let words = [Words::heap(plan.h2d_len), Words::heap(plan.d2h_len)];
-        let device = crate::proto::soft::SoftDevice::new(plan, words[0].clone(), words[1].clone());
-        let ops = crate::ops::typed::OpTable::of(&crate::ops::builtin::signatures());
-        // The queues write every slot's first tags: the device starts after.
-        let shared = Shared::new(
-            self.settings(),
-            &plan,
-            words,
-            ops,
-            Engine::Soft(device.clone()),
-            None,
-        );
-        #[cfg(not(loom))]
-        if threads {
-            device.start_threads();
-        }
-        #[cfg(loom)]
-        assert!(!threads, "loom models step the software device themselves");
-        let mut rt = Runtime::new(shared);
-        rt.shared
-            .await_workers(now().checked_add(self.start_timeout))?;
-        let mut lanes = Vec::new();
-        for lane in std::mem::take(&mut self.lanes) {
-            lanes.push(lane.build_soft(threads)?);
-        }
-        rt.lanes = lanes.into_boxed_slice();
-        Ok(rt)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::lane::Runtime;
 
     #[test]
     fn builder_validation_needs_no_driver() {
@@ -1002,17 +717,17 @@ mod tests {
         assert!(
             Runtime::builder()
                 .device(1)
-                .lane(Runtime::builder())
-                .lane(Runtime::builder().device(7))
+                .add_lane(Runtime::builder())
+                .add_lane(Runtime::builder().device(7))
                 .validate()
                 .is_ok()
         );
         for lane in [
             Runtime::builder().sm_partition(8),
-            Runtime::builder().lane(Runtime::builder()),
+            Runtime::builder().add_lane(Runtime::builder()),
             Runtime::builder().workers(3),
         ] {
-            let why = bad(Runtime::builder().lane(Runtime::builder()).lane(lane)).unwrap();
+            let why = bad(Runtime::builder().add_lane(Runtime::builder()).add_lane(lane)).unwrap();
             assert!(why.contains("lane 2"), "{why}");
         }
         assert!(bad(Runtime::builder().sm_partition(0)).is_some());
@@ -1020,9 +735,24 @@ mod tests {
         assert!(
             Runtime::builder()
                 .sm_partition(8)
-                .lane(Runtime::builder().workers(64))
+                .add_lane(Runtime::builder().workers(64))
                 .validate()
                 .is_ok()
+        );
+    }
+
+    /// `Builder::io` states the device memory each slot takes: what the
+    /// plan allocates (IO_SEEN in `cuda/pkq_layout.h`).
+    #[test]
+    fn the_io_docs_state_the_device_memory_per_slot() {
+        use crate::proto::layout::IO_SEEN_WORDS;
+        let plan = |io| Runtime::builder().capacity(16).io(io, 0).plan().unwrap();
+        let per_slot = (plan(1).io_device_bytes() - plan(1).io_scratch_bytes()) / 16;
+        assert_eq!(per_slot, IO_SEEN_WORDS * 8);
+        let docs = include_str!("builder.rs");
+        assert!(
+            docs.contains(&format!("and {per_slot} bytes per slot;")),
+            "Builder::io's docs name another size than the {per_slot} bytes a slot takes"
         );
     }
 }

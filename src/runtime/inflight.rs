@@ -1,19 +1,20 @@
-//! A pool member's load: the tasks routed to it whose tickets or batches
-//! have not finished. Each ticket or batch the pool hands out holds a
-//! [`Load`] of its tasks, given back when its results are taken or it is
-//! dropped.
+//! Tasks counted in flight by whoever handed them out (a pool counts each
+//! device's load so): a ticket or batch holds an [`InFlight`] of its tasks,
+//! given back when its results are taken or it is dropped.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// `n` tasks counted in a member's load until dropped.
+use crate::sync::{AtomicUsize, Ordering};
+
+/// `n` tasks counted in a count of tasks in flight until dropped.
+#[doc(hidden)]
 #[derive(Debug)]
-pub(crate) struct Load {
+pub struct InFlight {
     count: Arc<AtomicUsize>,
     n: usize,
 }
 
-impl Load {
+impl InFlight {
     /// Counts `n` more tasks in `count`.
     pub(crate) fn add(count: &Arc<AtomicUsize>, n: usize) -> Self {
         count.fetch_add(n, Ordering::Relaxed);
@@ -24,7 +25,7 @@ impl Load {
     }
 }
 
-impl Drop for Load {
+impl Drop for InFlight {
     fn drop(&mut self) {
         self.count.fetch_sub(self.n, Ordering::Relaxed);
     }
@@ -35,10 +36,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_load_counts_until_dropped() {
+    fn tasks_count_until_dropped() {
         let count = Arc::new(AtomicUsize::new(0));
-        let a = Load::add(&count, 3);
-        let b = Load::add(&count, 1);
+        let a = InFlight::add(&count, 3);
+        let b = InFlight::add(&count, 1);
         assert_eq!(count.load(Ordering::Relaxed), 4);
         drop(a);
         assert_eq!(count.load(Ordering::Relaxed), 1);

@@ -2,11 +2,24 @@
 //! that tell a stalled worker, and whether a fault the driver reports is
 //! the kernel's own.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::proto::sync::now;
+use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, lock, now};
+
+/// What a wait watches for silence (see [`Error::Stalled`](crate::Error::Stalled)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Watch {
+    Nothing,
+    /// The worker of the task waited for.
+    Worker(usize),
+    /// The workers of the `n` slots a reservation on `ring` needs next
+    /// (from its tail as of each check): a producer waiting for room.
+    Reserving {
+        ring: usize,
+        n: usize,
+    },
+    AnyWorker,
+}
 
 /// The shared schedule of liveness probes: at most one waiter asks the
 /// driver at a time, once per interval; the others go on polling.
@@ -114,10 +127,7 @@ impl Liveness {
         clock: impl Fn() -> u64,
         words: impl Fn() -> (Box<[u64]>, bool),
     ) -> FaultVerdict {
-        let mut seen = self
-            .fault_seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut seen = lock(&self.fault_seen);
         let before = clock();
         let (now, left) = words();
         let after = clock();
@@ -162,7 +172,7 @@ impl Liveness {
     /// judged either way.
     pub(crate) fn fault_undecided(&self) -> bool {
         matches!(
-            &*self.fault_seen.lock().unwrap_or_else(PoisonError::into_inner),
+            &*lock(&self.fault_seen),
             Some(f) if !f.alive
         )
     }

@@ -7,10 +7,12 @@ use std::sync::{Arc, Weak};
 
 use loom::thread;
 
-use crate::ops::op::Op;
+use crate::builtin::*;
+use crate::ops::{Op, Task};
 use crate::proto::soft::{SoftDevice, Step};
 use crate::runtime::engine::Engine;
-use crate::runtime::{Runtime, Shared};
+use crate::runtime::shared::Shared;
+use crate::runtime::{Runtime, Submit};
 
 /// A one-worker runtime on the stepped software device, and the device.
 fn stepped() -> (Runtime, Arc<SoftDevice>) {
@@ -52,7 +54,7 @@ fn freed(w: &Weak<Shared>) -> bool {
 fn loom_a_ticket_waits_while_its_runtime_is_dropped() {
     model(|| {
         let (rt, dev) = stepped();
-        let t = rt.submit(Op::ECHO, &[5u64]).unwrap();
+        let t = rt.submit(ECHO.args(&5u64)).unwrap();
         run(&dev, 1);
         let memory = Arc::downgrade(&rt.shared);
         let ticket = thread::spawn(move || t.wait().map(|c| c.value));
@@ -66,7 +68,7 @@ fn loom_a_ticket_waits_while_its_runtime_is_dropped() {
 fn loom_a_batch_is_reaped_and_dropped_while_its_runtime_is_dropped() {
     model(|| {
         let (rt, dev) = stepped();
-        let mut b = rt.submit_batch(Op::ECHO, &[[1u64], [2]]).unwrap();
+        let mut b = rt.submit(ECHO.batch(&[1u64, 2])).unwrap();
         run(&dev, 2);
         let memory = Arc::downgrade(&rt.shared);
         let batch = thread::spawn(move || {
@@ -85,7 +87,7 @@ fn loom_a_batch_is_reaped_and_dropped_while_its_runtime_is_dropped() {
 fn loom_an_unread_ticket_is_dropped_while_its_runtime_is_dropped() {
     model(|| {
         let (rt, dev) = stepped();
-        let t = rt.submit(Op::NOP, &()).unwrap();
+        let t = rt.submit(NOP.args(&())).unwrap();
         run(&dev, 1);
         let memory = Arc::downgrade(&rt.shared);
         let ticket = thread::spawn(move || drop(t));
@@ -110,11 +112,11 @@ fn copy_io_while_run(
     out_len: u32,
     key: u8,
 ) -> Vec<u8> {
-    let args = crate::ops::builtin::CopyIoArgs {
+    let args = crate::builtin::CopyIoArgs {
         out_len,
         key: u32::from(key),
     };
-    let mut t = rt.submit_io(Op::COPY_IO, &args, input).unwrap();
+    let mut t = rt.submit(COPY_IO.io(&args, input)).unwrap();
     let device = {
         let dev = dev.clone();
         thread::spawn(move || run(&dev, 1))

@@ -1,6 +1,6 @@
 //! Device state that pkq owns ([`DeviceState`]) and the safe calls of an op
-//! on it ([`Runtime::call_on_state`], and with data in and out through the
-//! slot's IO areas, [`Runtime::call_on_state_io`]): state a handler keeps between tasks
+//! on it ([`Lane::call_on_state`], and with data in and out through the
+//! slot's IO areas, [`Lane::call_on_state_io`]): state a handler keeps between tasks
 //! (an integrator, an order book, a model's weights) without a stream
 //! synchronization per call.
 //!
@@ -13,128 +13,25 @@
 //! before it), waited for before the call returns, and
 //! used by one task at a time (a call takes it `&mut` and returns once the
 //! task is done). So a call needs no check of the buffer and no wait for a
-//! stream: what it costs over [`Runtime::call_unchecked`] is the op table's
+//! stream: what it costs over an unchecked task ([`Task::unchecked`]) is the op table's
 //! check, a check that the state is this runtime's, and the argument bytes
 //! (`benches/results/custom_handler.json`).
 
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use bytemuck::Pod;
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, result, sys};
 
-use crate::cuda::driver::with_current;
 use crate::error::{Error, Result};
-use crate::ops::StateOp;
-use crate::runtime::Runtime;
+use crate::ops::{StateOp, Task};
+use crate::runtime::lane::Lane;
+use crate::runtime::submit::Submit;
 use crate::runtime::ticket::Completion;
-
-/// Where states start: cudarc's allocations are 256-byte aligned, and so is
-/// every state in the arena (a type aligned to more is refused).
-const ALIGN: usize = 256;
-
-/// The device memory a runtime's states come from, allocated before its
-/// kernel starts ([`Builder::state_memory`](crate::Builder::state_memory)):
-/// nothing is allocated or freed on the device while the kernel runs.
-pub(crate) struct StateArena {
-    memory: CudaSlice<u8>,
-    /// The stream of the states' copies (non-blocking, its own: they never
-    /// wait for the resident kernel).
-    stream: Arc<CudaStream>,
-    free: FreeList,
-}
-
-/// The free ranges `(offset, bytes)` of an arena, sorted and merged; every
-/// range a multiple of `ALIGN` long, first fit.
-struct FreeList(Mutex<Vec<(usize, usize)>>);
-
-impl FreeList {
-    fn new(bytes: usize) -> Self {
-        Self(Mutex::new(vec![(0, bytes)]))
-    }
-
-    fn ranges(&self) -> std::sync::MutexGuard<'_, Vec<(usize, usize)>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The first free range of `bytes` (rounded up to `ALIGN`): its offset.
-    fn take(&self, bytes: usize) -> Option<usize> {
-        let bytes = bytes.checked_next_multiple_of(ALIGN)?;
-        let mut free = self.ranges();
-        let i = free.iter().position(|&(_, len)| len >= bytes)?;
-        let (off, len) = free[i];
-        if len == bytes {
-            free.remove(i);
-        } else {
-            free[i] = (off + bytes, len - bytes);
-        }
-        Some(off)
-    }
-
-    /// Gives back what [`Self::take`] gave for `bytes`.
-    fn give(&self, off: usize, bytes: usize) {
-        let bytes = bytes.next_multiple_of(ALIGN);
-        let mut free = self.ranges();
-        let i = free.partition_point(|&(o, _)| o < off);
-        free.insert(i, (off, bytes));
-        // Merge with the next range, then with the previous.
-        if i + 1 < free.len() && free[i].0 + free[i].1 == free[i + 1].0 {
-            free[i].1 += free[i + 1].1;
-            free.remove(i + 1);
-        }
-        if i > 0 && free[i - 1].0 + free[i - 1].1 == free[i].0 {
-            free[i - 1].1 += free[i].1;
-            free.remove(i);
-        }
-    }
-}
-
-impl StateArena {
-    /// `bytes` (rounded up to `ALIGN`) of device memory in `ctx`; none for
-    /// 0. [`Error::InvalidConfig`] where the device has no stream-ordered
-    /// allocation: freeing the memory would then wait for every kernel of
-    /// the context, another runtime's resident one included.
-    pub(crate) fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Option<Arc<Self>>> {
-        if bytes == 0 {
-            return Ok(None);
-        }
-        let bytes = bytes.checked_next_multiple_of(ALIGN).ok_or_else(|| {
-            Error::InvalidConfig(format!("state memory of {bytes} bytes is too large"))
-        })?;
-        let pools =
-            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)?;
-        if pools == 0 {
-            return Err(Error::InvalidConfig(
-                "state memory needs a device with stream-ordered allocation \
-                 (Builder::state_memory(0) for none)"
-                    .into(),
-            ));
-        }
-        let stream = ctx.new_stream()?;
-        // Not zeroed: a memset is a kernel, which waits for room on the
-        // device (another resident kernel may hold every multiprocessor);
-        // every state is written whole before a task sees it.
-        // SAFETY: u8 has no invalid bit patterns, and nothing reads the
-        // memory before a state's upload wrote it.
-        let memory = unsafe { stream.alloc::<u8>(bytes)? };
-        Ok(Some(Arc::new(Self {
-            memory,
-            stream,
-            free: FreeList::new(bytes),
-        })))
-    }
-
-    /// The device address at `off`.
-    fn addr(&self, off: usize) -> u64 {
-        // The context tracks no events: the guard records nothing.
-        let (base, _guard) = self.memory.device_ptr(&self.stream);
-        base + off as u64
-    }
-}
+use crate::runtime::arena::{ALIGN, StateArena};
 
 /// An array of `S` in device memory, for ops on state ([`StateOp`]): made by
-/// [`Runtime::state`] from the runtime's state memory, used by
-/// [`Runtime::call_on_state`]; its memory goes back to the runtime when it
+/// [`Lane::state`] from the runtime's state memory, used by
+/// [`Lane::call_on_state`]; its memory goes back to the runtime when it
 /// is dropped.
 ///
 /// ```no_run
@@ -183,7 +80,7 @@ impl<S: Pod> DeviceState<S> {
         self.len
     }
 
-    /// Whether it holds none (never: [`Runtime::state`] refuses that).
+    /// Whether it holds none (never: [`Lane::state`] refuses that).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -195,19 +92,11 @@ impl<S: Pod> DeviceState<S> {
     /// A copy of the state as the last call left it.
     pub fn read(&self) -> Result<Vec<S>> {
         let mut bytes = vec![0u8; self.bytes()];
-        let (addr, stream) = (self.arena.addr(self.offset), &self.arena.stream);
-        with_current(stream.context(), || {
-            // SAFETY: the state's range of the arena, live device memory of
-            // the stream's context, is this state's alone; no task uses it
-            // (calls take the state `&mut` and return once their task is
-            // done); the copy is waited for before `bytes` is read or
-            // dropped.
-            unsafe {
-                result::memcpy_dtoh_async(&mut bytes[..], addr, stream.cu_stream())?;
-                result::stream::synchronize(stream.cu_stream())
-            }
-        })??;
-        // Never zero-sized (`Runtime::state` refuses that).
+        // SAFETY: the state's range of the arena is this state's alone; no
+        // task uses it (calls take the state `&mut` and return once their
+        // task is done).
+        unsafe { self.arena.memory.read(self.offset, &mut bytes)? };
+        // Never zero-sized (`Lane::state` refuses that).
         Ok(bytes
             .chunks_exact(std::mem::size_of::<S>())
             .map(bytemuck::pod_read_unaligned)
@@ -228,24 +117,16 @@ impl<S: Pod> DeviceState<S> {
     }
 
     fn upload(&self, data: &[S]) -> Result<()> {
-        let (addr, stream) = (self.arena.addr(self.offset), &self.arena.stream);
-        with_current(stream.context(), || {
-            // SAFETY: as in `read`; `data` (as many bytes as the range)
-            // lives until the copy is waited for.
-            unsafe {
-                result::memcpy_htod_async(
-                    addr,
-                    bytemuck::cast_slice::<S, u8>(data),
-                    stream.cu_stream(),
-                )?;
-                result::stream::synchronize(stream.cu_stream())
-            }
-        })??;
-        Ok(())
+        // SAFETY: as in `read`; `data` holds as many bytes as the range.
+        unsafe {
+            self.arena
+                .memory
+                .write(self.offset, bytemuck::cast_slice::<S, u8>(data))
+        }
     }
 }
 
-impl Runtime {
+impl Lane {
     /// A state holding a copy of `init` (at least one element), in the
     /// runtime's state memory, for ops on state: the copy is waited for
     /// here, once, never per call. Refuses an empty `init`, a zero-sized
@@ -319,25 +200,23 @@ impl Runtime {
         // lives as long as any state does), borrowed exclusively for this
         // call, which waits for the task (or for the kernel to stop) before
         // it returns.
-        let mut ticket = unsafe {
-            self.thread_producer()
-                .submit_unchecked_bytes(op.op(), encoded.as_bytes())?
-        };
+        let task = unsafe { Task::raw(op.op(), encoded.as_bytes()).unchecked() };
+        let mut ticket = self.submit(task)?;
         self.wait_borrowing(&mut ticket)
     }
 
-    /// [`Runtime::call_on_state`] of an IO task: `input` in the slot's
+    /// [`Lane::call_on_state`] of an IO task: `input` in the slot's
     /// input area, where the handler reads it (`ctx.input`), and the bytes
     /// it wrote to `ctx.output` returned with the completion, as
-    /// [`Runtime::submit_io`] and [`Ticket::wait_output`](crate::Ticket::wait_output)
+    /// an IO task ([`TypedOp::io`](crate::TypedOp::io)) and [`Ticket::wait_output`](crate::Ticket::wait_output)
     /// do. One round trip: a sensor frame in, the state stepped, the
     /// commands out.
     ///
-    /// Refuses, with nothing submitted, what [`Runtime::call_on_state`]
+    /// Refuses, with nothing submitted, what [`Lane::call_on_state`]
     /// refuses, and: a runtime without IO areas ([`Error::InvalidConfig`]);
     /// more input than its areas hold ([`Error::PayloadTooLarge`]). An
     /// output longer than the areas fails the task
-    /// ([`Error::Task`], `BadArgs`). Waits as [`Runtime::call_on_state`].
+    /// ([`Error::Task`], `BadArgs`). Waits as [`Lane::call_on_state`].
     pub fn call_on_state_io<S: Pod, A: Pod>(
         &self,
         op: &StateOp<S, A>,
@@ -348,22 +227,24 @@ impl Runtime {
         let encoded = self.state_args(op, state, args)?;
         // SAFETY: as in `call_on_state`; the input and output areas are the
         // slot's own, which the ticket holds until the task completed.
-        let mut ticket = unsafe {
-            self.thread_producer()
-                .submit_unchecked_io_bytes(op.op(), encoded.as_bytes(), input)?
+        let task = unsafe {
+            Task::raw(op.op(), encoded.as_bytes())
+                .with_input(input)
+                .unchecked()
         };
+        let mut ticket = self.submit(task)?;
         let c = self.wait_borrowing(&mut ticket)?;
         Ok((c, ticket.take_output()))
     }
 
     /// The arguments of a task of `op` on `state`: the state's address and
-    /// length, then `args`; refused as [`Runtime::call_on_state`] says.
+    /// length, then `args`; refused as [`Lane::call_on_state`] says.
     fn state_args<S: Pod, A: Pod>(
         &self,
         op: &StateOp<S, A>,
         state: &DeviceState<S>,
         args: &A,
-    ) -> Result<crate::ops::stateful::Encoded> {
+    ) -> Result<crate::ops::state_op::Encoded> {
         // The arguments' own refusals first: no table lists a state op whose
         // arguments cannot fit a slot, so its check would say OpMismatch.
         op.check_args()?;
@@ -380,26 +261,5 @@ impl Runtime {
             )));
         }
         op.encode(state.arena.addr(state.offset), state.bytes() as u64, args)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_free_list_takes_first_fit_and_merges_what_comes_back() {
-        let f = FreeList::new(4 * ALIGN);
-        assert_eq!(f.take(1), Some(0));
-        assert_eq!(f.take(ALIGN + 1), Some(ALIGN));
-        assert_eq!(f.take(ALIGN), Some(3 * ALIGN));
-        assert_eq!(f.take(1), None, "full");
-        assert_eq!(f.take(usize::MAX), None, "too large to round up");
-        f.give(ALIGN, ALIGN + 1);
-        assert_eq!(f.take(3 * ALIGN), None, "two free, not three");
-        f.give(0, 1);
-        f.give(3 * ALIGN, ALIGN);
-        assert_eq!(*f.ranges(), [(0, 4 * ALIGN)], "merged whole again");
-        assert_eq!(f.take(4 * ALIGN), Some(0));
     }
 }

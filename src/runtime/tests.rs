@@ -7,8 +7,9 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::ops::op::Op;
-use crate::runtime::{Builder, Runtime, Shared};
+use crate::builtin::*;
+use crate::runtime::shared::Shared;
+use crate::runtime::{Builder, Runtime, Submit};
 
 /// A runtime on the software device, a thread per poller.
 fn soft(b: Builder) -> Runtime {
@@ -23,11 +24,11 @@ fn freed(w: &Weak<Shared>) -> bool {
 #[test]
 fn a_batch_outliving_its_runtime_never_touches_it() {
     let rt = soft(Runtime::builder().capacity(4).workers(1));
-    let mut taken = rt.submit_batch(Op::ECHO, &[[1u64], [2]]).unwrap();
+    let mut taken = rt.submit(ECHO.batch(&[1u64, 2])).unwrap();
     while taken.poll().unwrap() < 2 {
         std::thread::yield_now();
     }
-    let mut empty = rt.submit_batch(Op::ECHO, &[] as &[[u64; 1]]).unwrap();
+    let mut empty = rt.submit(ECHO.batch(&[] as &[u64])).unwrap();
     let memory = Arc::downgrade(&rt.shared);
     drop(rt);
     // No task left to any handle: the memory is gone, and the batches must
@@ -40,8 +41,8 @@ fn a_batch_outliving_its_runtime_never_touches_it() {
 #[test]
 fn the_last_share_frees_through_the_arc_pointer() {
     let rt = soft(Runtime::builder().capacity(4).workers(1));
-    let ticket = rt.submit(Op::ECHO, &[5u64]).unwrap();
-    let mut batch = rt.submit_packed(Op::ECHO, &[6u64, 7]).unwrap();
+    let ticket = rt.submit(ECHO.args(&5u64)).unwrap();
+    let mut batch = rt.submit(ECHO.packed(&[6u64, 7])).unwrap();
     let memory = Arc::downgrade(&rt.shared);
     // The drop drains both tasks, then hands each holder a share: the
     // memory lives on for them.
@@ -66,7 +67,7 @@ fn huge_durations_never_panic() {
             .start_timeout(Duration::MAX)
             .stop_timeout(Duration::MAX),
     );
-    let mut t = rt.submit(Op::ECHO, &[3u64]).unwrap();
+    let mut t = rt.submit(ECHO.args(&3u64)).unwrap();
     assert_eq!(t.wait_timeout(Duration::MAX).unwrap().value, 3);
     // Once more, on the completed ticket.
     assert_eq!(t.wait_timeout(Duration::MAX).unwrap().value, 3);
@@ -84,7 +85,7 @@ fn huge_durations_never_panic() {
         rt.health().unwrap();
     }
     assert_eq!(
-        rt.submit(Op::ECHO, &[4u64]).unwrap().wait().unwrap().value,
+        rt.submit(ECHO.args(&4u64)).unwrap().wait().unwrap().value,
         4
     );
     rt.shutdown().unwrap();
@@ -101,19 +102,19 @@ fn submits_after_close_are_closed() {
         }
         let none: &[u64] = &[];
         assert!(matches!(
-            rt.submit_batch(Op::ECHO, none),
+            rt.submit(ECHO.batch(none)),
             Err(Error::Closed)
         ));
         assert!(matches!(
-            rt.submit_packed(Op::ECHO, none),
+            rt.submit(ECHO.packed(none)),
             Err(Error::Closed)
         ));
         assert!(matches!(
-            rt.submit_batch(Op::ECHO, &[1u64]),
+            rt.submit(ECHO.batch(&[1u64])),
             Err(Error::Closed)
         ));
-        assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
-        assert!(matches!(rt.try_submit(Op::NOP, &()), Err(Error::Closed)));
+        assert!(matches!(rt.submit(NOP.args(&())), Err(Error::Closed)));
+        assert!(matches!(rt.try_submit(NOP.args(&())), Err(Error::Closed)));
     }
 }
 
@@ -130,7 +131,7 @@ fn cancel_wins_over_the_liveness_probe() {
                 .probe_interval(Duration::from_micros(1)),
         ));
         let tickets: Vec<_> = (0..8)
-            .map(|_| rt.submit(Op::SPIN, &200_000u64).unwrap())
+            .map(|_| rt.submit(SPIN.args(&200_000u64)).unwrap())
             .collect();
         let done = Arc::new(AtomicBool::new(false));
         let prober = {
@@ -168,8 +169,8 @@ fn a_long_task_stalls_its_worker_whatever_its_pollers() {
             .pollers(4)
             .stall_after(bound),
     );
-    let mut long = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
-    let mut behind = rt.submit(Op::ECHO, &[9u64]).unwrap();
+    let mut long = rt.submit(SPIN.args(&300_000_000u64)).unwrap();
+    let mut behind = rt.submit(ECHO.args(&9u64)).unwrap();
     for t in [&mut long, &mut behind] {
         match t.wait_timeout(Duration::from_millis(250)) {
             Err(Error::Stalled { worker: 0, silent }) => assert!(silent > bound),
@@ -214,17 +215,17 @@ fn every_task_once_through_the_real_runtime() {
                     let id = p << 32 | i;
                     match i % 3 {
                         0 => assert_eq!(
-                            rt.submit(Op::ECHO, &[id]).unwrap().wait().unwrap().value,
+                            rt.submit(ECHO.args(&id)).unwrap().wait().unwrap().value,
                             id
                         ),
                         1 => {
-                            let args = [[id], [id + 1]];
-                            let r = rt.submit_batch(Op::ECHO, &args).unwrap().wait().unwrap();
+                            let args = [id, id + 1];
+                            let r = rt.submit(ECHO.batch(&args)).unwrap().wait().unwrap();
                             assert_eq!(r[1].as_ref().unwrap().value, id + 1);
                         }
                         _ => {
                             let args: Vec<u64> = (0..40).map(|k| id + k).collect();
-                            let r = rt.submit_packed(Op::ECHO, &args).unwrap().wait().unwrap();
+                            let r = rt.submit(ECHO.packed(&args)).unwrap().wait().unwrap();
                             for (a, r) in args.iter().zip(&r) {
                                 assert_eq!(r.as_ref().unwrap().value, *a);
                             }
@@ -239,25 +240,24 @@ fn every_task_once_through_the_real_runtime() {
 
 #[test]
 fn typed_batches_check_their_op() {
-    use crate::ops::builtin::{AXPY, ECHO, SPIN};
-    use crate::ops::typed::TypedOp;
+    use crate::ops::TypedOp;
     let rt = soft(Runtime::builder().capacity(8).workers(2));
     let args = [[1u64, 0, 0, 0, 0, 0], [2, 0, 0, 0, 0, 0]];
-    let r = rt.call_batch(&ECHO, &args).unwrap().wait().unwrap();
+    let r = rt.submit(ECHO_48.batch(&args)).unwrap().wait().unwrap();
     assert_eq!((r[0].unwrap().value, r[1].unwrap().value), (1, 2));
     assert_eq!(
-        rt.call_batch(&SPIN, &[10u64]).unwrap().wait().unwrap()[0]
+        rt.submit(SPIN.batch(&[10u64])).unwrap().wait().unwrap()[0]
             .unwrap()
             .value,
         10
     );
     assert!(matches!(
-        rt.call_batch(&AXPY, &[crate::AxpyArgs::default()]),
+        rt.submit(AXPY.batch(&[crate::builtin::AxpyArgs::default()])),
         Err(Error::UncheckedOp(_))
     ));
-    const WRONG: TypedOp<u32> = TypedOp::new(Op::SPIN.0, "SPIN as u32");
+    const WRONG: TypedOp<u32> = TypedOp::new(SPIN.op().0, "SPIN as u32");
     assert!(matches!(
-        rt.call_batch(&WRONG, &[1]),
+        rt.submit(WRONG.batch(&[1])),
         Err(Error::OpMismatch { .. })
     ));
     rt.shutdown().unwrap();
@@ -273,11 +273,11 @@ fn producers_name_their_ring() {
         for ring in 0..4 {
             let p = rt.producer_on(ring).unwrap();
             s.spawn(move || {
-                let t = p.submit(Op::ECHO, &[ring as u64]).unwrap();
+                let t = p.submit(ECHO.args(&(ring as u64))).unwrap();
                 assert_eq!(t.ring(), ring);
                 assert_eq!(t.wait().unwrap().value, ring as u64);
                 let r = p
-                    .submit_packed(Op::ECHO, &[7u64, 8])
+                    .submit(ECHO.packed(&[7u64, 8]))
                     .unwrap()
                     .wait()
                     .unwrap();
@@ -297,7 +297,7 @@ fn a_handle_ending_its_ownership_touches_nothing_after() {
     // freed allocation).
     use crate::proto::queue::ownership_ended;
     let rt = soft(Runtime::builder().capacity(4).workers(1));
-    let mut t = rt.submit(Op::ECHO, &[8u64]).unwrap();
+    let mut t = rt.submit(ECHO.args(&8u64)).unwrap();
     let memory = Arc::downgrade(&rt.shared);
     let rt = std::cell::RefCell::new(Some(rt));
     let rt = std::rc::Rc::new(rt);
@@ -307,7 +307,7 @@ fn a_handle_ending_its_ownership_touches_nothing_after() {
     assert!(rt.borrow().is_none() && freed(&memory));
     // The same through a batch.
     let rt = soft(Runtime::builder().capacity(4).workers(1));
-    let mut b = rt.submit_batch(Op::ECHO, &[[9u64]]).unwrap();
+    let mut b = rt.submit(ECHO.batch(&[9u64])).unwrap();
     let memory = Arc::downgrade(&rt.shared);
     let rt = std::rc::Rc::new(std::cell::RefCell::new(Some(rt)));
     let dropper = rt.clone();
@@ -324,52 +324,52 @@ fn an_exclusive_producer_holds_its_ring_until_dropped() {
         assert_eq!(p.ring(), 1);
         assert!(matches!(rt.exclusive_producer_on(1), Err(Error::RingHeld)));
         assert!(matches!(
-            rt.producer_on(1).unwrap().submit(Op::NOP, &()),
+            rt.producer_on(1).unwrap().submit(NOP.args(&())),
             Err(Error::RingHeld)
         ));
         assert!(matches!(
-            rt.producer_on(1).unwrap().submit_batch(Op::ECHO, &[[1u64]]),
+            rt.producer_on(1).unwrap().submit(ECHO.batch(&[1u64])),
             Err(Error::RingHeld)
         ));
-        let none: &[[u64; 1]] = &[];
+        let none: &[u64] = &[];
         assert!(matches!(
-            rt.producer_on(1).unwrap().submit_batch(Op::ECHO, none),
+            rt.producer_on(1).unwrap().submit(ECHO.batch(none)),
             Err(Error::RingHeld)
         ));
-        assert!(p.submit_batch(Op::ECHO, none).unwrap().is_empty());
+        assert!(p.submit(ECHO.batch(none)).unwrap().is_empty());
         // The first free ring.
         let q = rt.exclusive_producer().unwrap();
         assert_eq!(q.ring(), 0);
         assert!(matches!(rt.exclusive_producer(), Err(Error::RingHeld)));
         // Every submit path, through more laps than the ring has slots.
         for i in 0..20u64 {
-            assert_eq!(p.submit(Op::ECHO, &[i]).unwrap().wait().unwrap().value, i);
+            assert_eq!(p.submit(ECHO.args(&i)).unwrap().wait().unwrap().value, i);
         }
-        let args: Vec<[u64; 1]> = (0..6).map(|i| [i]).collect();
-        let b = p.submit_batch(Op::ECHO, &args).unwrap().wait().unwrap();
+        let args: Vec<u64> = (0..6).collect();
+        let b = p.submit(ECHO.batch(&args)).unwrap().wait().unwrap();
         assert!(
             b.iter()
                 .enumerate()
                 .all(|(i, r)| r.as_ref().unwrap().value == i as u64)
         );
         let words: Vec<u64> = (0..100).collect();
-        let b = p.submit_packed(Op::ECHO, &words).unwrap().wait().unwrap();
+        let b = p.submit(ECHO.packed(&words)).unwrap().wait().unwrap();
         assert!(
             b.iter()
                 .zip(&words)
                 .all(|(r, w)| r.as_ref().unwrap().value == *w)
         );
         assert!(matches!(
-            p.submit_batch(Op::ECHO, &[[0u64]; 9]),
+            p.submit(ECHO.batch(&[0u64; 9])),
             Err(Error::InvalidArgument(_))
         ));
-        let mut t = p.try_submit(Op::ECHO, &[7u64]).unwrap();
+        let mut t = p.try_submit(ECHO.args(&7u64)).unwrap();
         assert_eq!(t.wait_timeout(Duration::from_secs(5)).unwrap().value, 7);
         // Moved to another thread, it goes on from where it was.
         std::thread::scope(|s| {
             s.spawn(move || {
                 assert_eq!(
-                    p.submit(Op::ECHO, &[8u64]).unwrap().wait().unwrap().value,
+                    p.submit(ECHO.args(&8u64)).unwrap().wait().unwrap().value,
                     8
                 );
             });
@@ -379,7 +379,7 @@ fn an_exclusive_producer_holds_its_ring_until_dropped() {
     for ring in 0..2 {
         let p = rt.producer_on(ring).unwrap();
         assert_eq!(
-            p.submit(Op::ECHO, &[3u64]).unwrap().wait().unwrap().value,
+            p.submit(ECHO.args(&3u64)).unwrap().wait().unwrap().value,
             3
         );
     }
@@ -392,12 +392,12 @@ fn a_shutdown_drains_what_an_exclusive_producer_submitted() {
     let rt = soft(Runtime::builder().capacity(16).workers(1));
     let p = rt.exclusive_producer_on(0).unwrap();
     let tickets: Vec<_> = (0..10u64)
-        .map(|i| p.submit(Op::ECHO, &[i]).unwrap())
+        .map(|i| p.submit(ECHO.args(&i)).unwrap())
         .collect();
     rt.shutdown().unwrap();
-    assert!(matches!(p.submit(Op::NOP, &()), Err(Error::Closed)));
+    assert!(matches!(p.submit(NOP.args(&())), Err(Error::Closed)));
     assert!(matches!(
-        p.submit_batch(Op::ECHO, &[[1u64]]),
+        p.submit(ECHO.batch(&[1u64])),
         Err(Error::Closed)
     ));
     drop(p);
@@ -405,7 +405,7 @@ fn a_shutdown_drains_what_an_exclusive_producer_submitted() {
         assert_eq!(t.wait().unwrap().value, i as u64);
     }
     assert!(matches!(
-        rt.producer_on(0).unwrap().submit(Op::NOP, &()),
+        rt.producer_on(0).unwrap().submit(NOP.args(&())),
         Err(Error::Closed)
     ));
 }
@@ -423,7 +423,7 @@ fn every_task_an_exclusive_producer_kept_runs_though_a_shutdown_races_it() {
             let submitter = s.spawn(move || {
                 let mut kept = Vec::new();
                 for i in 0.. {
-                    match p.submit(Op::ECHO, &[round * 1000 + i]) {
+                    match p.submit(ECHO.args(&(round * 1000 + i))) {
                         Ok(t) => kept.push((round * 1000 + i, t)),
                         Err(Error::Closed) => break,
                         Err(e) => panic!("round {round}: {e}"),
@@ -467,21 +467,21 @@ fn copy_io(
     rng: &mut crate::test_rng::Rng,
     n_in: usize,
     n_out: usize,
-) -> (crate::Ticket, Vec<u8>, crate::ops::builtin::CopyIoArgs) {
+) -> (crate::Ticket, Vec<u8>, crate::builtin::CopyIoArgs) {
     let input: Vec<u8> = (0..n_in).map(|_| rng.next() as u8).collect();
-    let args = crate::ops::builtin::CopyIoArgs {
+    let args = crate::builtin::CopyIoArgs {
         out_len: n_out as u32,
         key: rng.next() as u32,
     };
     (
-        rt.submit_io(Op::COPY_IO, &args, &input).unwrap(),
+        rt.submit(COPY_IO.io(&args, &input)).unwrap(),
         input,
         args,
     )
 }
 
 /// Waits for a task of [`copy_io`] and checks its output and value.
-fn check_copy_io((t, input, args): (crate::Ticket, Vec<u8>, crate::ops::builtin::CopyIoArgs)) {
+fn check_copy_io((t, input, args): (crate::Ticket, Vec<u8>, crate::builtin::CopyIoArgs)) {
     let (c, out) = t.wait_output().unwrap();
     let key = args.key as u8;
     assert_eq!(out.len(), args.out_len as usize);
@@ -592,7 +592,7 @@ fn plain_streams_across_threads_and_moved_completions() {
 
 #[test]
 fn io_tasks_bring_back_their_output_across_laps_and_threads() {
-    use crate::ops::builtin::CopyIoArgs;
+    use crate::builtin::CopyIoArgs;
     // No stall bound: under Miri, a worker's thread can go unscheduled for
     // longer than the default while five threads share two cores.
     let rt = soft(
@@ -626,7 +626,7 @@ fn io_tasks_bring_back_their_output_across_laps_and_threads() {
         key: 0,
     };
     assert!(matches!(
-        rt.submit_io(Op::COPY_IO, &over, &[1, 2, 3])
+        rt.submit(COPY_IO.io(&over, &[1, 2, 3]))
             .unwrap()
             .wait_output(),
         Err(Error::Task(crate::TaskError {
@@ -636,19 +636,19 @@ fn io_tasks_bring_back_their_output_across_laps_and_threads() {
     ));
     // Another op as an IO task: its value, no output.
     let (c, out) = rt
-        .submit_io(Op::ECHO, &[9u64], &[5; 10])
+        .submit(ECHO.io(&9u64, &[5; 10]))
         .unwrap()
         .wait_output()
         .unwrap();
     assert_eq!((c.value, out.len()), (9, 0));
     // Refused on the host, nothing submitted.
     assert!(matches!(
-        rt.submit_io(Op::COPY_IO, &over, &[0; 601]),
+        rt.submit(COPY_IO.io(&over, &[0; 601])),
         Err(Error::PayloadTooLarge { len: 601, max: 600 })
     ));
     let plain = soft(Runtime::builder().capacity(4).workers(1));
     assert!(matches!(
-        plain.submit_io(Op::COPY_IO, &over, &[]),
+        plain.submit(COPY_IO.io(&over, &[])),
         Err(Error::InvalidConfig(_))
     ));
     rt.shutdown().unwrap();
@@ -659,17 +659,17 @@ fn lanes_stop_with_their_runtime_and_their_tickets_outlive_it() {
     let rt = soft(
         Runtime::builder()
             .capacity(4)
-            .lane(Runtime::builder().capacity(8).workers(2)),
+            .add_lane(Runtime::builder().capacity(8).workers(2)),
     );
     assert_eq!(rt.lanes(), 2);
     assert!(rt.lane(2).is_none());
     let bulk = rt.lane(1).unwrap();
     assert_eq!(bulk.workers(), 2);
     let lane_memory = Arc::downgrade(&bulk.shared);
-    let t = bulk.submit(Op::ECHO, &[9u64]).unwrap();
-    let mut b = bulk.submit_batch(Op::ECHO, &[[1u64], [2], [3]]).unwrap();
+    let t = bulk.submit(ECHO.args(&9u64)).unwrap();
+    let mut b = bulk.submit(ECHO.batch(&[1u64, 2, 3])).unwrap();
     assert_eq!(
-        rt.submit(Op::ECHO, &[4u64]).unwrap().wait().unwrap().value,
+        rt.submit(ECHO.args(&4u64)).unwrap().wait().unwrap().value,
         4
     );
     rt.health().unwrap();
@@ -684,16 +684,16 @@ fn lanes_stop_with_their_runtime_and_their_tickets_outlive_it() {
 
 #[test]
 fn shutdown_and_cancel_reach_every_lane() {
-    let rt = soft(Runtime::builder().lane(Runtime::builder()));
+    let rt = soft(Runtime::builder().add_lane(Runtime::builder()));
     rt.shutdown().unwrap();
     assert!(matches!(
-        rt.lane(1).unwrap().submit(Op::NOP, &()),
+        rt.lane(1).unwrap().submit(NOP.args(&())),
         Err(Error::Closed)
     ));
-    let rt = soft(Runtime::builder().lane(Runtime::builder()));
+    let rt = soft(Runtime::builder().add_lane(Runtime::builder()));
     let _ = rt.cancel();
     assert!(matches!(
-        rt.lane(1).unwrap().submit(Op::NOP, &()),
+        rt.lane(1).unwrap().submit(NOP.args(&())),
         Err(Error::Closed)
     ));
 }
@@ -711,7 +711,7 @@ fn one_ring_stalled() -> (Runtime, crate::Ticket) {
     let long = rt
         .producer_on(0)
         .unwrap()
-        .submit(Op::SPIN, &300_000_000u64)
+        .submit(SPIN.args(&300_000_000u64))
         .unwrap();
     std::thread::sleep(Duration::from_millis(5));
     (rt, long)
@@ -728,7 +728,7 @@ fn submits_waiting_for_room_are_not_stalled_by_another_rings_worker() {
     let (rt, long) = one_ring_stalled();
     let p = rt.producer_on(1).unwrap();
     let tickets: Vec<_> = (0..40)
-        .map(|i| p.submit(Op::SPIN, &2_000_000u64).map_err(|e| (i, e)))
+        .map(|i| p.submit(SPIN.args(&2_000_000u64)).map_err(|e| (i, e)))
         .collect::<std::result::Result<_, _>>()
         .expect("a submit waiting for room on ring 1");
     for t in tickets {
@@ -748,7 +748,7 @@ fn batches_are_not_stalled_by_another_rings_worker() {
     let (rt, long) = one_ring_stalled();
     let p = rt.producer_on(1).unwrap();
     for round in 0..20 {
-        let mut batch = p.submit_batch(Op::SPIN, &[2_000_000u64; 2]).unwrap();
+        let mut batch = p.submit(SPIN.batch(&[2_000_000u64; 2])).unwrap();
         let results = batch
             .wait()
             .map_err(|e| (round, e))
@@ -780,7 +780,7 @@ fn a_cancel_stops_a_shutdown_that_is_draining() {
     // Cancelled, and the shutdown returns.
     let rt = soft(one_worker(16, Duration::from_secs(10)));
     let tickets: Vec<_> = (0..4)
-        .map(|_| rt.submit(Op::SPIN, &100_000_000u64).unwrap())
+        .map(|_| rt.submit(SPIN.args(&100_000_000u64)).unwrap())
         .collect();
     std::thread::scope(|s| {
         let shutdown = s.spawn(|| rt.shutdown());
@@ -798,7 +798,7 @@ fn a_cancel_stops_a_shutdown_that_is_draining() {
         .filter(|r| matches!(r, Err(Error::Cancelled)))
         .count();
     assert!(cancelled >= 2, "{cancelled} tasks cancelled");
-    assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
+    assert!(matches!(rt.submit(NOP.args(&())), Err(Error::Closed)));
 }
 
 #[test]
@@ -813,8 +813,8 @@ fn a_shutdown_whose_drain_runs_out_of_time_says_so() {
     // shutdown. A cancel after it changes nothing: it returns the same
     // outcome, and the tickets' errors stay what the shutdown said.
     let rt = soft(one_worker(16, Duration::from_millis(20)));
-    let _long = rt.submit(Op::SPIN, &200_000_000u64).unwrap();
-    let queued = rt.submit(Op::NOP, &()).unwrap();
+    let _long = rt.submit(SPIN.args(&200_000_000u64)).unwrap();
+    let queued = rt.submit(NOP.args(&())).unwrap();
     let outcome = rt.shutdown();
     assert!(
         matches!(outcome, Err(Error::KernelTimeout(_))),
@@ -833,7 +833,7 @@ fn a_shutdown_whose_drain_runs_out_of_time_says_so() {
 fn a_cancel_after_the_drain_gave_up_leaves_the_shutdowns_outcome() {
     // The drain gives up at 100 ms; a cancel at 120 ms cuts nothing short.
     let rt = soft(one_worker(16, Duration::from_millis(100)));
-    let _long = rt.submit(Op::SPIN, &150_000_000u64).unwrap();
+    let _long = rt.submit(SPIN.args(&150_000_000u64)).unwrap();
     std::thread::scope(|s| {
         let shutdown = s.spawn(|| rt.shutdown());
         std::thread::sleep(Duration::from_millis(120));
@@ -850,7 +850,7 @@ fn a_cancel_after_the_drain_gave_up_leaves_the_shutdowns_outcome() {
 /// A runtime with one more lane, each of one worker.
 fn two_lanes() -> Runtime {
     let lane = || one_worker(64, Duration::from_secs(10));
-    soft(lane().lane(lane()))
+    soft(lane().add_lane(lane()))
 }
 
 #[test]
@@ -862,10 +862,10 @@ fn a_cancel_reaches_every_lane_at_once() {
     // Lane 0 runs a 300 ms task; lane 1 has 40 tasks of 5 ms queued: the
     // cancel does not wait for lane 0's kernel before it tells lane 1's.
     let rt = two_lanes();
-    let _long = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
+    let _long = rt.submit(SPIN.args(&300_000_000u64)).unwrap();
     let lane = rt.lane(1).unwrap();
     let tickets: Vec<_> = (0..40)
-        .map(|_| lane.submit(Op::SPIN, &5_000_000u64).unwrap())
+        .map(|_| lane.submit(SPIN.args(&5_000_000u64)).unwrap())
         .collect();
     std::thread::sleep(Duration::from_millis(10));
     rt.cancel().unwrap();
@@ -885,12 +885,12 @@ fn a_cancel_reaches_every_lane_at_once() {
 fn a_shutdown_closes_every_lane_at_once() {
     // While lane 0 drains, lane 1 refuses new tasks too.
     let rt = two_lanes();
-    let _long = rt.submit(Op::SPIN, &200_000_000u64).unwrap();
+    let _long = rt.submit(SPIN.args(&200_000_000u64)).unwrap();
     std::thread::scope(|s| {
         let shutdown = s.spawn(|| rt.shutdown());
         std::thread::sleep(Duration::from_millis(30));
-        assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
-        let r = rt.lane(1).unwrap().submit(Op::NOP, &());
+        assert!(matches!(rt.submit(NOP.args(&())), Err(Error::Closed)));
+        let r = rt.lane(1).unwrap().submit(NOP.args(&()));
         assert!(matches!(r, Err(Error::Closed)), "{:?}", r.map(|_| ()));
         shutdown.join().unwrap().unwrap();
     });
@@ -906,19 +906,19 @@ fn exclusive_producer_doc_example() {
     let rt = soft(Runtime::builder().workers(2).rings(2));
     let p = rt.exclusive_producer_on(1).unwrap();
     assert!(matches!(
-        rt.producer_on(1).unwrap().submit(Op::NOP, &()),
+        rt.producer_on(1).unwrap().submit(NOP.args(&())),
         Err(Error::RingHeld)
     ));
     std::thread::scope(|s| {
         s.spawn(move || {
             for i in 0..1000u64 {
-                assert_eq!(p.submit(Op::ECHO, &[i]).unwrap().wait().unwrap().value, i);
+                assert_eq!(p.submit(ECHO.args(&i)).unwrap().wait().unwrap().value, i);
             }
         });
     });
     rt.producer_on(1)
         .unwrap()
-        .submit(Op::NOP, &())
+        .submit(NOP.args(&()))
         .unwrap()
         .wait()
         .unwrap();
@@ -960,8 +960,8 @@ fn a_task_completed_before_the_stop_reports_its_result() {
                 .probe_interval(Duration::from_micros(20)),
         ));
         let spin = 100_000 + (round % 50) * 2_000;
-        let mut t = rt.submit(Op::SPIN, &spin).unwrap();
-        let mut b = rt.submit_batch(Op::SPIN, &[spin]).unwrap();
+        let mut t = rt.submit(SPIN.args(&spin)).unwrap();
+        let mut b = rt.submit(SPIN.batch(&[spin])).unwrap();
         let rt2 = rt.clone();
         let stop = std::thread::spawn(move || {
             if cancel {

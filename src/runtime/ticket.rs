@@ -4,13 +4,16 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, TaskError, TaskStatus};
-use crate::ops::op::Op;
+use crate::ops::Op;
 use crate::proto::queue::{Completed, Queue};
 use crate::proto::slot::Cqe;
-use crate::proto::sync::now;
+use crate::sync::now;
 use crate::runtime::wait::reactor::Armed;
-use crate::runtime::wait::{Target, WaitStrategy};
-use crate::runtime::{RingPtr, Shared, Watch};
+use crate::runtime::wait::strategy::{Target, WaitStrategy};
+use crate::runtime::handle::RingPtr;
+use crate::runtime::inflight::InFlight;
+use crate::runtime::liveness::Watch;
+use crate::runtime::shared::Shared;
 
 /// A finished task's inline result and the device's timestamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,8 +66,9 @@ pub struct Ticket {
     wait: Option<WaitStrategy>,
     /// A future's interest with the completion thread, while it waits.
     pub(crate) interest: Armed,
-    /// Its count in a pool member's load, until its result is taken.
-    load: Option<crate::pool::PoolLoad>,
+    /// Its count among the tasks in flight of whoever handed it out (a
+    /// pool member's load), until its result is taken.
+    held: Option<InFlight>,
 }
 
 impl fmt::Debug for Ticket {
@@ -88,14 +92,14 @@ impl Ticket {
             shares: 0,
             wait: None,
             interest: Armed::default(),
-            load: None,
+            held: None,
         }
     }
 
-    /// The ticket, counted in a pool member's load until its result is
-    /// taken or it is dropped.
-    pub(crate) fn counted(mut self, load: crate::pool::PoolLoad) -> Self {
-        self.load = Some(load);
+    /// The ticket, counted in flight by `guard` until its result is taken
+    /// or it is dropped.
+    pub(crate) fn held(mut self, guard: InFlight) -> Self {
+        self.held = Some(guard);
         self
     }
 
@@ -116,9 +120,7 @@ impl Ticket {
         self.seq
     }
 
-    /// The ring the task is in (for tests of how threads spread).
-    #[doc(hidden)]
-    #[cfg(feature = "bench")]
+    /// The ring the task is in (see [`Builder::rings`](crate::Builder::rings)).
     pub fn ring(&self) -> usize {
         self.ring.ring
     }
@@ -134,10 +136,10 @@ impl Ticket {
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
-    /// use pkq::{Op, Runtime, WaitStrategy};
+    /// use pkq::{Runtime, Submit, WaitStrategy, builtin::SPIN};
     /// let rt = Runtime::builder().build()?;
     /// // A long task: sleep while it runs rather than spin.
-    /// let long = rt.submit(Op::SPIN, &[2_000_000u64])?.with_wait(WaitStrategy::Park);
+    /// let long = rt.submit(SPIN.args(&2_000_000))?.with_wait(WaitStrategy::Park);
     /// long.wait()?;
     /// # Ok(()) }
     /// ```
@@ -202,7 +204,7 @@ impl Ticket {
         self.wait_until(None)
     }
 
-    /// [`Ticket::wait`] for an IO task ([`Runtime::submit_io`](crate::Runtime::submit_io)):
+    /// [`Ticket::wait`] for an IO task ([`TypedOp::io`](crate::TypedOp::io)):
     /// its completion and its output (empty for a task that wrote none, a
     /// NOP, or a task that was not an IO task). Errors as [`Ticket::wait`]:
     /// a failed task is [`Error::Task`](crate::Error::Task), and its output
@@ -255,7 +257,7 @@ impl Ticket {
             return Ok(o?);
         }
         let (ring, seq, shares) = (self.ring, self.seq, &mut self.shares);
-        let how = self.wait.unwrap_or_else(|| ring.shared().wait);
+        let how = self.wait.unwrap_or_else(|| ring.shared().settings.wait);
         let target = Target {
             ring: ring.ring,
             seq,
@@ -281,7 +283,7 @@ impl Ticket {
     fn finish(&mut self, done: Completed) -> Result<Completion> {
         let outcome = outcome_of(self.op, &done.cqe);
         self.outcome = Some(outcome);
-        self.load = None;
+        self.held = None;
         self.output = done.output;
         Ok(outcome?)
     }

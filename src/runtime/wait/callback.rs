@@ -3,9 +3,9 @@
 //! `cudaStreamAddCallback`, without a stream in between).
 
 use crate::error::{Error, Result};
-use crate::proto::sync::Mutex;
-use crate::runtime::Shared;
-use crate::runtime::Watch;
+use crate::sync::Mutex;
+use crate::runtime::shared::Shared;
+use crate::runtime::liveness::Watch;
 use crate::runtime::ticket::{Completion, Ticket};
 use crate::runtime::wait::reactor::{Interest, Wake};
 
@@ -103,7 +103,7 @@ impl Ticket {
             // task. Nothing of the runtime's is touched after: the
             // ticket's take may free it (so a panic of `f` here is caught,
             // not counted).
-            refused.fire(None, &std::sync::atomic::AtomicU64::new(0));
+            refused.fire(None, &crate::sync::AtomicU64::new(0));
         }
     }
 }

@@ -16,7 +16,9 @@ use crate::error::Result;
 use crate::runtime::batch::{Batch, TaskResult};
 use crate::runtime::ticket::{Completion, Ticket};
 use crate::runtime::wait::reactor::{Armed, Interest, Wake};
-use crate::runtime::{RingPtr, Shared, Watch};
+use crate::runtime::handle::RingPtr;
+use crate::runtime::liveness::Watch;
+use crate::runtime::shared::Shared;
 
 /// Arms (or keeps) `slot`'s interest in task `seq` of `ring` for `cx`'s
 /// waker. Where the completion thread takes no more interests (its runtime

@@ -10,8 +10,8 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
 
 use crate::error::Error;
-use crate::proto::sync::{Mutex, park_timeout};
-use crate::runtime::Watch;
+use crate::sync::{Mutex, park_timeout};
+use crate::runtime::liveness::Watch;
 use crate::runtime::wait::reactor::{
     Collected, Interest, Refused, Registry, Wake, fire_all, round,
 };

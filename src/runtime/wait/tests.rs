@@ -10,8 +10,8 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
-use crate::ops::op::Op;
-use crate::runtime::{Builder, Runtime, WaitStrategy};
+use crate::builtin::*;
+use crate::runtime::{Builder, Runtime, Submit, WaitStrategy};
 
 const ALL: [WaitStrategy; 4] = [
     WaitStrategy::Spin,
@@ -69,7 +69,7 @@ fn block_on_all<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
 )]
 fn every_strategy_brings_back_every_task_once() {
     for how in ALL {
-        let rt = Arc::new(soft(Runtime::builder().capacity(64).workers(2).wait(how)));
+        let rt = Arc::new(soft(Runtime::builder().capacity(64).workers(2).wait_strategy(how)));
         std::thread::scope(|s| {
             for k in 0..4u64 {
                 let rt = &rt;
@@ -78,20 +78,20 @@ fn every_strategy_brings_back_every_task_once() {
                         let v = k << 32 | i;
                         // Some long enough to park on.
                         let c = if i % 50 == 0 {
-                            rt.submit(Op::SPIN, &200_000u64)
+                            rt.submit(SPIN.args(&200_000u64))
                                 .unwrap()
                                 .wait()
                                 .unwrap()
                                 .value
                         } else {
-                            rt.submit(Op::ECHO, &[v]).unwrap().wait().unwrap().value
+                            rt.submit(ECHO.args(&v)).unwrap().wait().unwrap().value
                         };
                         let want = if i % 50 == 0 { 200_000 } else { v };
                         assert_eq!(c, want, "{how:?}");
                     }
                     // A batch, waited on the strategy too.
-                    let args: Vec<[u64; 1]> = (0..40).map(|j| [j]).collect();
-                    let mut b = rt.submit_batch(Op::ECHO, &args).unwrap().with_wait(how);
+                    let args: Vec<u64> = (0..40).collect();
+                    let mut b = rt.submit(ECHO.batch(&args)).unwrap().with_wait(how);
                     assert_eq!(values(b.wait().unwrap()), (0..40).collect::<Vec<u64>>());
                 });
             }
@@ -106,7 +106,7 @@ fn monitor_falls_back_where_the_cpu_has_none() {
         Runtime::builder()
             .capacity(8)
             .workers(1)
-            .wait(WaitStrategy::Monitor),
+            .wait_strategy(WaitStrategy::Monitor),
     );
     match crate::monitor_support() {
         Ok(_) => assert_eq!(rt.wait_strategy(), WaitStrategy::Monitor),
@@ -116,7 +116,7 @@ fn monitor_falls_back_where_the_cpu_has_none() {
         }
     }
     assert_eq!(
-        rt.submit(Op::ECHO, &[3u64]).unwrap().wait().unwrap().value,
+        rt.submit(ECHO.args(&3u64)).unwrap().wait().unwrap().value,
         3
     );
     rt.shutdown().unwrap();
@@ -127,9 +127,9 @@ fn monitor_falls_back_where_the_cpu_has_none() {
 fn every_strategy_ends_on_cancel_and_on_a_stall() {
     for how in ALL {
         // A cancel while the waiter waits (parked, for `Park`).
-        let rt = Arc::new(soft(Runtime::builder().capacity(8).workers(1).wait(how)));
-        let long = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
-        let behind = rt.submit(Op::ECHO, &[1u64]).unwrap();
+        let rt = Arc::new(soft(Runtime::builder().capacity(8).workers(1).wait_strategy(how)));
+        let long = rt.submit(SPIN.args(&300_000_000u64)).unwrap();
+        let behind = rt.submit(ECHO.args(&1u64)).unwrap();
         let waiter = std::thread::spawn(move || behind.wait());
         std::thread::sleep(Duration::from_millis(20));
         rt.cancel().unwrap();
@@ -145,9 +145,9 @@ fn every_strategy_ends_on_cancel_and_on_a_stall() {
                 .capacity(8)
                 .workers(1)
                 .stall_after(bound)
-                .wait(how),
+                .wait_strategy(how),
         );
-        let mut long = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
+        let mut long = rt.submit(SPIN.args(&300_000_000u64)).unwrap();
         match long.wait_timeout(Duration::from_secs(5)) {
             Err(Error::Stalled { worker: 0, .. }) => {}
             other => panic!("{how:?}: expected Stalled, got {other:?}"),
@@ -170,7 +170,7 @@ fn futures_and_callbacks_outlive_their_runtime_and_drop_safely() {
     // future and a callback pending while the runtime is dropped, a
     // panicking callback.
     let rt = soft(Runtime::builder().capacity(4).workers(1));
-    let mut dropped = rt.submit(Op::SPIN, &2_000_000u64).unwrap();
+    let mut dropped = rt.submit(SPIN.args(&2_000_000u64)).unwrap();
     let waker = Waker::from(Arc::new(Unpark(
         std::thread::current(),
         AtomicUsize::new(0),
@@ -183,14 +183,14 @@ fn futures_and_callbacks_outlive_their_runtime_and_drop_safely() {
     drop(dropped);
     let (tx, rx) = mpsc::channel();
     let tx2 = tx.clone();
-    rt.submit(Op::ECHO, &[7u64])
+    rt.submit(ECHO.args(&7u64))
         .unwrap()
         .on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
-    rt.submit(Op::ECHO, &[8u64])
+    rt.submit(ECHO.args(&8u64))
         .unwrap()
         .on_complete(|_| panic!("a callback that panics"));
-    let pending = rt.submit(Op::ECHO, &[9u64]).unwrap();
-    let batch = rt.submit_batch(Op::ECHO, &[[10u64], [11]]).unwrap();
+    let pending = rt.submit(ECHO.args(&9u64)).unwrap();
+    let batch = rt.submit(ECHO.batch(&[10u64, 11])).unwrap();
     assert_eq!(rx.recv().unwrap().unwrap(), 7);
     // The panic is caught on the completion thread, which goes on.
     let t = Instant::now();
@@ -198,7 +198,7 @@ fn futures_and_callbacks_outlive_their_runtime_and_drop_safely() {
         assert!(t.elapsed() < Duration::from_secs(20));
         std::thread::yield_now();
     }
-    rt.submit(Op::ECHO, &[12u64])
+    rt.submit(ECHO.args(&12u64))
         .unwrap()
         .on_complete(move |r| tx2.send(r.map(|c| c.value)).unwrap());
     assert_eq!(rx.recv().unwrap().unwrap(), 12);
@@ -218,14 +218,14 @@ fn futures_and_callbacks_outlive_their_runtime_and_drop_safely() {
 fn a_thousand_futures_each_get_their_own_result() {
     let rt = soft(Runtime::builder().capacity(256).workers(4));
     let tickets: Vec<_> = (0..1000u64)
-        .map(|i| rt.submit(Op::ECHO, &[i * 3]).unwrap())
+        .map(|i| rt.submit(ECHO.args(&(i * 3))).unwrap())
         .collect();
     assert_eq!(
         values(block_on_all(tickets)),
         (0..1000u64).map(|i| i * 3).collect::<Vec<_>>()
     );
     // Awaiting a reference keeps the ticket; a long task parks the future.
-    let mut t = rt.submit(Op::SPIN, &3_000_000u64).unwrap();
+    let mut t = rt.submit(SPIN.args(&3_000_000u64)).unwrap();
     assert_eq!(
         block_on_all(vec![&mut t]).remove(0).unwrap().value,
         3_000_000
@@ -241,7 +241,7 @@ fn every_callback_runs_once_with_its_result_or_error() {
     let (tx, rx) = mpsc::channel();
     for i in 0..1000u64 {
         let tx = tx.clone();
-        rt.submit(Op::ECHO, &[i])
+        rt.submit(ECHO.args(&i))
             .unwrap()
             .on_complete(move |r| tx.send((i, r.map(|c| c.value))).unwrap());
     }
@@ -258,7 +258,7 @@ fn every_callback_runs_once_with_its_result_or_error() {
     }
     // A cancel: pending callbacks get the error, once each.
     let long: Vec<_> = (0..4)
-        .map(|_| rt.submit(Op::SPIN, &300_000_000u64).unwrap())
+        .map(|_| rt.submit(SPIN.args(&300_000_000u64)).unwrap())
         .collect();
     for t in long {
         let tx = tx.clone();
@@ -274,7 +274,7 @@ fn every_callback_runs_once_with_its_result_or_error() {
     }
     // Closed: a callback runs at once on the calling thread.
     let rt = soft(Runtime::builder().capacity(8).workers(1));
-    let t = rt.submit(Op::ECHO, &[5u64]).unwrap();
+    let t = rt.submit(ECHO.args(&5u64)).unwrap();
     drop(rt);
     let here = std::thread::current().id();
     let (tx, rx) = mpsc::channel();
@@ -292,7 +292,7 @@ fn a_callback_may_drop_the_last_handle_of_its_runtime() {
     let rt = Arc::new(soft(Runtime::builder().capacity(8).workers(1)));
     let memory = Arc::downgrade(&rt.shared);
     let (tx, rx) = mpsc::channel();
-    let t = rt.submit(Op::ECHO, &[4u64]).unwrap();
+    let t = rt.submit(ECHO.args(&4u64)).unwrap();
     let keep = rt.clone();
     drop(rt);
     t.on_complete(move |r| {
@@ -321,11 +321,11 @@ fn parked_waiters_wake_when_their_runtime_is_dropped() {
         Runtime::builder()
             .capacity(16)
             .workers(1)
-            .wait(WaitStrategy::Park),
+            .wait_strategy(WaitStrategy::Park),
     );
     let waiters: Vec<_> = (0..8u64)
         .map(|i| {
-            let t = rt.submit(Op::SPIN, &(1_000_000 + i)).unwrap();
+            let t = rt.submit(SPIN.args(&(1_000_000 + i))).unwrap();
             std::thread::spawn(move || t.wait().map(|c| c.value))
         })
         .collect();
@@ -342,7 +342,7 @@ fn parked_waiters_wake_when_their_runtime_is_dropped() {
 #[test]
 fn a_callback_on_a_taken_ticket_touches_no_freed_runtime() {
     let rt = soft(Runtime::builder().capacity(4).workers(1));
-    let mut t = rt.submit(Op::ECHO, &[6u64]).unwrap();
+    let mut t = rt.submit(ECHO.args(&6u64)).unwrap();
     assert_eq!(t.wait_timeout(Duration::from_secs(20)).unwrap().value, 6);
     let memory = Arc::downgrade(&rt.shared);
     drop(rt);
@@ -355,7 +355,7 @@ fn a_callback_on_a_taken_ticket_touches_no_freed_runtime() {
 /// A 2 ms SPIN on `rt`, polled once with `waker`: pending, its interest
 /// (holding a clone of `waker`) handed to the completion thread.
 fn spin_polled_with(rt: &Runtime, waker: &Waker) -> crate::Ticket {
-    let mut t = rt.submit(Op::SPIN, &2_000_000u64).unwrap();
+    let mut t = rt.submit(SPIN.args(&2_000_000u64)).unwrap();
     assert!(
         Pin::new(&mut t)
             .poll(&mut Context::from_waker(waker))
@@ -368,7 +368,7 @@ fn spin_polled_with(rt: &Runtime, waker: &Waker) -> crate::Ticket {
 /// with its task's result.
 fn assert_the_next_callback_runs(rt: &Runtime) {
     let (tx, rx) = mpsc::channel();
-    rt.submit(Op::ECHO, &[8u64])
+    rt.submit(ECHO.args(&8u64))
         .unwrap()
         .on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
     assert_eq!(
@@ -411,7 +411,7 @@ fn a_panicking_waker_leaves_the_completion_thread_serving() {
 #[cfg_attr(miri, ignore = "a panic caught on the calling thread")]
 fn a_panicking_callback_on_a_ticket_with_its_result_is_caught() {
     let rt = soft(Runtime::builder().capacity(4).workers(1));
-    let mut t = rt.submit(Op::ECHO, &[3u64]).unwrap();
+    let mut t = rt.submit(ECHO.args(&3u64)).unwrap();
     assert_eq!(t.wait_timeout(Duration::from_secs(20)).unwrap().value, 3);
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         t.on_complete(|_| panic!("a callback that panics"));
@@ -419,7 +419,7 @@ fn a_panicking_callback_on_a_ticket_with_its_result_is_caught() {
     assert!(caught.is_ok(), "the callback's panic reached the caller");
     // The runtime serves on.
     assert_eq!(
-        rt.submit(Op::ECHO, &[4u64]).unwrap().wait().unwrap().value,
+        rt.submit(ECHO.args(&4u64)).unwrap().wait().unwrap().value,
         4
     );
 }
@@ -430,7 +430,7 @@ fn a_panicking_callback_on_a_ticket_with_its_result_is_caught() {
 /// faults, and never went to sleep.
 #[test]
 fn the_completion_thread_looks_at_the_clock_past_any_count_of_quiet_rounds() {
-    use super::reactor::IdleRounds;
+    use super::thread::IdleRounds;
     let mut quiet = IdleRounds::at(u32::MAX - 1000);
     let mut since_check = 0u32;
     let mut checks = 0u32;
@@ -464,8 +464,8 @@ fn callbacks_run_once_under_a_probe_interval_past_the_end_of_time() {
     let (tx, rx) = mpsc::channel();
     let tickets = [
         // Pending over many rounds of the completion thread.
-        rt.submit(Op::SPIN, &20_000_000u64).unwrap(),
-        rt.submit(Op::ECHO, &[5u64]).unwrap(),
+        rt.submit(SPIN.args(&20_000_000u64)).unwrap(),
+        rt.submit(ECHO.args(&5u64)).unwrap(),
     ];
     for (i, t) in tickets.into_iter().enumerate() {
         let tx = tx.clone();
@@ -552,7 +552,7 @@ impl Drop for PanicsOnDrop {
 fn a_payload_that_panics_on_drop_does_not_end_the_completion_thread() {
     let rt = soft(Runtime::builder().capacity(8).workers(1));
     let (tx, rx) = mpsc::channel();
-    rt.submit(Op::ECHO, &[1u64]).unwrap().on_complete(move |_| {
+    rt.submit(ECHO.args(&1u64)).unwrap().on_complete(move |_| {
         tx.send(0u64).unwrap();
         std::panic::panic_any(PanicsOnDrop)
     });
@@ -574,7 +574,7 @@ fn a_payload_that_panics_on_drop_does_not_end_the_completion_thread() {
 #[cfg_attr(miri, ignore = "real-time waits on the software device")]
 fn a_payload_that_panics_on_drop_does_not_reach_the_caller() {
     let rt = soft(Runtime::builder().capacity(4).workers(1));
-    let mut t = rt.submit(Op::ECHO, &[3u64]).unwrap();
+    let mut t = rt.submit(ECHO.args(&3u64)).unwrap();
     t.wait_timeout(Duration::from_secs(20)).unwrap();
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         t.on_complete(|_| std::panic::panic_any(PanicsOnDrop));
@@ -625,12 +625,12 @@ fn a_callback_pending_at_a_drop_gets_what_a_wait_gets() {
             .stop_timeout(Duration::from_millis(10))
             .stall_after(Duration::from_secs(10)),
     );
-    let _long = rt.submit(Op::SPIN, &100_000_000u64).unwrap();
+    let _long = rt.submit(SPIN.args(&100_000_000u64)).unwrap();
     let (tx, rx) = mpsc::channel();
-    rt.submit(Op::ECHO, &[2u64])
+    rt.submit(ECHO.args(&2u64))
         .unwrap()
         .on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
-    let waited = rt.submit(Op::ECHO, &[3u64]).unwrap();
+    let waited = rt.submit(ECHO.args(&3u64)).unwrap();
     // The drain gives up at 10 ms; the kernel exits once the SPIN ends,
     // and the drop's stop sees it exit: neither ECHO ran.
     drop(rt);
@@ -655,7 +655,7 @@ fn an_old_stall_record_does_not_fail_a_healthy_task() {
             .workers(1)
             .stall_after(Duration::from_millis(20)),
     );
-    let mut long = rt.submit(Op::SPIN, &80_000_000u64).unwrap();
+    let mut long = rt.submit(SPIN.args(&80_000_000u64)).unwrap();
     let t = Instant::now();
     while t.elapsed() < Duration::from_millis(60) {
         let _ = rt.health(); // records the long task's silence
@@ -664,12 +664,12 @@ fn an_old_stall_record_does_not_fail_a_healthy_task() {
     let _ = long.wait_timeout(Duration::from_secs(5));
     std::thread::sleep(Duration::from_millis(40)); // recovered; nobody probes
     // Another thread is in the middle of a probe.
-    rt.shared.liveness.busy.store(true, Ordering::SeqCst);
+    rt.shared.device.liveness.busy.store(true, Ordering::SeqCst);
     let (tx, rx) = mpsc::channel();
-    rt.submit(Op::SPIN, &5_000_000u64)
+    rt.submit(SPIN.args(&5_000_000u64))
         .unwrap()
         .on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
     let r = rx.recv_timeout(Duration::from_secs(5));
-    rt.shared.liveness.busy.store(false, Ordering::SeqCst);
+    rt.shared.device.liveness.busy.store(false, Ordering::SeqCst);
     assert!(matches!(r, Ok(Ok(_))), "a healthy 5 ms task reported {r:?}");
 }

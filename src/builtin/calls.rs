@@ -1,0 +1,214 @@
+//! The safe calls of the built-in ops on cudarc buffers: lengths checked
+//! against the op's limits on the host, the buffers' context checked and
+//! their streams synchronized, the task waited for
+//! ([`Lane::call_on_buffers`]).
+
+use crate::error::{Error, Result};
+use crate::builtin::*;
+use crate::runtime::buffers::{DeviceBuffer, DeviceBufferMut};
+use crate::runtime::lane::Lane;
+
+fn invalid(what: String) -> Error {
+    Error::InvalidArgument(what)
+}
+
+impl Lane {
+    /// `y = a * x + y` on device buffers of at most [`AXPY_MAX_N`] elements,
+    /// run by one warp of the resident kernel; returns once it is done.
+    ///
+    /// Work queued on the buffers' own streams is waited for first (their
+    /// streams are synchronized), so the task sees what came before.
+    pub fn axpy(
+        &self,
+        a: f32,
+        x: &impl DeviceBuffer<f32>,
+        y: &mut impl DeviceBufferMut<f32>,
+    ) -> Result<()> {
+        if x.len() != y.len() || x.len() > AXPY_MAX_N {
+            return Err(invalid(format!(
+                "axpy needs x and y of equal length up to {AXPY_MAX_N} (got {} and {})",
+                x.len(),
+                y.len()
+            )));
+        }
+        let (xs, ys) = (x.stream().clone(), y.stream().clone());
+        let n = x.len() as u32;
+        let (xp, _x_read) = x.device_ptr(&xs);
+        let (yp, _y_write) = y.device_ptr_mut(&ys);
+        let args = AxpyArgs { x: xp, y: yp, n, a };
+        // SAFETY: x and y are live buffers of n f32s in this context, x
+        // borrowed and y borrowed exclusively for the call.
+        unsafe { self.call_on_buffers(&AXPY, &args, &[&xs, &ys]) }.map(drop)
+    }
+
+    /// Copies `src` into `dst` (equal lengths, at most [`MEMCPY_MAX_BYTES`]
+    /// bytes) with one warp of the resident kernel.
+    pub fn memcpy<T>(
+        &self,
+        dst: &mut impl DeviceBufferMut<T>,
+        src: &impl DeviceBuffer<T>,
+    ) -> Result<()> {
+        let bytes = src.num_bytes();
+        if dst.len() != src.len() || bytes > MEMCPY_MAX_BYTES {
+            return Err(invalid(format!(
+                "memcpy needs buffers of equal length, at most {MEMCPY_MAX_BYTES} bytes (got {} \
+                 and {} elements, {bytes} bytes)",
+                dst.len(),
+                src.len()
+            )));
+        }
+        let (ds, ss) = (dst.stream().clone(), src.stream().clone());
+        let (sp, _read) = src.device_ptr(&ss);
+        let (dp, _write) = dst.device_ptr_mut(&ds);
+        let args = MemcpyArgs {
+            dst: dp,
+            src: sp,
+            bytes: bytes as u64,
+        };
+        // SAFETY: two live buffers of `bytes` bytes in this context, src
+        // borrowed, dst borrowed exclusively (so they do not overlap).
+        unsafe { self.call_on_buffers(&MEMCPY, &args, &[&ds, &ss]) }.map(drop)
+    }
+
+    /// Sets every byte of `dst` (at most [`MEMCPY_MAX_BYTES`]) to `byte`
+    /// with one warp of the resident kernel.
+    pub fn memset<T>(&self, dst: &mut impl DeviceBufferMut<T>, byte: u8) -> Result<()> {
+        let bytes = dst.num_bytes();
+        if bytes > MEMCPY_MAX_BYTES {
+            return Err(invalid(format!(
+                "memset covers at most {MEMCPY_MAX_BYTES} bytes (got {bytes})"
+            )));
+        }
+        let ds = dst.stream().clone();
+        let (dp, _write) = dst.device_ptr_mut(&ds);
+        let args = MemsetArgs {
+            dst: dp,
+            bytes: bytes as u64,
+            value: byte as u32,
+            reserved: 0,
+        };
+        // SAFETY: a live buffer of `bytes` bytes in this context, borrowed
+        // exclusively.
+        unsafe { self.call_on_buffers(&MEMSET, &args, &[&ds]) }.map(drop)
+    }
+
+    /// The dot product of `x` and `y` (equal lengths, at most [`DOT_MAX_N`]),
+    /// accumulated in `f64` by one warp.
+    pub fn dot(&self, x: &impl DeviceBuffer<f32>, y: &impl DeviceBuffer<f32>) -> Result<f64> {
+        if x.len() != y.len() || x.len() > DOT_MAX_N {
+            return Err(invalid(format!(
+                "dot needs x and y of equal length up to {DOT_MAX_N} (got {} and {})",
+                x.len(),
+                y.len()
+            )));
+        }
+        let (xs, ys) = (x.stream().clone(), y.stream().clone());
+        let (xp, _x) = x.device_ptr(&xs);
+        let (yp, _y) = y.device_ptr(&ys);
+        let args = DotArgs {
+            x: xp,
+            y: yp,
+            n: x.len() as u32,
+            reserved: 0,
+        };
+        // SAFETY: two live buffers of n f32s in this context, borrowed.
+        let c = unsafe { self.call_on_buffers(&DOT, &args, &[&xs, &ys])? };
+        Ok(f64::from_bits(c.value))
+    }
+
+    /// The sum of `x` (at most [`DOT_MAX_N`] elements), accumulated in `f64`
+    /// by one warp.
+    pub fn sum(&self, x: &impl DeviceBuffer<f32>) -> Result<f64> {
+        if x.len() > DOT_MAX_N {
+            return Err(invalid(format!(
+                "sum takes at most {DOT_MAX_N} elements (got {})",
+                x.len()
+            )));
+        }
+        let xs = x.stream().clone();
+        let (xp, _x) = x.device_ptr(&xs);
+        let args = DotArgs {
+            x: xp,
+            y: 0,
+            n: x.len() as u32,
+            reserved: 0,
+        };
+        // SAFETY: a live buffer of n f32s in this context, borrowed.
+        let c = unsafe { self.call_on_buffers(&DOT, &args, &[&xs])? };
+        Ok(f64::from_bits(c.value))
+    }
+
+    /// `y = A x`, `A` of `rows x cols` `f32`s in row-major order (both at
+    /// most [`GEMV_MAX_DIM`]), by one warp.
+    pub fn gemv(
+        &self,
+        a: &impl DeviceBuffer<f32>,
+        rows: usize,
+        cols: usize,
+        x: &impl DeviceBuffer<f32>,
+        y: &mut impl DeviceBufferMut<f32>,
+    ) -> Result<()> {
+        if rows > GEMV_MAX_DIM
+            || cols > GEMV_MAX_DIM
+            || a.len() != rows * cols
+            || x.len() != cols
+            || y.len() != rows
+        {
+            return Err(invalid(format!(
+                "gemv needs A of rows x cols (both at most {GEMV_MAX_DIM}), x of cols and y of \
+                 rows elements (got {rows} x {cols}, A {}, x {}, y {})",
+                a.len(),
+                x.len(),
+                y.len()
+            )));
+        }
+        let (as_, xs, ys) = (a.stream().clone(), x.stream().clone(), y.stream().clone());
+        let (ap, _a) = a.device_ptr(&as_);
+        let (xp, _x) = x.device_ptr(&xs);
+        let (yp, _y) = y.device_ptr_mut(&ys);
+        let args = GemvArgs {
+            a: ap,
+            x: xp,
+            y: yp,
+            rows: rows as u32,
+            cols: cols as u32,
+        };
+        // SAFETY: live buffers of the checked lengths in this context, a and x
+        // borrowed, y borrowed exclusively.
+        unsafe { self.call_on_buffers(&GEMV, &args, &[&as_, &xs, &ys]) }.map(drop)
+    }
+
+    /// `y[i] = sum over k < taps of h[k] * x[i + k]` for each of `y`'s `n`
+    /// elements (at most [`FIR_MAX_N`]), `h` of 1 to [`FIR_MAX_TAPS`] taps,
+    /// `x` of `n + taps - 1` samples, by one warp. Each output is an
+    /// in-order chain of fused multiply-adds.
+    pub fn fir(
+        &self,
+        x: &impl DeviceBuffer<f32>,
+        h: &impl DeviceBuffer<f32>,
+        y: &mut impl DeviceBufferMut<f32>,
+    ) -> Result<()> {
+        let (n, taps) = (y.len(), h.len());
+        if taps == 0 || taps > FIR_MAX_TAPS || n > FIR_MAX_N || x.len() != n + taps - 1 {
+            return Err(invalid(format!(
+                "fir needs 1 to {FIR_MAX_TAPS} taps, at most {FIR_MAX_N} outputs and n + taps - 1 \
+                 samples (got {taps} taps, {n} outputs, {} samples)",
+                x.len()
+            )));
+        }
+        let (xs, hs, ys) = (x.stream().clone(), h.stream().clone(), y.stream().clone());
+        let (xp, _x) = x.device_ptr(&xs);
+        let (hp, _h) = h.device_ptr(&hs);
+        let (yp, _y) = y.device_ptr_mut(&ys);
+        let args = FirArgs {
+            x: xp,
+            h: hp,
+            y: yp,
+            n: n as u32,
+            taps: taps as u32,
+        };
+        // SAFETY: live buffers of the checked lengths in this context, x and
+        // h borrowed, y borrowed exclusively.
+        unsafe { self.call_on_buffers(&FIR, &args, &[&xs, &hs, &ys]) }.map(drop)
+    }
+}

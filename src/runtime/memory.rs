@@ -1,0 +1,89 @@
+//! Whether a runtime's memory was given back ([`MemoryWatch`]): a runtime's
+//! memory outlives it while tickets or batches of its do, and memory its
+//! kernel may still use is kept rather than freed under it.
+
+use std::sync::Arc;
+
+use crate::runtime::engine::Engine;
+use crate::sync::{AtomicU8, Ordering};
+
+const IN_USE: u8 = 0;
+const GIVEN_BACK: u8 = 1;
+const KEPT: u8 = 2;
+
+/// What became of a runtime's memory ([`MemoryWatch::state`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryState {
+    /// In use: the runtime, or a ticket or batch of its, is alive.
+    InUse,
+    /// Given back: the runtime and every ticket and batch of its are gone
+    /// and its kernel exited. Its device memory is freed, and its pinned
+    /// memory too, or, while another pkq kernel runs in its context, as
+    /// soon as none does (the driver would wait for that kernel).
+    GivenBack,
+    /// Kept for the process: the runtime and its handles are gone, but its
+    /// kernel was not seen to exit (a stop that timed out, a fault), so the
+    /// memory it may still use is never freed under it.
+    Kept,
+}
+
+/// A witness of a runtime's memory, made by
+/// [`Runtime::memory_watch`](crate::Runtime::memory_watch): it outlives the
+/// runtime and says when its memory (every lane's) was given back.
+///
+/// ```no_run
+/// # fn main() -> pkq::Result<()> {
+/// use pkq::{MemoryState, Runtime, Submit, builtin::NOP};
+/// let rt = Runtime::builder().build()?;
+/// let watch = rt.memory_watch();
+/// let ticket = rt.submit(NOP.args(&()))?;
+/// drop(rt); // shut down: the ticket's task completed, its result waits
+/// assert_eq!(watch.state(), MemoryState::InUse, "kept for the ticket");
+/// ticket.wait()?;
+/// assert_eq!(watch.state(), MemoryState::GivenBack);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct MemoryWatch {
+    lanes: Box<[Arc<AtomicU8>]>,
+}
+
+impl MemoryWatch {
+    pub(crate) fn new(lanes: impl Iterator<Item = Arc<AtomicU8>>) -> Self {
+        Self {
+            lanes: lanes.collect(),
+        }
+    }
+
+    /// What became of the memory: [`MemoryState::InUse`] while any lane's
+    /// is in use, else [`MemoryState::Kept`] if any lane's was kept, else
+    /// [`MemoryState::GivenBack`].
+    pub fn state(&self) -> MemoryState {
+        let states = self.lanes.iter().map(|s| s.load(Ordering::Acquire));
+        states.fold(MemoryState::GivenBack, |acc, s| match (acc, s) {
+            (_, IN_USE) | (MemoryState::InUse, _) => MemoryState::InUse,
+            (_, KEPT) | (MemoryState::Kept, _) => MemoryState::Kept,
+            _ => MemoryState::GivenBack,
+        })
+    }
+}
+
+/// A lane's side of its [`MemoryWatch`].
+#[derive(Default)]
+pub(crate) struct Witness(Arc<AtomicU8>);
+
+impl Witness {
+    /// What a watch reads.
+    pub(crate) fn state(&self) -> Arc<AtomicU8> {
+        self.0.clone()
+    }
+
+    /// The lane's memory is being dropped: given back if its kernel is
+    /// seen to have exited (after one more look), else kept.
+    pub(crate) fn given_back(&self, engine: &Engine) {
+        let _ = engine.state();
+        let state = if engine.is_gone() { GIVEN_BACK } else { KEPT };
+        self.0.store(state, Ordering::Release);
+    }
+}

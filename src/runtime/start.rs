@@ -1,0 +1,278 @@
+//! Starting a runtime ([`Builder::build`]): its partition, every lane's
+//! module, then each lane: its memory laid out and allocated, its kernel
+//! launched where every block stays resident beside the lanes before it,
+//! and its workers awaited. (In the CPU tests, the same over the software
+//! device: `Builder::build_soft`.)
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
+
+use crate::cuda::image::Image;
+use crate::cuda::kernel::Kernel;
+use crate::cuda::mapped::MappedBuffer;
+use crate::cuda::driver;
+use crate::cuda::partition::{self, SmPartition};
+use crate::error::{Error, Result};
+use crate::proto::layout::MAX_WARPS_PER_BLOCK;
+use crate::runtime::builder::Builder;
+use crate::runtime::engine::Engine;
+use crate::runtime::idle::IdlePolicy;
+use crate::runtime::lane::{Lane, Runtime};
+use crate::runtime::shared::Shared;
+use crate::runtime::arena::StateArena;
+use crate::sync::now;
+use std::time::Duration;
+
+impl Builder {
+    /// Starts the resident kernel and returns the runtime once every worker
+    /// is serving.
+    ///
+    /// Errors: [`Error::InvalidConfig`] (a setting out of range, more
+    /// workers and pollers than the device can keep resident at once, or
+    /// state memory on a device without stream-ordered allocation: then
+    /// [`Builder::state_memory`]`(0)`),
+    /// [`Error::KernelNotBuilt`], [`Error::NoDriver`], [`Error::NoDevice`],
+    /// [`Error::DeviceOutOfRange`], [`Error::UnsupportedDevice`],
+    /// [`Error::PartitionUnsupported`], [`Error::KernelTimeout`],
+    /// [`Error::InvalidModule`] and [`Error::KernelMissing`] (a module of
+    /// your own: [`Builder::module`]), [`Error::OpMismatch`] (an op declared
+    /// with [`Builder::op`]), or the CUDA error of a failed driver call. A lane that fails to start fails
+    /// the build; the lanes started before it are stopped.
+    pub fn build(self) -> Result<Runtime> {
+        self.check_before_driver()?;
+        let ctx = driver::open(self.device)?;
+        let partition = match self.sm_partition {
+            Some(sms) => Some(SmPartition::new(partition::split(&ctx, self.device, sms)?)),
+            None => None,
+        };
+        // Every lane's module before any kernel runs (the driver would wait
+        // for a running one to load another).
+        for lane in &self.lanes {
+            crate::cuda::modules::kernel(&ctx, &lane.image, &lane.kernel, true)?;
+        }
+        let mut taken = 0.0;
+        let alone = self.lanes.is_empty();
+        // A lane that fails to start drops those started before it, which
+        // stops them.
+        let mut lanes = Vec::with_capacity(1 + self.lanes.len());
+        lanes.push(self.start(&ctx, partition.as_ref(), &mut taken, alone)?);
+        for lane in &self.lanes {
+            let mut lane = lane.clone().device(self.device);
+            if lane.completion_cpu.is_none() {
+                lane.completion_cpu = self.completion_cpu;
+            }
+            lanes.push(lane.start(&ctx, partition.as_ref(), &mut taken, alone)?);
+        }
+        Ok(Runtime {
+            lanes: lanes.into_boxed_slice(),
+            partition,
+        })
+    }
+
+    /// Starts this builder's kernel on `ctx` (in `partition`'s SMs if
+    /// given): one lane.
+    ///
+    /// `taken`: the multiprocessors the runtime's earlier lanes fill, in
+    /// SMs' worth of their blocks; this lane's are added. The lanes' blocks
+    /// must all be resident at once, together. `alone`: the runtime has
+    /// this one lane.
+    fn start(
+        &self,
+        ctx: &Arc<CudaContext>,
+        partition: Option<&SmPartition>,
+        taken: &mut f64,
+        alone: bool,
+    ) -> Result<Lane> {
+        let plan = self.plan()?;
+        let ctx = ctx.clone();
+        let h2d = MappedBuffer::new(&ctx, plan.h2d_len)?;
+        let d2h = MappedBuffer::new(&ctx, plan.d2h_len)?;
+        let (spin, sleep) = match self.idle {
+            IdlePolicy::Spin => (0, 0),
+            IdlePolicy::Quiet { after } => (after.as_nanos(), 0),
+            IdlePolicy::Backoff { spin, max_sleep } => (spin.as_nanos(), max_sleep.as_nanos()),
+        };
+        // Both fit (checked by `validate`).
+        let words = [h2d.words(0, plan.h2d_len), d2h.words(0, plan.d2h_len)];
+        let (h2d_addr, d2h_addr) = (h2d.device_addr(0), d2h.device_addr(0));
+        let mut kernel = Kernel::from_image(
+            &ctx,
+            &self.image,
+            &self.kernel,
+            true,
+            vec![h2d, d2h],
+            partition.map(SmPartition::runtime_part),
+        )?;
+        let scratch = match plan.io_device_bytes() {
+            0 => 0,
+            bytes => kernel.device_memory(bytes)?,
+        };
+        let params = plan.params(h2d_addr, d2h_addr, spin as u32, sleep as u32, scratch);
+        let mut ops = std::mem::take(&mut kernel.ops);
+        if let Image::Caller(_) = self.image {
+            ops = ops.refusing_unlisted();
+        }
+        for sig in &self.ops {
+            ops.check(sig)?;
+        }
+        // A worker's pollers share a block (and its claim counter); both
+        // counts are powers of two, so blocks are full.
+        let pollers = plan.all_pollers();
+        let warps = pollers.min(MAX_WARPS_PER_BLOCK);
+        let mut cfg = LaunchConfig {
+            grid_dim: ((pollers / warps) as u32, 1, 1),
+            block_dim: (warps as u32 * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // Every block must be resident at once, or the workers that are not
+        // wait for ones that never end: refuse what cannot be.
+        let mut resident = kernel.max_resident_blocks(cfg.block_dim.0, 0)?;
+        // IO rooms in shared memory where every block keeps its workers' and
+        // stays resident (the kernel looks at what the launch gave it);
+        // otherwise they stay in device memory (`io_scratch`). Not beside
+        // other lanes: blocks of different shared memory do not add up as
+        // fractions of the SMs (the device may spread one lane's blocks over
+        // every SM, leaving none the room for another lane's block), and
+        // every lane's blocks must be resident.
+        let rooms = (warps / plan.pollers).max(1) * plan.io_scratch_bytes();
+        if alone && rooms != 0 && kernel.allow_dynamic_shared(rooms) {
+            let with_rooms = kernel
+                .max_resident_blocks(cfg.block_dim.0, rooms)
+                .unwrap_or(0);
+            if with_rooms >= cfg.grid_dim.0 as usize {
+                cfg.shared_mem_bytes = rooms as u32;
+                resident = with_rooms;
+            }
+        }
+        // What fraction of the SMs this lane's blocks fill, beside the
+        // lanes before it.
+        let sms = kernel.sms() as f64;
+        let fill = cfg.grid_dim.0 as f64 * sms / resident.max(1) as f64;
+        if *taken > 0.0 && *taken + fill > sms {
+            return Err(Error::InvalidConfig(format!(
+                "the runtime's lanes need {} SMs' worth of resident blocks together, where {} has \
+                 {sms}: use fewer workers or pollers in a lane, or a larger partition",
+                (*taken + fill).ceil(),
+                match partition {
+                    Some(_) => "its partition",
+                    None => "the device",
+                },
+            )));
+        }
+        *taken += fill;
+        if (cfg.grid_dim.0 as usize) > resident {
+            return Err(Error::InvalidConfig(format!(
+                "{} workers of {} pollers need {} blocks of {} warps resident at once; device {} \
+                 holds at most {resident} such blocks of this kernel ({} warps{}): use fewer \
+                 workers or pollers",
+                plan.workers,
+                plan.pollers,
+                cfg.grid_dim.0,
+                warps,
+                self.device,
+                resident * warps,
+                match partition {
+                    Some(p) => format!(" on its partition of {} SMs", p.sms()),
+                    None => String::new(),
+                },
+            )));
+        }
+        // Before the launch: nothing is allocated on the device while the
+        // kernel runs.
+        let state = StateArena::new(&ctx, self.state_bytes)?;
+        let shared = Shared::new(
+            self.settings(),
+            &plan,
+            words,
+            ops,
+            Engine::Cuda(kernel),
+            state,
+        );
+        let kernel = shared.device.engine.cuda().expect("built on the CUDA engine");
+        // SAFETY: the kernel takes one `pkq_params` by value (checked at
+        // load for a caller's module, in layout.rs for pkq's own); its
+        // addresses point into the kernel's own mapped memory, which it
+        // holds for as long as it may run (see `Kernel`).
+        unsafe {
+            kernel.launch(cfg, |b| {
+                b.arg(&params);
+            })?
+        };
+        let lane = Lane { shared };
+        // A timeout too long to add to now has no deadline.
+        await_workers(&lane.shared, now().checked_add(self.start_timeout))?;
+        Ok(lane)
+    }
+
+}
+
+#[cfg(test)]
+impl Builder {
+    /// As [`Builder::build`], served by the software device
+    /// (`proto::soft`) over heap memory: a thread per poller if `threads`,
+    /// else only when a test steps it (loom). Its op table lists the
+    /// built-in ops.
+    ///
+    /// One poller per worker unless the builder names some (a thread per
+    /// poller, or a stepped poller under loom, is what its tests afford);
+    /// lanes each on a software device of their own.
+    pub(crate) fn build_soft(mut self, threads: bool) -> Result<Runtime> {
+        let mut lanes = vec![self.start_soft(threads)?];
+        for lane in std::mem::take(&mut self.lanes) {
+            lanes.push(lane.start_soft(threads)?);
+        }
+        Ok(Runtime {
+            lanes: lanes.into_boxed_slice(),
+            partition: None,
+        })
+    }
+
+    /// One lane of [`Builder::build_soft`].
+    fn start_soft(&self, threads: bool) -> Result<Lane> {
+        let mut b = self.clone();
+        use crate::proto::words::Words;
+        b.validate()?;
+        b.pollers.get_or_insert(1);
+        let plan = b.plan()?;
+        let words = [Words::heap(plan.h2d_len), Words::heap(plan.d2h_len)];
+        let device = crate::proto::soft::SoftDevice::new(plan, words[0].clone(), words[1].clone());
+        let ops = crate::ops::table::OpTable::of(&crate::builtin::table_rows());
+        // The queues write every slot's first tags: the device starts after.
+        let shared = Shared::new(
+            b.settings(),
+            &plan,
+            words,
+            ops,
+            Engine::Soft(device.clone()),
+            None,
+        );
+        #[cfg(not(loom))]
+        if threads {
+            device.start_threads();
+        }
+        #[cfg(loom)]
+        assert!(!threads, "loom models step the software device themselves");
+        let lane = Lane { shared };
+        await_workers(&lane.shared, now().checked_add(b.start_timeout))?;
+        Ok(lane)
+    }
+}
+
+/// Waits until every poller of `shared`'s kernel reported in, or `deadline`
+/// (none: no limit; then the kernel is stopped).
+fn await_workers(shared: &Shared, deadline: Option<std::time::Instant>) -> Result<()> {
+    loop {
+        if shared.device.all_running() {
+            return Ok(());
+        }
+        shared.probe(now())?;
+        if deadline.is_some_and(|d| now() >= d) {
+            let _ = shared.stop(false);
+            return Err(Error::KernelTimeout(
+                "start in time (not all workers reported in)",
+            ));
+        }
+        crate::sync::sleep(Duration::from_micros(50));
+    }
+}

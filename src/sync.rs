@@ -1,0 +1,93 @@
+//! The one facade through which every atomic, lock and thread handshake of
+//! pkq goes: std's, or loom's when the host protocol is model-checked
+//! (`RUSTFLAGS="--cfg loom" cargo test --lib loom_`). The rest of the crate
+//! names none of std's (clippy's `disallowed-types` and
+//! `disallowed-methods` in `clippy.toml` refuse them everywhere but here).
+//!
+//! Two kinds of item pass through unchanged under loom, each said where it
+//! is: process-wide statics ([`statics`]: loom objects cannot live across
+//! a model's executions, and no model reaches the code that uses them) and
+//! [`OnceLock`] (loom has none; the runtime's latched fault uses it, and a
+//! model sees it as a plain value).
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{
+    Condvar, Mutex, MutexGuard,
+    atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence},
+};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{
+    Condvar, Mutex, MutexGuard,
+    atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence},
+};
+
+/// A value set once (std's under loom too: see the module's docs).
+pub(crate) use std::sync::OnceLock;
+
+/// A compiler fence (no loom twin: the light side of `proto::barrier`,
+/// which loom builds replace with a `SeqCst` fence).
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::compiler_fence;
+
+/// Locks `m`, going on with the data of a lock whose holder panicked (every
+/// lock of pkq guards data that stays whole between statements).
+pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Threads that sleep until another wakes them (the waits that park).
+#[cfg(loom)]
+pub(crate) use loom::thread::{Thread, current};
+#[cfg(not(loom))]
+pub(crate) use std::thread::{Thread, current};
+
+/// Sleeps until unparked, or at most `timeout` (under loom, until
+/// unparked: a wake-up the protocol loses then shows as a deadlock).
+#[cfg(loom)]
+pub(crate) fn park_timeout(_timeout: std::time::Duration) {
+    loom::thread::park();
+}
+#[cfg(not(loom))]
+pub(crate) use std::thread::park_timeout;
+
+/// Lets other threads run while a thread waits for one of them.
+#[cfg(loom)]
+pub(crate) use loom::thread::yield_now;
+#[cfg(not(loom))]
+pub(crate) use std::thread::yield_now;
+
+/// Sleeps the calling thread (outside loom models, which never sleep: see
+/// [`now`]).
+pub(crate) use std::thread::sleep;
+
+/// The clock of the runtime's timing decisions: the probe schedule, stall
+/// bounds, the spin before yielding, deadlines. Under loom time stands
+/// still: loom replays a model's executions and needs each to take the
+/// branches its schedule alone decides, and a probe falling due after a
+/// preemption on a loaded machine broke the exploration. A model therefore
+/// probes only on its first look, never stalls and never times out.
+#[cfg(loom)]
+pub(crate) fn now() -> std::time::Instant {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
+}
+#[cfg(not(loom))]
+#[inline]
+pub(crate) fn now() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
+/// Process-wide statics: std's atomics and locks in every build, loom's
+/// included (a loom object cannot outlive one execution of a model, and
+/// no model reaches the code that uses these: the module cache, the
+/// membarrier registration, the count of live runtimes, the thread's ring).
+pub(crate) mod statics {
+    pub(crate) use std::sync::atomic::{AtomicU8, AtomicUsize};
+    pub(crate) use std::sync::{LazyLock, Mutex, MutexGuard};
+
+    /// [`super::lock`] for a static's lock.
+    pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
