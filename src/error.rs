@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::ops::Op;
+use crate::op::Op;
 
 /// A status other than success that a device handler reported for one task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -15,18 +15,6 @@ pub enum TaskStatus {
     BadArgs,
     /// A status code this version of pkq does not name.
     Other(u8),
-}
-
-impl TaskStatus {
-    pub(crate) fn from_code(code: u8) -> Option<Self> {
-        use crate::proto::layout::{STATUS_BAD_ARGS, STATUS_OK, STATUS_UNKNOWN_OP};
-        match code {
-            STATUS_OK => None,
-            STATUS_UNKNOWN_OP => Some(Self::UnknownOp),
-            STATUS_BAD_ARGS => Some(Self::BadArgs),
-            other => Some(Self::Other(other)),
-        }
-    }
 }
 
 impl fmt::Display for TaskStatus {

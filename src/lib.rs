@@ -62,6 +62,8 @@ pub mod build_info;
 pub mod builtin;
 mod cuda;
 mod error;
+mod layout;
+mod op;
 mod ops;
 mod pool;
 mod proto;
@@ -77,7 +79,8 @@ pub use cuda::partition::{SmGranularity, SmPartition, sm_partition_support};
 /// The cudarc pkq is built against (device buffers for ops like AXPY come from it).
 pub use cudarc;
 pub use error::{Error, Result, TaskError, TaskStatus};
-pub use ops::{Op, StateOp, Task, Tasks, TypedOp};
+pub use op::Op;
+pub use ops::{StateOp, Task, Tasks, TypedOp};
 pub use pool::{Keyed, Pool, PoolBuilder, Routing};
 pub use runtime::{
     Batch, Builder, Completion, DeviceBuffer, DeviceBufferMut, DeviceState, ExclusiveProducer,
@@ -87,7 +90,7 @@ pub use runtime::{
 };
 
 /// The most argument bytes a task carries inline in its slot.
-pub const ARGS_BYTES: usize = proto::layout::ARGS_BYTES;
+pub const ARGS_BYTES: usize = layout::ARGS_BYTES;
 
 #[cfg(test)]
 pub(crate) mod test_rng {

@@ -57,6 +57,12 @@ pub(crate) use loom::thread::yield_now;
 #[cfg(not(loom))]
 pub(crate) use std::thread::yield_now;
 
+/// The calling OS thread's id (std's in every build: it is compared with
+/// a join handle's, whose thread is std's).
+pub(crate) fn thread_id() -> std::thread::ThreadId {
+    std::thread::current().id()
+}
+
 /// Sleeps the calling thread (outside loom models, which never sleep: see
 /// [`now`]).
 pub(crate) use std::thread::sleep;

@@ -19,7 +19,7 @@ use std::mem::{offset_of, size_of};
 use bytemuck::{Pod, Zeroable};
 
 use crate::ops::typed::TypedOp;
-use crate::proto::layout::{
+use crate::layout::{
     ARGS_BYTES, AXPY_ARGS_BYTES, AXPY_OFF_A, AXPY_OFF_N, AXPY_OFF_X, AXPY_OFF_Y,
     COPY_IO_ARGS_BYTES, COPY_IO_OFF_KEY, DOT_ARGS_BYTES, DOT_OFF_N, DOT_OFF_X, DOT_OFF_Y,
     FIR_ARGS_BYTES, FIR_OFF_H, FIR_OFF_N, FIR_OFF_TAPS, FIR_OFF_X, FIR_OFF_Y, GEMV_ARGS_BYTES,
@@ -38,19 +38,19 @@ pub fn echo_fold(args: &[u64; ARGS_BYTES / 8]) -> u64 {
 }
 
 /// The longest wait of a [`SPIN`] task (10 s).
-pub const SPIN_MAX_NS: u64 = crate::proto::layout::SPIN_MAX_NS;
+pub const SPIN_MAX_NS: u64 = crate::layout::SPIN_MAX_NS;
 /// The largest `n` of an [`AXPY`] task.
-pub const AXPY_MAX_N: usize = crate::proto::layout::AXPY_MAX_N;
+pub const AXPY_MAX_N: usize = crate::layout::AXPY_MAX_N;
 /// The most bytes one [`MEMCPY`] or [`MEMSET`] task moves.
-pub const MEMCPY_MAX_BYTES: usize = crate::proto::layout::MEMCPY_MAX_BYTES;
+pub const MEMCPY_MAX_BYTES: usize = crate::layout::MEMCPY_MAX_BYTES;
 /// The longest vectors of one [`DOT`] task.
-pub const DOT_MAX_N: usize = crate::proto::layout::DOT_MAX_N;
+pub const DOT_MAX_N: usize = crate::layout::DOT_MAX_N;
 /// The largest rows and columns of one [`GEMV`] task.
-pub const GEMV_MAX_DIM: usize = crate::proto::layout::GEMV_MAX_DIM;
+pub const GEMV_MAX_DIM: usize = crate::layout::GEMV_MAX_DIM;
 /// The most outputs of one [`FIR`] task.
-pub const FIR_MAX_N: usize = crate::proto::layout::FIR_MAX_N;
+pub const FIR_MAX_N: usize = crate::layout::FIR_MAX_N;
 /// The most taps of one [`FIR`] task.
-pub const FIR_MAX_TAPS: usize = crate::proto::layout::FIR_MAX_TAPS;
+pub const FIR_MAX_TAPS: usize = crate::layout::FIR_MAX_TAPS;
 
 /// Arguments of [`AXPY`]: `y[i] = a * x[i] + y[i]` for `i < n`, `x` and
 /// `y` device addresses of `n` `f32`s each (`struct pkq_axpy_args`).
@@ -258,7 +258,7 @@ pub(crate) fn signatures() -> [crate::ops::table::Signature; 11] {
 #[cfg(test)]
 pub(crate) fn table_rows() -> Vec<crate::ops::table::OpInfo> {
     use crate::ops::table::OpInfo;
-    use crate::proto::layout::{OP_DEREFS, OP_UP_TO};
+    use crate::layout::{OP_DEREFS, OP_UP_TO};
     signatures()
         .iter()
         .map(|s| OpInfo {

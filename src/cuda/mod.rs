@@ -11,4 +11,5 @@ pub(crate) mod kernel;
 pub(crate) mod mapped;
 pub(crate) mod memory;
 pub(crate) mod modules;
+pub(crate) mod params;
 pub(crate) mod partition;

@@ -33,7 +33,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys};
 use crate::cuda::image::{Image, check_one_parameter, function, read_op_table};
 use crate::error::{Error, Result};
 use crate::ops::table::OpTable;
-use crate::proto::layout::PARAMS_BYTES;
+use crate::layout::PARAMS_BYTES;
 use crate::sync::statics::{LazyLock, Mutex, MutexGuard, lock};
 
 /// The embedded module's kernels that the library launches, loaded with it;

@@ -11,9 +11,9 @@ use std::mem::{align_of, size_of};
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
-use crate::ops::Op;
+use crate::op::Op;
 use crate::ops::table::Signature;
-use crate::proto::layout::{ARGS_BYTES, STATE_OFF_ADDR, STATE_OFF_ARGS, STATE_OFF_BYTES};
+use crate::layout::{ARGS_BYTES, STATE_OFF_ADDR, STATE_OFF_ARGS, STATE_OFF_BYTES};
 
 /// An op on device state of type `S` (an array of them, kept between
 /// tasks in a [`DeviceState`](crate::DeviceState)) with arguments `A`,

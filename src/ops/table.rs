@@ -8,8 +8,8 @@ use std::mem::{offset_of, size_of};
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::ops::op::Op;
-use crate::proto::layout::{
+use crate::op::Op;
+use crate::layout::{
     OP_DEREFS, OP_INFO_BYTES, OP_INFO_OFF_ARG_ALIGN, OP_INFO_OFF_ARG_BYTES, OP_INFO_OFF_FLAGS,
     OP_INFO_OFF_OP, OP_STATE, OP_UP_TO,
 };

@@ -8,7 +8,7 @@ use std::fmt;
 use bytemuck::Pod;
 
 use crate::error::Result;
-use crate::ops::op::Op;
+use crate::op::Op;
 use crate::ops::table::OpTable;
 use crate::ops::table::Signature;
 

@@ -9,7 +9,7 @@ use std::mem::{align_of, size_of};
 
 use bytemuck::Pod;
 
-use crate::ops::op::Op;
+use crate::op::Op;
 use crate::ops::table::Signature;
 use crate::ops::task::{Check, Task, Tasks};
 

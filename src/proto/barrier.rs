@@ -88,7 +88,7 @@ mod membarrier {
         loop {
             match membarrier(CMD_PRIVATE_EXPEDITED) {
                 Ok(()) => return,
-                Err(ENOMEM) => std::thread::yield_now(),
+                Err(ENOMEM) => crate::sync::yield_now(),
                 Err(errno) => {
                     // Registered, the command is refused only by a filter
                     // on this thread (seccomp) or a kernel bug. The light

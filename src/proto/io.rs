@@ -8,8 +8,8 @@
 //! knows that no word of the stream can carry this lap's tag but this
 //! lap's (IO_SEEN in the header), so the host checks every word's tag.
 
-use crate::proto::layout::TAG_SHIFT;
-use crate::proto::layout::{
+use crate::layout::TAG_SHIFT;
+use crate::layout::{
     IO_LAP_BITS, IO_LAP_SHIFT, IO_PLAIN_MIN_BYTES, IO_PLAIN_OUT_WORD, IO_ROOM_ALIGN, IO_WORD_BYTES,
 };
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! the host's views are made, so the two cannot disagree.
 
 use crate::proto::io::{output_words, plain_words, room};
-use crate::proto::layout::{
+use crate::layout::{
     CQE_WORDS, CTRL_BYTES, IO_PLAIN_OUT_WORD, IO_SEEN_WORDS, IO_WORD_BYTES, KernelParams,
     PACK_TASKS, SECTION_ALIGN, SLOT_WORDS,
 };
@@ -142,7 +142,7 @@ impl Plan {
     /// the host-written allocation.
     #[cfg(test)]
     pub(crate) fn stop_word(&self, p: usize) -> usize {
-        self.ctrl_at + p * CTRL_BYTES / 8 + crate::proto::layout::CTRL_STOP
+        self.ctrl_at + p * CTRL_BYTES / 8 + crate::layout::CTRL_STOP
     }
 
     /// The word of poller `p`'s state (`p = worker * pollers + j`), in the

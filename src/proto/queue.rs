@@ -47,7 +47,7 @@ use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::PoisonError;
 
-use crate::proto::layout::{CQE_WORDS, PACK_ARG_BYTES, PACK_TASKS, SLOT_WORDS};
+use crate::layout::{CQE_WORDS, PACK_ARG_BYTES, PACK_TASKS, SLOT_WORDS};
 use crate::proto::ring::{FLAG, Geometry, SEQ_MASK, distance, seq_add, seq_sub};
 use crate::proto::slot::{Cqe, SlotImage, tagged};
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence};

@@ -7,7 +7,7 @@
 //! `DETACHED` in a slot's turn.
 
 use crate::error::{Error, Result};
-use crate::proto::layout::{MAX_CAPACITY_LOG2, SEQ_BITS};
+use crate::layout::{MAX_CAPACITY_LOG2, SEQ_BITS};
 
 /// The sequence-number bits.
 pub(crate) const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;

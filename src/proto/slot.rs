@@ -6,7 +6,7 @@
 //! 56-bit chunks, one per shared word, under the tag byte.
 
 use crate::error::{Error, Result};
-use crate::proto::layout::{
+use crate::layout::{
     ARGS_BYTES, CHUNK_BITS, CQE_OUTPUT, CQE_PLAIN, CQE_WORDS, HEADER_FRESH_BIT, HEADER_IN_SHIFT,
     HEADER_IO_BIT, HEADER_LEN_SHIFT, HEADER_PACK_SHIFT, HEADER_PLAIN_BIT, IO_PLAIN_MIN_BYTES,
     PACK_ARG_BYTES, SLOT_WORDS, TAG_SHIFT,
@@ -186,7 +186,7 @@ impl DecodedSlot {
             len: ((p[0] >> HEADER_LEN_SHIFT) & 0xff) as usize,
             pack: ((p[0] >> HEADER_PACK_SHIFT) & 0xff) as usize,
             io: (p[0] >> HEADER_IO_BIT & 1 == 1).then(|| {
-                ((p[0] >> HEADER_IN_SHIFT) & ((1 << crate::proto::layout::HEADER_IN_BITS) - 1))
+                ((p[0] >> HEADER_IN_SHIFT) & ((1 << crate::layout::HEADER_IN_BITS) - 1))
                     as usize
             }),
             plain: p[0] >> HEADER_PLAIN_BIT & 1 == 1,

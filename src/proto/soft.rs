@@ -32,7 +32,7 @@
 
 use std::sync::Arc;
 
-use crate::proto::layout::{
+use crate::layout::{
     OP_ECHO, OP_NOP, OP_SPIN, PACK_ARG_BYTES, PACK_TASKS, SLOT_WORDS, SPIN_MAX_NS, STATE_BITS,
     STATUS_BAD_ARGS, STATUS_OK, STATUS_UNKNOWN_OP, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING,
     WORKER_STOPPED,
@@ -205,7 +205,7 @@ impl SoftDevice {
                 let entry = ring * plan.geo.capacity() + plan.geo.slot(seq);
                 for (i, v) in cqe.encode(tag).into_iter().enumerate() {
                     self.d2h
-                        .at(entry * crate::proto::layout::CQE_WORDS + i)
+                        .at(entry * crate::layout::CQE_WORDS + i)
                         .store(v, Ordering::Release);
                 }
                 self.done[w].store(k + 1, Ordering::Release);
@@ -232,7 +232,7 @@ impl SoftDevice {
         }
         // The kernel answers a NOP at once, an IO task's too (no output).
         if let Some(input) = task.io
-            && task.op != crate::proto::layout::OP_NOP
+            && task.op != crate::layout::OP_NOP
         {
             return self.run_io(slot, task, seq, input, cqe);
         }
@@ -306,7 +306,7 @@ impl SoftDevice {
         let mut output = Vec::new();
         match read {
             None => cqe.status = STATUS_BAD_ARGS,
-            Some(bytes) if task.op == crate::proto::layout::OP_COPY_IO => {
+            Some(bytes) if task.op == crate::layout::OP_COPY_IO => {
                 let (len, key) = (task.args[0] as u32 as usize, (task.args[0] >> 32) as u8);
                 if len > most_out {
                     cqe.status = STATUS_BAD_ARGS;
@@ -323,11 +323,11 @@ impl SoftDevice {
             },
         }
         let lap = self.plan.geo.lap(seq);
-        cqe.flags = crate::proto::layout::CQE_OUTPUT;
+        cqe.flags = crate::layout::CQE_OUTPUT;
         if crate::proto::slot::plain(output.len()) {
             self.plain[slot].store(seq | FLAG, Ordering::Relaxed);
             crate::proto::io::write_plain_output(&self.d2h, out_at, &output, lap);
-            cqe.flags |= crate::proto::layout::CQE_PLAIN;
+            cqe.flags |= crate::layout::CQE_PLAIN;
         } else {
             crate::proto::io::write_output(&self.d2h, out_at, &output, lap);
         }

@@ -8,12 +8,12 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, TaskError, TaskStatus};
-use crate::ops::Op;
+use crate::op::Op;
 use crate::proto::queue::Completed;
 use crate::proto::queue::Queue;
 use crate::proto::ring::seq_add;
 use crate::sync::now;
-use crate::runtime::ticket::{Completion, outcome_of};
+use crate::runtime::ticket::{Completion, outcome_of, status_of};
 use crate::runtime::wait::reactor::Armed;
 use crate::runtime::wait::strategy::{Target, WaitStrategy};
 use crate::runtime::handle::RingPtr;
@@ -331,7 +331,7 @@ fn fill(op: Op, results: &mut [Option<TaskResult>], done: Completed) {
                     // corruption, reported as status 0.
                     _ => Err(TaskError {
                         op,
-                        status: TaskStatus::from_code(word.unwrap_or(0) as u8)
+                        status: status_of(word.unwrap_or(0) as u8)
                             .unwrap_or(TaskStatus::Other(0)),
                     }),
                 });

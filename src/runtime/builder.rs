@@ -10,7 +10,7 @@ use crate::cuda::image::Image;
 use crate::error::{Error, Result};
 use crate::ops::TypedOp;
 use crate::ops::table::Signature;
-use crate::proto::layout::{IO_MAX_BYTES, MAX_POLLERS, MAX_WORKERS};
+use crate::layout::{IO_MAX_BYTES, MAX_POLLERS, MAX_WORKERS};
 use crate::proto::plan::Plan;
 use crate::proto::ring::Geometry;
 use crate::runtime::idle::IdlePolicy;
@@ -745,7 +745,7 @@ mod tests {
     /// plan allocates (IO_SEEN in `cuda/pkq_layout.h`).
     #[test]
     fn the_io_docs_state_the_device_memory_per_slot() {
-        use crate::proto::layout::IO_SEEN_WORDS;
+        use crate::layout::IO_SEEN_WORDS;
         let plan = |io| Runtime::builder().capacity(16).io(io, 0).plan().unwrap();
         let per_slot = (plan(1).io_device_bytes() - plan(1).io_scratch_bytes()) / 16;
         assert_eq!(per_slot, IO_SEEN_WORDS * 8);

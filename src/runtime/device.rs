@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::cuda::kernel::KernelState;
 use crate::error::{Error, Result};
-use crate::proto::layout::{
+use crate::layout::{
     CTRL_BYTES, CTRL_STOP, STATE_BITS, STOP_VALUE, WORKER_BAD_TAG, WORKER_RUNNING, WORKER_STOPPED,
 };
 use crate::proto::words::Words;

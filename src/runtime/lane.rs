@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::cuda::partition::SmPartition;
 use crate::error::Result;
-use crate::proto::layout::STATE_BITS;
+use crate::layout::STATE_BITS;
 use crate::runtime::builder::Builder;
 use crate::runtime::memory::MemoryWatch;
 use crate::runtime::shared::Shared;
@@ -335,7 +335,7 @@ impl Drop for Lane {
         // thread ends by itself after the callback, holding its own
         // reference to this memory until then.
         if let Some(thread) = self.shared.reactor.close()
-            && thread.thread().id() != std::thread::current().id()
+            && thread.thread().id() != crate::sync::thread_id()
         {
             let _ = thread.join();
         }

@@ -14,7 +14,7 @@ use crate::cuda::mapped::MappedBuffer;
 use crate::cuda::driver;
 use crate::cuda::partition::{self, SmPartition};
 use crate::error::{Error, Result};
-use crate::proto::layout::MAX_WARPS_PER_BLOCK;
+use crate::layout::MAX_WARPS_PER_BLOCK;
 use crate::runtime::builder::Builder;
 use crate::runtime::engine::Engine;
 use crate::runtime::idle::IdlePolicy;

@@ -11,7 +11,7 @@ use bytemuck::Pod;
 
 use crate::error::{Error, Result};
 use crate::ops::{Task, Tasks};
-use crate::proto::layout::PACK_TASKS;
+use crate::layout::PACK_TASKS;
 use crate::proto::queue::{Queue, Refusal};
 use crate::proto::slot::SlotImage;
 use crate::runtime::batch::Batch;
@@ -299,7 +299,7 @@ fn reserve_run<R: RingAccess>(ring: RingPtr, slots: usize, n: usize, room: Room)
 fn thread_index() -> usize {
     use crate::sync::statics::AtomicUsize;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local!(static INDEX: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    thread_local!(static INDEX: usize = NEXT.fetch_add(1, crate::sync::Ordering::Relaxed));
     INDEX.with(|i| *i)
 }
 

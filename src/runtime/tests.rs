@@ -58,6 +58,70 @@ fn the_last_share_frees_through_the_arc_pointer() {
     assert!(freed(&memory));
 }
 
+/// A runtime's memory watch says when its memory was given back: in use
+/// while a ticket of its holds a task, given back once the last is gone.
+#[test]
+fn the_memory_watch_sees_the_memory_given_back() {
+    use crate::runtime::MemoryState;
+    let rt = soft(Runtime::builder().capacity(4).workers(1).add_lane(Runtime::builder()));
+    let watch = rt.memory_watch();
+    let ticket = rt.lane(1).unwrap().submit(ECHO.args(&9u64)).unwrap();
+    assert_eq!(watch.state(), MemoryState::InUse);
+    drop(rt);
+    assert_eq!(watch.state(), MemoryState::InUse, "kept for the ticket");
+    assert_eq!(ticket.wait().unwrap().value, 9);
+    assert_eq!(watch.state(), MemoryState::GivenBack);
+}
+
+/// Health after a shutdown says the kernel stopped, as documented (on the
+/// runtime and on each lane); after a cancel, that it was cancelled.
+#[test]
+fn health_after_a_stop_says_why() {
+    let rt = soft(Runtime::builder().capacity(4).workers(1).add_lane(Runtime::builder()));
+    rt.health().unwrap();
+    rt.shutdown().unwrap();
+    for health in [rt.health(), rt.lane(0).unwrap().health(), rt.lane(1).unwrap().health()] {
+        match health {
+            Err(Error::KernelStopped(why)) => assert!(why.contains("shut down"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    let rt = soft(Runtime::builder().capacity(4).workers(1));
+    rt.cancel().unwrap();
+    assert!(matches!(rt.health(), Err(Error::Cancelled)));
+}
+
+/// Lane 0's own callback panics are read apart from the other lanes'; the
+/// runtime's count is their sum.
+#[test]
+fn each_lane_counts_its_own_callback_panics() {
+    let rt = soft(Runtime::builder().capacity(4).workers(1).add_lane(Runtime::builder()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    for lane in [0, 1, 1] {
+        let tx = tx.clone();
+        rt.lane(lane)
+            .unwrap()
+            .submit(ECHO.args(&1u64))
+            .unwrap()
+            .on_complete(move |_| {
+                tx.send(()).unwrap();
+                panic!("a callback's panic");
+            });
+    }
+    for _ in 0..3 {
+        rx.recv().unwrap();
+    }
+    let settled = |rt: &Runtime| {
+        (0..1000).any(|_| {
+            std::thread::sleep(Duration::from_millis(1));
+            rt.callback_panics() == 3
+        })
+    };
+    assert!(settled(&rt));
+    assert_eq!(rt.lane(0).unwrap().callback_panics(), 1);
+    assert_eq!(rt.lane(1).unwrap().callback_panics(), 2);
+}
+
 #[test]
 fn huge_durations_never_panic() {
     let rt = soft(
@@ -498,7 +562,7 @@ fn check_copy_io((t, input, args): (crate::Ticket, Vec<u8>, crate::builtin::Copy
 
 #[test]
 fn plain_and_tagged_streams_share_slots_across_laps() {
-    use crate::proto::layout::IO_PLAIN_MIN_BYTES;
+    use crate::layout::IO_PLAIN_MIN_BYTES;
     // Streams on both sides of IO_PLAIN_MIN_BYTES, each way, on few slots
     // over many laps: plain bytes and tagged words take turns in the same
     // areas, and the software device checks every task's fresh mark
@@ -547,7 +611,7 @@ fn plain_and_tagged_streams_share_slots_across_laps() {
 
 #[test]
 fn plain_streams_across_threads_and_moved_completions() {
-    use crate::proto::layout::IO_PLAIN_MIN_BYTES;
+    use crate::layout::IO_PLAIN_MIN_BYTES;
     // Three producers on 8 slots, each holding up to 5 tickets and dropping
     // every seventh unread: producers move completions aside and free
     // detached slots, so plain outputs are marked by `poll` on every path

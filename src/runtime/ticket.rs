@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, TaskError, TaskStatus};
-use crate::ops::Op;
+use crate::op::Op;
 use crate::proto::queue::{Completed, Queue};
 use crate::proto::slot::Cqe;
 use crate::sync::now;
@@ -305,9 +305,20 @@ impl Drop for Ticket {
     }
 }
 
+/// The status a completion entry's code names; `None` for success.
+pub(crate) fn status_of(code: u8) -> Option<TaskStatus> {
+    use crate::layout::{STATUS_BAD_ARGS, STATUS_OK, STATUS_UNKNOWN_OP};
+    match code {
+        STATUS_OK => None,
+        STATUS_UNKNOWN_OP => Some(TaskStatus::UnknownOp),
+        STATUS_BAD_ARGS => Some(TaskStatus::BadArgs),
+        other => Some(TaskStatus::Other(other)),
+    }
+}
+
 /// A completion entry as the task's result.
 pub(crate) fn outcome_of(op: Op, cqe: &Cqe) -> std::result::Result<Completion, TaskError> {
-    match TaskStatus::from_code(cqe.status) {
+    match status_of(cqe.status) {
         None => Ok(Completion {
             value: cqe.value,
             device_start_ns: cqe.t_start,

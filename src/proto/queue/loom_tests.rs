@@ -29,7 +29,7 @@ fn loom_a_moved_pack_keeps_its_own_results() {
         let mem = Memory::new(geo);
         let q = Arc::new(mem.queue(geo, 0));
         let first = q.try_reserve().unwrap();
-        q.publish_packs(first, crate::proto::layout::OP_ECHO, &[1u64, 2, 3]);
+        q.publish_packs(first, crate::layout::OP_ECHO, &[1u64, 2, 3]);
         q.complete_pack(first, &[1, 2, 3]);
         // The mover: needs the slot, moves the pack's completion aside.
         let qa = q.clone();
@@ -38,7 +38,7 @@ fn loom_a_moved_pack_keeps_its_own_results() {
         let qb = q.clone();
         let next = thread::spawn(move || {
             if let Ok(seq) = qb.try_reserve() {
-                qb.publish_packs(seq, crate::proto::layout::OP_ECHO, &[7u64, 8, 9]);
+                qb.publish_packs(seq, crate::layout::OP_ECHO, &[7u64, 8, 9]);
                 qb.complete_pack(seq, &[7, 8, 9]);
             }
         });
@@ -334,7 +334,7 @@ fn loom_a_lapping_producer_waits_for_a_publish_to_every_copy() {
                 .with_copies(vec![extra.sq.clone()].into_boxed_slice()),
         );
         let image =
-            |id: u64| SlotImage::new(crate::proto::layout::OP_ECHO, &id.to_le_bytes()).unwrap();
+            |id: u64| SlotImage::new(crate::layout::OP_ECHO, &id.to_le_bytes()).unwrap();
         assert_eq!(q.try_reserve(), Ok(0));
         let qa = q.clone();
         let first = thread::spawn(move || qa.publish(0, &image(0)));

@@ -1,7 +1,7 @@
 //! What the queue's tests stand in for the device with: heap words for a
 //! ring's mapped sections, and the device's completions.
 
-use crate::proto::layout::{CQE_WORDS, PACK_TASKS, SLOT_WORDS};
+use crate::layout::{CQE_WORDS, PACK_TASKS, SLOT_WORDS};
 use crate::proto::queue::Queue;
 use crate::proto::ring::Geometry;
 use crate::proto::slot::Cqe;
@@ -64,7 +64,7 @@ pub(super) fn io_queue(cap: usize, most: (usize, usize)) -> (Queue, Words, Words
 /// its completion.
 pub(super) fn complete_io(q: &Queue, out: &Words, seq: u64, output: &[u8], entry_first: bool) {
     let cqe = Cqe {
-        flags: crate::proto::layout::CQE_OUTPUT,
+        flags: crate::layout::CQE_OUTPUT,
         ..Cqe::ok(output.len() as u64)
     };
     let (words, lap) = (q.io.as_ref().unwrap().out_words, q.geo.lap(seq));

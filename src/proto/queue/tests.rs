@@ -25,7 +25,7 @@ pub(crate) fn device_worker(
             continue;
         };
         let run = |args: &[u64; 6]| {
-            if task.op == crate::proto::layout::OP_ECHO {
+            if task.op == crate::layout::OP_ECHO {
                 crate::builtin::echo_fold(args)
             } else {
                 0
@@ -66,7 +66,7 @@ pub(crate) fn device_worker(
 }
 
 fn echo(id: u64) -> SlotImage {
-    SlotImage::new(crate::proto::layout::OP_ECHO, &id.to_le_bytes()).unwrap()
+    SlotImage::new(crate::layout::OP_ECHO, &id.to_le_bytes()).unwrap()
 }
 
 #[test]
@@ -201,7 +201,7 @@ fn copies_start_as_the_slots_and_get_every_publish() {
             let task = read(m, seq).expect("every copy whole");
             assert_eq!(
                 (task.op, task.args[0]),
-                (crate::proto::layout::OP_ECHO, seq)
+                (crate::layout::OP_ECHO, seq)
             );
         }
         // A task not yet complete shows every copy and the publish mark.
@@ -271,7 +271,7 @@ fn packs_round_trip_on_the_software_device() {
                 Err(_) => std::thread::yield_now(),
             }
         };
-        q.publish_packs(first, crate::proto::layout::OP_ECHO, &args);
+        q.publish_packs(first, crate::layout::OP_ECHO, &args);
         for (d, want) in args.chunks(PACK_TASKS).enumerate() {
             let seq = seq_add(first, d as u64);
             let done = loop {
@@ -297,12 +297,12 @@ fn a_moved_pack_keeps_its_results() {
     let mem = Memory::new(geo);
     let q = mem.queue(geo, 0);
     let a = q.try_reserve().unwrap();
-    q.publish_packs(a, crate::proto::layout::OP_ECHO, &[1u64, 2, 3]);
+    q.publish_packs(a, crate::layout::OP_ECHO, &[1u64, 2, 3]);
     q.complete_pack(a, &[1, 2, 3]);
     // A producer needs the slot: it moves the completion, results and
     // all, before the next lap overwrites them.
     let b = q.try_reserve().unwrap();
-    q.publish_packs(b, crate::proto::layout::OP_ECHO, &[7u64]);
+    q.publish_packs(b, crate::layout::OP_ECHO, &[7u64]);
     q.complete_pack(b, &[7]);
     let Take::Done(moved) = q.take(a) else {
         panic!("a's completion was moved, not lost")
@@ -314,7 +314,7 @@ fn a_moved_pack_keeps_its_results() {
     assert_eq!(own.results.as_deref(), Some(&[7][..]));
     // Orphaned with its results, too.
     let c = q.try_reserve().unwrap();
-    q.publish_packs(c, crate::proto::layout::OP_NOP, &[(); 2]);
+    q.publish_packs(c, crate::layout::OP_NOP, &[(); 2]);
     q.complete_pack(c, &[0, 0]);
     let shares = AtomicU64::new(1);
     q.orphan(&shares);
@@ -551,7 +551,7 @@ fn an_output_of_256_laps_before_is_not_taken_for_this_laps() {
     q.complete(
         seq,
         &Cqe {
-            flags: crate::proto::layout::CQE_OUTPUT,
+            flags: crate::layout::CQE_OUTPUT,
             ..Cqe::ok(0)
         },
     );

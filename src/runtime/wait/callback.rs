@@ -45,27 +45,58 @@ impl Ticket {
     /// with [`WaitStrategy::Park`](crate::WaitStrategy::Park) ends, but
     /// only by its own look every 50 ms. Nor may
     /// callbacks of two runtimes each drop the other runtime (each drop
-    /// waits for the other's completion thread). An IO task's output does
-    /// not reach `f` (wait for it, or await it).
+    /// waits for the other's completion thread). An IO task's output
+    /// reaches [`Ticket::on_output`]'s callback, not this one's.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
     /// use std::sync::mpsc;
     /// let rt = pkq::Runtime::builder().build()?;
     /// let (tx, rx) = mpsc::channel();
-    /// rt.submit(pkq::Op::ECHO, &[42u64])?.on_complete(move |result| {
+    /// use pkq::{Submit, builtin::ECHO};
+    /// rt.submit(ECHO.args(&42))?.on_complete(move |result| {
     ///     let _ = tx.send(result.map(|c| c.value));
     /// });
     /// assert_eq!(rx.recv().unwrap()?, 42);
     /// # Ok(()) }
     /// ```
-    pub fn on_complete(mut self, f: impl FnOnce(Result<Completion>) + Send + 'static) {
+    pub fn on_complete(self, f: impl FnOnce(Result<Completion>) + Send + 'static) {
+        self.when_done(move |result, _| f(result));
+    }
+
+    /// [`Ticket::on_complete`] for an IO task ([`TypedOp::io`](crate::TypedOp::io)):
+    /// `f` gets what [`Ticket::wait_output`] would return, the completion
+    /// and the bytes the handler wrote (empty for a task that wrote none, or
+    /// that was not an IO task), or the error. Runs as `on_complete` says.
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::builtin::{COPY_IO, CopyIoArgs};
+    /// use pkq::{Runtime, Submit};
+    /// use std::sync::mpsc;
+    /// let rt = Runtime::builder().io(64, 64).build()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// let args = CopyIoArgs { out_len: 4, key: 0 };
+    /// rt.submit(COPY_IO.io(&args, b"ping"))?.on_output(move |result| {
+    ///     let _ = tx.send(result.map(|(_, out)| out));
+    /// });
+    /// assert_eq!(rx.recv().unwrap()?, b"ping");
+    /// # Ok(()) }
+    /// ```
+    pub fn on_output(self, f: impl FnOnce(Result<(Completion, Vec<u8>)>) + Send + 'static) {
+        self.when_done(move |result, output| f(result.map(|c| (c, output))));
+    }
+
+    /// Runs `f` with the result and the output once the task is done (see
+    /// [`Ticket::on_complete`]).
+    fn when_done(mut self, f: impl FnOnce(Result<Completion>, Vec<u8>) + Send + 'static) {
         // Taken already: the runtime's memory may be gone; nothing to wait
         // for. A panic of `f` is caught as on the other paths (not
         // counted: that would touch the runtime).
         if let Some(done) = self.taken() {
+            let output = self.take_output();
             drop(self);
-            super::reactor::run_caught(move || f(done));
+            super::reactor::run_caught(move || f(done, output));
             return;
         }
         self.interest.leave();
@@ -86,8 +117,9 @@ impl Ticket {
             };
             // The ticket goes first: a pending one (a stall) lets go of its
             // slot before `f` runs, whatever `f` does.
+            let output = ticket.take_output();
             drop(ticket);
-            f(result);
+            f(result, output);
         };
         let interest = Interest::new(
             ring.ring,

@@ -6,7 +6,7 @@
 //! falls back ([`crate::WaitStrategy::Monitor`]) and [`monitor_support`]
 //! says why.
 
-use std::sync::OnceLock;
+use crate::sync::OnceLock;
 
 /// The monitor instructions this CPU offers to user code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

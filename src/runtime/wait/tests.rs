@@ -673,3 +673,33 @@ fn an_old_stall_record_does_not_fail_a_healthy_task() {
     rt.shared.device.liveness.busy.store(false, Ordering::SeqCst);
     assert!(matches!(r, Ok(Ok(_))), "a healthy 5 ms task reported {r:?}");
 }
+
+/// An IO task's callback gets its output ([`Ticket::on_output`]), on the
+/// completion thread and, for a ticket that has its result already, on the
+/// caller's thread; `on_complete` on an IO task gets the completion alone.
+#[test]
+fn an_io_tasks_callback_gets_its_output() {
+    use crate::builtin::{COPY_IO, CopyIoArgs};
+    let rt = soft(Runtime::builder().capacity(16).workers(2).io(256, 256));
+    let input: Vec<u8> = (0..200u8).collect();
+    let args = CopyIoArgs {
+        out_len: 150,
+        key: 0x5a,
+    };
+    let expected: Vec<u8> = input[..150].iter().map(|b| b ^ 0x5a).collect();
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..32 {
+        let tx = tx.clone();
+        rt.submit(COPY_IO.io(&args, &input))
+            .unwrap()
+            .on_output(move |r| tx.send(r.map(|(_, out)| out)).unwrap());
+    }
+    for _ in 0..32 {
+        assert_eq!(rx.recv().unwrap().unwrap(), expected);
+    }
+    // Taken already: runs here.
+    let mut t = rt.submit(COPY_IO.io(&args, &input)).unwrap();
+    t.wait_timeout(Duration::from_secs(10)).unwrap();
+    t.on_output(move |r| tx.send(r.map(|(_, out)| out)).unwrap());
+    assert_eq!(rx.recv().unwrap().unwrap(), expected);
+}

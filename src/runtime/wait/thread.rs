@@ -119,7 +119,7 @@ pub(crate) fn serve(shared: Arc<Shared>) {
             }
         }
         if idle.yields() {
-            std::thread::yield_now();
+            crate::sync::yield_now();
         } else {
             std::hint::spin_loop();
         }

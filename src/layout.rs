@@ -1,4 +1,5 @@
-//! The shared host/device layout, Rust side. Every number comes from
+//! The shared host/device layout, Rust side (the lowest layer: the
+//! protocol, the driver layer and the ops all build on it). Every number comes from
 //! `cuda/pkq_layout.h` (build.rs generates the constants), and the protocol of
 //! each shared word is described there, once. The structs below are checked
 //! against those numbers at compile time, as their C twins are in the header.
@@ -34,10 +35,6 @@ pub(crate) struct KernelParams {
     pub io_in_bytes: u32,
     pub io_out_bytes: u32,
 }
-
-// SAFETY: plain old data with the C layout of `pkq_params` (checked below),
-// passed by value as a kernel parameter.
-unsafe impl cudarc::driver::DeviceRepr for KernelParams {}
 
 const _: () = {
     assert!(size_of::<KernelParams>() == PARAMS_BYTES);

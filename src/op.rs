@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::proto::layout::{
+use crate::layout::{
     OP_AXPY, OP_COPY_IO, OP_DOT, OP_ECHO, OP_FIR, OP_GEMV, OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN,
     OP_TRAP, OP_USER,
 };
