@@ -8,7 +8,8 @@ use std::sync::{Arc, Weak};
 use loom::thread;
 
 use crate::builtin::*;
-use crate::ops::{Op, Task};
+use crate::op::Op;
+use crate::ops::Task;
 use crate::proto::soft::{SoftDevice, Step};
 use crate::runtime::engine::Engine;
 use crate::runtime::shared::Shared;
@@ -23,7 +24,7 @@ fn stepped() -> (Runtime, Arc<SoftDevice>) {
 /// device.
 fn stepped_with(builder: crate::Builder) -> (Runtime, Arc<SoftDevice>) {
     let rt = builder.build_soft(false).unwrap();
-    let Engine::Soft(dev) = &rt.shared.engine else {
+    let Engine::Soft(dev) = &rt.shared.device.engine else {
         unreachable!("built on the software device")
     };
     let dev = dev.clone();

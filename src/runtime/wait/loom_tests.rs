@@ -26,7 +26,7 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 /// nothing live, fires what `ready` says.
 fn serve(r: &Registry, ready: &AtomicBool) {
     let mut live = Vec::new();
-    let panics = std::sync::atomic::AtomicU64::new(0);
+    let panics = crate::sync::AtomicU64::new(0);
     loop {
         let sleep = live.is_empty();
         if r.collect(&mut live, sleep) == Collected::Closed {
