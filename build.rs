@@ -7,8 +7,8 @@
 //! turn it on through the dev-dependency on itself; a dependent never does)
 //! it also compiles the measurement kernels, `cuda/pkq_bench.cu`, into a
 //! second embedded fatbin (`pkq_bench.fatbin`), and the examples' handlers
-//! (`examples/custom_handler/fk.cu`, `examples/control_loop/control.cu`,
-//! `examples/risk_check/book.cu`) the way a downstream crate would, with
+//! (`examples/control_loop/control.cu`, `examples/risk_check/book.cu`) the
+//! way a downstream crate would, with
 //! `pkq-build`. Without the feature neither is compiled nor written.
 //!
 //! nvcc is found by `pkq_build::find_nvcc` (`NVCC`, then `CUDA_HOME`,
@@ -31,8 +31,7 @@ const KERNEL_SOURCE: &str = "cuda/pkq.cu";
 const BENCH_SOURCE: &str = "cuda/pkq_bench.cu";
 /// The examples' own translation units, each built as a downstream crate
 /// would, into `$OUT_DIR/<name>.fatbin`: (source, name).
-const EXAMPLE_SOURCES: [(&str, &str); 3] = [
-    ("examples/custom_handler/fk.cu", "custom_handler"),
+const EXAMPLE_SOURCES: [(&str, &str); 2] = [
     ("examples/control_loop/control.cu", "control_loop"),
     ("examples/risk_check/book.cu", "risk_check"),
 ];

@@ -6,10 +6,10 @@
 //!
 //! `cargo run --release --example custom_handler -- --json benches/results/custom_handler.json`
 
-#[path = "custom_handler/fk.rs"]
-mod fk;
 #[path = "support/mod.rs"]
 mod support;
+
+use custom_handler as fk;
 
 use std::path::PathBuf;
 

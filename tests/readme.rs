@@ -528,7 +528,7 @@ fn handler_section_is_the_examples_code() {
         .expect("the handler section's markers");
     let files = [
         "examples/custom_handler/fk.cu",
-        "examples/custom_handler/fk.rs",
+        "examples/custom_handler/src/lib.rs",
     ]
     .map(|f| std::fs::read_to_string(format!("{root}/{f}")).unwrap())
     .concat();

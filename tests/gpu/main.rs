@@ -9,8 +9,6 @@
 
 #[path = "../../examples/control_loop/control.rs"]
 mod control;
-#[path = "../../examples/custom_handler/fk.rs"]
-mod fk;
 #[path = "../../examples/risk_check/book.rs"]
 mod risk;
 #[path = "../support/mod.rs"]
@@ -24,6 +22,8 @@ mod pool;
 mod protocol;
 mod tools;
 mod waiting;
+
+use custom_handler as fk;
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -1,16 +1,22 @@
 //! The host half of `fk.cu`: the op declared once, its argument struct, a
-//! safe call, and a reference to check the device against. Shared by the
-//! example and the GPU tests.
-#![allow(dead_code)]
+//! safe call, and a reference to check the device against. Used by the
+//! demo (`src/main.rs`), pkq's GPU tests and pkq-bench's `custom_handler`
+//! bench.
+//!
+//! This crate is laid out as a crate of your own that serves its handlers
+//! with pkq would be: `fk.cu` beside `build.rs`, which compiles it with
+//! `pkq-build` against pkq's headers (`DEP_PKQ_INCLUDE`), and the fatbin
+//! embedded here ([`IMAGE`]).
 
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
 use pkq::{DeviceBuffer, DeviceBufferMut, Runtime, StateOp, TypedOp};
 
-/// fk.cu compiled by pkq's build.rs with `pkq-build`, as a downstream crate's
-/// build.rs would (empty when the crate was built without nvcc).
-pub static IMAGE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/custom_handler.fatbin"));
+/// fk.cu compiled by this crate's build.rs with `pkq-build`, as a
+/// downstream crate's build.rs would (empty when the crate was built
+/// without nvcc).
+pub static IMAGE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fk.fatbin"));
 /// The resident kernel of the module (`PKQ_KERNEL(fk_worker_kernel, ...)`).
 pub const KERNEL: &str = "fk_worker_kernel";
 
