@@ -5,7 +5,7 @@
 //! own lines), and a write followed by a read, which is a task's pattern
 //! (its completion, then the next poll).
 //!
-//! `cargo run --release --example access_rate -- --json benches/results/access_rate.json`
+//! `cargo run --release --example access_rate -- --json pkq-bench/results/access_rate.json`
 
 #[path = "support/mod.rs"]
 mod support;

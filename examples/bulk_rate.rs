@@ -3,7 +3,7 @@
 //! 1 KiB to 64 KiB, by instruction kind, warps and loads in flight per lane.
 //! The GPU's clock; mean and fastest of the passes.
 //!
-//! `cargo run --release --features bench --example bulk_rate -- --json benches/results/bulk_rate.json`
+//! `cargo run --release --features bench --example bulk_rate -- --json pkq-bench/results/bulk_rate.json`
 
 #[path = "support/mod.rs"]
 mod support;

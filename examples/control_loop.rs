@@ -19,7 +19,7 @@
 //! miss is a tick whose commands were applied later than 20% of the period
 //! after the tick was due (a late start counts).
 //!
-//! `cargo run --release --example control_loop -- --json benches/results/control_loop.json --svg benches/results/control_loop.svg`
+//! `cargo run --release --example control_loop -- --json pkq-bench/results/control_loop.json --svg pkq-bench/results/control_loop.svg`
 
 #[path = "control_loop/control.rs"]
 mod control;

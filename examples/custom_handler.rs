@@ -4,7 +4,7 @@
 //! against a Rust reference and timed against the same code launched as an
 //! ordinary kernel.
 //!
-//! `cargo run --release --example custom_handler -- --json benches/results/custom_handler.json`
+//! `cargo run --release --example custom_handler -- --json pkq-bench/results/custom_handler.json`
 
 #[path = "support/mod.rs"]
 mod support;

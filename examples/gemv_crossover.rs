@@ -4,7 +4,7 @@
 //! arithmetic), in one process run. Writes JSON (p50..max per size and
 //! variant, and the crossover) and an SVG of p50 against size.
 //!
-//! `cargo run --release --example gemv_crossover -- --json benches/results/gemv_crossover.json --svg benches/results/gemv_crossover.svg`
+//! `cargo run --release --example gemv_crossover -- --json pkq-bench/results/gemv_crossover.json --svg pkq-bench/results/gemv_crossover.svg`
 
 #[path = "support/mod.rs"]
 mod support;

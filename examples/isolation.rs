@@ -2,7 +2,7 @@
 //! what a running pkq costs the application's own kernels; with and
 //! without an SM partition (`Builder::sm_partition`). One run:
 //!
-//!     cargo run --release --example isolation -- --json benches/results/isolation.json --svg benches/results/isolation.svg
+//!     cargo run --release --example isolation -- --json pkq-bench/results/isolation.json --svg pkq-bench/results/isolation.svg
 //!
 //! The runtime is the default shape (one worker of eight pollers), which
 //! spins while tasks come and for `IdlePolicy::DEFAULT_QUIET_AFTER` after

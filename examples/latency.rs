@@ -25,7 +25,7 @@
 //! locks into a phase of the device's polling that differs from instance to
 //! instance, and the machine drifts over a run.
 //!
-//! `cargo run --release --example latency -- --json benches/results/latency.json --svg benches/results/latency.svg`
+//! `cargo run --release --example latency -- --json pkq-bench/results/latency.json --svg pkq-bench/results/latency.svg`
 
 #[path = "support/mod.rs"]
 mod support;

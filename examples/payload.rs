@@ -8,7 +8,7 @@
 //! mapped host memory + sync. In the same run: pkq's NOP round trip on the
 //! latency setting, and PCIe copy bandwidth each way.
 //!
-//! `cargo run --release --example payload -- --json benches/results/payload.json --svg benches/results/payload.svg`
+//! `cargo run --release --example payload -- --json pkq-bench/results/payload.json --svg pkq-bench/results/payload.svg`
 
 #[path = "support/mod.rs"]
 mod support;

@@ -11,7 +11,7 @@
 //! batch after the other: the sum of the stage times) and pipelined. The
 //! overlap is (serial time - pipelined time) / serial time.
 //!
-//! `cargo run --release --example pipeline -- --json benches/results/pipeline.json`
+//! `cargo run --release --example pipeline -- --json pkq-bench/results/pipeline.json`
 
 #[path = "support/rng.rs"]
 mod rng;

@@ -4,7 +4,7 @@
 //! and NOP throughput through pools of 1 to all devices, one task per
 //! submit and packed, from several producer threads. One run:
 //!
-//!     cargo run --release --example pool -- --json benches/results/pool.json
+//!     cargo run --release --example pool -- --json pkq-bench/results/pool.json
 //!
 //! Round trips use the default runtime (one worker of eight pollers);
 //! throughput uses the throughput shape (64 workers on 4 rings) on every

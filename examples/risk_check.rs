@@ -13,7 +13,7 @@
 //! the same orders back to back: the most a thread checks per second (the
 //! host's check of the decisions comes after the timing).
 //!
-//! `cargo run --release --example risk_check -- --json benches/results/risk_check.json`
+//! `cargo run --release --example risk_check -- --json pkq-bench/results/risk_check.json`
 
 #[path = "risk_check/book.rs"]
 mod book;

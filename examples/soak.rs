@@ -11,7 +11,7 @@
 //! of up to 2 µs, and an op no handler knows (which must fail with
 //! `UnknownOp`). Latency is submit call to result, queueing included.
 //!
-//! `cargo run --release --example soak -- --seconds 540 --json benches/results/soak.json`
+//! `cargo run --release --example soak -- --seconds 540 --json pkq-bench/results/soak.json`
 
 #[path = "support/mod.rs"]
 mod support;

@@ -12,7 +12,7 @@
 //! inside wait, elsewhere); and the device's own rate draining a full ring,
 //! by its clock.
 //!
-//! `cargo run --release --example throughput -- --json benches/results/throughput.json --svg benches/results/throughput.svg`
+//! `cargo run --release --example throughput -- --json pkq-bench/results/throughput.json --svg pkq-bench/results/throughput.svg`
 
 #[path = "support/mod.rs"]
 mod support;
@@ -45,7 +45,7 @@ struct Args {
     capacity: usize,
     /// Slots of the ring for the batched rows: the larger the ring, the
     /// later producers lap the slowest reaper, moving its completions aside
-    /// (each row reports how many; benches/NOTES.md, seventh session).
+    /// (each row reports how many; pkq-bench/NOTES.md, seventh session).
     #[arg(long, default_value_t = 65536)]
     batch_capacity: usize,
     /// Tasks each producer submitting one at a time keeps in flight.
@@ -515,7 +515,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             // Batches that span several slots of each worker: most of a
             // batch's lines are not being polled while they are written
-            // (benches/NOTES.md, ninth session).
+            // (pkq-bench/NOTES.md, ninth session).
             for reapers in [3, 5] {
                 pump_row(&batch_rt, producers, Mode::Pipelined(4096, reapers));
             }

@@ -5,7 +5,7 @@
 //! trip (tokio, with a busy and with an idle executor) and the completion
 //! callback against `cuLaunchHostFunc`. One run:
 //!
-//!     cargo run --release --example waiting -- --json benches/results/waiting.json --svg benches/results/waiting.svg
+//!     cargo run --release --example waiting -- --json pkq-bench/results/waiting.json --svg pkq-bench/results/waiting.svg
 //!
 //! The wake-up latency is the time from the task's end on the device (its
 //! `%globaltimer` stamp, placed on the host's clock by a `ClockMap` fitted

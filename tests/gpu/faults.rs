@@ -97,7 +97,7 @@ pub(crate) fn child_illegal_address() {
 /// panic; then a fresh runtime is tried after dropping the faulted one.
 /// (Issue 6 asks for 100 ms; the driver's stream query reports the fault
 /// later than that on the GPU machine, which this test prints: see
-/// benches/NOTES.md.)
+/// pkq-bench/NOTES.md.)
 pub(crate) fn fault_scenario(what: &str, fault: impl FnOnce(&Runtime) -> pkq::Result<pkq::Ticket>) {
     const BOUND: Duration = Duration::from_millis(1500);
     let rt = Arc::new(Runtime::builder().workers(8).build().unwrap());

@@ -21,7 +21,7 @@
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o io_shapes io_shapes.cu
 //   ./io_shapes 5000                     # the first set
 //   PROBE_SET=inline1 ./io_shapes 5000   # the one-instruction polls
-// Figures: benches/NOTES.md, twenty-third session.
+// Figures: pkq-bench/NOTES.md, twenty-third session.
 #include <cuda_runtime.h>
 #include <sched.h>
 
