@@ -1,15 +1,11 @@
 //! Build script: generates the Rust side of the shared layout from
-//! `cuda/pkq_layout.h`, and compiles `cuda/pkq.cu` (the worker kernel's
-//! translation unit; the other files in `cuda/` are headers it includes)
-//! with nvcc into one fatbin that the crate embeds.
-//!
-//! With the crate feature `bench` (pkq's own tests, examples and benches
-//! turn it on through the dev-dependency on itself; a dependent never does)
-//! it also compiles the measurement kernels, `cuda/pkq_bench.cu`, into a
-//! second embedded fatbin (`pkq_bench.fatbin`), and the examples' handlers
-//! (`examples/control_loop/control.cu`, `examples/risk_check/book.cu`) the
-//! way a downstream crate would, with
-//! `pkq-build`. Without the feature neither is compiled nor written.
+//! `cuda/pkq_layout.h` (`pkq_build::layout_consts`), and compiles
+//! `cuda/pkq.cu` (the worker kernel's translation unit; the other files in
+//! `cuda/` are headers it includes, and that handler authors include) with
+//! nvcc into one fatbin that the crate embeds. It compiles nothing else:
+//! pkq's measurement kernels and the examples' handlers are built by their
+//! own crates (`pkq-bench/`, `examples/custom_handler/`), as a dependent
+//! builds its own.
 //!
 //! nvcc is found by `pkq_build::find_nvcc` (`NVCC`, then `CUDA_HOME`,
 //! `CUDA_PATH`, `CUDA_ROOT`, then `/usr/local/cuda/bin`, then `PATH`). Without
@@ -27,33 +23,14 @@ mod ptxas;
 
 const LAYOUT_HEADER: &str = "cuda/pkq_layout.h";
 const KERNEL_SOURCE: &str = "cuda/pkq.cu";
-/// The measurement kernels (feature `bench`), a fatbin of their own.
-const BENCH_SOURCE: &str = "cuda/pkq_bench.cu";
-/// The examples' own translation units, each built as a downstream crate
-/// would, into `$OUT_DIR/<name>.fatbin`: (source, name).
-const EXAMPLE_SOURCES: [(&str, &str); 2] = [
-    ("examples/control_loop/control.cu", "control_loop"),
-    ("examples/risk_check/book.cu", "risk_check"),
-];
 const WORKER_KERNEL: &str = "pkq_worker_kernel";
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
 
-    // Cargo sets CARGO_FEATURE_BENCH itself, and a build with other
-    // features runs the script anew in an OUT_DIR of its own, so it needs
-    // no rerun-if-env-changed.
-    let bench = env::var_os("CARGO_FEATURE_BENCH").is_some();
-
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=cuda");
-    if bench {
-        for (source, _) in EXAMPLE_SOURCES {
-            let folder = Path::new(source).parent().unwrap();
-            println!("cargo::rerun-if-changed={}", folder.display());
-        }
-    }
     pkq_build::rerun_if_env_changed();
     println!("cargo::rerun-if-env-changed=DOCS_RS");
     // The cuda/ headers are exported for downstream build scripts
@@ -72,23 +49,7 @@ fn main() {
     .unwrap();
 
     let kernel = compile_kernel(&manifest, &out);
-    let bench_fatbin = bench.then(|| compile_bench(&manifest, &out, &kernel));
-    fs::write(
-        out.join("kernel_gen.rs"),
-        kernel_module(&kernel, bench_fatbin.as_ref()),
-    )
-    .unwrap();
-    if bench {
-        for (source, name) in EXAMPLE_SOURCES {
-            compile_example(
-                &manifest,
-                &out,
-                (source, name),
-                kernel.nvcc.as_deref(),
-                &kernel.nvcc_version,
-            );
-        }
-    }
+    fs::write(out.join("kernel_gen.rs"), kernel_module(&kernel)).unwrap();
     fs::write(
         out.join("build_info_gen.rs"),
         build_info(&manifest, &kernel),
@@ -99,8 +60,6 @@ fn main() {
 struct Kernel {
     /// Ok(fatbin path) or Err(why there is no kernel).
     fatbin: Result<PathBuf, String>,
-    /// The nvcc that built it (None: none was used).
-    nvcc: Option<PathBuf>,
     nvcc_version: String,
     archs: String,
 }
@@ -113,7 +72,6 @@ fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
         );
         Kernel {
             fatbin: Err(why),
-            nvcc: None,
             nvcc_version: String::new(),
             archs: archs.clone(),
         }
@@ -137,14 +95,13 @@ fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
     // id); skip nvcc when its inputs are what they were last time.
     let stamp = out.join("pkq.fatbin.stamp");
     let report_path = out.join("ptxas_report.txt");
-    let key = input_key(manifest, &cmd, &version, &[]);
+    let key = input_key(manifest, &cmd, &version);
     if fatbin.is_file()
         && report_path.is_file()
         && fs::read_to_string(&stamp).is_ok_and(|s| s == key)
     {
         return Kernel {
             fatbin: Ok(fatbin),
-            nvcc: Some(nvcc),
             nvcc_version: version,
             archs,
         };
@@ -163,75 +120,14 @@ fn compile_kernel(manifest: &Path, out: &Path) -> Kernel {
     }
     Kernel {
         fatbin: Ok(fatbin),
-        nvcc: Some(nvcc),
         nvcc_version: version,
         archs,
     }
 }
 
-/// Compiles the measurement kernels (`cuda/pkq_bench.cu`, feature `bench`)
-/// into `$OUT_DIR/pkq_bench.fatbin` with the nvcc that built the worker
-/// kernel; Err(why) when there was none.
-fn compile_bench(manifest: &Path, out: &Path, kernel: &Kernel) -> Result<PathBuf, String> {
-    let nvcc = match (&kernel.fatbin, &kernel.nvcc) {
-        (Ok(_), Some(nvcc)) => nvcc,
-        (Err(why), _) => return Err(why.clone()),
-        (Ok(_), None) => unreachable!("a kernel built without nvcc"),
-    };
-    let fatbin = out.join("pkq_bench.fatbin");
-    let mut cmd = pkq_build::Fatbin::new(BENCH_SOURCE)
-        .include(manifest.join("cuda"))
-        .command(nvcc, &fatbin)
-        .unwrap_or_else(|e| panic!("pkq: {e}"));
-    cmd.current_dir(manifest);
-    let stamp = out.join("pkq_bench.fatbin.stamp");
-    let key = input_key(manifest, &cmd, &kernel.nvcc_version, &[]);
-    if fatbin.is_file() && fs::read_to_string(&stamp).is_ok_and(|s| s == key) {
-        return Ok(fatbin);
-    }
-    pkq_build::run(cmd, nvcc, &fatbin)
-        .unwrap_or_else(|e| panic!("pkq: compiling {BENCH_SOURCE}: {e}"));
-    fs::write(&stamp, &key).unwrap();
-    Ok(fatbin)
-}
-
-/// Compiles an example's `.cu` (`source`) into `$OUT_DIR/<name>.fatbin`,
-/// as a downstream build script would (an empty file when there is no
-/// nvcc: the example then says it cannot run), with the nvcc that built the
-/// kernel. Only with the feature `bench`.
-fn compile_example(
-    manifest: &Path,
-    out: &Path,
-    (source, name): (&str, &str),
-    nvcc: Option<&Path>,
-    nvcc_version: &str,
-) {
-    let fatbin = out.join(format!("{name}.fatbin"));
-    let stamp = out.join(format!("{name}.fatbin.stamp"));
-    let Some(nvcc) = nvcc else {
-        fs::write(&fatbin, []).unwrap();
-        // The empty file must not pass for a build of the same inputs once
-        // nvcc is back.
-        let _ = fs::remove_file(&stamp);
-        return;
-    };
-    let mut cmd = pkq_build::Fatbin::new(source)
-        .include(manifest.join("cuda"))
-        .command(nvcc, &fatbin)
-        .unwrap_or_else(|e| panic!("pkq: {e}"));
-    cmd.current_dir(manifest);
-    let key = input_key(manifest, &cmd, nvcc_version, &[manifest.join(source)]);
-    let built = fs::metadata(&fatbin).is_ok_and(|m| m.len() > 0);
-    if built && fs::read_to_string(&stamp).is_ok_and(|s| s == key) {
-        return;
-    }
-    pkq_build::run(cmd, nvcc, &fatbin).unwrap_or_else(|e| panic!("pkq: compiling {source}: {e}"));
-    fs::write(&stamp, &key).unwrap();
-}
-
 /// A digest of everything nvcc's output depends on: the command line, the
-/// compiler's version, every file under cuda/ and `extra`.
-fn input_key(manifest: &Path, cmd: &Command, nvcc_version: &str, extra: &[PathBuf]) -> String {
+/// compiler's version and every file under cuda/.
+fn input_key(manifest: &Path, cmd: &Command, nvcc_version: &str) -> String {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let mut h = DefaultHasher::new();
     format!("{cmd:?}").hash(&mut h);
@@ -240,7 +136,6 @@ fn input_key(manifest: &Path, cmd: &Command, nvcc_version: &str, extra: &[PathBu
         .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
     files.sort();
-    files.extend_from_slice(extra);
     for f in files {
         f.hash(&mut h);
         fs::read(&f).unwrap_or_default().hash(&mut h);
@@ -248,33 +143,24 @@ fn input_key(manifest: &Path, cmd: &Command, nvcc_version: &str, extra: &[PathBu
     format!("{:016x}", h.finish())
 }
 
-/// `kernel_gen.rs`: `FATBIN`, the worker kernel's fatbin, and with the
-/// feature `bench`, `BENCH_FATBIN`, the measurement kernels' (each 16-byte
-/// aligned, or Err(why it was not built)).
-fn kernel_module(kernel: &Kernel, bench: Option<&Result<PathBuf, String>>) -> String {
-    let mut images = vec![("", "cuda/pkq.cu", &kernel.fatbin)];
-    if let Some(b) = bench {
-        images.push(("BENCH_", "cuda/pkq_bench.cu (feature `bench`)", b));
-    }
+/// `kernel_gen.rs`: `FATBIN`, the worker kernel's fatbin (16-byte aligned),
+/// or Err(why it was not built).
+fn kernel_module(kernel: &Kernel) -> String {
     let mut rs = String::from("// Generated by build.rs. Do not edit.\n");
-    if images.iter().any(|(.., f)| f.is_ok()) {
-        rs.push_str("#[repr(C, align(16))]\nstruct Aligned<T: ?Sized>(T);\n");
+    match &kernel.fatbin {
+        Ok(path) => writeln!(
+            rs,
+            "#[repr(C, align(16))]\nstruct Aligned<T: ?Sized>(T);\n\
+             static IMAGE: &Aligned<[u8]> = &Aligned(*include_bytes!({path:?}));\n\
+             /// The fatbin compiled from cuda/pkq.cu (16-byte aligned).\n\
+             pub(crate) const FATBIN: Result<&[u8], &str> = Ok(&IMAGE.0);"
+        ),
+        Err(why) => writeln!(
+            rs,
+            "pub(crate) const FATBIN: Result<&[u8], &str> = Err({why:?});"
+        ),
     }
-    for (prefix, source, fatbin) in images {
-        match fatbin {
-            Ok(path) => writeln!(
-                rs,
-                "static {prefix}IMAGE: &Aligned<[u8]> = &Aligned(*include_bytes!({path:?}));\n\
-                 /// The fatbin compiled from {source} (16-byte aligned).\n\
-                 pub(crate) const {prefix}FATBIN: Result<&[u8], &str> = Ok(&{prefix}IMAGE.0);"
-            ),
-            Err(why) => writeln!(
-                rs,
-                "pub(crate) const {prefix}FATBIN: Result<&[u8], &str> = Err({why:?});"
-            ),
-        }
-        .unwrap();
-    }
+    .unwrap();
     rs
 }
 

@@ -303,14 +303,6 @@
 #define PKQ_IO_LAP_SHIFT 17 /* u32 */
 #define PKQ_IO_LAP_BITS 39 /* u32 */
 
-/* Raw-floor ping-pong (src/bench/floor.rs): the value that ends the device loop,
-   and the low bits of an echo word that carry its round (the rest carry the
-   device's clock; pkq_floor.cuh). */
-#define PKQ_FLOOR_STOP 0xffffffffffffffff /* u64 */
-#define PKQ_FLOOR_ROUND_BITS 16 /* u32 */
-/* Rounds of the access-rate ring (src/bench/floor.rs: host_access_rate). */
-#define PKQ_ACCESS_ROUNDS 64 /* u32 */
-
 /* ---------------------------------------------------------------------------
  * Poller state words (device -> host allocation, after the completion
  * entries, 128-byte aligned). Word w * pollers + j is written only by lane 0

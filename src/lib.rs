@@ -18,14 +18,6 @@ compile_error!(
      for the copies of a slot (see docs/PROTOCOL.md, Platform assumptions)"
 );
 
-#[doc(hidden)]
-#[cfg(feature = "bench")]
-pub mod bench;
-#[cfg(feature = "bench")]
-pub use bench::floor;
-#[doc(hidden)]
-#[cfg(feature = "bench")]
-pub use bench::host_ring;
 pub mod build_info;
 mod cuda;
 mod error;

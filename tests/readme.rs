@@ -444,7 +444,11 @@ fn isolation_section_matches_committed_results() {
 
 #[test]
 fn waiting_section_matches_committed_results() {
-    check_block("waiting", &render_waiting(), "pkq-bench/results/waiting.json");
+    check_block(
+        "waiting",
+        &render_waiting(),
+        "pkq-bench/results/waiting.json",
+    );
 }
 
 #[test]

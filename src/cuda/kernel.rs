@@ -73,17 +73,6 @@ pub(crate) struct Kernel {
 }
 
 impl Kernel {
-    /// Kernel `name` of the measurement kernels' module (feature `bench`), as
-    /// [`Kernel::from_image`] gives it.
-    #[cfg(feature = "bench")]
-    pub(crate) fn bench(
-        ctx: &Arc<CudaContext>,
-        name: &str,
-        memory: Vec<Arc<MappedBuffer>>,
-    ) -> Result<Self> {
-        Self::from_image(ctx, &Image::Bench, name, false, memory, None)
-    }
-
     /// Kernel `name` of `image` (see [`crate::cuda::modules`]) with its own
     /// stream. `ctx` must not track events (`driver::open` turns it off), so
     /// that creating the stream never synchronizes the context. A `worker`
@@ -221,24 +210,6 @@ impl Kernel {
         self.uncount();
         self.live.store(false, Ordering::Release);
         self.outcome()
-    }
-
-    /// [`Kernel::state`] of a kernel nothing else watches (the measurement
-    /// kernels): a fault the driver reports is taken to be its own, and
-    /// ends it.
-    #[cfg(feature = "bench")]
-    pub(crate) fn state_alone(&self) -> KernelState {
-        match self.state() {
-            KernelState::Faulted(e) => self.end(e),
-            state => state,
-        }
-    }
-
-    /// Polls until the kernel has ended (normally or by a fault) or
-    /// `deadline` (none: no limit), judged by [`Kernel::state_alone`].
-    #[cfg(feature = "bench")]
-    pub(crate) fn wait_finished(&self, deadline: Option<Instant>) -> Result<()> {
-        wait_ended(deadline, || self.state_alone())
     }
 }
 

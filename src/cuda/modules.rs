@@ -7,13 +7,9 @@
 //! for as long as it ran, which is forever, and so did the copy of the op
 //! table out of a module loaded earlier; `pkq-bench/NOTES.md`). So:
 //!
-//! * a module is loaded at most once per context, and everything pkq will
-//!   want from it (functions, loaded at once rather than at first launch,
-//!   and op tables) is taken while nothing of pkq's runs there;
-//! * with the feature `bench`, the measurement kernels' module (a fatbin of
-//!   its own) and the worker kernel's are loaded together, whichever is
-//!   wanted first, as if they were one: either's kernels start beside the
-//!   other's running ones;
+//! * a module is loaded at most once per context, alone, and everything pkq
+//!   will want from it (functions, loaded at once rather than at first
+//!   launch, and op tables) is taken while nothing of pkq's runs there;
 //! * what is not in hand yet is refused, never waited for, while a pkq
 //!   kernel runs in the context ([`Error::InvalidConfig`], saying why);
 //!   so is a new SM partition of the device (green contexts: [`while_idle`]);
@@ -38,15 +34,6 @@ use crate::proto::layout::PARAMS_BYTES;
 /// The embedded module's kernels that the library launches, loaded with it;
 /// `true`: a worker kernel, whose op table is read too.
 const EMBEDDED_KERNELS: [(&str, bool); 1] = [("pkq_worker_kernel", true)];
-
-/// The measurement kernels' module's kernels that the bench tools launch
-/// (feature `bench`), loaded with it.
-#[cfg(feature = "bench")]
-const BENCH_KERNELS: [(&str, bool); 3] = [
-    ("pkq_floor_kernel", false),
-    ("pkq_costs_kernel", false),
-    ("pkq_access_rate_kernel", false),
-];
 
 /// A kernel ready to launch.
 #[derive(Clone)]
@@ -120,39 +107,23 @@ pub(crate) fn kernel(
             }
             // Kept only once everything asked for loaded (a module refused
             // here is unloaded again, with nothing of pkq's running).
-            let mut fresh = Vec::new();
-            for image in together(image) {
-                if st
-                    .modules
-                    .iter()
-                    .any(|m| m.ctx == ctx_key && m.image == image)
-                {
-                    continue;
-                }
-                let module = image.load(ctx)?;
-                let mut m = Module {
-                    ctx: ctx_key,
-                    image: image.clone(),
-                    module,
-                    kernels: HashMap::new(),
-                };
-                let wanted: Vec<(&str, bool)> = match image {
-                    Image::Embedded => EMBEDDED_KERNELS.to_vec(),
-                    #[cfg(feature = "bench")]
-                    Image::Bench => BENCH_KERNELS.to_vec(),
-                    Image::Caller(_) => vec![(name, worker)],
-                };
-                for (k, is_worker) in wanted {
-                    let loaded = load_kernel(ctx, &m.module, &m.image, k, is_worker)?;
-                    m.kernels.insert(k.to_string(), loaded);
-                }
-                fresh.push(m);
+            let module = image.load(ctx)?;
+            let mut m = Module {
+                ctx: ctx_key,
+                image: image.clone(),
+                module,
+                kernels: HashMap::new(),
+            };
+            let wanted: Vec<(&str, bool)> = match image {
+                Image::Embedded => EMBEDDED_KERNELS.to_vec(),
+                Image::Caller(_) => vec![(name, worker)],
+            };
+            for (k, is_worker) in wanted {
+                let loaded = load_kernel(ctx, &m.module, &m.image, k, is_worker)?;
+                m.kernels.insert(k.to_string(), loaded);
             }
-            st.modules.extend(fresh);
-            st.modules
-                .iter()
-                .position(|m| m.ctx == ctx_key && m.image == *image)
-                .expect("loaded above")
+            st.modules.push(m);
+            st.modules.len() - 1
         }
     };
     let m = &mut st.modules[at];
@@ -165,23 +136,6 @@ pub(crate) fn kernel(
     let loaded = load_kernel(ctx, &m.module, image, name, worker)?;
     m.kernels.insert(name.to_string(), loaded.clone());
     Ok(loaded)
-}
-
-/// `image` and the modules loaded with it. With the feature `bench`, pkq's
-/// two embedded modules (the worker kernel's and the measurement kernels')
-/// are loaded together, whichever is asked for first, so that a floor
-/// starts beside a running runtime and a runtime beside a running floor, as
-/// when they were one module (tests/gpu: `runtimes_side_by_side`).
-fn together(image: &Image) -> Vec<Image> {
-    #[cfg(feature = "bench")]
-    let with = match image {
-        Image::Embedded => Some(Image::Bench),
-        Image::Bench => Some(Image::Embedded),
-        Image::Caller(_) => None,
-    };
-    #[cfg(not(feature = "bench"))]
-    let with = None;
-    std::iter::once(image.clone()).chain(with).collect()
 }
 
 /// Looks `name` up, has the driver load its code now (not at its first
@@ -236,7 +190,7 @@ pub(crate) fn while_idle<T>(
 /// to do instead ([`Error::InvalidConfig`]).
 fn refused_while_busy(doing: &str, instead: &str) -> Error {
     Error::InvalidConfig(format!(
-        "cannot {doing} while a pkq kernel (a runtime, a floor or a probe) runs on this device: \
+        "cannot {doing} while a pkq kernel (a runtime's resident kernel) runs on this device: \
          the driver would wait for that kernel, which does not end. {instead}"
     ))
 }

@@ -697,9 +697,9 @@ impl Queue {
         self.cq.at(self.geo.slot(seq) * CQE_WORDS)
     }
 
-    #[cfg(any(test, feature = "bench"))]
+    #[cfg(test)]
     /// Writes the completion of `seq` as the device does (the software
-    /// devices of the tests and of `HostRing`).
+    /// devices of the tests).
     pub(crate) fn complete(&self, seq: u64, cqe: &Cqe) {
         let tag = self.geo.tag(seq);
         let entry = self.cq.run::<CQE_WORDS>(self.geo.slot(seq) * CQE_WORDS);
@@ -708,10 +708,9 @@ impl Queue {
         }
     }
 
-    #[cfg(any(test, feature = "bench"))]
+    #[cfg(test)]
     /// Writes the result words of the pack of `seq`, then its completion,
-    /// as the device does (the software devices of the tests and of
-    /// `HostRing`).
+    /// as the device does (the software devices of the tests).
     pub(crate) fn complete_pack(&self, seq: u64, values: &[u64]) {
         let at = self.geo.slot(seq) * PACK_TASKS;
         for (w, v) in self.pack_results.run::<PACK_TASKS>(at).iter().zip(values) {
@@ -728,8 +727,8 @@ impl Queue {
         self.complete(seq, &cqe);
     }
 
-    /// [`Queue::take_at`] for an owner of the queue (its tests, `HostRing`).
-    #[cfg(any(test, feature = "bench"))]
+    /// [`Queue::take_at`] for an owner of the queue (its tests).
+    #[cfg(test)]
     #[inline]
     pub(crate) fn take(&self, seq: u64) -> Take {
         // SAFETY: `self` is alive for this whole call.
@@ -946,9 +945,8 @@ impl Queue {
     }
 }
 
-/// Heap words standing in for the mapped sections of one ring (tests, and
-/// `HostRing` for benches).
-#[cfg(any(test, feature = "bench"))]
+/// Heap words standing in for the mapped sections of one ring (tests).
+#[cfg(test)]
 pub(crate) struct Memory {
     pub(crate) sq: Words,
     cq: Words,
@@ -956,7 +954,7 @@ pub(crate) struct Memory {
     pack_results: Words,
 }
 
-#[cfg(any(test, feature = "bench"))]
+#[cfg(test)]
 impl Memory {
     pub(crate) fn new(geo: Geometry) -> std::sync::Arc<Self> {
         std::sync::Arc::new(Self {

@@ -220,7 +220,7 @@ pub(crate) struct Cqe {
 impl Cqe {
     /// A successful single task's entry with `value` and no timestamps (a
     /// stand-in device's completion).
-    #[cfg(any(test, feature = "bench"))]
+    #[cfg(test)]
     pub(crate) fn ok(value: u64) -> Self {
         Self {
             status: 0,
@@ -246,7 +246,7 @@ impl Cqe {
 
     /// The entry's tagged words (what `completion_word` writes on the
     /// device; the host writes them only standing in for a device).
-    #[cfg(any(test, feature = "bench"))]
+    #[cfg(test)]
     pub(crate) fn encode(&self, tag: u8) -> [u64; CQE_WORDS] {
         let c: [u64; CQE_WORDS] = chunks(&[
             self.value,

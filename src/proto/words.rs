@@ -30,10 +30,10 @@ pub(crate) unsafe trait Backing: Send + Sync + 'static {
 }
 
 /// Heap words standing in for a mapped allocation (the software device).
-#[cfg(any(test, feature = "bench"))]
+#[cfg(test)]
 pub(crate) struct HeapWords(Box<[AtomicU64]>);
 
-#[cfg(any(test, feature = "bench"))]
+#[cfg(test)]
 impl HeapWords {
     /// `len` zeroed words.
     pub(crate) fn new(len: usize) -> Arc<Self> {
@@ -44,7 +44,7 @@ impl HeapWords {
 // SAFETY: a boxed slice of atomics, valid while the box lives and
 // accessed by it only as atomics; a `NonNull` of it carries the box's
 // provenance.
-#[cfg(any(test, feature = "bench"))]
+#[cfg(test)]
 unsafe impl Backing for HeapWords {
     fn base(&self) -> NonNull<AtomicU64> {
         NonNull::from(&*self.0).cast()
@@ -97,7 +97,7 @@ impl Words {
     }
 
     /// All of a fresh heap allocation of `len` zeroed words.
-    #[cfg(any(test, feature = "bench"))]
+    #[cfg(test)]
     pub(crate) fn heap(len: usize) -> Self {
         Self::of(&HeapWords::new(len), 0, len).expect("the whole allocation")
     }

@@ -144,7 +144,7 @@ fn sms_used(
         block_dim: (64, 1, 1),
         shared_mem_bytes: 0,
     };
-    // SAFETY: pkq_smid_kernel(u32*, u64) over `blocks` words.
+    // SAFETY: pkq_test_smid(u32*, u64) over `blocks` words.
     unsafe {
         stream
             .launch_builder(f)
@@ -171,10 +171,8 @@ pub(crate) fn app_kernels_run_on_the_rest_of_the_device() {
     // order (each launch is read back before the next).
     unsafe { ctx.disable_event_tracking() };
     let primary = ctx.new_stream().unwrap();
-    let module = ctx
-        .load_module(Ptx::from_binary(pkq::bench::image().unwrap().to_vec()))
-        .unwrap();
-    let smid = module.load_function("pkq_smid_kernel").unwrap();
+    let module = ctx.load_module(Ptx::from_src(ptx::TEST_KERNELS)).unwrap();
+    let smid = module.load_function("pkq_test_smid").unwrap();
     let rt = Runtime::builder().sm_partition(g.min).build().unwrap();
     let part = rt.sm_partition().unwrap();
     let app = part.app_stream().unwrap();

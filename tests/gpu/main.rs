@@ -7,10 +7,6 @@
 //!
 //! Usage: `cargo test --release --test gpu [-- NAME_FILTER...]`.
 
-#[path = "../../examples/control_loop/control.rs"]
-mod control;
-#[path = "../../examples/risk_check/book.rs"]
-mod risk;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -20,7 +16,7 @@ mod lifecycle;
 mod ops;
 mod pool;
 mod protocol;
-mod tools;
+mod ptx;
 mod waiting;
 
 use custom_handler as fk;
@@ -32,7 +28,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pkq::cudarc::driver::CudaContext;
-use pkq::floor::{Floor, Shape};
 use pkq::{ARGS_BYTES, AxpyArgs, Error, IdlePolicy, Op, Runtime, TaskError, TaskStatus, echo_fold};
 use support::Rng;
 
@@ -127,8 +122,6 @@ const TESTS: &[Test] = &[
         ops::custom_handler_vs_reference,
     ),
     ("state_ops_random_vs_cpu", ops::state_ops_random_vs_cpu),
-    ("state_io_random_vs_cpu", ops::state_io_random_vs_cpu),
-    ("risk_check_random_vs_cpu", ops::risk_check_random_vs_cpu),
     ("io_tasks_random_vs_cpu", ops::io_tasks_random_vs_cpu),
     (
         "io_tasks_reuse_small_areas_across_laps",
@@ -143,10 +136,6 @@ const TESTS: &[Test] = &[
         ops::io_tasks_plain_between_tagged_in_the_same_slots,
     ),
     ("batches_submit_and_reap", protocol::batches_submit_and_reap),
-    (
-        "host_access_rate_is_measured",
-        tools::host_access_rate_is_measured,
-    ),
     (
         "back_to_back_long_tasks_are_not_stalls",
         lifecycle::back_to_back_long_tasks_are_not_stalls,
@@ -167,7 +156,6 @@ const TESTS: &[Test] = &[
         "liveness_probes_from_many_threads",
         lifecycle::liveness_probes_from_many_threads,
     ),
-    ("floor_ping_pong", tools::floor_ping_pong),
     (
         "pollers_race_for_every_task",
         protocol::pollers_race_for_every_task,
@@ -183,10 +171,6 @@ const TESTS: &[Test] = &[
     (
         "quiet_pollers_read_their_stop_words",
         lifecycle::quiet_pollers_read_their_stop_words,
-    ),
-    (
-        "device_costs_and_clock_map",
-        tools::device_costs_and_clock_map,
     ),
     (
         "callers_context_is_kept_and_foreign_buffers_refused",
