@@ -266,7 +266,7 @@ impl Floor {
         let mut since: Option<Instant> = None;
         loop {
             // An echo word: the round in its low bits, the device clock
-            // above (cuda/pkq_floor.cuh). Of several pollers' echoes of the
+            // above (cuda/floor.cuh). Of several pollers' echoes of the
             // round seen in one sweep, the earliest clock is the poll that
             // saw the round first.
             let first_seen = (0..self.shape.pollers as usize)
