@@ -173,6 +173,10 @@ pub(crate) fn app_kernels_run_on_the_rest_of_the_device() {
     let primary = ctx.new_stream().unwrap();
     let module = ctx.load_module(Ptx::from_src(ptx::TEST_KERNELS)).unwrap();
     let smid = module.load_function("pkq_test_smid").unwrap();
+    // A warm launch: the driver compiles and loads the kernel's code now,
+    // not at its first launch beside the resident kernel (which that load
+    // would wait for).
+    assert_eq!(sms_used(&smid, &primary, 1).len(), 1);
     let rt = Runtime::builder().sm_partition(g.min).build().unwrap();
     let part = rt.sm_partition().unwrap();
     let app = part.app_stream().unwrap();
