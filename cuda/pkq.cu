@@ -1,7 +1,7 @@
 // pkq.cu: the one translation unit build.rs compiles into the embedded
 // fatbin: pkq's resident kernel, built with the public header like any
-// user's (pkq.cuh), and its op table. The measurement kernels live in
-// pkq_bench.cu, a fatbin of their own (feature `bench`).
+// user's (pkq.cuh), and its op table. (The measurement kernels are
+// pkq-bench's, in pkq-bench/cuda/.)
 #include "pkq.cuh"
 #include "pkq_ops.cuh"
 

@@ -139,7 +139,7 @@
  * after another: when every worker read one shared stop word, 64 workers
  * made ~5 M reads/s of it, and each took tens of microseconds; two warps
  * reading one line back to back slowed a memory-bound kernel on other SMs
- * by several percent (benches/NOTES.md).
+ * by several percent (pkq-bench/NOTES.md).
  * Word PKQ_CTRL_STOP of a poller's line: written by the host with one value
  * only (release stores of PKQ_STOP_VALUE to every poller's line: after the
  * drain on shutdown, at once on cancel or when a fault is latched; it may be
@@ -213,7 +213,7 @@
  * the whole slot and a system-scope acquire fence (so its loads come after
  * the slot's: the producer's stores reach the device in order, x86-64's
  * TSO, with a release fence for the compiler; reading the input in the
- * same round as the slot was measured slower: benches/NOTES.md,
+ * same round as the slot was measured slower: pkq-bench/NOTES.md,
  * fourteenth session). The producer rewrites them only for a later lap,
  * after it saw the task's completion.
  * Output area (device -> host allocation): io_out_words words per slot, the
@@ -254,7 +254,7 @@
  * 128 laps, failed and empty ones none) the fence above orders them.
  * Knowledge read late (an older value) is still true: the area only gets
  * newer. Input areas need none: their fence is an acquire fence, which on
- * sm_90 costs about nothing (benches/NOTES.md, twenty-eighth session;
+ * sm_90 costs about nothing (pkq-bench/NOTES.md, twenty-eighth session;
  * before sm_90 it is fence.acq_rel.sys, a full system fence every IO task
  * with an input pays).
  * ------------------------------------------------------------------------- */
@@ -302,14 +302,6 @@
 #define PKQ_IO_ROOM_ALIGN 112
 #define PKQ_IO_LAP_SHIFT 17 /* u32 */
 #define PKQ_IO_LAP_BITS 39 /* u32 */
-
-/* Raw-floor ping-pong (src/bench/floor.rs): the value that ends the device loop,
-   and the low bits of an echo word that carry its round (the rest carry the
-   device's clock; pkq_floor.cuh). */
-#define PKQ_FLOOR_STOP 0xffffffffffffffff /* u64 */
-#define PKQ_FLOOR_ROUND_BITS 16 /* u32 */
-/* Rounds of the access-rate ring (src/bench/floor.rs: host_access_rate). */
-#define PKQ_ACCESS_ROUNDS 64 /* u32 */
 
 /* ---------------------------------------------------------------------------
  * Poller state words (device -> host allocation, after the completion

@@ -5,14 +5,16 @@
 //!
 //!     cargo run --release --example async_tasks
 
+use pkq::Submit;
+use pkq::builtin::*;
 use std::sync::Arc;
 use std::time::Instant;
 
-use pkq::{Op, Runtime};
+use pkq::Runtime;
 
 /// What ECHO returns for a task whose one argument word is `v`.
 fn echo(v: u64) -> u64 {
-    pkq::echo_fold(&[v, 0, 0, 0, 0, 0])
+    pkq::builtin::echo_fold(&[v, 0, 0, 0, 0, 0])
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
@@ -27,7 +29,7 @@ async fn main() -> pkq::Result<()> {
         let rt = rt.clone();
         handles.push(tokio::spawn(async move {
             let tickets: Vec<_> = (0..100u64)
-                .map(|i| rt.submit(Op::ECHO, &[t << 32 | i]))
+                .map(|i| rt.submit(ECHO.args(&(t << 32 | i))))
                 .collect::<pkq::Result<_>>()?;
             let mut checked = 0u64;
             for (i, ticket) in tickets.into_iter().enumerate() {
@@ -36,10 +38,10 @@ async fn main() -> pkq::Result<()> {
                 checked += 1;
             }
             // A batch is a future too.
-            let args: Vec<[u64; 1]> = (0..64).map(|i| [t * 1000 + i]).collect();
-            let results = rt.submit_batch(Op::ECHO, &args)?.await?;
+            let args: Vec<u64> = (0..64).map(|i| t * 1000 + i).collect();
+            let results = rt.submit(ECHO.batch(&args))?.await?;
             for (a, r) in args.iter().zip(&results) {
-                assert_eq!(r.as_ref().expect("ECHO never fails").value, echo(a[0]));
+                assert_eq!(r.as_ref().expect("ECHO never fails").value, echo(*a));
                 checked += 1;
             }
             Ok::<u64, pkq::Error>(checked)

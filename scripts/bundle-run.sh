@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runner of a pkq GPU bundle (made by scripts/gpu-bundle.sh): every test
-# binary (CPU and GPU tests), then the benches, writing results to OUT.
+# binary (pkq's and pkq-bench's, CPU and GPU tests), then the benches
+# (pkq-bench's programs, in bench/) and the examples, writing results to OUT.
 #
 # Usage: run.sh [--tests] [--benches] [--variants] [--soak SECS] [--out DIR] [--sanitize TOOLS] [-- LATENCY_ARGS...]
 #   --tests / --benches   run only those (default: both)
-#   --variants            also the design sweep (examples/latency_variants)
+#   --variants            also the design sweep (pkq-bench's latency_variants)
 #   --out DIR             where bench results go (default: $OUT, else ./results)
-#   --soak SECS           the soak example for SECS seconds (writes soak.json)
+#   --soak SECS           pkq-bench's soak for SECS seconds (writes soak.json)
 #   --sanitize TOOLS      run the GPU tests under compute-sanitizer, once per
 #                         tool of the comma-separated list (memcheck,
 #                         racecheck, synccheck, initcheck)
@@ -56,50 +57,49 @@ if [ -n "$sanitize" ]; then
   done
 fi
 if [ $run_benches = 1 ]; then
-  echo "=== bench: submit (host side, criterion)"
-  PKQ_BENCH_JSON="$out/submit.json" CRITERION_HOME="$out/criterion" timeout 300 \
-    "$here/benches/submit" --bench --warm-up-time 1 --measurement-time 3 || failed+=(submit)
   echo "=== bench: latency"
-  timeout 600 "$here/examples/latency" --json "$out/latency.json" --svg "$out/latency.svg" "${bench_args[@]}" \
+  timeout 600 "$here/bench/latency" --json "$out/latency.json" --svg "$out/latency.svg" "${bench_args[@]}" \
     || failed+=(latency)
   echo "=== bench: gemv_crossover"
-  timeout 300 "$here/examples/gemv_crossover" --json "$out/gemv_crossover.json" --svg "$out/gemv_crossover.svg" \
+  timeout 300 "$here/bench/gemv_crossover" --json "$out/gemv_crossover.json" --svg "$out/gemv_crossover.svg" \
     || failed+=(gemv_crossover)
   echo "=== bench: throughput"
-  timeout 300 "$here/examples/throughput" --json "$out/throughput.json" --svg "$out/throughput.svg" \
+  timeout 300 "$here/bench/throughput" --json "$out/throughput.json" --svg "$out/throughput.svg" \
     || failed+=(throughput)
   for w in 4 16 256; do
     echo "=== bench: throughput, $w workers"
-    timeout 300 "$here/examples/throughput" --workers $w --json "$out/throughput_workers$w.json" \
+    timeout 300 "$here/bench/throughput" --workers $w --json "$out/throughput_workers$w.json" \
       --svg "$out/throughput_workers$w.svg" || failed+=("throughput $w workers")
   done
   echo "=== bench: access_rate"
-  timeout 300 "$here/examples/access_rate" --json "$out/access_rate.json" || failed+=(access_rate)
+  timeout 300 "$here/bench/access_rate" --json "$out/access_rate.json" || failed+=(access_rate)
   echo "=== bench: bulk_rate"
-  timeout 300 "$here/examples/bulk_rate" --json "$out/bulk_rate.json" || failed+=(bulk_rate)
+  timeout 300 "$here/bench/bulk_rate" --json "$out/bulk_rate.json" || failed+=(bulk_rate)
   echo "=== bench: payload"
-  timeout 300 "$here/examples/payload" --json "$out/payload.json" --svg "$out/payload.svg" \
+  timeout 300 "$here/bench/payload" --json "$out/payload.json" --svg "$out/payload.svg" \
     || failed+=(payload)
-  echo "=== example: custom_handler"
-  timeout 300 "$here/examples/custom_handler" --json "$out/custom_handler.json" || failed+=(custom_handler)
+  echo "=== bench: custom_handler"
+  timeout 300 "$here/bench/custom_handler" --json "$out/custom_handler.json" || failed+=(custom_handler)
   echo "=== bench: waiting"
-  timeout 300 "$here/examples/waiting" --json "$out/waiting.json" --svg "$out/waiting.svg" \
+  timeout 300 "$here/bench/waiting" --json "$out/waiting.json" --svg "$out/waiting.svg" \
     || failed+=(waiting)
   echo "=== bench: isolation"
-  timeout 300 "$here/examples/isolation" --json "$out/isolation.json" --svg "$out/isolation.svg" \
+  timeout 300 "$here/bench/isolation" --json "$out/isolation.json" --svg "$out/isolation.svg" \
     || failed+=(isolation)
   echo "=== bench: pool"
-  timeout 300 "$here/examples/pool" --json "$out/pool.json" || failed+=(pool)
+  timeout 300 "$here/bench/pool" --json "$out/pool.json" || failed+=(pool)
   echo "=== example: async_tasks"
   timeout 120 "$here/examples/async_tasks" || failed+=(async_tasks)
+  echo "=== example: custom_handler_demo"
+  timeout 120 "$here/examples/custom_handler_demo" || failed+=(custom_handler_demo)
 fi
 if [ "$soak" != 0 ]; then
   echo "=== soak: $soak s"
-  timeout $((soak + 60)) "$here/examples/soak" --seconds "$soak" --json "$out/soak.json" || failed+=(soak)
+  timeout $((soak + 60)) "$here/bench/soak" --seconds "$soak" --json "$out/soak.json" || failed+=(soak)
 fi
 if [ $run_variants = 1 ]; then
   echo "=== bench: latency_variants"
-  timeout 600 "$here/examples/latency_variants" --json "$out/latency_variants.json" || failed+=(latency_variants)
+  timeout 600 "$here/bench/latency_variants" --json "$out/latency_variants.json" || failed+=(latency_variants)
 fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED: ${failed[*]}"

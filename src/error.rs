@@ -116,7 +116,7 @@ pub enum Error {
     KernelMissing(String),
     /// A builder setting is out of range, or the runtime lacks what a call
     /// needs: IO areas ([`Builder::io`](crate::Builder::io)) for an IO
-    /// task, room in its state memory for [`Runtime::state`](crate::Runtime::state),
+    /// task, room in its state memory for [`Lane::state`](crate::Lane::state),
     /// a device with stream-ordered allocation for state memory at all,
     /// no pkq kernel running where a module or an SM partition is made, or
     /// an environment whose driver makes every launch wait for its kernel

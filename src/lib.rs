@@ -82,11 +82,12 @@ pub use error::{Error, Result, TaskError, TaskStatus};
 pub use op::Op;
 pub use ops::{StateOp, Task, Tasks, TypedOp};
 pub use pool::{Keyed, Pool, PoolBuilder, Routing};
+#[doc(hidden)]
+pub use runtime::live_lanes;
 pub use runtime::{
     Batch, Builder, Completion, DeviceBuffer, DeviceBufferMut, DeviceState, ExclusiveProducer,
-    ExclusiveRing, IdlePolicy, Lane, MemoryState, MemoryWatch, MonitorKind, Producer,
-    RingAccess, Runtime, SharedRing, Submission, Submit, TaskResult, Ticket, WaitStrategy,
-    monitor_support,
+    ExclusiveRing, IdlePolicy, Lane, MemoryState, MemoryWatch, MonitorKind, Producer, RingAccess,
+    Runtime, SharedRing, Submission, Submit, TaskResult, Ticket, WaitStrategy, monitor_support,
 };
 
 /// The most argument bytes a task carries inline in its slot.

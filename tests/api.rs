@@ -39,7 +39,7 @@ fn invalid_settings_are_refused_before_the_driver_is_touched() {
     }
     // A pool's runtime settings too, on every device there is.
     match pkq::Pool::builder()
-        .runtime(Runtime::builder().capacity(0))
+        .runtime_builder(Runtime::builder().capacity(0))
         .build()
     {
         Err(Error::InvalidConfig(msg)) => assert!(!msg.is_empty()),
@@ -70,7 +70,6 @@ fn no_gpu_is_an_error_not_a_panic() {
     } else {
         assert!(matches!(err, Error::KernelNotBuilt(_)), "got {err:?}");
     }
-    assert!(pkq::floor::Floor::start(0, pkq::floor::Shape::pollers(1)).is_err());
     assert!(pkq::device_info(0).is_err());
 }
 
@@ -102,7 +101,7 @@ fn kernel_not_built_is_refused_first() {
         // A module of one's own, and a lane on the embedded kernel.
         Runtime::builder()
             .module(vec![b'x'; 8], "k")
-            .lane(Runtime::builder()),
+            .add_lane(Runtime::builder()),
     ] {
         let got = b.build();
         assert!(
@@ -163,38 +162,6 @@ fn kernels_compile_without_register_spills() {
     }
 }
 
-#[test]
-fn access_rate_arguments_are_checked_before_the_driver() {
-    use pkq::floor::Access;
-    let bad = [
-        Access::reads(0, 64, 1),
-        Access::reads(3, 64, 1),
-        Access::reads(2048, 64, 1),
-        Access::reads(8, 0, 1),
-        Access::reads(8, 12, 1),
-        Access::reads(8, 512, 1),
-        Access {
-            write_bytes: 32,
-            write_stride: 16,
-            ..Access::reads(8, 64, 1)
-        },
-        Access {
-            write_bytes: 264,
-            write_stride: 264,
-            ..Access::reads(8, 0, 1)
-        },
-    ];
-    for a in bad {
-        assert!(
-            matches!(
-                pkq::floor::host_access_rate(0, &a),
-                Err(Error::InvalidArgument(_))
-            ),
-            "{a:?}"
-        );
-    }
-}
-
 /// The driver's module loader takes no length: an image it would read past
 /// the end of (empty, or a fatbin or ELF whose own sizes run past its
 /// bytes) is refused before the driver sees it, and a kernel name no module
@@ -240,7 +207,7 @@ fn module_images_the_driver_would_read_past_are_refused() {
     // A lane's module is refused with the same errors.
     let lane = |image: Vec<u8>, name: &str| {
         Runtime::builder()
-            .lane(Runtime::builder().module(image, name))
+            .add_lane(Runtime::builder().module(image, name))
             .build()
     };
     match lane(Vec::new(), "k") {

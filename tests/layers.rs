@@ -32,10 +32,13 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// A file's path relative to `src/`, and its numbered lines of code.
+type Code = Vec<(String, Vec<(usize, String)>)>;
+
 /// The source root and each library file's path relative to it, with its
 /// lines of library code: test modules (`#[cfg(...test...)] mod ... { }`,
 /// and files of test modules declared elsewhere) and comments left out.
-fn library_code() -> (PathBuf, Vec<(String, Vec<(usize, String)>)>) {
+fn library_code() -> (PathBuf, Code) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     for path in rust_files(&root) {
@@ -73,7 +76,9 @@ fn code_lines(text: &str) -> Vec<(usize, String)> {
         if skip_depth.is_none() {
             if trimmed.starts_with("#[cfg(") && trimmed.contains("test") {
                 test_attr = true;
-            } else if test_attr && trimmed.starts_with("mod ") || test_attr && trimmed.starts_with("pub(crate) mod ") {
+            } else if test_attr
+                && (trimmed.starts_with("mod ") || trimmed.starts_with("pub(crate) mod "))
+            {
                 if trimmed.ends_with('{') {
                     skip_depth = Some(depth);
                 }
@@ -126,11 +131,18 @@ fn driver_calls_live_under_src_cuda() {
             // `std::result::Result` is no driver call.
             let line = line.replace("std::result::", "");
             if let Some(f) = forbidden.iter().find(|f| line.contains(*f)) {
-                bad.push(format!("src/{rel}:{n}: `{f}` outside src/cuda/: {}", line.trim()));
+                bad.push(format!(
+                    "src/{rel}:{n}: `{f}` outside src/cuda/: {}",
+                    line.trim()
+                ));
             }
         }
     }
-    assert!(bad.is_empty(), "driver calls outside src/cuda/:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "driver calls outside src/cuda/:\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]
@@ -150,11 +162,18 @@ fn the_protocol_uses_no_driver_and_no_layer_above_it() {
         }
         for (n, line) in lines {
             if let Some(f) = forbidden.iter().find(|f| line.contains(*f)) {
-                bad.push(format!("src/{rel}:{n}: `{f}` in the protocol: {}", line.trim()));
+                bad.push(format!(
+                    "src/{rel}:{n}: `{f}` in the protocol: {}",
+                    line.trim()
+                ));
             }
         }
     }
-    assert!(bad.is_empty(), "the protocol layer reaches up:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "the protocol layer reaches up:\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]
@@ -182,7 +201,10 @@ fn atomics_locks_and_thread_handshakes_go_through_the_facade() {
         }
         for (n, line) in lines {
             if let Some(f) = forbidden.iter().find(|f| line.contains(*f)) {
-                bad.push(format!("src/{rel}:{n}: `{f}` (use crate::sync): {}", line.trim()));
+                bad.push(format!(
+                    "src/{rel}:{n}: `{f}` (use crate::sync): {}",
+                    line.trim()
+                ));
             }
         }
     }
@@ -301,7 +323,13 @@ fn imports_form_no_circle_between_files_or_modules() {
     if let Some(c) = circle(&files_graph) {
         panic!("the files' imports form a circle: {}", c.join(" -> "));
     }
-    let top = |f: &String| f.split('/').next().unwrap().trim_end_matches(".rs").to_string();
+    let top = |f: &String| {
+        f.split('/')
+            .next()
+            .unwrap()
+            .trim_end_matches(".rs")
+            .to_string()
+    };
     let mut modules: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (from, tos) in &files_graph {
         let entry = modules.entry(top(from)).or_default();
@@ -312,6 +340,9 @@ fn imports_form_no_circle_between_files_or_modules() {
         }
     }
     if let Some(c) = circle(&modules) {
-        panic!("the top-level modules' imports form a circle: {}", c.join(" -> "));
+        panic!(
+            "the top-level modules' imports form a circle: {}",
+            c.join(" -> ")
+        );
     }
 }

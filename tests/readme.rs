@@ -119,7 +119,7 @@ fn check_block(marker: &str, want: &str, from: &str) {
 
 fn results(name: &str) -> Option<Value> {
     let root = env!("CARGO_MANIFEST_DIR");
-    let text = std::fs::read_to_string(format!("{root}/benches/results/{name}")).ok()?;
+    let text = std::fs::read_to_string(format!("{root}/pkq-bench/results/{name}")).ok()?;
     Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name} parses: {e}")))
 }
 
@@ -430,7 +430,7 @@ fn render_pool() -> String {
 
 #[test]
 fn pool_section_matches_committed_results() {
-    check_block("pool", &render_pool(), "benches/results/pool.json");
+    check_block("pool", &render_pool(), "pkq-bench/results/pool.json");
 }
 
 #[test]
@@ -438,23 +438,27 @@ fn isolation_section_matches_committed_results() {
     check_block(
         "isolation",
         &render_isolation(),
-        "benches/results/isolation.json",
+        "pkq-bench/results/isolation.json",
     );
 }
 
 #[test]
 fn waiting_section_matches_committed_results() {
-    check_block("waiting", &render_waiting(), "benches/results/waiting.json");
+    check_block(
+        "waiting",
+        &render_waiting(),
+        "pkq-bench/results/waiting.json",
+    );
 }
 
 #[test]
 fn readme_table_matches_committed_results() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let results = std::fs::read_to_string(format!("{root}/benches/results/latency.json")).ok();
+    let results = std::fs::read_to_string(format!("{root}/pkq-bench/results/latency.json")).ok();
     check_block(
         "latency-table",
         &render(results.as_deref()),
-        "benches/results/latency.json",
+        "pkq-bench/results/latency.json",
     );
 }
 
@@ -463,7 +467,7 @@ fn real_loop_section_matches_committed_results() {
     check_block(
         "real-loop",
         &render_real_loop(),
-        "benches/results/{control_loop,payload,risk_check,pipeline}.json",
+        "pkq-bench/results/{control_loop,payload,risk_check,pipeline}.json",
     );
 }
 
@@ -528,7 +532,7 @@ fn handler_section_is_the_examples_code() {
         .expect("the handler section's markers");
     let files = [
         "examples/custom_handler/fk.cu",
-        "examples/custom_handler/fk.rs",
+        "examples/custom_handler/src/lib.rs",
     ]
     .map(|f| std::fs::read_to_string(format!("{root}/{f}")).unwrap())
     .concat();

@@ -1,4 +1,6 @@
-// fk.cu: the custom-handler example's device code (examples/custom_handler.rs).
+// fk.cu: the custom-handler example's device code (the crate in
+// examples/custom_handler: its build.rs compiles this file, src/lib.rs is the
+// host side).
 // Forward kinematics of a 6-joint arm (UR5 Denavit-Hartenberg parameters) for
 // a batch of joint configurations, served by a resident kernel built with
 // pkq's public header, and the same computation as an ordinary kernel to time

@@ -3,8 +3,8 @@
 //! their streams synchronized, the task waited for
 //! ([`Lane::call_on_buffers`]).
 
-use crate::error::{Error, Result};
 use crate::builtin::*;
+use crate::error::{Error, Result};
 use crate::runtime::buffers::{DeviceBuffer, DeviceBufferMut};
 use crate::runtime::lane::Lane;
 

@@ -18,7 +18,6 @@ use std::mem::{offset_of, size_of};
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::ops::typed::TypedOp;
 use crate::layout::{
     ARGS_BYTES, AXPY_ARGS_BYTES, AXPY_OFF_A, AXPY_OFF_N, AXPY_OFF_X, AXPY_OFF_Y,
     COPY_IO_ARGS_BYTES, COPY_IO_OFF_KEY, DOT_ARGS_BYTES, DOT_OFF_N, DOT_OFF_X, DOT_OFF_Y,
@@ -28,6 +27,7 @@ use crate::layout::{
     MEMSET_OFF_DST, MEMSET_OFF_VALUE, OP_AXPY, OP_COPY_IO, OP_DOT, OP_ECHO, OP_FIR, OP_GEMV,
     OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP,
 };
+use crate::ops::typed::TypedOp;
 
 /// What [`ECHO_48`] computes from its six argument words: every bit of the
 /// payload reaches the result, and `[x, 0, 0, 0, 0, 0]` folds to `x`.
@@ -257,8 +257,8 @@ pub(crate) fn signatures() -> [crate::ops::table::Signature; 11] {
 /// software device of the tests exports them.
 #[cfg(test)]
 pub(crate) fn table_rows() -> Vec<crate::ops::table::OpInfo> {
-    use crate::ops::table::OpInfo;
     use crate::layout::{OP_DEREFS, OP_UP_TO};
+    use crate::ops::table::OpInfo;
     signatures()
         .iter()
         .map(|s| OpInfo {

@@ -1,7 +1,6 @@
-//! The device code pkq loads: the embedded kernel images (pkq's worker
-//! kernel; with the feature `bench`, the measurement kernels too, in a
-//! fatbin of their own), a caller's module, and the lookups done when one
-//! is loaded (a kernel by name, its parameter list, its op table).
+//! The device code pkq loads: the embedded kernel image (pkq's worker
+//! kernel), a caller's module, and the lookups done when one is loaded (a
+//! kernel by name, its parameter list, its op table).
 
 use std::sync::Arc;
 
@@ -21,24 +20,11 @@ pub fn image() -> Result<&'static [u8]> {
     FATBIN.map_err(Error::KernelNotBuilt)
 }
 
-/// The fatbin compiled from `cuda/pkq_bench.cu` (the measurement kernels:
-/// `pkq_floor_kernel`, `pkq_costs_kernel`, `pkq_access_rate_kernel`, and
-/// the examples' `pkq_empty_kernel` and `pkq_gemv_kernel`), built with the
-/// same nvcc and architectures as [`image`]. [`Error::KernelNotBuilt`] when
-/// nvcc was missing.
-#[cfg(feature = "bench")]
-pub fn bench_image() -> Result<&'static [u8]> {
-    BENCH_FATBIN.map_err(Error::KernelNotBuilt)
-}
-
-/// A device module to load: pkq's embedded one (the worker kernel), the
-/// measurement kernels' (feature `bench`), or one of the caller's (equal
-/// when the bytes are).
+/// A device module to load: pkq's embedded one (the worker kernel), or one
+/// of the caller's (equal when the bytes are).
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) enum Image {
     Embedded,
-    #[cfg(feature = "bench")]
-    Bench,
     Caller(Arc<[u8]>),
 }
 
@@ -46,8 +32,6 @@ impl std::fmt::Debug for Image {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Embedded => f.write_str("embedded"),
-            #[cfg(feature = "bench")]
-            Self::Bench => f.write_str("bench"),
             Self::Caller(bytes) => write!(f, "caller's ({} bytes)", bytes.len()),
         }
     }
@@ -59,8 +43,6 @@ impl Image {
     pub(crate) fn load(&self, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {
         let bytes = match self {
             Self::Embedded => image()?.to_vec(),
-            #[cfg(feature = "bench")]
-            Self::Bench => bench_image()?.to_vec(),
             // PTX text ends at a NUL: the driver reads to one (harmless
             // after an ELF or fatbin, which carry their sizes, checked by
             // `check_caller`).
@@ -69,8 +51,6 @@ impl Image {
         ctx.load_module(Ptx::from_binary(bytes))
             .map_err(|e| match self {
                 Self::Embedded => Error::Cuda(e),
-                #[cfg(feature = "bench")]
-                Self::Bench => Error::Cuda(e),
                 Self::Caller(_) => Error::InvalidModule(format!(
                     "the driver refused the image ({}){}",
                     error_name(e),
@@ -262,8 +242,8 @@ pub(crate) fn read_op_table(
 mod tests {
     use super::*;
 
-    /// The images nvcc built for pkq pass the check of a caller's image, and
-    /// each cut by a byte (its size then past its end) fails it.
+    /// The image nvcc built for pkq passes the check of a caller's image,
+    /// and cut by a byte (its size then past its end) fails it.
     #[test]
     fn pkq_images_pass_the_caller_check_and_their_truncations_fail() {
         let Ok(image) = image() else {

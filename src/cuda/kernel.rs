@@ -3,12 +3,10 @@
 
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchArgs,
-    LaunchConfig, sys,
+    CudaContext, CudaFunction, CudaStream, DriverError, LaunchArgs, LaunchConfig, sys,
 };
 
 use crate::cuda::driver::error_name;
@@ -17,6 +15,27 @@ use crate::cuda::mapped::MappedBuffer;
 use crate::cuda::partition::Green;
 use crate::error::{Error, Result};
 use crate::ops::table::OpTable;
+use crate::sync::{AtomicBool, Mutex, OnceLock, Ordering, lock};
+
+/// Device memory a kernel works in ([`Kernel::device_memory`]), by how it
+/// is freed.
+#[derive(Clone, Copy, Debug)]
+enum Scratch {
+    /// Allocated stream-ordered on the kernel's stream, and freed so
+    /// (devices with memory pools).
+    Pooled(u64),
+    /// Allocated with `cuMemAlloc`, and freed by `modules::free` (once no
+    /// pkq kernel runs in the context: `cuMemFree` waits for them all).
+    Plain(u64),
+}
+
+impl Scratch {
+    fn addr(self) -> u64 {
+        match self {
+            Self::Pooled(a) | Self::Plain(a) => a,
+        }
+    }
+}
 
 /// What the kernel's stream says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,18 +65,18 @@ pub(crate) struct Kernel {
     sms: usize,
     /// The partition's lock, held around calls that make its green context
     /// current (see `Green`).
-    part_lock: Option<Arc<std::sync::Mutex<()>>>,
+    part_lock: Option<Arc<Mutex<()>>>,
     stream: ManuallyDrop<Arc<CudaStream>>,
     function: ManuallyDrop<CudaFunction>,
     memory: ManuallyDrop<Vec<Arc<MappedBuffer>>>,
     /// Device memory the kernel works in (IO scratch), released with
     /// `memory`.
-    device_memory: ManuallyDrop<Vec<CudaSlice<u8>>>,
+    device_memory: Vec<Scratch>,
     /// Launched and not yet known to have ended (exited, or found dead).
     live: AtomicBool,
     /// How it ended, once known: `None` by an exit, `Some` by the fault the
     /// driver reported. The first known stays (every later look reports it).
-    ended: std::sync::OnceLock<Option<DriverError>>,
+    ended: OnceLock<Option<DriverError>>,
     /// Nothing of it runs: not launched (or its launch failed), or seen to
     /// exit (its stream finished, or its runtime saw every poller leave).
     /// Only then is its memory released: a kernel found dead by a fault is
@@ -73,17 +92,6 @@ pub(crate) struct Kernel {
 }
 
 impl Kernel {
-    /// Kernel `name` of the measurement kernels' module (feature `bench`), as
-    /// [`Kernel::from_image`] gives it.
-    #[cfg(feature = "bench")]
-    pub(crate) fn bench(
-        ctx: &Arc<CudaContext>,
-        name: &str,
-        memory: Vec<Arc<MappedBuffer>>,
-    ) -> Result<Self> {
-        Self::from_image(ctx, &Image::Bench, name, false, memory, None)
-    }
-
     /// Kernel `name` of `image` (see [`crate::cuda::modules`]) with its own
     /// stream. `ctx` must not track events (`driver::open` turns it off), so
     /// that creating the stream never synchronizes the context. A `worker`
@@ -117,9 +125,9 @@ impl Kernel {
             stream: ManuallyDrop::new(stream),
             function: ManuallyDrop::new(loaded.function),
             memory: ManuallyDrop::new(memory),
-            device_memory: ManuallyDrop::new(Vec::new()),
+            device_memory: Vec::new(),
             live: AtomicBool::new(false),
-            ended: std::sync::OnceLock::new(),
+            ended: OnceLock::new(),
             gone: AtomicBool::new(true),
             counted: AtomicBool::new(false),
             ops: loaded.ops,
@@ -222,24 +230,6 @@ impl Kernel {
         self.live.store(false, Ordering::Release);
         self.outcome()
     }
-
-    /// [`Kernel::state`] of a kernel nothing else watches (the measurement
-    /// kernels): a fault the driver reports is taken to be its own, and
-    /// ends it.
-    #[cfg(feature = "bench")]
-    pub(crate) fn state_alone(&self) -> KernelState {
-        match self.state() {
-            KernelState::Faulted(e) => self.end(e),
-            state => state,
-        }
-    }
-
-    /// Polls until the kernel has ended (normally or by a fault) or
-    /// `deadline` (none: no limit), judged by [`Kernel::state_alone`].
-    #[cfg(feature = "bench")]
-    pub(crate) fn wait_finished(&self, deadline: Option<Instant>) -> Result<()> {
-        wait_ended(deadline, || self.state_alone())
-    }
 }
 
 /// What a failed driver call says about the kernel: nothing, for errors of
@@ -269,7 +259,7 @@ pub(crate) fn wait_ended(
             KernelState::Running | KernelState::Unknown(..)
                 if deadline.is_none_or(|d| Instant::now() < d) =>
             {
-                std::thread::sleep(Duration::from_micros(20));
+                crate::sync::sleep(Duration::from_micros(20));
             }
             KernelState::Running | KernelState::Unknown(..) => {
                 return Err(Error::KernelTimeout("exit in time"));
@@ -286,10 +276,7 @@ impl Kernel {
         &self,
         f: impl FnOnce() -> std::result::Result<T, DriverError>,
     ) -> std::result::Result<T, DriverError> {
-        let _one = self
-            .part_lock
-            .as_ref()
-            .map(|l| l.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let _one = self.part_lock.as_ref().map(|l| lock(l));
         crate::cuda::driver::with_current(&self.ctx, f).and_then(|r| r)
     }
 
@@ -335,22 +322,35 @@ impl Kernel {
 
     /// `bytes` of device memory (not zeroed) for the kernel to work in,
     /// allocated now (before the launch: nothing is allocated on the device
-    /// while the kernel runs) and released with the kernel's other memory.
-    /// Its device address.
+    /// while the kernel runs) and released with the kernel's other memory,
+    /// once it is seen to have exited: freed then, or, while another pkq
+    /// kernel runs in the context, once none does (`modules::free`: a
+    /// `cuMemFree` would wait for that kernel). Its device address.
     pub(crate) fn device_memory(&mut self, bytes: usize) -> Result<u64> {
+        use cudarc::driver::result;
         // Not zeroed: a memset is a kernel, which waits for room on a device
-        // that another resident kernel may fill.
-        // SAFETY: u8 has no invalid bit patterns; the kernel writes this
+        // that another resident kernel may fill; the kernel writes this
         // memory before it reads it.
-        let mem = self.bound(|| {
-            // SAFETY: as above.
-            let mem = unsafe { self.stream.alloc::<u8>(bytes) }?;
-            self.stream.synchronize().map(|()| mem)
+        let pools = self
+            .ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)?;
+        let scratch = self.bound(|| {
+            if pools != 0 {
+                // Stream-ordered on the kernel's own stream, empty now: its
+                // free, queued behind the kernel, never waits for another.
+                // SAFETY: an allocation on a live stream of the context made
+                // current around the call, freed once, in the drop.
+                let addr = unsafe { result::malloc_async(self.stream.cu_stream(), bytes.max(1)) }?;
+                self.stream.synchronize().map(|()| Scratch::Pooled(addr))
+            } else {
+                // SAFETY: a plain allocation of the context made current
+                // around the call, freed once, by `modules::free` in the
+                // drop.
+                unsafe { result::malloc_sync(bytes.max(1)) }.map(Scratch::Plain)
+            }
         })?;
-        // The context tracks no events: the guard records nothing.
-        let addr = mem.device_ptr(&self.stream).0;
-        self.device_memory.push(mem);
-        Ok(addr)
+        self.device_memory.push(scratch);
+        Ok(scratch.addr())
     }
 
     /// The multiprocessors its stream's kernels may run on.
@@ -387,18 +387,38 @@ impl Drop for Kernel {
             return;
         }
         // cudarc makes the contexts current to release: keep the thread's.
-        let lock = self.part_lock.clone();
-        let _one = lock
-            .as_ref()
-            .map(|l| l.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let part_lock = self.part_lock.clone();
+        let _one = part_lock.as_ref().map(|l| lock(l));
+        let scratch = std::mem::take(&mut self.device_memory);
         let _ = crate::cuda::driver::with_current(&self.ctx.clone(), || {
+            for s in &scratch {
+                if let Scratch::Pooled(addr) = *s {
+                    // SAFETY: allocated stream-ordered by `device_memory` on
+                    // this stream, freed once; the kernel that used it
+                    // exited.
+                    let _ = unsafe {
+                        cudarc::driver::result::free_async(addr, self.stream.cu_stream())
+                    };
+                }
+            }
             // SAFETY: each field is dropped exactly once, here, and not used after.
             unsafe {
                 ManuallyDrop::drop(&mut self.memory);
-                ManuallyDrop::drop(&mut self.device_memory);
                 ManuallyDrop::drop(&mut self.function);
                 ManuallyDrop::drop(&mut self.stream);
             }
         });
+        for s in scratch {
+            if let Scratch::Plain(addr) = s {
+                // SAFETY: allocated by `device_memory` in this context,
+                // handed over once; the kernel that used it exited.
+                unsafe {
+                    crate::cuda::modules::free(
+                        &self.ctx,
+                        crate::cuda::modules::Memory::Device(addr),
+                    )
+                };
+            }
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! Plain write-back pages: measured on the GPU machine, write-combined
 //! pages, non-temporal stores and pages registered with `cuMemHostRegister`
 //! were no faster for a slot's few words, and slower where they need an
-//! `sfence` (benches/NOTES.md). A plain input of thousands of bytes is the
+//! `sfence` (pkq-bench/NOTES.md). A plain input of thousands of bytes is the
 //! exception: non-temporal stores spare its cold lines a read
 //! (`io::write_plain_input`).
 
@@ -18,7 +18,7 @@ use crate::proto::words::{Backing, Words};
 /// An allocation of 8-byte words that the host and the device both address.
 /// Shared as an `Arc`: every view of it ([`Words`]) and the kernel that
 /// uses it hold one, and it is freed when the last goes (later, while a pkq
-/// kernel runs in its context: `modules::free_pinned`). A kernel that may
+/// kernel runs in its context: `modules::free`). A kernel that may
 /// still run never gives its reference back.
 pub(crate) struct MappedBuffer {
     host: NonNull<u64>,
@@ -101,6 +101,11 @@ impl Drop for MappedBuffer {
         // SAFETY: allocated by cuMemHostAlloc in `new`, handed over only
         // here, once every view is gone; a kernel that may still use it
         // holds a reference it never gives back (`Kernel`'s drop).
-        unsafe { crate::cuda::modules::free_pinned(&self.ctx, self.host.as_ptr()) };
+        unsafe {
+            crate::cuda::modules::free(
+                &self.ctx,
+                crate::cuda::modules::Memory::Pinned(self.host.as_ptr() as usize),
+            )
+        };
     }
 }

@@ -5,22 +5,19 @@
 //! module there, or reads a module's globals (H100, driver 580: a second
 //! runtime's `cuModuleLoadData` waited behind the first's resident kernel
 //! for as long as it ran, which is forever, and so did the copy of the op
-//! table out of a module loaded earlier; `benches/NOTES.md`). So:
+//! table out of a module loaded earlier; `pkq-bench/NOTES.md`). So:
 //!
-//! * a module is loaded at most once per context, and everything pkq will
-//!   want from it (functions, loaded at once rather than at first launch,
-//!   and op tables) is taken while nothing of pkq's runs there;
-//! * with the feature `bench`, the measurement kernels' module (a fatbin of
-//!   its own) and the worker kernel's are loaded together, whichever is
-//!   wanted first, as if they were one: either's kernels start beside the
-//!   other's running ones;
+//! * a module is loaded at most once per context, alone, and everything pkq
+//!   will want from it (functions, loaded at once rather than at first
+//!   launch, and op tables) is taken while nothing of pkq's runs there;
 //! * what is not in hand yet is refused, never waited for, while a pkq
 //!   kernel runs in the context ([`Error::InvalidConfig`], saying why);
 //!   so is a new SM partition of the device (green contexts: [`while_idle`]);
 //! * modules are never unloaded: unloading waits the same way;
-//! * pinned memory freed while a pkq kernel runs in its context is freed
-//!   once none does (freeing may wait the same way): a runtime dropped
-//!   beside a long-lived one keeps its rings until that one stops;
+//! * pinned and device memory freed while a pkq kernel runs in its context
+//!   is freed once none does (`cuMemFreeHost` and `cuMemFree` wait the
+//!   same way): a runtime dropped beside a long-lived one keeps its rings
+//!   and its device memory until that one stops;
 //! * the primary context stays retained for the process (the cache holds
 //!   it), and a device reset behind pkq's back (`cuDevicePrimaryCtxReset`,
 //!   `cudaDeviceReset`) after pkq has loaded a module is not supported.
@@ -32,22 +29,13 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys};
 
 use crate::cuda::image::{Image, check_one_parameter, function, read_op_table};
 use crate::error::{Error, Result};
-use crate::ops::table::OpTable;
 use crate::layout::PARAMS_BYTES;
+use crate::ops::table::OpTable;
 use crate::sync::statics::{LazyLock, Mutex, MutexGuard, lock};
 
 /// The embedded module's kernels that the library launches, loaded with it;
 /// `true`: a worker kernel, whose op table is read too.
 const EMBEDDED_KERNELS: [(&str, bool); 1] = [("pkq_worker_kernel", true)];
-
-/// The measurement kernels' module's kernels that the bench tools launch
-/// (feature `bench`), loaded with it.
-#[cfg(feature = "bench")]
-const BENCH_KERNELS: [(&str, bool); 3] = [
-    ("pkq_floor_kernel", false),
-    ("pkq_costs_kernel", false),
-    ("pkq_access_rate_kernel", false),
-];
 
 /// A kernel ready to launch.
 #[derive(Clone)]
@@ -69,8 +57,8 @@ struct State {
     modules: Vec<Module>,
     /// pkq kernels launched and not yet seen to end, per context.
     running: HashMap<usize, usize>,
-    /// Pinned memory to free once no pkq kernel runs in its context.
-    to_free: Vec<(Arc<CudaContext>, usize)>,
+    /// Memory to free once no pkq kernel runs in its context.
+    to_free: Vec<(Arc<CudaContext>, Memory)>,
 }
 
 impl State {
@@ -121,39 +109,23 @@ pub(crate) fn kernel(
             }
             // Kept only once everything asked for loaded (a module refused
             // here is unloaded again, with nothing of pkq's running).
-            let mut fresh = Vec::new();
-            for image in together(image) {
-                if st
-                    .modules
-                    .iter()
-                    .any(|m| m.ctx == ctx_key && m.image == image)
-                {
-                    continue;
-                }
-                let module = image.load(ctx)?;
-                let mut m = Module {
-                    ctx: ctx_key,
-                    image: image.clone(),
-                    module,
-                    kernels: HashMap::new(),
-                };
-                let wanted: Vec<(&str, bool)> = match image {
-                    Image::Embedded => EMBEDDED_KERNELS.to_vec(),
-                    #[cfg(feature = "bench")]
-                    Image::Bench => BENCH_KERNELS.to_vec(),
-                    Image::Caller(_) => vec![(name, worker)],
-                };
-                for (k, is_worker) in wanted {
-                    let loaded = load_kernel(ctx, &m.module, &m.image, k, is_worker)?;
-                    m.kernels.insert(k.to_string(), loaded);
-                }
-                fresh.push(m);
+            let module = image.load(ctx)?;
+            let mut m = Module {
+                ctx: ctx_key,
+                image: image.clone(),
+                module,
+                kernels: HashMap::new(),
+            };
+            let wanted: Vec<(&str, bool)> = match image {
+                Image::Embedded => EMBEDDED_KERNELS.to_vec(),
+                Image::Caller(_) => vec![(name, worker)],
+            };
+            for (k, is_worker) in wanted {
+                let loaded = load_kernel(ctx, &m.module, &m.image, k, is_worker)?;
+                m.kernels.insert(k.to_string(), loaded);
             }
-            st.modules.extend(fresh);
-            st.modules
-                .iter()
-                .position(|m| m.ctx == ctx_key && m.image == *image)
-                .expect("loaded above")
+            st.modules.push(m);
+            st.modules.len() - 1
         }
     };
     let m = &mut st.modules[at];
@@ -166,23 +138,6 @@ pub(crate) fn kernel(
     let loaded = load_kernel(ctx, &m.module, image, name, worker)?;
     m.kernels.insert(name.to_string(), loaded.clone());
     Ok(loaded)
-}
-
-/// `image` and the modules loaded with it. With the feature `bench`, pkq's
-/// two embedded modules (the worker kernel's and the measurement kernels')
-/// are loaded together, whichever is asked for first, so that a floor
-/// starts beside a running runtime and a runtime beside a running floor, as
-/// when they were one module (tests/gpu: `runtimes_side_by_side`).
-fn together(image: &Image) -> Vec<Image> {
-    #[cfg(feature = "bench")]
-    let with = match image {
-        Image::Embedded => Some(Image::Bench),
-        Image::Bench => Some(Image::Embedded),
-        Image::Caller(_) => None,
-    };
-    #[cfg(not(feature = "bench"))]
-    let with = None;
-    std::iter::once(image.clone()).chain(with).collect()
 }
 
 /// Looks `name` up, has the driver load its code now (not at its first
@@ -237,7 +192,7 @@ pub(crate) fn while_idle<T>(
 /// to do instead ([`Error::InvalidConfig`]).
 fn refused_while_busy(doing: &str, instead: &str) -> Error {
     Error::InvalidConfig(format!(
-        "cannot {doing} while a pkq kernel (a runtime, a floor or a probe) runs on this device: \
+        "cannot {doing} while a pkq kernel (a runtime's resident kernel) runs on this device: \
          the driver would wait for that kernel, which does not end. {instead}"
     ))
 }
@@ -263,9 +218,8 @@ pub(crate) fn started(ctx: &Arc<CudaContext>) {
 }
 
 /// A pkq kernel of `ctx` was seen not to run any more, or its launch failed
-/// (once per [`started`]). The last to go frees the memory [`free_pinned`]
-/// kept, still holding the lock, so that no launch slips in before the
-/// frees.
+/// (once per [`started`]). The last to go frees the memory [`free`] kept,
+/// still holding the lock, so that no launch slips in before the frees.
 pub(crate) fn ended(ctx: &Arc<CudaContext>) {
     let ctx_key = key(ctx);
     let mut st = state();
@@ -280,39 +234,54 @@ pub(crate) fn ended(ctx: &Arc<CudaContext>) {
         .into_iter()
         .partition(|(c, _)| key(c) == ctx_key);
     st.to_free = later;
-    for (c, host) in now {
-        // SAFETY: handed over by `free_pinned` under its contract, and
-        // taken out of the list before this, its only free.
-        unsafe { free_now(&c, host as *mut u64) };
+    for (c, memory) in now {
+        // SAFETY: handed over by `free` under its contract, and taken out
+        // of the list before this, its only free.
+        unsafe { free_now(&c, memory) };
     }
 }
 
-/// Frees pinned memory of `ctx` now, or, while a pkq kernel runs there,
-/// once none does (the driver may wait for running kernels to free it: not
-/// measured yet, not risked). Decided and done under the lock, so no launch
-/// comes between.
+/// Memory a pkq kernel used, freed by [`free`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Memory {
+    /// Pinned host memory from `cuMemHostAlloc` (its host address).
+    Pinned(usize),
+    /// Device memory from `cuMemAlloc` (its device address).
+    Device(u64),
+}
+
+/// Frees `memory` of `ctx` now, or, while a pkq kernel runs there, once
+/// none does: `cuMemFreeHost` and `cuMemFree` wait for every kernel
+/// running in the context (H200, driver 580: each waited as long as a
+/// spinning kernel ran), and a resident one does not end
+/// (`docs/design/module-loading.md`). Decided and done under the lock, so
+/// no launch comes between.
 ///
 /// # Safety
-/// `host` came from `cuMemHostAlloc` in `ctx`, is handed over once, and
-/// nothing uses it any more.
-pub(crate) unsafe fn free_pinned(ctx: &Arc<CudaContext>, host: *mut u64) {
+/// `memory` came from `cuMemHostAlloc` or `cuMemAlloc` in `ctx`, is handed
+/// over once, and nothing uses it any more.
+pub(crate) unsafe fn free(ctx: &Arc<CudaContext>, memory: Memory) {
     let mut st = state();
     if st.busy(key(ctx)) {
-        st.to_free.push((ctx.clone(), host as usize));
+        st.to_free.push((ctx.clone(), memory));
         return;
     }
     // SAFETY: the caller's contract.
-    unsafe { free_now(ctx, host) };
+    unsafe { free_now(ctx, memory) };
 }
 
-/// Frees pinned memory that `cuMemHostAlloc` gave in `ctx`.
+/// Frees `memory` of `ctx` now.
 ///
 /// # Safety
-/// `host` came from `cuMemHostAlloc` in `ctx`, is freed once, and nothing
-/// uses it any more.
-unsafe fn free_now(ctx: &Arc<CudaContext>, host: *mut u64) {
+/// As [`free`]; freed once.
+unsafe fn free_now(ctx: &Arc<CudaContext>, memory: Memory) {
     // Errors (a context already broken by a device fault) leave nothing to do.
-    // SAFETY: the caller's contract: a cuMemHostAlloc pointer of `ctx`,
-    // freed once.
-    let _ = crate::cuda::driver::with_current(ctx, || unsafe { sys::cuMemFreeHost(host.cast()) });
+    let _ = crate::cuda::driver::with_current(ctx, || match memory {
+        // SAFETY: the caller's contract: a cuMemHostAlloc pointer of `ctx`,
+        // freed once.
+        Memory::Pinned(host) => unsafe { sys::cuMemFreeHost(host as *mut std::ffi::c_void) },
+        // SAFETY: the caller's contract: a cuMemAlloc address of `ctx`,
+        // freed once.
+        Memory::Device(addr) => unsafe { sys::cuMemFree_v2(addr) },
+    });
 }

@@ -12,7 +12,10 @@
 //! loader panics on a symbol the driver lacks: the contexts handed here come
 //! from [`crate::cuda::driver::open`], which refuses an older driver.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+
+use crate::sync::statics;
+use crate::sync::{Mutex, MutexGuard, lock};
 
 use cudarc::driver::{CudaContext, CudaStream, sys};
 
@@ -135,8 +138,8 @@ impl Green {
     }
 
     /// The lock held around pkq's calls that make this context current.
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.lock.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ()> {
+        lock(&self.lock)
     }
 
     /// The lock, for a kernel that outlives this borrow.
@@ -158,7 +161,7 @@ pub(crate) struct Split {
 }
 
 /// Every split made so far, for the process.
-static SPLITS: Mutex<Vec<Arc<Split>>> = Mutex::new(Vec::new());
+static SPLITS: statics::Mutex<Vec<Arc<Split>>> = statics::Mutex::new(Vec::new());
 
 /// Device `ctx`'s SMs split into a part of at least `sms` SMs (rounded up to
 /// what the device allows) and the rest; the same split for the same device
@@ -179,7 +182,7 @@ pub(crate) fn split(ctx: &Arc<CudaContext>, device: usize, sms: usize) -> Result
             g.sms.saturating_sub(1) / g.align * g.align
         )));
     }
-    let mut splits = SPLITS.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut splits = statics::lock(&SPLITS);
     if let Some(s) = splits
         .iter()
         .find(|s| s.device == device && s.first.sms == granted)
@@ -381,8 +384,8 @@ impl SmPartition {
     /// rest's SMs. cudarc makes this context current on each thread that
     /// uses its streams; CUDA documents a green context as current to one
     /// thread at a time: use the rest's streams from one thread at a time.
-    /// pkq's safe calls on device buffers ([`Runtime::axpy`](crate::Runtime::axpy),
-    /// [`Runtime::call_on_buffers`](crate::Runtime::call_on_buffers)) take
+    /// pkq's safe calls on device buffers ([`Lane::axpy`](crate::Lane::axpy),
+    /// [`Lane::call_on_buffers`](crate::Lane::call_on_buffers)) take
     /// buffers of the primary context only, and refuse this context's
     /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument)).
     pub fn app_context(&self) -> &Arc<CudaContext> {

@@ -2,7 +2,7 @@
 //! state's address and length at the start of its arguments
 //! (`pkq::StateArgs` in `cuda/pkq_handler.cuh`) and touches nothing else,
 //! so a safe call can hand it state memory without checking any buffer or
-//! waiting for any stream (`Runtime::call_on_state`).
+//! waiting for any stream (`Lane::call_on_state`).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -11,9 +11,9 @@ use std::mem::{align_of, size_of};
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
+use crate::layout::{ARGS_BYTES, STATE_OFF_ADDR, STATE_OFF_ARGS, STATE_OFF_BYTES};
 use crate::op::Op;
 use crate::ops::table::Signature;
-use crate::layout::{ARGS_BYTES, STATE_OFF_ADDR, STATE_OFF_ARGS, STATE_OFF_BYTES};
 
 /// An op on device state of type `S` (an array of them, kept between
 /// tasks in a [`DeviceState`](crate::DeviceState)) with arguments `A`,

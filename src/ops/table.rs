@@ -8,11 +8,11 @@ use std::mem::{offset_of, size_of};
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::op::Op;
 use crate::layout::{
     OP_DEREFS, OP_INFO_BYTES, OP_INFO_OFF_ARG_ALIGN, OP_INFO_OFF_ARG_BYTES, OP_INFO_OFF_FLAGS,
     OP_INFO_OFF_OP, OP_STATE, OP_UP_TO,
 };
+use crate::op::Op;
 
 /// What the host declared of one op (a [`TypedOp`](crate::TypedOp) without
 /// its type).
@@ -174,7 +174,11 @@ impl OpTable {
                  aligned to {}",
                 sig.bytes,
                 sig.align,
-                if dev.flags & OP_UP_TO != 0 { "up to " } else { "" },
+                if dev.flags & OP_UP_TO != 0 {
+                    "up to "
+                } else {
+                    ""
+                },
                 dev.arg_bytes,
                 dev.arg_align
             ));
@@ -348,8 +352,14 @@ mod tests {
             flags: OP_UP_TO,
         }]);
         assert!(t.check(&TypedOp::<u64>::new(1, "ECHO").signature()).is_ok());
-        assert!(t.check(&TypedOp::<[u64; 2]>::new(1, "ECHO").signature()).is_ok());
-        assert!(t.check(&TypedOp::<[u64; 6]>::new(1, "ECHO").signature()).is_ok());
+        assert!(
+            t.check(&TypedOp::<[u64; 2]>::new(1, "ECHO").signature())
+                .is_ok()
+        );
+        assert!(
+            t.check(&TypedOp::<[u64; 6]>::new(1, "ECHO").signature())
+                .is_ok()
+        );
         assert!(t.check(&TypedOp::<u8>::new(1, "ECHO").signature()).is_ok());
         match t.check(&TypedOp::<[u64; 7]>::new(1, "ECHO").signature()) {
             Err(Error::OpMismatch { why, .. }) => assert!(why.contains("up to 48"), "{why}"),
@@ -369,7 +379,9 @@ mod tests {
         let e = t.refuse(Op(259), 8).unwrap_err();
         let shown = e.to_string();
         assert!(shown.starts_with("op 259: "), "{shown}");
-        let named = t.check(&TypedOp::<u64>::new(259, "GAIN").signature()).unwrap_err();
+        let named = t
+            .check(&TypedOp::<u64>::new(259, "GAIN").signature())
+            .unwrap_err();
         assert!(named.to_string().starts_with("GAIN (op 259): "), "{named}");
     }
 }

@@ -181,6 +181,20 @@ impl<'a, A: Pod> Tasks<'a, A> {
         }
     }
 
+    /// A run of tasks of op `op`, one per element of `args`, a slot each
+    /// (as [`TypedOp::batch`](crate::TypedOp::batch)), for ops declared
+    /// nowhere on the host: checked as [`Task::raw`] is, each element's
+    /// bytes being one task's arguments.
+    pub fn raw_batch(op: Op, args: &'a [A]) -> Self {
+        Self::new(op, args, false, Check::Listed)
+    }
+
+    /// As [`Tasks::raw_batch`], up to 32 tasks to a slot (as
+    /// [`TypedOp::packed`](crate::TypedOp::packed)).
+    pub fn raw_packed(op: Op, args: &'a [A]) -> Self {
+        Self::new(op, args, true, Check::Listed)
+    }
+
     /// The same tasks, allowed to run a handler that dereferences device
     /// addresses among their arguments (see [`Task::unchecked`]).
     ///

@@ -109,7 +109,9 @@ fn least_loaded_keeps_the_loads_even_and_power_of_two_avoids_the_busiest() {
 fn round_robin_takes_the_serving_devices_in_turn_and_a_shutdown_takes_one_out() {
     let pool = soft_pool(3, Routing::RoundRobin);
     pool.runtime(0).unwrap().shutdown().unwrap();
-    let held: Vec<Ticket> = (0..6).map(|_| pool.submit(NOP.args(&())).unwrap()).collect();
+    let held: Vec<Ticket> = (0..6)
+        .map(|_| pool.submit(NOP.args(&())).unwrap())
+        .collect();
     assert_eq!(loads(&pool), [0, 3, 3]);
     assert_eq!(pool.serving(), [1, 2]);
     for t in held {
@@ -177,10 +179,7 @@ fn a_stopped_device_is_taken_out_and_the_others_serve() {
     let pool = soft_pool(3, Routing::RoundRobin);
     let _ = pool.runtime(0).unwrap().cancel();
     for i in 0..20u64 {
-        assert_eq!(
-            pool.submit(ECHO.args(&i)).unwrap().wait().unwrap().value,
-            i
-        );
+        assert_eq!(pool.submit(ECHO.args(&i)).unwrap().wait().unwrap().value, i);
     }
     assert_eq!(pool.serving(), [1, 2]);
     assert!(matches!(pool.runtime(0), Err(Error::NotServing(0))));

@@ -24,9 +24,9 @@ use crate::sync::{Ordering, fence};
 
 #[cfg(all(target_os = "linux", not(loom), not(miri)))]
 mod membarrier {
-    use std::ffi::{c_int, c_long};
-    use crate::sync::statics::AtomicU8;
     use crate::sync::Ordering;
+    use crate::sync::statics::AtomicU8;
+    use std::ffi::{c_int, c_long};
 
     /// The syscall number of `membarrier` on x86-64 (the only host pkq
     /// builds for).

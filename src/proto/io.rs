@@ -16,8 +16,8 @@ use crate::layout::{
 use crate::proto::slot::tagged;
 use crate::proto::slot::{CHUNK_MASK, tag_of};
 
-use crate::sync::Ordering;
 use crate::proto::words::Words;
+use crate::sync::Ordering;
 
 /// Words of a stream of `bytes` bytes.
 pub(crate) fn words_for(bytes: usize) -> usize {
@@ -111,12 +111,7 @@ pub(crate) unsafe fn write_plain_input(area: &Words, at: usize, bytes: &[u8]) {
 /// `bytes` as 8-byte little-endian words from word `at` of `area`: the
 /// whole ones by `store`, the last, zero-padded one by a relaxed store.
 #[inline(always)]
-fn put_plain(
-    area: &Words,
-    at: usize,
-    bytes: &[u8],
-    store: impl Fn(&crate::sync::AtomicU64, u64),
-) {
+fn put_plain(area: &Words, at: usize, bytes: &[u8], store: impl Fn(&crate::sync::AtomicU64, u64)) {
     let dst = area.slice(at, bytes.len().div_ceil(8));
     let whole = bytes.chunks_exact(8);
     let rest = whole.remainder();

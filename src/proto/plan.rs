@@ -3,11 +3,11 @@
 //! device-written allocation, from which both the kernel's parameters and
 //! the host's views are made, so the two cannot disagree.
 
-use crate::proto::io::{output_words, plain_words, room};
 use crate::layout::{
     CQE_WORDS, CTRL_BYTES, IO_PLAIN_OUT_WORD, IO_SEEN_WORDS, IO_WORD_BYTES, KernelParams,
     PACK_TASKS, SECTION_ALIGN, SLOT_WORDS,
 };
+use crate::proto::io::{output_words, plain_words, room};
 use crate::proto::queue::Queue;
 use crate::proto::ring::{Geometry, SEQ_MASK};
 use crate::proto::words::Words;

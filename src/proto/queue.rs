@@ -50,10 +50,10 @@ use std::sync::PoisonError;
 use crate::layout::{CQE_WORDS, PACK_ARG_BYTES, PACK_TASKS, SLOT_WORDS};
 use crate::proto::ring::{FLAG, Geometry, SEQ_MASK, distance, seq_add, seq_sub};
 use crate::proto::slot::{Cqe, SlotImage, tagged};
-use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence};
 pub(crate) use crate::proto::tail::Refusal;
 use crate::proto::tail::Tail;
 use crate::proto::words::Words;
+use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence};
 
 const DETACHED: u64 = FLAG;
 

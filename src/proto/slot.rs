@@ -186,8 +186,7 @@ impl DecodedSlot {
             len: ((p[0] >> HEADER_LEN_SHIFT) & 0xff) as usize,
             pack: ((p[0] >> HEADER_PACK_SHIFT) & 0xff) as usize,
             io: (p[0] >> HEADER_IO_BIT & 1 == 1).then(|| {
-                ((p[0] >> HEADER_IN_SHIFT) & ((1 << crate::layout::HEADER_IN_BITS) - 1))
-                    as usize
+                ((p[0] >> HEADER_IN_SHIFT) & ((1 << crate::layout::HEADER_IN_BITS) - 1)) as usize
             }),
             plain: p[0] >> HEADER_PLAIN_BIT & 1 == 1,
             fresh: p[0] >> HEADER_FRESH_BIT & 1 == 1,

@@ -40,8 +40,8 @@ use crate::layout::{
 use crate::proto::plan::Plan;
 use crate::proto::ring::{FLAG, SEQ_MASK, distance, seq_add};
 use crate::proto::slot::{Cqe, DecodedSlot, tag_of};
-use crate::sync::{AtomicU64, Ordering, fence};
 use crate::proto::words::Words;
+use crate::sync::{AtomicU64, Ordering, fence};
 
 /// The status of an IO task whose fresh mark was wrong (a status the
 /// kernel never uses: handlers' own start at `STATUS_USER`).

@@ -70,7 +70,10 @@ impl StateArena {
     /// 0. [`Error::InvalidConfig`] where the device has no stream-ordered
     /// allocation: freeing the memory would then wait for every kernel of
     /// the context, another runtime's resident one included.
-    pub(crate) fn new(ctx: &Arc<cudarc::driver::CudaContext>, bytes: usize) -> Result<Option<Arc<Self>>> {
+    pub(crate) fn new(
+        ctx: &Arc<cudarc::driver::CudaContext>,
+        bytes: usize,
+    ) -> Result<Option<Arc<Self>>> {
         if bytes == 0 {
             return Ok(None);
         }

@@ -12,14 +12,14 @@ use crate::op::Op;
 use crate::proto::queue::Completed;
 use crate::proto::queue::Queue;
 use crate::proto::ring::seq_add;
-use crate::sync::now;
-use crate::runtime::ticket::{Completion, outcome_of, status_of};
-use crate::runtime::wait::reactor::Armed;
-use crate::runtime::wait::strategy::{Target, WaitStrategy};
 use crate::runtime::handle::RingPtr;
 use crate::runtime::inflight::InFlight;
 use crate::runtime::liveness::Watch;
 use crate::runtime::shared::Shared;
+use crate::runtime::ticket::{Completion, outcome_of, status_of};
+use crate::runtime::wait::reactor::Armed;
+use crate::runtime::wait::strategy::{Target, WaitStrategy};
+use crate::sync::now;
 
 /// What one task of a batch came to: its completion, or how its handler
 /// failed (the [`TaskError`] a [`Ticket`](crate::Ticket) reports as
@@ -121,7 +121,7 @@ impl Batch {
 
     /// The same batch, whose waits ([`Batch::wait`], [`Batch::wait_timeout`])
     /// use `strategy` instead of the runtime's
-    /// ([`Builder::wait`](crate::Builder::wait)).
+    /// ([`Builder::wait_strategy`](crate::Builder::wait_strategy)).
     pub fn with_wait(mut self, strategy: WaitStrategy) -> Self {
         self.wait = Some(strategy);
         self
@@ -331,8 +331,7 @@ fn fill(op: Op, results: &mut [Option<TaskResult>], done: Completed) {
                     // corruption, reported as status 0.
                     _ => Err(TaskError {
                         op,
-                        status: status_of(word.unwrap_or(0) as u8)
-                            .unwrap_or(TaskStatus::Other(0)),
+                        status: status_of(word.unwrap_or(0) as u8).unwrap_or(TaskStatus::Other(0)),
                     }),
                 });
             }

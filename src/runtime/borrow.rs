@@ -48,7 +48,7 @@ impl Lane {
     /// wait and then one more stop timeout are over), so the caller's borrows
     /// never end while the task could still run. The stream
     /// synchronizations make it slower than an unchecked call; for state a
-    /// handler keeps between tasks, [`Runtime::call_on_state`] needs none
+    /// handler keeps between tasks, [`Lane::call_on_state`] needs none
     /// (`benches/results/custom_handler.json` compares the three).
     ///
     /// # Safety

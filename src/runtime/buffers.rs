@@ -3,15 +3,15 @@
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
 #[cfg(doc)]
-use crate::Runtime;
+use crate::Lane;
 
 mod sealed {
     pub trait Sealed {}
 }
 
 /// A device buffer a safe call reads: one of cudarc's own slices and
-/// views, and no other type. The safe buffer calls ([`Runtime::axpy`],
-/// [`Runtime::memcpy`], ...) take it.
+/// views, and no other type. The safe buffer calls ([`Lane::axpy`],
+/// [`Lane::memcpy`], ...) take it.
 ///
 /// Those calls hand a buffer's address and length to a handler that reads
 /// and writes the device memory behind them, so they must be true.

@@ -8,9 +8,9 @@ use bytemuck::Pod;
 
 use crate::cuda::image::Image;
 use crate::error::{Error, Result};
+use crate::layout::{IO_MAX_BYTES, MAX_POLLERS, MAX_WORKERS};
 use crate::ops::TypedOp;
 use crate::ops::table::Signature;
-use crate::layout::{IO_MAX_BYTES, MAX_POLLERS, MAX_WORKERS};
 use crate::proto::plan::Plan;
 use crate::proto::ring::Geometry;
 use crate::runtime::idle::IdlePolicy;
@@ -25,7 +25,7 @@ const WORKER_KERNEL: &str = "pkq_worker_kernel";
 /// What [`Builder::state_memory`] allocates unless told otherwise.
 const DEFAULT_STATE_BYTES: usize = 1 << 20;
 
-/// Configures and starts a [`Runtime`].
+/// Configures and starts a [`Runtime`](crate::Runtime).
 #[derive(Clone, Debug)]
 #[must_use = "a builder starts nothing until `build` is called"]
 pub struct Builder {
@@ -132,7 +132,7 @@ impl Builder {
     /// Submission rings: a power of two, at most the workers (default 1).
     /// Each ring has its own slots, tail and `workers / rings` workers. A
     /// [`Producer`](crate::Producer) submits to the ring it names
-    /// ([`Runtime::producer_on`](crate::Runtime::producer_on)); the
+    /// ([`Lane::producer_on`](crate::Lane::producer_on)); the
     /// runtime's own submit calls use ring `t % rings`, `t` being the order
     /// in which the calling thread first submitted to any pkq runtime. Up
     /// to `rings` threads on rings of their own share no cache line on the
@@ -264,7 +264,7 @@ impl Builder {
     /// ([`Error::InvalidModule`]), a name the module lacks or none can hold
     /// (a NUL in it: [`Error::KernelMissing`]), and a module or kernel
     /// not loaded before while a pkq kernel runs on the device
-    /// ([`Error::InvalidConfig`]: see [`Runtime`]).
+    /// ([`Error::InvalidConfig`]: see [`Runtime`](crate::Runtime)).
     ///
     /// The module's code is trusted as any device code you load is: pkq
     /// checks the argument layouts its op table declares and refuses, on the
@@ -621,7 +621,6 @@ impl Builder {
             self.io,
         ))
     }
-
 }
 
 #[cfg(test)]
@@ -727,7 +726,10 @@ mod tests {
             Runtime::builder().add_lane(Runtime::builder()),
             Runtime::builder().workers(3),
         ] {
-            let why = bad(Runtime::builder().add_lane(Runtime::builder()).add_lane(lane)).unwrap();
+            let why = bad(Runtime::builder()
+                .add_lane(Runtime::builder())
+                .add_lane(lane))
+            .unwrap();
             assert!(why.contains("lane 2"), "{why}");
         }
         assert!(bad(Runtime::builder().sm_partition(0)).is_some());

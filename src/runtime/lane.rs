@@ -162,9 +162,10 @@ impl Runtime {
         for lane in self.lanes.iter() {
             lane.shared.announce_shutdown();
         }
-        self.lanes
-            .iter()
-            .fold(Ok(()), |r, lane| r.and(lane.shared.stop(true)))
+        // Every lane stops, whatever the ones before returned; the first
+        // error is the outcome.
+        let outcomes: Vec<Result<()>> = self.lanes.iter().map(|l| l.shared.stop(true)).collect();
+        outcomes.into_iter().collect()
     }
 
     /// Stops now, a shutdown's drain under way on another thread too: refuses
@@ -187,9 +188,8 @@ impl Runtime {
         for lane in self.lanes.iter() {
             lane.shared.announce_cancel();
         }
-        self.lanes
-            .iter()
-            .fold(Ok(()), |r, lane| r.and(lane.shared.stop(false)))
+        let outcomes: Vec<Result<()>> = self.lanes.iter().map(|l| l.shared.stop(false)).collect();
+        outcomes.into_iter().collect()
     }
 
     /// [`Lane::health`] of every lane: `Ok` while each serves, else the

@@ -69,9 +69,29 @@ impl MemoryWatch {
     }
 }
 
-/// A lane's side of its [`MemoryWatch`].
-#[derive(Default)]
+/// How many lanes' memories are allocated in the process (built, not yet
+/// given back or kept): the GPU tests' leak check.
+static LIVE: crate::sync::statics::AtomicUsize = crate::sync::statics::AtomicUsize::new(0);
+
+/// How many lanes' memories are allocated in this process now: built, and
+/// not yet given back or kept (see [`MemoryWatch`]). A test seam (the GPU
+/// tests check that every test gives back what it built); not part of the
+/// API.
+#[doc(hidden)]
+pub fn live_lanes() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// A lane's side of its [`MemoryWatch`], counted in [`live_lanes`] while
+/// it lives.
 pub(crate) struct Witness(Arc<AtomicU8>);
+
+impl Default for Witness {
+    fn default() -> Self {
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::default())
+    }
+}
 
 impl Witness {
     /// What a watch reads.
@@ -85,5 +105,6 @@ impl Witness {
         let _ = engine.state();
         let state = if engine.is_gone() { GIVEN_BACK } else { KEPT };
         self.0.store(state, Ordering::Release);
+        LIVE.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -159,9 +159,9 @@ impl Shared {
                 Ok(())
             }
             KernelState::Finished => Err(device.fail(self.life.exited())),
-            KernelState::Faulted(e) => Err(device.fail(Error::DeviceFault(
-                crate::cuda::driver::error_name(e),
-            ))),
+            KernelState::Faulted(e) => {
+                Err(device.fail(Error::DeviceFault(crate::cuda::driver::error_name(e))))
+            }
             KernelState::Unknown(call, e) => {
                 let t = liveness.ns(now);
                 let since = match liveness.unknown_since_ns.load(Ordering::Relaxed) {
@@ -223,7 +223,9 @@ impl Shared {
             if settled || now() >= until {
                 break;
             }
-            crate::sync::sleep(Duration::from_millis(1).min(until.saturating_duration_since(now())));
+            crate::sync::sleep(
+                Duration::from_millis(1).min(until.saturating_duration_since(now())),
+            );
         }
         self.check()?;
         self.check_stall(Watch::AnyWorker)

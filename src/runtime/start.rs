@@ -8,19 +8,19 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
 
+use crate::cuda::driver;
 use crate::cuda::image::Image;
 use crate::cuda::kernel::Kernel;
 use crate::cuda::mapped::MappedBuffer;
-use crate::cuda::driver;
 use crate::cuda::partition::{self, SmPartition};
 use crate::error::{Error, Result};
 use crate::layout::MAX_WARPS_PER_BLOCK;
+use crate::runtime::arena::StateArena;
 use crate::runtime::builder::Builder;
 use crate::runtime::engine::Engine;
 use crate::runtime::idle::IdlePolicy;
 use crate::runtime::lane::{Lane, Runtime};
 use crate::runtime::shared::Shared;
-use crate::runtime::arena::StateArena;
 use crate::sync::now;
 use std::time::Duration;
 
@@ -189,7 +189,11 @@ impl Builder {
             Engine::Cuda(kernel),
             state,
         );
-        let kernel = shared.device.engine.cuda().expect("built on the CUDA engine");
+        let kernel = shared
+            .device
+            .engine
+            .cuda()
+            .expect("built on the CUDA engine");
         // SAFETY: the kernel takes one `pkq_params` by value (checked at
         // load for a caller's module, in layout.rs for pkq's own); its
         // addresses point into the kernel's own mapped memory, which it
@@ -204,7 +208,6 @@ impl Builder {
         await_workers(&lane.shared, now().checked_add(self.start_timeout))?;
         Ok(lane)
     }
-
 }
 
 #[cfg(test)]

@@ -24,10 +24,10 @@ use bytemuck::Pod;
 
 use crate::error::{Error, Result};
 use crate::ops::{StateOp, Task};
+use crate::runtime::arena::{ALIGN, StateArena};
 use crate::runtime::lane::Lane;
 use crate::runtime::submit::Submit;
 use crate::runtime::ticket::Completion;
-use crate::runtime::arena::{ALIGN, StateArena};
 
 /// An array of `S` in device memory, for ops on state ([`StateOp`]): made by
 /// [`Lane::state`] from the runtime's state memory, used by

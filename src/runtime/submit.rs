@@ -10,16 +10,16 @@ use std::ptr::NonNull;
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
-use crate::ops::{Task, Tasks};
 use crate::layout::PACK_TASKS;
+use crate::ops::{Task, Tasks};
 use crate::proto::queue::{Queue, Refusal};
 use crate::proto::slot::SlotImage;
 use crate::runtime::batch::Batch;
 use crate::runtime::handle::RingPtr;
 use crate::runtime::inflight::InFlight;
 use crate::runtime::lane::{Lane, Runtime};
-use crate::runtime::producer::{Producer, RingAccess};
 use crate::runtime::liveness::Watch;
+use crate::runtime::producer::{Producer, RingAccess};
 use crate::runtime::shared::Shared;
 use crate::runtime::ticket::Ticket;
 use crate::runtime::wait::WaitStrategy;
@@ -338,4 +338,3 @@ impl<R: RingAccess> Submit for Producer<'_, R> {
         task.send::<R>(self.ring_ptr(), room)
     }
 }
-

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::error::Error;
 use crate::builtin::*;
+use crate::error::Error;
 use crate::runtime::shared::Shared;
 use crate::runtime::{Builder, Runtime, Submit};
 
@@ -63,7 +63,12 @@ fn the_last_share_frees_through_the_arc_pointer() {
 #[test]
 fn the_memory_watch_sees_the_memory_given_back() {
     use crate::runtime::MemoryState;
-    let rt = soft(Runtime::builder().capacity(4).workers(1).add_lane(Runtime::builder()));
+    let rt = soft(
+        Runtime::builder()
+            .capacity(4)
+            .workers(1)
+            .add_lane(Runtime::builder()),
+    );
     let watch = rt.memory_watch();
     let ticket = rt.lane(1).unwrap().submit(ECHO.args(&9u64)).unwrap();
     assert_eq!(watch.state(), MemoryState::InUse);
@@ -77,10 +82,19 @@ fn the_memory_watch_sees_the_memory_given_back() {
 /// runtime and on each lane); after a cancel, that it was cancelled.
 #[test]
 fn health_after_a_stop_says_why() {
-    let rt = soft(Runtime::builder().capacity(4).workers(1).add_lane(Runtime::builder()));
+    let rt = soft(
+        Runtime::builder()
+            .capacity(4)
+            .workers(1)
+            .add_lane(Runtime::builder()),
+    );
     rt.health().unwrap();
     rt.shutdown().unwrap();
-    for health in [rt.health(), rt.lane(0).unwrap().health(), rt.lane(1).unwrap().health()] {
+    for health in [
+        rt.health(),
+        rt.lane(0).unwrap().health(),
+        rt.lane(1).unwrap().health(),
+    ] {
         match health {
             Err(Error::KernelStopped(why)) => assert!(why.contains("shut down"), "{why}"),
             other => panic!("{other:?}"),
@@ -95,7 +109,12 @@ fn health_after_a_stop_says_why() {
 /// runtime's count is their sum.
 #[test]
 fn each_lane_counts_its_own_callback_panics() {
-    let rt = soft(Runtime::builder().capacity(4).workers(1).add_lane(Runtime::builder()));
+    let rt = soft(
+        Runtime::builder()
+            .capacity(4)
+            .workers(1)
+            .add_lane(Runtime::builder()),
+    );
     let (tx, rx) = std::sync::mpsc::channel();
     for lane in [0, 1, 1] {
         let tx = tx.clone();
@@ -165,18 +184,9 @@ fn submits_after_close_are_closed() {
             rt.shutdown().unwrap();
         }
         let none: &[u64] = &[];
-        assert!(matches!(
-            rt.submit(ECHO.batch(none)),
-            Err(Error::Closed)
-        ));
-        assert!(matches!(
-            rt.submit(ECHO.packed(none)),
-            Err(Error::Closed)
-        ));
-        assert!(matches!(
-            rt.submit(ECHO.batch(&[1u64])),
-            Err(Error::Closed)
-        ));
+        assert!(matches!(rt.submit(ECHO.batch(none)), Err(Error::Closed)));
+        assert!(matches!(rt.submit(ECHO.packed(none)), Err(Error::Closed)));
+        assert!(matches!(rt.submit(ECHO.batch(&[1u64])), Err(Error::Closed)));
         assert!(matches!(rt.submit(NOP.args(&())), Err(Error::Closed)));
         assert!(matches!(rt.try_submit(NOP.args(&())), Err(Error::Closed)));
     }
@@ -278,10 +288,9 @@ fn every_task_once_through_the_real_runtime() {
                 for i in 0..n {
                     let id = p << 32 | i;
                     match i % 3 {
-                        0 => assert_eq!(
-                            rt.submit(ECHO.args(&id)).unwrap().wait().unwrap().value,
-                            id
-                        ),
+                        0 => {
+                            assert_eq!(rt.submit(ECHO.args(&id)).unwrap().wait().unwrap().value, id)
+                        }
                         1 => {
                             let args = [id, id + 1];
                             let r = rt.submit(ECHO.batch(&args)).unwrap().wait().unwrap();
@@ -340,11 +349,7 @@ fn producers_name_their_ring() {
                 let t = p.submit(ECHO.args(&(ring as u64))).unwrap();
                 assert_eq!(t.ring(), ring);
                 assert_eq!(t.wait().unwrap().value, ring as u64);
-                let r = p
-                    .submit(ECHO.packed(&[7u64, 8]))
-                    .unwrap()
-                    .wait()
-                    .unwrap();
+                let r = p.submit(ECHO.packed(&[7u64, 8])).unwrap().wait().unwrap();
                 assert_eq!(r[1].unwrap().value, 8);
             });
         }
@@ -432,20 +437,14 @@ fn an_exclusive_producer_holds_its_ring_until_dropped() {
         // Moved to another thread, it goes on from where it was.
         std::thread::scope(|s| {
             s.spawn(move || {
-                assert_eq!(
-                    p.submit(ECHO.args(&8u64)).unwrap().wait().unwrap().value,
-                    8
-                );
+                assert_eq!(p.submit(ECHO.args(&8u64)).unwrap().wait().unwrap().value, 8);
             });
         });
     }
     // Given back: shared producers go on from the holder's tail.
     for ring in 0..2 {
         let p = rt.producer_on(ring).unwrap();
-        assert_eq!(
-            p.submit(ECHO.args(&3u64)).unwrap().wait().unwrap().value,
-            3
-        );
+        assert_eq!(p.submit(ECHO.args(&3u64)).unwrap().wait().unwrap().value, 3);
     }
     rt.shutdown().unwrap();
     assert!(matches!(rt.exclusive_producer_on(0), Err(Error::Closed)));
@@ -460,10 +459,7 @@ fn a_shutdown_drains_what_an_exclusive_producer_submitted() {
         .collect();
     rt.shutdown().unwrap();
     assert!(matches!(p.submit(NOP.args(&())), Err(Error::Closed)));
-    assert!(matches!(
-        p.submit(ECHO.batch(&[1u64])),
-        Err(Error::Closed)
-    ));
+    assert!(matches!(p.submit(ECHO.batch(&[1u64])), Err(Error::Closed)));
     drop(p);
     for (i, t) in tickets.into_iter().enumerate() {
         assert_eq!(t.wait().unwrap().value, i as u64);
@@ -537,11 +533,7 @@ fn copy_io(
         out_len: n_out as u32,
         key: rng.next() as u32,
     };
-    (
-        rt.submit(COPY_IO.io(&args, &input)).unwrap(),
-        input,
-        args,
-    )
+    (rt.submit(COPY_IO.io(&args, &input)).unwrap(), input, args)
 }
 
 /// Waits for a task of [`copy_io`] and checks its output and value.

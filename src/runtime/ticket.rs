@@ -7,13 +7,13 @@ use crate::error::{Error, Result, TaskError, TaskStatus};
 use crate::op::Op;
 use crate::proto::queue::{Completed, Queue};
 use crate::proto::slot::Cqe;
-use crate::sync::now;
-use crate::runtime::wait::reactor::Armed;
-use crate::runtime::wait::strategy::{Target, WaitStrategy};
 use crate::runtime::handle::RingPtr;
 use crate::runtime::inflight::InFlight;
 use crate::runtime::liveness::Watch;
 use crate::runtime::shared::Shared;
+use crate::runtime::wait::reactor::Armed;
+use crate::runtime::wait::strategy::{Target, WaitStrategy};
+use crate::sync::now;
 
 /// A finished task's inline result and the device's timestamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,7 +132,7 @@ impl Ticket {
 
     /// The same ticket, whose waits ([`Ticket::wait`],
     /// [`Ticket::wait_timeout`], [`Ticket::wait_output`]) use `strategy`
-    /// instead of the runtime's ([`Builder::wait`](crate::Builder::wait)).
+    /// instead of the runtime's ([`Builder::wait_strategy`](crate::Builder::wait_strategy)).
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
@@ -190,7 +190,7 @@ impl Ticket {
     }
 
     /// Waits for the task, as its [`WaitStrategy`] says (the runtime's,
-    /// [`Builder::wait`](crate::Builder::wait), unless
+    /// [`Builder::wait_strategy`](crate::Builder::wait_strategy), unless
     /// [`Ticket::with_wait`] set one). Never hangs: a device fault or a
     /// kernel that stopped serving ends the wait with an error (checked
     /// every millisecond).

@@ -3,14 +3,15 @@
 //! against the CPU and counted.
 
 use super::*;
+use pkq::Submit;
 use pkq::cudarc::driver::{LaunchConfig, PushKernelArg};
 use pkq::cudarc::nvrtc::Ptx;
 
 /// `n` random ECHO round trips on `rt`, each checked; how many.
-fn echo_round_trips(rt: &Runtime, rng: &mut Rng, n: usize) -> usize {
+fn echo_round_trips(rt: &pkq::Lane, rng: &mut Rng, n: usize) -> usize {
     for _ in 0..n {
         let v = rng.next();
-        let c = rt.submit(Op::ECHO, &[v]).unwrap().wait().unwrap();
+        let c = rt.submit(ECHO.args(&v)).unwrap().wait().unwrap();
         assert_eq!(c.value, v);
     }
     n
@@ -45,7 +46,7 @@ pub(crate) fn sm_partition_sizes() {
         assert_eq!(part.sms(), rounded(ask), "asked {ask}");
         assert_eq!(part.sms() + part.app_sms(), g.sms, "asked {ask}");
         assert_eq!(echo_round_trips(&rt, &mut rng, 2000), 2000);
-        let mut b = rt.submit_batch(Op::ECHO, &[[7u64]; 64]).unwrap();
+        let mut b = rt.submit(ECHO.batch(&[7u64; 64])).unwrap();
         assert!(
             b.wait()
                 .unwrap()
@@ -144,7 +145,7 @@ fn sms_used(
         block_dim: (64, 1, 1),
         shared_mem_bytes: 0,
     };
-    // SAFETY: pkq_smid_kernel(u32*, u64) over `blocks` words.
+    // SAFETY: pkq_test_smid(u32*, u64) over `blocks` words.
     unsafe {
         stream
             .launch_builder(f)
@@ -171,10 +172,12 @@ pub(crate) fn app_kernels_run_on_the_rest_of_the_device() {
     // order (each launch is read back before the next).
     unsafe { ctx.disable_event_tracking() };
     let primary = ctx.new_stream().unwrap();
-    let module = ctx
-        .load_module(Ptx::from_binary(pkq::bench::image().unwrap().to_vec()))
-        .unwrap();
-    let smid = module.load_function("pkq_smid_kernel").unwrap();
+    let module = ctx.load_module(Ptx::from_src(ptx::TEST_KERNELS)).unwrap();
+    let smid = module.load_function("pkq_test_smid").unwrap();
+    // A warm launch: the driver compiles and loads the kernel's code now,
+    // not at its first launch beside the resident kernel (which that load
+    // would wait for).
+    assert_eq!(sms_used(&smid, &primary, 1).len(), 1);
     let rt = Runtime::builder().sm_partition(g.min).build().unwrap();
     let part = rt.sm_partition().unwrap();
     let app = part.app_stream().unwrap();
@@ -229,7 +232,7 @@ pub(crate) fn app_kernels_run_on_the_rest_of_the_device() {
 /// round trips; every result checked, every task counted.
 pub(crate) fn lanes_under_load_random_vs_cpu() {
     let rt = Runtime::builder()
-        .lane(Runtime::builder().workers(32).rings(4).capacity(4096))
+        .add_lane(Runtime::builder().workers(32).rings(4).capacity(4096))
         .build()
         .unwrap();
     assert_eq!(rt.lanes(), 2);
@@ -240,8 +243,8 @@ pub(crate) fn lanes_under_load_random_vs_cpu() {
     if let Ok(g) = pkq::sm_partition_support(0) {
         match Runtime::builder()
             .sm_partition(g.min)
-            .lane(Runtime::builder().workers(256).capacity(1024))
-            .lane(Runtime::builder().workers(256).capacity(1024))
+            .add_lane(Runtime::builder().workers(256).capacity(1024))
+            .add_lane(Runtime::builder().workers(256).capacity(1024))
             .build()
         {
             Err(Error::InvalidConfig(why)) => assert!(why.contains("SM"), "{why}"),
@@ -258,12 +261,12 @@ pub(crate) fn lanes_under_load_random_vs_cpu() {
                     let mut rng = Rng::new(0xb01c + t);
                     let mut n = 0usize;
                     while !stop.load(Ordering::Relaxed) {
-                        let args: Vec<[u64; 1]> = (0..256).map(|_| [rng.next()]).collect();
-                        let results = bulk.submit_batch(Op::ECHO, &args).unwrap().wait().unwrap();
+                        let args: Vec<u64> = (0..256).map(|_| rng.next()).collect();
+                        let results = bulk.submit(ECHO.batch(&args)).unwrap().wait().unwrap();
                         assert_eq!(results.len(), args.len());
                         assert_eq!(results.len(), args.len(), "every task's result");
                         for (r, a) in results.iter().zip(&args) {
-                            assert_eq!(r.as_ref().unwrap().value, a[0]);
+                            assert_eq!(r.as_ref().unwrap().value, *a);
                         }
                         n += results.len();
                     }
@@ -282,14 +285,14 @@ pub(crate) fn lanes_under_load_random_vs_cpu() {
     // Health covers every lane; shutdown stops them all.
     rt.health().unwrap();
     rt.shutdown().unwrap();
-    assert!(matches!(bulk.submit(Op::NOP, &()), Err(Error::Closed)));
-    assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
+    assert!(matches!(bulk.submit(NOP.args(&())), Err(Error::Closed)));
+    assert!(matches!(rt.submit(NOP.args(&())), Err(Error::Closed)));
     // A lane naming another device or a partition of its own: refused.
     for lane in [
         Runtime::builder().sm_partition(8),
-        Runtime::builder().lane(Runtime::builder()),
+        Runtime::builder().add_lane(Runtime::builder()),
     ] {
-        match Runtime::builder().lane(lane).build() {
+        match Runtime::builder().add_lane(lane).build() {
             Err(Error::InvalidConfig(why)) => assert!(why.contains("lane 1"), "{why}"),
             other => panic!("{other:?}"),
         }
@@ -298,13 +301,11 @@ pub(crate) fn lanes_under_load_random_vs_cpu() {
     if pkq::sm_partition_support(0).is_ok() {
         let rt = Runtime::builder()
             .sm_partition(16)
-            .lane(Runtime::builder().workers(8))
+            .add_lane(Runtime::builder().workers(8))
             .build()
             .unwrap();
-        assert_eq!(
-            rt.lane(1).unwrap().sm_partition().unwrap().sms(),
-            rt.sm_partition().unwrap().sms()
-        );
+        assert_eq!(rt.lanes(), 2);
+        assert!(rt.sm_partition().is_some());
         let mut rng = Rng::new(0x1a2);
         echo_round_trips(&rt, &mut rng, 500);
         echo_round_trips(rt.lane(1).unwrap(), &mut rng, 500);

@@ -9,7 +9,7 @@ pub(crate) fn shutdown_with_tasks_in_flight() {
     let tickets: Vec<_> = (0..8000u64)
         .map(|id| {
             let args = echo_args(&mut rng, id);
-            (rt.submit(Op::ECHO, &args).unwrap(), echo_fold(&args))
+            (rt.submit(ECHO_48.args(&args)).unwrap(), echo_fold(&args))
         })
         .collect();
     let t0 = Instant::now();
@@ -19,7 +19,7 @@ pub(crate) fn shutdown_with_tasks_in_flight() {
         "shutdown took {:?}",
         t0.elapsed()
     );
-    assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
+    assert!(matches!(rt.submit(NOP.args(&())), Err(Error::Closed)));
     for (t, want) in tickets {
         assert_eq!(t.wait().unwrap().value, want);
     }
@@ -28,38 +28,42 @@ pub(crate) fn shutdown_with_tasks_in_flight() {
 pub(crate) fn drop_with_tickets_alive() {
     // Tickets and batches count no reference to the runtime: its memory
     // must live exactly as long as the last of them that still needs it.
-    let before = pkq::live_runtimes();
     let rt = Runtime::builder().capacity(4096).build().unwrap();
+    let memory = rt.memory_watch();
     let tickets: Vec<_> = (0..3000u64)
-        .map(|i| rt.submit(Op::ECHO, &[i]).unwrap())
+        .map(|i| rt.submit(ECHO.args(&i)).unwrap())
         .collect();
-    let args: Vec<[u64; 1]> = (3000..3500u64).map(|i| [i]).collect();
-    let mut batch = rt.submit_batch(Op::ECHO, &args).unwrap();
-    let unread = rt.submit(Op::ECHO, &[1u64]).unwrap();
-    let mut early = rt.submit(Op::ECHO, &[2u64]).unwrap();
+    let args: Vec<u64> = (3000..3500u64).collect();
+    let mut batch = rt.submit(ECHO.batch(&args)).unwrap();
+    let unread = rt.submit(ECHO.args(&1u64)).unwrap();
+    let mut early = rt.submit(ECHO.args(&2u64)).unwrap();
     let wait = Duration::from_secs(5);
     assert_eq!(early.wait_timeout(wait).unwrap().value, 2);
     drop(rt);
-    assert_eq!(pkq::live_runtimes(), before + 1, "kept for its tickets");
+    assert_eq!(memory.state(), MemoryState::InUse, "kept for its tickets");
     drop(unread);
     for (i, t) in tickets.into_iter().enumerate() {
         assert_eq!(t.wait().unwrap().value, i as u64);
     }
-    assert_eq!(pkq::live_runtimes(), before + 1, "kept for the batch");
+    assert_eq!(memory.state(), MemoryState::InUse, "kept for the batch");
     let results = batch.wait().unwrap();
     assert_eq!(results.len(), args.len(), "every task's result");
     for (r, a) in results.iter().zip(&args) {
-        assert_eq!(r.unwrap().value, a[0]);
+        assert_eq!(r.unwrap().value, *a);
     }
     // A batch keeps its shares until it is dropped (it may be waited on
     // again).
     assert_eq!(
-        pkq::live_runtimes(),
-        before + 1,
+        memory.state(),
+        MemoryState::InUse,
         "kept until the batch goes"
     );
     drop(batch);
-    assert_eq!(pkq::live_runtimes(), before, "freed with the last");
+    assert_eq!(
+        memory.state(),
+        MemoryState::GivenBack,
+        "freed with the last"
+    );
     // A ticket taken before the drop keeps its result, and no share.
     assert_eq!(early.wait_timeout(wait).unwrap().value, 2);
 }
@@ -69,9 +73,9 @@ pub(crate) fn dropped_tickets_free_their_slots() {
     for round in 0..200u64 {
         // Drop 40 tickets unread, then make sure the ring still cycles.
         for i in 0..40u64 {
-            drop(rt.submit(Op::ECHO, &[round * 100 + i]).unwrap());
+            drop(rt.submit(ECHO.args(&(round * 100 + i))).unwrap());
         }
-        let v = rt.submit(Op::ECHO, &[round]).unwrap().wait().unwrap().value;
+        let v = rt.submit(ECHO.args(&round)).unwrap().wait().unwrap().value;
         assert_eq!(v, round);
     }
     rt.shutdown().unwrap();
@@ -82,7 +86,7 @@ pub(crate) fn two_runtimes_in_sequence() {
         let rt = Runtime::builder().capacity(256).build().unwrap();
         for i in 0..10_000u64 {
             assert_eq!(
-                rt.submit(Op::ECHO, &[i ^ round])
+                rt.submit(ECHO.args(&(i ^ round)))
                     .unwrap()
                     .wait()
                     .unwrap()
@@ -96,9 +100,10 @@ pub(crate) fn two_runtimes_in_sequence() {
 
 pub(crate) fn runtimes_side_by_side() {
     // The driver waits for running kernels before it loads a module (a
-    // resident kernel never ends): a second runtime, a floor, and a runtime
-    // started and stopped beside the others all use what the first runtime
-    // loaded, and anything new is refused rather than waited for.
+    // resident kernel never ends): a second runtime, and a runtime started
+    // and stopped beside the others, use what the first runtime loaded, and
+    // anything new is refused rather than waited for. (A floor beside a
+    // runtime: pkq-bench's tests.)
     if under_sanitizer() {
         // compute-sanitizer runs one kernel at a time: the second resident
         // kernel would wait for the first forever.
@@ -106,19 +111,16 @@ pub(crate) fn runtimes_side_by_side() {
     }
     let a = Runtime::builder().workers(2).capacity(256).build().unwrap();
     let b = Runtime::builder().workers(2).capacity(256).build().unwrap();
-    let echo_on = |rt: &Runtime, salt: u64| {
+    let echo_on = |rt: &pkq::Lane, salt: u64| {
         for i in 0..20_000u64 {
             let v = (i << 1) | salt;
-            assert_eq!(rt.submit(Op::ECHO, &[v]).unwrap().wait().unwrap().value, v);
+            assert_eq!(rt.submit(ECHO.args(&v)).unwrap().wait().unwrap().value, v);
         }
     };
     std::thread::scope(|s| {
         s.spawn(|| echo_on(&a, 0));
         s.spawn(|| echo_on(&b, 1));
     });
-    let mut floor = Floor::start(0, Shape::pollers(1)).unwrap();
-    floor.round_trip().unwrap();
-    floor.stop().unwrap();
     let image = pkq::kernel_image().unwrap();
     match Runtime::builder()
         .module(image, "no_kernel_loaded_yet")
@@ -154,29 +156,40 @@ pub(crate) fn bad_input_is_a_typed_error() {
     ));
     let rt = Runtime::builder().build().unwrap();
     assert!(matches!(
-        rt.submit_bytes(Op::ECHO, &[0u8; ARGS_BYTES + 1]),
+        rt.submit(Task::raw(ECHO_OP, &[0u8; ARGS_BYTES + 1])),
         Err(Error::PayloadTooLarge { len: 49, max: 48 })
     ));
     assert!(matches!(
-        rt.submit(Op::AXPY, &AxpyArgs::default()),
-        Err(Error::UncheckedOp(Op::AXPY))
+        rt.submit(AXPY.args(&AxpyArgs::default())),
+        Err(Error::UncheckedOp(AXPY_OP))
     ));
     // A listed op's arguments are what its table says: SPIN takes a u64,
     // NOP nothing; ECHO up to 48 bytes.
     for refused in [
-        rt.submit(Op::SPIN, &1u32).map(drop),
-        rt.submit(Op::NOP, &1u64).map(drop),
-        rt.submit_batch(Op::SPIN, &[[1u64; 2]]).map(drop),
-        rt.submit_packed(Op::NOP, &[1u8]).map(drop),
+        rt.submit(Task::raw(SPIN_OP, bytemuck::bytes_of(&1u32)))
+            .map(drop),
+        rt.submit(Task::raw(NOP_OP, bytemuck::bytes_of(&1u64)))
+            .map(drop),
+        rt.submit(Tasks::raw_batch(SPIN_OP, &[[1u64; 2]])).map(drop),
+        rt.submit(Tasks::raw_packed(NOP_OP, &[1u8])).map(drop),
     ] {
         assert!(
             matches!(refused, Err(Error::OpMismatch { .. })),
             "{refused:?}"
         );
     }
-    assert_eq!(rt.submit(Op::ECHO, &7u16).unwrap().wait().unwrap().value, 7);
+    assert_eq!(
+        rt.submit(Task::raw(ECHO_OP, bytemuck::bytes_of(&7u16)))
+            .unwrap()
+            .wait()
+            .unwrap()
+            .value,
+        7
+    );
     assert!(matches!(
-        rt.submit(Op(999), &()).unwrap().wait(),
+        rt.submit(Task::raw(Op(999), bytemuck::bytes_of(&())))
+            .unwrap()
+            .wait(),
         Err(Error::Task(TaskError {
             op: Op(999),
             status: TaskStatus::UnknownOp
@@ -184,11 +197,11 @@ pub(crate) fn bad_input_is_a_typed_error() {
     ));
     // Still serving after every refusal.
     assert_eq!(
-        rt.submit(Op::ECHO, &[77u64]).unwrap().wait().unwrap().value,
+        rt.submit(ECHO.args(&77u64)).unwrap().wait().unwrap().value,
         77
     );
     rt.shutdown().unwrap();
-    assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
+    assert!(matches!(rt.submit(NOP.args(&())), Err(Error::Closed)));
 }
 
 pub(crate) fn liveness_probes_from_many_threads() {
@@ -217,7 +230,7 @@ pub(crate) fn idle_backoff_wakes_up_for_each_task() {
     for i in 0..300u64 {
         std::thread::sleep(Duration::from_micros(300));
         let t0 = Instant::now();
-        assert_eq!(rt.submit(Op::ECHO, &[i]).unwrap().wait().unwrap().value, i);
+        assert_eq!(rt.submit(ECHO.args(&i)).unwrap().wait().unwrap().value, i);
         worst = worst.max(t0.elapsed());
     }
     println!("    slowest wake-up round trip: {worst:?}");
@@ -257,7 +270,11 @@ pub(crate) fn idle_quiet_pollers_serve_every_task() {
                         .map(|i| {
                             let id = (thread * 400 + round) * 16 + i;
                             let args = echo_args(&mut rng, id);
-                            (id, rt.submit(Op::ECHO, &args).unwrap(), echo_fold(&args))
+                            (
+                                id,
+                                rt.submit(ECHO_48.args(&args)).unwrap(),
+                                echo_fold(&args),
+                            )
                         })
                         .collect();
                     for (id, t, want) in tickets {
@@ -271,9 +288,9 @@ pub(crate) fn idle_quiet_pollers_serve_every_task() {
     let done: u64 = seen.iter().map(|c| c.load(Ordering::Relaxed)).sum();
     assert!(seen.iter().all(|c| c.load(Ordering::Relaxed) <= 1));
     assert_eq!(done, sent.load(Ordering::Relaxed));
-    let long = rt.submit(Op::SPIN, &5_000_000u64).unwrap();
+    let long = rt.submit(SPIN.args(&5_000_000u64)).unwrap();
     let queued: Vec<_> = (0..32u64)
-        .map(|i| rt.submit(Op::ECHO, &[i]).unwrap())
+        .map(|i| rt.submit(ECHO.args(&i)).unwrap())
         .collect();
     assert!(long.wait().unwrap().value >= 5_000_000);
     for (i, t) in queued.into_iter().enumerate() {
@@ -281,7 +298,7 @@ pub(crate) fn idle_quiet_pollers_serve_every_task() {
     }
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(
-        rt.submit(Op::ECHO, &[9u64]).unwrap().wait().unwrap().value,
+        rt.submit(ECHO.args(&9u64)).unwrap().wait().unwrap().value,
         9
     );
     std::thread::sleep(Duration::from_millis(5));
@@ -302,7 +319,7 @@ pub(crate) fn quiet_pollers_read_their_stop_words() {
     // race: runtimes are built until poller 0 took it (its state word still
     // says position 0, the others' beats say 1).
     // "state 2": PKQ_WORKER_STOPPED (cuda/pkq_layout.h).
-    let stopped = |rt: &Runtime| rt.debug_state().matches("state 2,").count();
+    let stopped = |rt: &pkq::Lane| rt.debug_state().matches("state 2,").count();
     for attempt in 0..64 {
         let rt = Runtime::builder()
             .idle(IdlePolicy::Quiet {
@@ -311,7 +328,7 @@ pub(crate) fn quiet_pollers_read_their_stop_words() {
             .stall_after(Duration::from_secs(10))
             .build()
             .unwrap();
-        let long = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
+        let long = rt.submit(SPIN.args(&300_000_000u64)).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         let state = rt.debug_state();
         let runner: Vec<&str> = state.lines().filter(|l| l.contains("position 0")).collect();
@@ -347,7 +364,7 @@ pub(crate) fn quiet_pollers_read_their_stop_words() {
 
 pub(crate) fn spin_op_and_wait_timeout_keeps_the_task() {
     let rt = Runtime::builder().workers(1).build().unwrap();
-    let mut t = rt.submit(Op::SPIN, &50_000_000u64).unwrap();
+    let mut t = rt.submit(SPIN.args(&50_000_000u64)).unwrap();
     let t0 = Instant::now();
     assert!(matches!(
         t.wait_timeout(Duration::from_millis(5)),
@@ -359,9 +376,9 @@ pub(crate) fn spin_op_and_wait_timeout_keeps_the_task() {
     assert!(c.value >= 50_000_000 && c.value < 60_000_000, "{c:?}");
     assert!(c.device_time() >= Duration::from_millis(49));
     assert!(matches!(
-        rt.submit(Op::SPIN, &(pkq::SPIN_MAX_NS + 1)).unwrap().wait(),
+        rt.submit(SPIN.args(&(SPIN_MAX_NS + 1))).unwrap().wait(),
         Err(Error::Task(TaskError {
-            op: Op::SPIN,
+            op: SPIN_OP,
             status: TaskStatus::BadArgs
         }))
     ));
@@ -376,12 +393,12 @@ pub(crate) fn stalled_worker_is_reported() {
         .build()
         .unwrap();
     // Worker 0 runs a 400 ms task; worker 1 stays free.
-    let long = rt.submit(Op::SPIN, &400_000_000u64).unwrap();
+    let long = rt.submit(SPIN.args(&400_000_000u64)).unwrap();
     assert_eq!(
-        rt.submit(Op::ECHO, &[5u64]).unwrap().wait().unwrap().value,
+        rt.submit(ECHO.args(&5u64)).unwrap().wait().unwrap().value,
         5
     );
-    let mut behind = rt.submit(Op::ECHO, &[6u64]).unwrap(); // worker 0, queued
+    let mut behind = rt.submit(ECHO.args(&6u64)).unwrap(); // worker 0, queued
     let t0 = Instant::now();
     match behind.wait_timeout(Duration::from_secs(2)) {
         Err(Error::Stalled { worker: 0, silent }) => assert!(silent > bound),
@@ -393,7 +410,7 @@ pub(crate) fn stalled_worker_is_reported() {
     assert!(matches!(rt.health(), Err(Error::Stalled { worker: 0, .. })));
     // Worker 1 still serves meanwhile; nothing was latched.
     assert_eq!(
-        rt.submit(Op::ECHO, &[7u64]).unwrap().wait().unwrap().value,
+        rt.submit(ECHO.args(&7u64)).unwrap().wait().unwrap().value,
         7
     );
     // The queued task completes once the long one is done; until then each
@@ -431,9 +448,9 @@ pub(crate) fn a_stall_is_reported_on_its_ring() {
     std::thread::scope(|s| {
         let rt = &rt;
         s.spawn(move || {
-            let long = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
+            let long = rt.submit(SPIN.args(&300_000_000u64)).unwrap();
             let ring = long.ring();
-            let mut behind = rt.submit(Op::ECHO, &[9u64]).unwrap();
+            let mut behind = rt.submit(ECHO.args(&9u64)).unwrap();
             tx.send(ring).unwrap();
             match behind.wait_timeout(Duration::from_secs(2)) {
                 // One worker per ring: the worker's index is the ring's.
@@ -456,7 +473,7 @@ pub(crate) fn a_stall_is_reported_on_its_ring() {
         s.spawn(move || {
             let stalled = rx.recv().unwrap();
             let t0 = Instant::now();
-            let t = rt.submit(Op::ECHO, &[4u64]).unwrap();
+            let t = rt.submit(ECHO.args(&4u64)).unwrap();
             assert_ne!(t.ring(), stalled, "the second thread is on the other ring");
             assert_eq!(t.wait().unwrap().value, 4);
             assert!(
@@ -479,7 +496,7 @@ pub(crate) fn back_to_back_long_tasks_are_not_stalls() {
         .build()
         .unwrap();
     let tickets: Vec<_> = (0..6)
-        .map(|_| rt.submit(Op::SPIN, &150_000_000u64).unwrap())
+        .map(|_| rt.submit(SPIN.args(&150_000_000u64)).unwrap())
         .collect();
     let t0 = Instant::now();
     for t in tickets {
@@ -490,7 +507,7 @@ pub(crate) fn back_to_back_long_tasks_are_not_stalls() {
     // The tasks of a pack, too: the worker beats between them.
     let t0 = Instant::now();
     let results = rt
-        .submit_packed(Op::SPIN, &[150_000_000u64; 6])
+        .submit(SPIN.packed(&[150_000_000u64; 6]))
         .unwrap()
         .wait()
         .unwrap();
@@ -502,7 +519,7 @@ pub(crate) fn back_to_back_long_tasks_are_not_stalls() {
 pub(crate) fn cancel_resolves_every_ticket() {
     let rt = Arc::new(Runtime::builder().workers(2).build().unwrap());
     let tickets: Vec<_> = (0..400)
-        .map(|_| rt.submit(Op::SPIN, &1_000_000u64).unwrap())
+        .map(|_| rt.submit(SPIN.args(&1_000_000u64)).unwrap())
         .collect();
     std::thread::sleep(Duration::from_millis(20));
     let t0 = Instant::now();
@@ -527,7 +544,7 @@ pub(crate) fn cancel_resolves_every_ticket() {
         done >= 2 && cancelled >= 100,
         "{done} done, {cancelled} cancelled"
     );
-    assert!(matches!(rt.submit(Op::NOP, &()), Err(Error::Closed)));
+    assert!(matches!(rt.submit(NOP.args(&())), Err(Error::Closed)));
     assert!(matches!(rt.health(), Err(Error::Cancelled)));
     rt.shutdown().unwrap(); // the first outcome
 }
@@ -558,7 +575,7 @@ pub(crate) fn cancel_starts_at_most_8_more_slots_per_poller() {
         // Submits, then (once cancelled) waits: every task's value or
         // Cancelled.
         let wait: Box<dyn FnOnce() -> Vec<Result<u64, Error>>> = if packed {
-            let mut batch = rt.submit_packed(Op::SPIN, &vec![spin_ns; tasks]).unwrap();
+            let mut batch = rt.submit(SPIN.packed(&vec![spin_ns; tasks])).unwrap();
             Box::new(move || {
                 let _ = batch.wait();
                 batch
@@ -573,7 +590,7 @@ pub(crate) fn cancel_starts_at_most_8_more_slots_per_poller() {
             })
         } else {
             let tickets: Vec<_> = (0..tasks)
-                .map(|_| rt.submit(Op::SPIN, &spin_ns).unwrap())
+                .map(|_| rt.submit(SPIN.args(&spin_ns)).unwrap())
                 .collect();
             Box::new(move || {
                 tickets
@@ -608,16 +625,16 @@ pub(crate) fn cancel_starts_at_most_8_more_slots_per_poller() {
 }
 
 pub(crate) fn cancelled_tickets_outlive_their_runtime() {
-    let before = pkq::live_runtimes();
     let rt = Runtime::builder().workers(2).build().unwrap();
+    let memory = rt.memory_watch();
     let tickets: Vec<_> = (0..100)
-        .map(|_| rt.submit(Op::SPIN, &100_000u64).unwrap())
+        .map(|_| rt.submit(SPIN.args(&100_000u64)).unwrap())
         .collect();
-    let args = [[0u64; 1]; 50];
-    let mut batch = rt.submit_batch(Op::ECHO, &args).unwrap();
+    let args = [0u64; 50];
+    let mut batch = rt.submit(ECHO.batch(&args)).unwrap();
     rt.cancel().unwrap();
     drop(rt);
-    assert_eq!(pkq::live_runtimes(), before + 1);
+    assert_eq!(memory.state(), MemoryState::InUse);
     let (mut done, mut cancelled) = (0, 0);
     for t in tickets {
         match t.wait() {
@@ -629,7 +646,11 @@ pub(crate) fn cancelled_tickets_outlive_their_runtime() {
     assert!(cancelled > 0, "{done} done, {cancelled} cancelled");
     assert!(matches!(batch.wait(), Err(Error::Cancelled)));
     drop(batch);
-    assert_eq!(pkq::live_runtimes(), before, "freed with the last");
+    assert_eq!(
+        memory.state(),
+        MemoryState::GivenBack,
+        "freed with the last"
+    );
 }
 
 pub(crate) fn panicking_producers_leave_the_runtime_usable() {
@@ -642,7 +663,7 @@ pub(crate) fn panicking_producers_leave_the_runtime_usable() {
             std::thread::spawn(move || {
                 let mut held = Vec::new();
                 for i in 0..1000u64 {
-                    held.push(rt.submit(Op::ECHO, &[p * 1_000_000 + i]).unwrap());
+                    held.push(rt.submit(ECHO.args(&(p * 1_000_000 + i))).unwrap());
                     if i == 100 + 50 * p {
                         panic!("producer {p} panics holding {} tickets", held.len());
                     }
@@ -696,7 +717,7 @@ pub(crate) fn settings_that_cannot_be_resident_are_refused() {
         .build()
         .unwrap();
     let tickets: Vec<_> = (0..4 * fits as u64)
-        .map(|i| rt.submit(Op::ECHO, &[i]).unwrap())
+        .map(|i| rt.submit(ECHO.args(&i)).unwrap())
         .collect();
     for (i, t) in tickets.into_iter().enumerate() {
         assert_eq!(t.wait().unwrap().value, i as u64);
@@ -718,7 +739,7 @@ pub(crate) fn lanes_with_io_rooms_are_all_resident() {
         .pollers(1)
         .io(6720, 6720)
         .start_timeout(Duration::from_secs(5))
-        .lane(
+        .add_lane(
             Runtime::builder()
                 .capacity(8)
                 .workers(8)
@@ -736,7 +757,7 @@ pub(crate) fn lanes_with_io_rooms_are_all_resident() {
             for lane in 0..rt.lanes() {
                 let l = rt.lane(lane).unwrap();
                 for i in 0..64u64 {
-                    assert_eq!(l.submit(Op::ECHO, &[i]).unwrap().wait().unwrap().value, i);
+                    assert_eq!(l.submit(ECHO.args(&i)).unwrap().wait().unwrap().value, i);
                 }
             }
             rt.shutdown().unwrap();
@@ -758,7 +779,7 @@ pub(crate) fn cancel_wins_over_the_liveness_probe() {
                 .unwrap(),
         );
         let tickets: Vec<_> = (0..200)
-            .map(|_| rt.submit(Op::SPIN, &100_000u64).unwrap())
+            .map(|_| rt.submit(SPIN.args(&100_000u64)).unwrap())
             .collect();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let prober = {
@@ -801,17 +822,17 @@ pub(crate) fn a_graph_captured_in_global_mode_elsewhere() {
     other.synchronize().unwrap();
     let rt = Runtime::builder().state_memory(4096).build().unwrap();
     let state = rt.state(&[7u32; 4]).unwrap();
-    rt.submit(Op::NOP, &()).unwrap().wait().unwrap();
+    rt.submit(NOP.args(&())).unwrap().wait().unwrap();
     captured_stream
         .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
         .unwrap();
     captured_stream.memset_zeros(&mut buf).unwrap();
     let during = std::thread::scope(|s| {
         s.spawn(|| {
-            let spin = rt.submit(Op::SPIN, &50_000_000u64).unwrap().wait();
+            let spin = rt.submit(SPIN.args(&50_000_000u64)).unwrap().wait();
             let health = rt.health();
             let park = rt
-                .submit(Op::SPIN, &20_000_000u64)
+                .submit(SPIN.args(&20_000_000u64))
                 .unwrap()
                 .with_wait(pkq::WaitStrategy::Park)
                 .wait();
@@ -833,7 +854,7 @@ pub(crate) fn a_graph_captured_in_global_mode_elsewhere() {
     println!("    the capture: {:?}", graph.as_ref().map(|g| g.is_some()));
     let after = (
         rt.health(),
-        rt.submit(Op::NOP, &()).unwrap().wait().map(|c| c.value),
+        rt.submit(NOP.args(&())).unwrap().wait().map(|c| c.value),
     );
     println!("    after: {after:?}");
     let (spin, health, park, axpy, read) = &during;

@@ -7,12 +7,6 @@
 //!
 //! Usage: `cargo test --release --test gpu [-- NAME_FILTER...]`.
 
-#[path = "../../examples/control_loop/control.rs"]
-mod control;
-#[path = "../../examples/custom_handler/fk.rs"]
-mod fk;
-#[path = "../../examples/risk_check/book.rs"]
-mod risk;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -22,8 +16,12 @@ mod lifecycle;
 mod ops;
 mod pool;
 mod protocol;
-mod tools;
+mod ptx;
 mod waiting;
+
+use custom_handler as fk;
+use pkq::builtin::*;
+use pkq::{MemoryState, Submit, Task, Tasks};
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -32,9 +30,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pkq::cudarc::driver::CudaContext;
-use pkq::floor::{Floor, Shape};
-use pkq::{ARGS_BYTES, AxpyArgs, Error, IdlePolicy, Op, Runtime, TaskError, TaskStatus, echo_fold};
+use pkq::{ARGS_BYTES, Error, IdlePolicy, Op, Runtime, TaskError, TaskStatus};
 use support::Rng;
+
+/// The built-in ops' codes, as constants the tests match on.
+const NOP_OP: Op = NOP.op();
+const ECHO_OP: Op = ECHO.op();
+const SPIN_OP: Op = SPIN.op();
+const AXPY_OP: Op = AXPY.op();
+const MEMCPY_OP: Op = MEMCPY.op();
+const GEMV_OP: Op = GEMV.op();
 
 /// A test fails if it runs longer than this (hangs are failures, not waits);
 /// under compute-sanitizer, which slows the kernel tens of times, three
@@ -127,8 +132,6 @@ const TESTS: &[Test] = &[
         ops::custom_handler_vs_reference,
     ),
     ("state_ops_random_vs_cpu", ops::state_ops_random_vs_cpu),
-    ("state_io_random_vs_cpu", ops::state_io_random_vs_cpu),
-    ("risk_check_random_vs_cpu", ops::risk_check_random_vs_cpu),
     ("io_tasks_random_vs_cpu", ops::io_tasks_random_vs_cpu),
     (
         "io_tasks_reuse_small_areas_across_laps",
@@ -143,10 +146,6 @@ const TESTS: &[Test] = &[
         ops::io_tasks_plain_between_tagged_in_the_same_slots,
     ),
     ("batches_submit_and_reap", protocol::batches_submit_and_reap),
-    (
-        "host_access_rate_is_measured",
-        tools::host_access_rate_is_measured,
-    ),
     (
         "back_to_back_long_tasks_are_not_stalls",
         lifecycle::back_to_back_long_tasks_are_not_stalls,
@@ -167,7 +166,6 @@ const TESTS: &[Test] = &[
         "liveness_probes_from_many_threads",
         lifecycle::liveness_probes_from_many_threads,
     ),
-    ("floor_ping_pong", tools::floor_ping_pong),
     (
         "pollers_race_for_every_task",
         protocol::pollers_race_for_every_task,
@@ -183,10 +181,6 @@ const TESTS: &[Test] = &[
     (
         "quiet_pollers_read_their_stop_words",
         lifecycle::quiet_pollers_read_their_stop_words,
-    ),
-    (
-        "device_costs_and_clock_map",
-        tools::device_costs_and_clock_map,
     ),
     (
         "callers_context_is_kept_and_foreign_buffers_refused",
@@ -384,15 +378,15 @@ fn main() {
     for (name, test) in selected {
         *current.lock().unwrap() = (name, Instant::now());
         let t0 = Instant::now();
-        let live = pkq::live_runtimes();
+        let live = pkq::live_lanes();
         let outcome = catch_unwind(AssertUnwindSafe(test));
         let secs = t0.elapsed().as_secs_f64();
         let skip = SKIPPED.lock().unwrap().take();
         // Every runtime a test built, and every ticket and batch of it, is
         // gone when it returns: its memory must be freed by then.
-        let left = pkq::live_runtimes().saturating_sub(live);
+        let left = pkq::live_lanes().saturating_sub(live);
         if outcome.is_ok() && left > 0 {
-            println!("    {left} runtime(s) still allocated after the test");
+            println!("    {left} lane(s) of runtimes still allocated after the test");
         }
         let outcome = outcome.and_then(|()| {
             if left > 0 {
@@ -454,7 +448,7 @@ fn pump_echo(
     seed: u64,
     seen: &[AtomicU64],
 ) {
-    pump_echo_via(rt, |a| rt.submit(Op::ECHO, a), ids, window, seed, seen);
+    pump_echo_via(rt, |a| rt.submit(ECHO_48.args(a)), ids, window, seed, seen);
 }
 
 /// [`pump_echo`] through `submit` (a producer's, say).

@@ -6,7 +6,7 @@ use super::*;
 /// Every buffer is allocated before the runtime starts: compute-sanitizer's
 /// memcheck judges a kernel's accesses by the allocations that existed when
 /// it was launched, so it flags (falsely) a resident kernel's reads of
-/// buffers allocated later (benches/NOTES.md).
+/// buffers allocated later (pkq-bench/NOTES.md).
 pub(crate) fn axpy_random_vs_cpu() {
     let ctx = pkq::context(0).unwrap();
     let stream = ctx.default_stream();
@@ -68,11 +68,11 @@ pub(crate) fn axpy_bad_args_reported_by_device() {
     };
     // SAFETY: n is over the limit, so the device refuses the task before it
     // touches any address.
-    let t = unsafe { rt.submit_unchecked(Op::AXPY, &args) }.unwrap();
+    let t = unsafe { rt.submit(AXPY.args(&args).unchecked()) }.unwrap();
     assert!(matches!(
         t.wait(),
         Err(Error::Task(TaskError {
-            op: Op::AXPY,
+            op: AXPY_OP,
             status: TaskStatus::BadArgs
         }))
     ));
@@ -83,7 +83,7 @@ pub(crate) fn axpy_bad_args_reported_by_device() {
         a: 1.0,
     };
     // SAFETY: null pointers are refused by the device before any access.
-    let t = unsafe { rt.submit_unchecked(Op::AXPY, &args) }.unwrap();
+    let t = unsafe { rt.submit(AXPY.args(&args).unchecked()) }.unwrap();
     assert!(matches!(
         t.wait(),
         Err(Error::Task(TaskError {
@@ -93,7 +93,7 @@ pub(crate) fn axpy_bad_args_reported_by_device() {
     ));
     // The runtime still serves.
     assert_eq!(
-        rt.submit(Op::ECHO, &[5u64]).unwrap().wait().unwrap().value,
+        rt.submit(ECHO.args(&5u64)).unwrap().wait().unwrap().value,
         5
     );
     rt.shutdown().unwrap();
@@ -101,7 +101,7 @@ pub(crate) fn axpy_bad_args_reported_by_device() {
 
 /// `Builder::module` refuses, with typed errors and nothing started: an
 /// image the driver cannot load, a kernel the module lacks, and kernels
-/// whose parameters are not one `pkq_params` (the bench image's). The
+/// whose parameters are not one `pkq_params` (the tests' PTX module's). The
 /// embedded image under the worker kernel's name serves.
 pub(crate) fn modules_without_a_fitting_kernel_are_refused() {
     let image = pkq::kernel_image().unwrap();
@@ -130,17 +130,21 @@ pub(crate) fn modules_without_a_fitting_kernel_are_refused() {
         Err(Error::KernelMissing(name)) => assert_eq!(name, "no_such_kernel"),
         other => panic!("missing kernel: {other:?}"),
     }
-    // Kernels of other parameters: the bench image's.
-    let bench = pkq::bench::image().unwrap();
-    for wrong in ["pkq_empty_kernel", "pkq_floor_kernel", "pkq_costs_kernel"] {
-        match build(bench, wrong) {
+    // Kernels of other parameters: the tests' PTX module's.
+    let ptx = ptx::TEST_KERNELS.as_bytes();
+    for wrong in [
+        "pkq_test_no_params",
+        "pkq_test_one_u64",
+        "pkq_test_two_params",
+    ] {
+        match build(ptx, wrong) {
             Err(Error::InvalidModule(why)) => assert!(why.contains(wrong), "{why}"),
             other => panic!("{wrong}: {other:?}"),
         }
     }
     let rt = build(image, "pkq_worker_kernel").unwrap();
     assert_eq!(
-        rt.submit(Op::ECHO, &[8u64]).unwrap().wait().unwrap().value,
+        rt.submit(ECHO.args(&8u64)).unwrap().wait().unwrap().value,
         8
     );
     rt.shutdown().unwrap();
@@ -186,6 +190,7 @@ pub(crate) fn warp_dot_f64(x: &[f32], y: Option<&[f32]>) -> f64 {
 /// and (through `call_unchecked`) on the device. Buffers are allocated
 /// before the runtime starts (see axpy_random_vs_cpu).
 pub(crate) fn builtin_ops_random_vs_cpu() {
+    use pkq::Submit;
     use pkq::builtin::{self, DotArgs, FirArgs, GemvArgs};
     let ctx = pkq::context(0).unwrap();
     let stream = ctx.default_stream();
@@ -355,54 +360,59 @@ pub(crate) fn builtin_ops_random_vs_cpu() {
     // SAFETY: each is refused by the device before it touches memory (sizes
     // over the limits, or null addresses).
     unsafe {
-        bad_args(rt.call_unchecked(
-            &builtin::DOT,
-            &DotArgs {
-                x: 0,
-                y: 0,
-                n: 65_537,
-                reserved: 0,
-            },
-        ));
-        bad_args(rt.call_unchecked(
-            &builtin::DOT,
-            &DotArgs {
-                x: 0,
-                y: 0,
-                n: 5,
-                reserved: 0,
-            },
-        ));
-        bad_args(rt.call_unchecked(
-            &builtin::GEMV,
-            &GemvArgs {
-                a: 0,
-                x: 0,
-                y: 0,
-                rows: 300,
-                cols: 1,
-            },
-        ));
-        bad_args(rt.call_unchecked(
-            &builtin::FIR,
-            &FirArgs {
-                x: 0,
-                h: 0,
-                y: 0,
-                n: 1,
-                taps: 65,
-            },
-        ));
+        bad_args(
+            rt.submit(
+                builtin::DOT
+                    .args(&DotArgs {
+                        x: 0,
+                        y: 0,
+                        n: 65_537,
+                        reserved: 0,
+                    })
+                    .unchecked(),
+            ),
+        );
+        bad_args(
+            rt.submit(
+                builtin::DOT
+                    .args(&DotArgs {
+                        x: 0,
+                        y: 0,
+                        n: 5,
+                        reserved: 0,
+                    })
+                    .unchecked(),
+            ),
+        );
+        bad_args(
+            rt.submit(
+                builtin::GEMV
+                    .args(&GemvArgs {
+                        a: 0,
+                        x: 0,
+                        y: 0,
+                        rows: 300,
+                        cols: 1,
+                    })
+                    .unchecked(),
+            ),
+        );
+        bad_args(
+            rt.submit(
+                builtin::FIR
+                    .args(&FirArgs {
+                        x: 0,
+                        h: 0,
+                        y: 0,
+                        n: 1,
+                        taps: 65,
+                    })
+                    .unchecked(),
+            ),
+        );
     }
     // Still serving.
-    assert_eq!(
-        rt.call(&builtin::ECHO, &[6, 0, 0, 0, 0, 0])
-            .unwrap()
-            .wait()
-            .unwrap()
-            .value,
-        6
-    );
+    assert_eq!(rt.submit(ECHO.args(&6)).unwrap().wait().unwrap().value, 6);
     rt.shutdown().unwrap();
 }
 
@@ -412,28 +422,32 @@ pub(crate) fn builtin_ops_random_vs_cpu() {
 pub(crate) fn typed_ops_are_checked_against_the_op_table() {
     use pkq::TypedOp;
     let rt = Runtime::builder().build().unwrap();
-    let spun = rt.call(&pkq::builtin::SPIN, &1000).unwrap().wait().unwrap();
+    let spun = rt
+        .submit(pkq::builtin::SPIN.args(&1000))
+        .unwrap()
+        .wait()
+        .unwrap();
     assert!(spun.value >= 1000, "{spun:?}");
-    let short_echo: TypedOp<[u64; 2]> = TypedOp::new(Op::ECHO.0, "SHORT_ECHO");
-    match rt.call(&short_echo, &[1, 2]) {
+    let short_echo: TypedOp<[u64; 2]> = TypedOp::new(ECHO_OP.0, "SHORT_ECHO");
+    match rt.submit(short_echo.args(&[1, 2])) {
         Err(Error::OpMismatch { op, code, why }) => {
-            assert_eq!((op.as_str(), code), ("SHORT_ECHO", Op::ECHO.0));
+            assert_eq!((op.as_str(), code), ("SHORT_ECHO", ECHO_OP.0));
             println!("    refused: {}", Error::OpMismatch { op, code, why });
         }
         other => panic!("{other:?}"),
     }
     let unknown: TypedOp<u64> = TypedOp::new(4000, "NOT_THERE");
     assert!(matches!(
-        rt.call(&unknown, &1),
+        rt.submit(unknown.args(&1)),
         Err(Error::OpMismatch { code: 4000, .. })
     ));
     assert!(matches!(
-        rt.call(&pkq::builtin::GEMV, &Default::default()),
-        Err(Error::UncheckedOp(Op::GEMV))
+        rt.submit(pkq::builtin::GEMV.args(&Default::default())),
+        Err(Error::UncheckedOp(GEMV_OP))
     ));
     // Raw submits of ops the table flags as dereferencing are refused too.
     assert!(matches!(
-        rt.submit(Op::MEMCPY, &[0u64; 3]),
+        rt.submit(Task::raw(MEMCPY_OP, bytemuck::bytes_of(&[0u64; 3]))),
         Err(Error::UncheckedOp(_))
     ));
     rt.shutdown().unwrap();
@@ -509,12 +523,12 @@ pub(crate) fn custom_handler_vs_reference() {
     // (a module may fall back on anything); sent anyway, this module's
     // handlers answer it UnknownOp.
     assert!(matches!(
-        rt.submit(Op::ECHO, &[1u64]),
+        rt.submit(ECHO.args(&1u64)),
         Err(Error::OpMismatch { code: 1, .. })
     ));
     // SAFETY: fk.cu's handlers answer ops other than FK without reading
     // anything.
-    let t = unsafe { rt.submit_unchecked(Op::ECHO, &[1u64]) }.unwrap();
+    let t = unsafe { rt.submit(ECHO.args(&1u64).unchecked()) }.unwrap();
     assert!(matches!(
         t.wait(),
         Err(Error::Task(TaskError {
@@ -551,7 +565,7 @@ pub(crate) fn callers_context_is_kept_and_foreign_buffers_refused() {
     };
     let before = current();
     assert_eq!(before, other.cu_ctx());
-    let mut t = rt.submit(Op::ECHO, &[3u64]).unwrap();
+    let mut t = rt.submit(ECHO.args(&3u64)).unwrap();
     let c = loop {
         if let Some(c) = t.try_result().unwrap() {
             break c;
@@ -687,11 +701,11 @@ pub(crate) fn state_ops_random_vs_cpu() {
     ));
     let typed: pkq::TypedOp<fk::ArmStep> = pkq::TypedOp::new(fk::ARM_STEP.op().0, "ARM_STEP");
     assert!(matches!(
-        rt.call(&typed, &step),
+        rt.submit(typed.args(&step)),
         Err(Error::OpMismatch { .. })
     ));
     assert!(matches!(
-        rt.submit(fk::ARM_STEP.op(), &[0u64; 6]),
+        rt.submit(Task::raw(fk::ARM_STEP.op(), bytemuck::bytes_of(&[0u64; 6]))),
         Err(Error::UncheckedOp(_))
     ));
     rt.shutdown().unwrap();
@@ -700,194 +714,6 @@ pub(crate) fn state_ops_random_vs_cpu() {
         Err(Error::Closed)
     ));
     println!("    2000 + 4 x 500 arm steps on device state checked against the host");
-}
-
-/// IO tasks on device state (`Runtime::call_on_state_io`): control.cu's
-/// controller stepped by random sensor frames, each tick's outputs and
-/// count checked against the host's twin stepped alongside, the state
-/// compared as it goes; four controllers stepped from four threads at
-/// once; refusals, with the state untouched.
-pub(crate) fn state_io_random_vs_cpu() {
-    if control::IMAGE.is_empty() {
-        return skip("pkq was built without nvcc, so control.cu was not compiled");
-    }
-    use control::{CtlState, FRAME_BYTES, Frame};
-    let rt = control::runtime().unwrap();
-    let frame_of = |rng: &mut Rng| -> Frame { std::array::from_fn(|_| 2.0 * rng.unit() - 1.0) };
-    let close = |a: &[f32], b: &[f32]| {
-        a.iter()
-            .zip(b)
-            .all(|(x, y)| (x - y).abs() <= 1e-4 * y.abs().max(1.0))
-    };
-    let ticks = |seed: u64, n: u32| {
-        let mut rng = Rng::new(seed);
-        let mut want = CtlState::new(1e-4 * (1 + rng.below(10)) as f32, seed);
-        let mut state = rt.state(&[want]).unwrap();
-        for i in 1..=n {
-            let frame = frame_of(&mut rng);
-            let out = want.step(&frame).unwrap();
-            let (c, got) = rt
-                .call_on_state_io(&control::STEP, &mut state, &(), bytemuck::bytes_of(&frame))
-                .unwrap();
-            assert_eq!(c.value, u64::from(i), "tick {i}: the device's count");
-            assert_eq!(got.len(), control::OUT_BYTES, "tick {i}");
-            let got: &[f32] = bytemuck::cast_slice(&got);
-            assert!(close(got, &out), "tick {i}: {got:?} against {out:?}");
-            if i % 250 == 0 {
-                let s = state.read().unwrap()[0];
-                assert_eq!(s.ticks, want.ticks, "tick {i}");
-                assert!(close(&s.integral, &want.integral), "tick {i}: {s:?}");
-                assert!(close(&s.prev_error, &want.prev_error), "tick {i}: {s:?}");
-                assert_eq!(s.w, want.w, "tick {i}: the observer is read only");
-            }
-        }
-        (state, want)
-    };
-    let (mut state, want) = ticks(60, 3_000);
-    let mut rng = Rng::new(61);
-    // A frame the handler refuses leaves the state as it was.
-    let mut bad = frame_of(&mut rng);
-    bad[77] = f32::INFINITY;
-    assert!(matches!(
-        rt.call_on_state_io(&control::STEP, &mut state, &(), bytemuck::bytes_of(&bad)),
-        Err(Error::Task(TaskError {
-            status: TaskStatus::Other(16),
-            ..
-        }))
-    ));
-    let frame = frame_of(&mut rng);
-    let bytes = bytemuck::bytes_of(&frame);
-    assert!(
-        matches!(
-            rt.call_on_state_io(&control::STEP, &mut state, &(), &bytes[..FRAME_BYTES - 8]),
-            Err(Error::Task(TaskError {
-                status: TaskStatus::BadArgs,
-                ..
-            }))
-        ),
-        "a short frame is the handler's to refuse"
-    );
-    assert!(matches!(
-        rt.call_on_state_io(&control::STEP, &mut state, &(), &vec![0u8; 1 << 20]),
-        Err(Error::PayloadTooLarge { .. })
-    ));
-    assert_eq!(
-        state.read().unwrap(),
-        [want],
-        "refused ticks touched nothing"
-    );
-    // The count goes on from the last tick that ran.
-    let (c, _) = rt
-        .call_on_state_io(&control::STEP, &mut state, &(), bytes)
-        .unwrap();
-    assert_eq!(c.value, u64::from(want.ticks) + 1);
-    // Four controllers from four threads at once.
-    std::thread::scope(|s| {
-        for t in 0..4 {
-            let ticks = &ticks;
-            s.spawn(move || ticks(200 + t, 600));
-        }
-    });
-    // A runtime of the same module without IO areas (the module is loaded:
-    // it is reused), and a state of another runtime (two resident kernels
-    // at once: not under a sanitizer).
-    if !under_sanitizer() {
-        let plain = Runtime::builder()
-            .module(control::IMAGE, control::KERNEL)
-            .state_op(&control::STEP)
-            .workers(1)
-            .build()
-            .unwrap();
-        let mut theirs = plain.state(&[CtlState::new(1e-3, 1)]).unwrap();
-        assert!(matches!(
-            plain.call_on_state_io(&control::STEP, &mut theirs, &(), bytes),
-            Err(Error::InvalidConfig(_))
-        ));
-        assert!(matches!(
-            rt.call_on_state_io(&control::STEP, &mut theirs, &(), bytes),
-            Err(Error::InvalidArgument(_))
-        ));
-        plain.shutdown().unwrap();
-    }
-    rt.shutdown().unwrap();
-    assert!(matches!(
-        rt.call_on_state_io(&control::STEP, &mut state, &(), bytes),
-        Err(Error::Closed)
-    ));
-    println!(
-        "    3000 + 4 x 600 control ticks (IO tasks on device state) checked against the host"
-    );
-}
-
-/// The risk-check example's book on the device (`risk_check/book.cu`, a
-/// state op): random orders, each decision checked against the host's
-/// twin of the book, then the whole book compared; out-of-range orders
-/// rejected, not followed.
-pub(crate) fn risk_check_random_vs_cpu() {
-    if risk::IMAGE.is_empty() {
-        return skip("pkq was built without nvcc, so book.cu was not compiled");
-    }
-    let rt = risk::runtime().unwrap();
-    let mut want = risk::Book::new(9);
-    let mut state = rt.state(&[want]).unwrap();
-    let mut rng = risk::Rng(0x1234_5678_9abc_def1);
-    let mut decisions = [0usize; 5];
-    for k in 0..20_000 {
-        let mut o = want.order(&mut rng);
-        match k % 1000 {
-            1 => o.qty = i64::MIN,
-            2 => o.price = -1,
-            3 => o.account = u32::MAX,
-            _ => {}
-        }
-        let got = rt
-            .call_on_state(&risk::CHECK, &mut state, &o)
-            .unwrap()
-            .value;
-        let expect = want.check(&o);
-        assert_eq!(got, expect, "order {k}: {o:?}");
-        decisions[(got & 0xff) as usize] += 1;
-    }
-    assert_eq!(
-        state.read().unwrap(),
-        [want],
-        "the book after 20 000 orders"
-    );
-    assert!(
-        decisions.iter().all(|&d| d > 0),
-        "every decision taken: {decisions:?}"
-    );
-    // A book written with values out of range is refused, not computed on
-    // (nothing overflows), on the device as on the host.
-    let mut wild = risk::Book::new(10);
-    wild.mid[0] = i64::MAX;
-    wild.position[risk::INSTRUMENTS + 1] = i64::MIN;
-    wild.notional[2] = i64::MAX;
-    wild.position_limit[3] = -1;
-    state.write(&[wild]).unwrap();
-    for (account, instrument) in [(5, 0), (1, 1), (2, 4), (3, 6)] {
-        let o = risk::Order {
-            account,
-            instrument,
-            qty: 1,
-            price: wild.mid[instrument as usize].clamp(1, 1 << 30),
-        };
-        let got = rt
-            .call_on_state(&risk::CHECK, &mut state, &o)
-            .unwrap()
-            .value;
-        let expect = wild.check(&o);
-        assert_eq!(got, expect, "{o:?}");
-        let want = if account == 3 {
-            risk::REJECT_POSITION
-        } else {
-            risk::REJECT_UNKNOWN
-        };
-        assert_eq!(got, want, "{o:?}");
-    }
-    assert_eq!(state.read().unwrap(), [wild], "nothing written");
-    rt.shutdown().unwrap();
-    println!("    20 000 orders checked against the host's book: {decisions:?}");
 }
 
 /// One IO task checked against the host: COPY_IO's output and value.
@@ -926,7 +752,7 @@ fn io_random(
                     for i in 0..tasks {
                         if nops != 0 && i % nops == nops - 1 {
                             for _ in 0..nop_run {
-                                rt.submit(Op::NOP, &()).unwrap().wait().unwrap();
+                                rt.submit(NOP.args(&())).unwrap().wait().unwrap();
                             }
                         }
                         let input: Vec<u8> =
@@ -935,7 +761,7 @@ fn io_random(
                             out_len: size(&mut rng) as u32,
                             key: rng.next() as u32,
                         };
-                        let t = rt.submit_io(Op::COPY_IO, &args, &input).unwrap();
+                        let t = rt.submit(COPY_IO.io(&args, &input)).unwrap();
                         held.push_back((t, input, args));
                         if held.len() > 1 + i % 24 {
                             check_copy_io(held.pop_front().unwrap());
@@ -985,9 +811,7 @@ pub(crate) fn io_tasks_random_vs_cpu() {
         key: 0,
     };
     assert!(matches!(
-        rt.submit_io(Op::COPY_IO, &over, &[1])
-            .unwrap()
-            .wait_output(),
+        rt.submit(COPY_IO.io(&over, &[1])).unwrap().wait_output(),
         Err(Error::Task(TaskError {
             status: TaskStatus::BadArgs,
             ..
@@ -995,17 +819,21 @@ pub(crate) fn io_tasks_random_vs_cpu() {
     ));
     let none = CopyIoArgs { out_len: 0, key: 0 };
     assert_eq!(
-        rt.submit(Op::COPY_IO, &none).unwrap().wait().unwrap().value,
+        rt.submit(COPY_IO.args(&none))
+            .unwrap()
+            .wait()
+            .unwrap()
+            .value,
         0
     );
     let some = CopyIoArgs { out_len: 1, key: 0 };
     assert!(matches!(
-        rt.submit(Op::COPY_IO, &some).unwrap().wait(),
+        rt.submit(COPY_IO.args(&some)).unwrap().wait(),
         Err(Error::Task(_))
     ));
     // Refused on the host, nothing submitted.
     assert!(matches!(
-        rt.submit_io(Op::COPY_IO, &none, &vec![0; MOST + 1]),
+        rt.submit(COPY_IO.io(&none, &vec![0; MOST + 1])),
         Err(Error::PayloadTooLarge { .. })
     ));
     assert!(matches!(
@@ -1015,7 +843,7 @@ pub(crate) fn io_tasks_random_vs_cpu() {
     rt.shutdown().unwrap();
     let plain = Runtime::builder().build().unwrap();
     assert!(matches!(
-        plain.submit_io(Op::COPY_IO, &none, &[]),
+        plain.submit(COPY_IO.io(&none, &[])),
         Err(Error::InvalidConfig(_))
     ));
     plain.shutdown().unwrap();
@@ -1145,11 +973,7 @@ pub(crate) fn io_tasks_plain_between_tagged_in_the_same_slots() {
                     },
                 )
             };
-            held.push_back((
-                rt.submit_io(Op::COPY_IO, &args, &input).unwrap(),
-                input,
-                args,
-            ));
+            held.push_back((rt.submit(COPY_IO.io(&args, &input)).unwrap(), input, args));
             if held.len() > cap / 2 {
                 check_copy_io(held.pop_front().unwrap());
             }

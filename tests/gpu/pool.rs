@@ -4,6 +4,7 @@
 //! child process: the fault is sticky for the process).
 
 use super::*;
+use pkq::Submit;
 use pkq::{Pool, Routing};
 
 const ROUTINGS: [Routing; 3] = [
@@ -34,24 +35,21 @@ pub(crate) fn pool_random_vs_cpu() {
                     let mut rng = Rng::new(0x9001 + t);
                     for _ in 0..500 {
                         let v = rng.next();
-                        assert_eq!(
-                            pool.submit(Op::ECHO, &[v]).unwrap().wait().unwrap().value,
-                            v
-                        );
+                        assert_eq!(pool.submit(ECHO.args(&v)).unwrap().wait().unwrap().value, v);
                         let k = rng.next();
-                        let t = pool.submit_keyed(k, Op::ECHO, &[v]).unwrap();
+                        let t = pool.keyed(k).submit(ECHO.args(&v)).unwrap();
                         assert_eq!(t.wait().unwrap().value, v);
                         counted.fetch_add(2, Ordering::Relaxed);
                     }
-                    let args: Vec<[u64; 1]> = (0..300).map(|_| [rng.next()]).collect();
-                    let mut b = pool.submit_batch(Op::ECHO, &args).unwrap();
+                    let args: Vec<u64> = (0..300).map(|_| rng.next()).collect();
+                    let mut b = pool.submit(ECHO.batch(&args)).unwrap();
                     let results = b.wait().unwrap();
                     assert_eq!(results.len(), args.len(), "every task's result");
                     for (r, a) in results.iter().zip(&args) {
-                        assert_eq!(r.as_ref().unwrap().value, a[0]);
+                        assert_eq!(r.as_ref().unwrap().value, *a);
                     }
                     let words: Vec<u64> = (0..1000).map(|_| rng.next()).collect();
-                    let mut p = pool.submit_packed(Op::ECHO, &words).unwrap();
+                    let mut p = pool.submit(ECHO.packed(&words)).unwrap();
                     let results = p.wait().unwrap();
                     assert_eq!(results.len(), words.len(), "every task's result");
                     for (r, w) in results.iter().zip(&words) {
@@ -87,7 +85,7 @@ pub(crate) fn pool_refusals() {
         other => panic!("an absent device: {other:?}"),
     }
     match Pool::builder()
-        .runtime(Runtime::builder().capacity(3))
+        .runtime_builder(Runtime::builder().capacity(3))
         .build()
     {
         Err(Error::InvalidConfig(_)) => {}
@@ -109,7 +107,7 @@ pub(crate) fn pool_refusals() {
     assert!(stream.clone_dtoh(&y).unwrap().iter().all(|&v| v == 2.5));
     // Too large for a slot: the task's own error, the device still serves.
     assert!(matches!(
-        pool.submit(Op::ECHO, &[0u8; 4096]),
+        pool.submit(Task::raw(ECHO_OP, &[0u8; 4096])),
         Err(Error::PayloadTooLarge { .. })
     ));
     assert_eq!(pool.serving(), [0]);
@@ -126,12 +124,12 @@ pub(crate) fn pool_device_fault_takes_the_device_out() {
 pub(crate) fn child_pool_trap() {
     let pool = Pool::builder().devices(&[0]).build().unwrap();
     let before: Vec<_> = (0..64u64)
-        .map(|i| pool.submit(Op::ECHO, &[i]).unwrap())
+        .map(|i| pool.submit(ECHO.args(&i)).unwrap())
         .collect();
     // SAFETY: TRAP dereferences nothing; it kills the kernel on purpose.
-    let trap = unsafe { pool.runtime(0).unwrap().submit_unchecked(Op::TRAP, &()) }.unwrap();
+    let trap = unsafe { pool.runtime(0).unwrap().submit(TRAP.args(&()).unchecked()) }.unwrap();
     let after: Vec<_> = (0..64u64)
-        .map(|i| pool.runtime(0).unwrap().submit(Op::ECHO, &[i]).unwrap())
+        .map(|i| pool.runtime(0).unwrap().submit(ECHO.args(&i)).unwrap())
         .collect();
     let t0 = Instant::now();
     assert!(matches!(trap.wait(), Err(Error::DeviceFault(_))));
@@ -155,7 +153,7 @@ pub(crate) fn child_pool_trap() {
     assert_eq!(resolved, 128);
     assert!(pool.serving().is_empty());
     assert!(matches!(
-        pool.submit(Op::NOP, &()),
+        pool.submit(NOP.args(&())),
         Err(Error::NoServingDevice)
     ));
     assert!(matches!(pool.runtime(0), Err(Error::NotServing(0))));
@@ -177,7 +175,7 @@ pub(crate) fn child_pool_trap_one_of_many() {
     let pool = Pool::builder().build().unwrap();
     let others: Vec<usize> = pool.devices().into_iter().filter(|&d| d != 0).collect();
     // SAFETY: TRAP dereferences nothing; it kills device 0's kernel on purpose.
-    let trap = unsafe { pool.runtime(0).unwrap().submit_unchecked(Op::TRAP, &()) }.unwrap();
+    let trap = unsafe { pool.runtime(0).unwrap().submit(TRAP.args(&()).unchecked()) }.unwrap();
     assert!(matches!(trap.wait(), Err(Error::DeviceFault(_))));
     pool.health().unwrap();
     assert_eq!(pool.serving(), others);
@@ -186,9 +184,9 @@ pub(crate) fn child_pool_trap_one_of_many() {
         .map(|i| {
             let v = rng.next();
             let t = if i % 2 == 0 {
-                pool.submit(Op::ECHO, &[v]).unwrap()
+                pool.submit(ECHO.args(&v)).unwrap()
             } else {
-                pool.submit_keyed(v, Op::ECHO, &[v]).unwrap()
+                pool.keyed(v).submit(ECHO.args(&v)).unwrap()
             };
             (v, t)
         })
@@ -231,12 +229,12 @@ pub(crate) fn a_cancel_beside_another_devices_fault_is_a_cancel() {
 pub(crate) fn child_pool_cancel_beside_a_fault() {
     let pool = Pool::builder().devices(&[0, 1]).build().unwrap();
     // SAFETY: TRAP dereferences nothing; it kills device 0's kernel on purpose.
-    let trap = unsafe { pool.runtime(0).unwrap().submit_unchecked(Op::TRAP, &()) }.unwrap();
+    let trap = unsafe { pool.runtime(0).unwrap().submit(TRAP.args(&()).unchecked()) }.unwrap();
     assert!(matches!(trap.wait(), Err(Error::DeviceFault(_))));
     let rt = pool.runtime(1).unwrap();
-    let spin = rt.submit(Op::SPIN, &300_000_000u64).unwrap();
+    let spin = rt.submit(SPIN.args(&300_000_000u64)).unwrap();
     let queued: Vec<_> = (0..8u64)
-        .map(|i| rt.submit(Op::ECHO, &[i]).unwrap())
+        .map(|i| rt.submit(ECHO.args(&i)).unwrap())
         .collect();
     std::thread::sleep(Duration::from_millis(50));
     let t0 = Instant::now();

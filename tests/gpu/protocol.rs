@@ -59,7 +59,7 @@ pub(crate) fn sequence_wrap_at_2_pow_63() {
     let seen = counters(n);
     pump_echo(&rt, 0..n, 200, 7, &seen);
     assert_each_once(&seen);
-    let t = rt.submit(Op::NOP, &()).unwrap();
+    let t = rt.submit(NOP.args(&())).unwrap();
     assert!(
         t.seq() < 30_000,
         "sequence numbers wrapped to small values, got {}",
@@ -76,12 +76,12 @@ pub(crate) fn batches_submit_and_reap() {
     let rt = Runtime::builder().capacity(64).workers(4).build().unwrap();
     let mut rng = Rng::new(21);
     assert!(matches!(
-        rt.submit_batch(Op::NOP, &[(); 65]),
+        rt.submit(NOP.batch(&[(); 65])),
         Err(Error::InvalidArgument(_))
     ));
     for len in [1usize, 7, 63, 64, 64, 33] {
         let args: Vec<_> = (0..len as u64).map(|i| echo_args(&mut rng, i)).collect();
-        let mut batch = rt.submit_batch(Op::ECHO, &args).unwrap();
+        let mut batch = rt.submit(ECHO_48.batch(&args)).unwrap();
         assert_eq!(batch.len(), len);
         let seqs: Vec<u64> = batch.seqs().collect();
         assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order");
@@ -92,7 +92,7 @@ pub(crate) fn batches_submit_and_reap() {
         }
     }
     // Reaped as they come.
-    let mut batch = rt.submit_batch(Op::SPIN, &[20_000u64; 16]).unwrap();
+    let mut batch = rt.submit(SPIN.batch(&[20_000u64; 16])).unwrap();
     let mut seen = 0;
     while seen < 16 {
         let done = batch.poll().unwrap();
@@ -107,40 +107,37 @@ pub(crate) fn batches_submit_and_reap() {
     );
     // Unread batches dropped: their slots come back.
     for _ in 0..20 {
-        drop(rt.submit_batch(Op::NOP, &[(); 50]).unwrap());
+        drop(rt.submit(NOP.batch(&[(); 50])).unwrap());
     }
-    let results = rt
-        .submit_batch(Op::ECHO, &[[9u64]; 64])
+    let results = rt.submit(ECHO.batch(&[9u64; 64])).unwrap().wait().unwrap();
+    assert!(results.iter().all(|r| r.unwrap().value == 9));
+    // Failures per task; refusals for the whole batch.
+    let r = rt
+        .submit(Tasks::raw_batch(Op(999), &[(); 3]))
         .unwrap()
         .wait()
         .unwrap();
-    assert!(results.iter().all(|r| r.unwrap().value == 9));
-    // Failures per task; refusals for the whole batch.
-    let r = rt.submit_batch(Op(999), &[(); 3]).unwrap().wait().unwrap();
     assert!(
         r.iter()
             .all(|r| r.unwrap_err().status == TaskStatus::UnknownOp)
     );
     assert!(
-        rt.submit_batch(Op::NOP, &[(); 0])
+        rt.submit(NOP.batch(&[(); 0]))
             .unwrap()
             .wait()
             .unwrap()
             .is_empty()
     );
     assert!(matches!(
-        rt.submit_batch(Op::GEMV, &[0u64; 4]),
-        Err(Error::UncheckedOp(Op::GEMV))
+        rt.submit(GEMV.batch(&[GemvArgs::default(); 4])),
+        Err(Error::UncheckedOp(GEMV_OP))
     ));
     assert!(matches!(
-        rt.submit_batch(Op::ECHO, &[[0u64; 7]]),
+        rt.submit(Tasks::raw_batch(ECHO_OP, &[[0u64; 7]])),
         Err(Error::PayloadTooLarge { .. })
     ));
     rt.shutdown().unwrap();
-    assert!(matches!(
-        rt.submit_batch(Op::NOP, &[()]),
-        Err(Error::Closed)
-    ));
+    assert!(matches!(rt.submit(NOP.batch(&[()])), Err(Error::Closed)));
 }
 
 /// Issue 4's load: 8 producer threads x 10 M tasks each, in batches of
@@ -174,9 +171,9 @@ pub(crate) fn eight_producers_ten_million_each() {
                         assert_eq!(results.len(), args.len(), "every task's result");
                         for (r, a) in results.iter().zip(&args) {
                             match op {
-                                Op::ECHO => assert_eq!(r.unwrap().value, echo_fold(a)),
-                                Op::NOP => assert_eq!(r.unwrap().value, 0),
-                                Op::SPIN => assert!(r.unwrap().value >= a[0]),
+                                ECHO_OP => assert_eq!(r.unwrap().value, echo_fold(a)),
+                                NOP_OP => assert_eq!(r.unwrap().value, 0),
+                                SPIN_OP => assert!(r.unwrap().value >= a[0]),
                                 _ => assert_eq!(
                                     r.unwrap_err(),
                                     TaskError {
@@ -192,14 +189,14 @@ pub(crate) fn eight_producers_ten_million_each() {
                     while submitted < per_producer {
                         let n = (1 + rng.below(256)).min(per_producer - submitted) as usize;
                         let op = match rng.below(100) {
-                            0..=59 => Op::ECHO,
-                            60..=89 => Op::NOP,
+                            0..=59 => ECHO_OP,
+                            60..=89 => NOP_OP,
                             90..=97 => Op(4000),
-                            _ => Op::SPIN,
+                            _ => SPIN_OP,
                         };
                         let args: Vec<[u64; 6]> = (0..n)
                             .map(|_| match op {
-                                Op::SPIN => [rng.below(500), 0, 0, 0, 0, 0],
+                                SPIN_OP => [rng.below(500), 0, 0, 0, 0, 0],
                                 _ => std::array::from_fn(|_| rng.next()),
                             })
                             .collect();
@@ -207,15 +204,17 @@ pub(crate) fn eight_producers_ten_million_each() {
                             // Single submits too (each op with the argument
                             // bytes its table lists: NOP none, SPIN a u64).
                             let c = match op {
-                                Op::NOP => rt.submit(op, &()),
-                                Op::SPIN => rt.submit(op, &args[0][0]),
-                                _ => rt.submit(op, &args[0]),
+                                NOP_OP => rt.submit(Task::raw(op, bytemuck::bytes_of(&()))),
+                                SPIN_OP => {
+                                    rt.submit(Task::raw(op, bytemuck::bytes_of(&args[0][0])))
+                                }
+                                _ => rt.submit(Task::raw(op, bytemuck::bytes_of(&args[0]))),
                             }
                             .unwrap()
                             .wait();
                             match op {
-                                Op::ECHO => assert_eq!(c.unwrap().value, echo_fold(&args[0])),
-                                Op::NOP | Op::SPIN => assert!(c.is_ok()),
+                                ECHO_OP => assert_eq!(c.unwrap().value, echo_fold(&args[0])),
+                                NOP_OP | SPIN_OP => assert!(c.is_ok()),
                                 _ => assert!(matches!(c, Err(Error::Task(_)))),
                             }
                             done += 1;
@@ -225,12 +224,12 @@ pub(crate) fn eight_producers_ten_million_each() {
                                 done += check(b, o, a);
                             }
                             let batch = match op {
-                                Op::NOP => rt.submit_batch(op, &vec![(); n]),
-                                Op::SPIN => {
+                                NOP_OP => rt.submit(Tasks::raw_batch(op, &vec![(); n])),
+                                SPIN_OP => {
                                     let ns: Vec<u64> = args.iter().map(|a| a[0]).collect();
-                                    rt.submit_batch(op, &ns)
+                                    rt.submit(Tasks::raw_batch(op, &ns))
                                 }
-                                _ => rt.submit_batch(op, &args),
+                                _ => rt.submit(Tasks::raw_batch(op, &args)),
                             };
                             inflight.push_back((batch.unwrap(), op, args));
                         }
@@ -260,12 +259,12 @@ pub(crate) fn holding_tickets_never_blocks_submit() {
     // Hold 10x the ring's slots of tickets: completions nobody read yet move
     // to the host, so submit only ever waits for the device.
     let held: Vec<_> = (0..160u64)
-        .map(|i| rt.submit(Op::ECHO, &[i]).unwrap())
+        .map(|i| rt.submit(ECHO.args(&i)).unwrap())
         .collect();
     let tried: Vec<_> = (0..16u64)
         .map(|i| {
             loop {
-                match rt.try_submit(Op::ECHO, &[1000 + i]) {
+                match rt.try_submit(ECHO.args(&(1000 + i))) {
                     Ok(t) => break t,
                     Err(Error::Full) => std::hint::spin_loop(), // the device is still at it
                     Err(e) => panic!("{e}"),
@@ -351,7 +350,7 @@ pub(crate) fn pollers_race_for_every_task() {
             // SAFETY: one element of x and of y each, live until the
             // tasks completed (every ticket is waited for below, before
             // the buffers are read or dropped); no two tasks share one.
-            inflight.push_back(unsafe { rt.submit_unchecked(Op::AXPY, &args) }.unwrap());
+            inflight.push_back(unsafe { rt.submit(AXPY.args(&args).unchecked()) }.unwrap());
             if inflight.len() == window {
                 inflight.pop_front().unwrap().wait().unwrap();
             }
@@ -394,9 +393,9 @@ pub(crate) fn rings_spread_threads_and_lose_nothing() {
             .map(|p| {
                 let (rt, seen) = (&rt, &seen);
                 s.spawn(move || {
-                    let ring = rt.submit(Op::NOP, &()).unwrap().ring();
+                    let ring = rt.submit(NOP.args(&())).unwrap().ring();
                     pump_echo(rt, (p..n).step_by(producers as usize), 100, 77 + p, seen);
-                    assert_eq!(rt.submit(Op::NOP, &()).unwrap().ring(), ring);
+                    assert_eq!(rt.submit(NOP.args(&())).unwrap().ring(), ring);
                     ring
                 })
             })
@@ -436,7 +435,7 @@ pub(crate) fn rings_spread_threads_and_lose_nothing() {
                         let args: Vec<[u64; 6]> = (0..len)
                             .map(|_| std::array::from_fn(|_| rng.next()))
                             .collect();
-                        inflight.push_back((rt.submit_batch(Op::ECHO, &args).unwrap(), args));
+                        inflight.push_back((rt.submit(ECHO_48.batch(&args)).unwrap(), args));
                         if inflight.len() > 2 {
                             check(inflight.pop_front().unwrap());
                         }
@@ -461,7 +460,7 @@ pub(crate) fn rings_spread_threads_and_lose_nothing() {
                 let rt = &rt;
                 s.spawn(move || {
                     (0..40)
-                        .map(|_| rt.submit(Op::SPIN, &20_000u64).unwrap())
+                        .map(|_| rt.submit(SPIN.args(&20_000u64)).unwrap())
                         .collect::<Vec<_>>()
                 })
             })
@@ -518,7 +517,7 @@ pub(crate) fn packed_batches_random_vs_cpu() {
                         0 => {
                             let a: Vec<u64> = (0..n).map(|_| rng.next()).collect();
                             (
-                                rt.submit_packed(Op::ECHO, &a),
+                                rt.submit(ECHO.packed(&a)),
                                 a.iter().map(|&v| Some(v)).collect(),
                             )
                         }
@@ -526,9 +525,9 @@ pub(crate) fn packed_batches_random_vs_cpu() {
                         1 => {
                             let a: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
                             let want = a.iter().map(|&v| Some(u64::from(v))).collect();
-                            (rt.submit_packed(Op::ECHO, &a), want)
+                            (rt.submit(Tasks::raw_packed(ECHO_OP, &a)), want)
                         }
-                        2 => (rt.submit_packed(Op::NOP, &vec![(); n]), vec![Some(0); n]),
+                        2 => (rt.submit(NOP.packed(&vec![(); n])), vec![Some(0); n]),
                         // SPIN of 0 ns, or over the limit: a failed task
                         // among good ones reports its own status.
                         _ => {
@@ -542,7 +541,7 @@ pub(crate) fn packed_batches_random_vs_cpu() {
                                 })
                                 .collect();
                             let want = a.iter().map(|&v| (v == 0).then_some(0)).collect();
-                            (rt.submit_packed(Op::SPIN, &a), want)
+                            (rt.submit(SPIN.packed(&a)), want)
                         }
                     };
                     inflight.push_back((batch.unwrap(), want));
@@ -563,14 +562,14 @@ pub(crate) fn packed_batches_random_vs_cpu() {
     );
     // SPIN's results are the nanoseconds waited: at least those asked.
     let r = rt
-        .submit_packed(Op::SPIN, &[2_000u64; 40])
+        .submit(SPIN.packed(&[2_000u64; 40]))
         .unwrap()
         .wait()
         .unwrap();
     assert!(r.iter().all(|r| r.unwrap().value >= 2_000));
     // Unknown ops fail per task; unread packed batches give their slots back.
     let r = rt
-        .submit_packed(Op(999), &[(); 70])
+        .submit(Tasks::raw_packed(Op(999), &[(); 70]))
         .unwrap()
         .wait()
         .unwrap();
@@ -579,10 +578,10 @@ pub(crate) fn packed_batches_random_vs_cpu() {
             .all(|r| r.unwrap_err().status == TaskStatus::UnknownOp)
     );
     for _ in 0..300 {
-        drop(rt.submit_packed(Op::NOP, &[(); 100]).unwrap());
+        drop(rt.submit(NOP.packed(&[(); 100])).unwrap());
     }
     assert!(
-        rt.submit_packed(Op::NOP, &[(); 0])
+        rt.submit(NOP.packed(&[(); 0]))
             .unwrap()
             .wait()
             .unwrap()
@@ -590,11 +589,11 @@ pub(crate) fn packed_batches_random_vs_cpu() {
     );
     // Refused with nothing submitted.
     assert!(matches!(
-        rt.submit_packed(Op::NOP, &[(); 128 * 32 + 1]),
+        rt.submit(NOP.packed(&[(); 128 * 32 + 1])),
         Err(Error::InvalidArgument(_))
     ));
     assert!(matches!(
-        rt.submit_packed(Op::ECHO, &[[0u64; 2]; 3]),
+        rt.submit(Tasks::raw_packed(ECHO_OP, &[[0u64; 2]; 3])),
         Err(Error::PayloadTooLarge { len: 16, max: 8 })
     ));
     rt.shutdown().unwrap();
@@ -612,8 +611,8 @@ pub(crate) fn a_worker_runs_its_tasks_one_after_another() {
         .build()
         .unwrap();
     for _ in 0..3 {
-        let mut long = rt.submit(Op::SPIN, &100_000_000u64).unwrap();
-        let mut behind = rt.submit(Op::ECHO, &[5u64]).unwrap();
+        let mut long = rt.submit(SPIN.args(&100_000_000u64)).unwrap();
+        let mut behind = rt.submit(ECHO.args(&5u64)).unwrap();
         match long.wait_timeout(Duration::from_secs(1)) {
             Err(Error::Stalled { worker: 0, silent }) => assert!(silent > bound),
             other => panic!("expected Stalled on worker 0, got {other:?}"),
@@ -658,7 +657,7 @@ pub(crate) fn exclusive_producers_random_vs_cpu() {
             s.spawn(move || {
                 pump_echo_via(
                     rt,
-                    |a| ex.submit(Op::ECHO, a),
+                    |a| ex.submit(ECHO_48.args(a)),
                     (p..n).step_by(producers as usize),
                     100,
                     900 + p,
@@ -670,13 +669,13 @@ pub(crate) fn exclusive_producers_random_vs_cpu() {
                     let args: Vec<[u64; 6]> = (0..len)
                         .map(|_| std::array::from_fn(|_| rng.next()))
                         .collect();
-                    let got = ex.submit_batch(Op::ECHO, &args).unwrap().wait().unwrap();
+                    let got = ex.submit(ECHO_48.batch(&args)).unwrap().wait().unwrap();
                     assert_eq!(got.len(), args.len(), "every task's result");
                     for (r, a) in got.iter().zip(&args) {
                         assert_eq!(r.unwrap().value, echo_fold(a));
                     }
                     let words: Vec<u64> = (0..1 + rng.below(2048)).map(|_| rng.next()).collect();
-                    let got = ex.submit_packed(Op::ECHO, &words).unwrap().wait().unwrap();
+                    let got = ex.submit(ECHO.packed(&words)).unwrap().wait().unwrap();
                     assert_eq!(got.len(), words.len(), "every task's result");
                     for (r, w) in got.iter().zip(&words) {
                         assert_eq!(r.unwrap().value, *w);
@@ -713,7 +712,7 @@ pub(crate) fn exclusive_producers_random_vs_cpu() {
                         let mut kept = Vec::new();
                         for i in 0.. {
                             let id = round << 40 | p << 32 | i;
-                            match ex.submit(Op::ECHO, &[id]) {
+                            match ex.submit(ECHO.args(&id)) {
                                 Ok(t) => kept.push((id, t)),
                                 Err(Error::Closed) => break,
                                 Err(e) => panic!("round {round}: {e}"),

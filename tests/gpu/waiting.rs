@@ -3,7 +3,9 @@
 //! cancel and drop (faults: `faults::fault_scenario`).
 
 use super::*;
+use pkq::Submit;
 use pkq::WaitStrategy;
+use pkq::builtin::echo_fold;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Wake, Waker};
@@ -70,7 +72,7 @@ pub(crate) fn every_wait_strategy_random_vs_cpu() {
                         if rng.below(100) == 0 {
                             let ns = 1_000 + rng.below(300_000);
                             let c = rt
-                                .submit(Op::SPIN, &ns)
+                                .submit(SPIN.args(&ns))
                                 .unwrap()
                                 .with_wait(how)
                                 .wait()
@@ -80,7 +82,7 @@ pub(crate) fn every_wait_strategy_random_vs_cpu() {
                         } else {
                             let args = echo_args(&mut rng, k << 32 | id);
                             let c = rt
-                                .submit(Op::ECHO, &args)
+                                .submit(ECHO_48.args(&args))
                                 .unwrap()
                                 .with_wait(how)
                                 .wait()
@@ -91,7 +93,7 @@ pub(crate) fn every_wait_strategy_random_vs_cpu() {
                     }
                     let args: Vec<_> = (0..100).map(|i| echo_args(&mut rng, i)).collect();
                     let results = rt
-                        .submit_batch(Op::ECHO, &args)
+                        .submit(ECHO_48.batch(&args))
                         .unwrap()
                         .with_wait(how)
                         .wait()
@@ -125,13 +127,13 @@ pub(crate) fn futures_and_callbacks_random_vs_cpu() {
     let args: Vec<_> = (0..10_000u64).map(|i| echo_args(&mut rng, i)).collect();
     let tickets: Vec<_> = args
         .iter()
-        .map(|a| rt.submit(Op::ECHO, a).unwrap())
+        .map(|a| rt.submit(ECHO_48.args(a)).unwrap())
         .collect();
     for (a, r) in args.iter().zip(block_on_all(tickets)) {
         assert_eq!(r.unwrap().value, echo_fold(a));
     }
     let packed: Vec<u64> = (0..1000).map(|_| rng.next()).collect();
-    let batch = rt.submit_packed(Op::ECHO, &packed).unwrap();
+    let batch = rt.submit(ECHO.packed(&packed)).unwrap();
     let results = block_on_all(vec![batch]).remove(0).unwrap();
     assert_eq!(results.len(), packed.len(), "every task's result");
     for (v, r) in packed.iter().zip(results) {
@@ -140,7 +142,7 @@ pub(crate) fn futures_and_callbacks_random_vs_cpu() {
     let (tx, rx) = std::sync::mpsc::channel();
     for (i, a) in args.iter().enumerate() {
         let tx = tx.clone();
-        rt.submit(Op::ECHO, a)
+        rt.submit(ECHO_48.args(a))
             .unwrap()
             .on_complete(move |r| tx.send((i, r.map(|c| c.value))).unwrap());
     }
@@ -153,7 +155,7 @@ pub(crate) fn futures_and_callbacks_random_vs_cpu() {
         assert!(!std::mem::replace(&mut seen[i], true), "callback {i} twice");
     }
     // A panicking callback is caught; the runtime serves on.
-    rt.submit(Op::NOP, &())
+    rt.submit(NOP.args(&()))
         .unwrap()
         .on_complete(|_| panic!("on purpose"));
     let t = Instant::now();
@@ -162,7 +164,7 @@ pub(crate) fn futures_and_callbacks_random_vs_cpu() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(
-        rt.submit(Op::ECHO, &[3u64]).unwrap().wait().unwrap().value,
+        rt.submit(ECHO.args(&3u64)).unwrap().wait().unwrap().value,
         3
     );
     rt.shutdown().unwrap();
@@ -174,16 +176,22 @@ pub(crate) fn futures_and_callbacks_random_vs_cpu() {
 /// a full ring's worth of tasks runs after it).
 pub(crate) fn every_wait_strategy_under_cancel_and_drop() {
     for how in STRATEGIES {
-        let rt = Arc::new(Runtime::builder().workers(4).wait(how).build().unwrap());
+        let rt = Arc::new(
+            Runtime::builder()
+                .workers(4)
+                .wait_strategy(how)
+                .build()
+                .unwrap(),
+        );
         // Long tasks, shorter than the stall bound (a cancel waits for the
         // tasks running to end).
         let long: Vec<_> = (0..4)
-            .map(|_| rt.submit(Op::SPIN, &300_000_000u64).unwrap())
+            .map(|_| rt.submit(SPIN.args(&300_000_000u64)).unwrap())
             .collect();
         // Many tasks behind them: a worker may finish the task it already
         // took after the cancel, not all of them.
         let mut behind: Vec<_> = (0..200u64)
-            .map(|i| rt.submit(Op::ECHO, &[i]).unwrap().with_wait(how))
+            .map(|i| rt.submit(ECHO.args(&i)).unwrap().with_wait(how))
             .collect();
         let waiters: Vec<_> = long
             .into_iter()
@@ -191,7 +199,7 @@ pub(crate) fn every_wait_strategy_under_cancel_and_drop() {
             .map(|t| std::thread::spawn(move || t.wait()))
             .collect();
         let (tx, rx) = std::sync::mpsc::channel();
-        rt.submit(Op::ECHO, &[99u64])
+        rt.submit(ECHO.args(&99u64))
             .unwrap()
             .on_complete(move |r| tx.send(r).unwrap());
         std::thread::sleep(Duration::from_millis(20));
@@ -227,10 +235,10 @@ pub(crate) fn every_wait_strategy_under_cancel_and_drop() {
         let rt = Runtime::builder()
             .capacity(64)
             .workers(4)
-            .wait(how)
+            .wait_strategy(how)
             .build()
             .unwrap();
-        let mut dropped = rt.submit(Op::SPIN, &50_000_000u64).unwrap();
+        let mut dropped = rt.submit(SPIN.args(&50_000_000u64)).unwrap();
         let waker = Waker::from(Arc::new(Unpark(std::thread::current(), AtomicU64::new(0))));
         assert!(
             Pin::new(&mut dropped)
@@ -239,11 +247,11 @@ pub(crate) fn every_wait_strategy_under_cancel_and_drop() {
         );
         drop(dropped);
         for i in 0..256u64 {
-            assert_eq!(rt.submit(Op::ECHO, &[i]).unwrap().wait().unwrap().value, i);
+            assert_eq!(rt.submit(ECHO.args(&i)).unwrap().wait().unwrap().value, i);
         }
         let waiting: Vec<_> = (0..8u64)
             .map(|i| {
-                let t = rt.submit(Op::SPIN, &(1_000_000 + i)).unwrap();
+                let t = rt.submit(SPIN.args(&(1_000_000 + i))).unwrap();
                 std::thread::spawn(move || t.wait().map(|c| c.value))
             })
             .collect();

@@ -333,8 +333,7 @@ fn loom_a_lapping_producer_waits_for_a_publish_to_every_copy() {
             mem.queue(geo, 0)
                 .with_copies(vec![extra.sq.clone()].into_boxed_slice()),
         );
-        let image =
-            |id: u64| SlotImage::new(crate::layout::OP_ECHO, &id.to_le_bytes()).unwrap();
+        let image = |id: u64| SlotImage::new(crate::layout::OP_ECHO, &id.to_le_bytes()).unwrap();
         assert_eq!(q.try_reserve(), Ok(0));
         let qa = q.clone();
         let first = thread::spawn(move || qa.publish(0, &image(0)));

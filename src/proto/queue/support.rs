@@ -34,7 +34,7 @@ impl Memory {
 
     /// The task in the slot of `seq`, if the slot is whole for its lap: what
     /// a poller of these slots reads (tests).
-        pub(crate) fn task(&self, geo: Geometry, seq: u64) -> Option<crate::proto::slot::DecodedSlot> {
+    pub(crate) fn task(&self, geo: Geometry, seq: u64) -> Option<crate::proto::slot::DecodedSlot> {
         let at = geo.slot(seq) * SLOT_WORDS;
         let words: [u64; SLOT_WORDS] =
             std::array::from_fn(|k| self.sq.at(at + k).load(Ordering::Relaxed));
@@ -77,4 +77,3 @@ pub(super) fn complete_io(q: &Queue, out: &Words, seq: u64, output: &[u8], entry
         q.complete(seq, &cqe);
     }
 }
-

@@ -199,10 +199,7 @@ fn copies_start_as_the_slots_and_get_every_publish() {
         q.publish(seq, &echo(seq));
         for m in std::iter::once(&mem).chain(&extra) {
             let task = read(m, seq).expect("every copy whole");
-            assert_eq!(
-                (task.op, task.args[0]),
-                (crate::layout::OP_ECHO, seq)
-            );
+            assert_eq!((task.op, task.args[0]), (crate::layout::OP_ECHO, seq));
         }
         // A task not yet complete shows every copy and the publish mark.
         let state = q.debug_state();

@@ -3,11 +3,11 @@
 //! `cudaStreamAddCallback`, without a stream in between).
 
 use crate::error::{Error, Result};
-use crate::sync::Mutex;
-use crate::runtime::shared::Shared;
 use crate::runtime::liveness::Watch;
+use crate::runtime::shared::Shared;
 use crate::runtime::ticket::{Completion, Ticket};
 use crate::runtime::wait::reactor::{Interest, Wake};
+use crate::sync::Mutex;
 
 impl Ticket {
     /// Runs `f` with the task's result once it completed, on the runtime's
@@ -37,7 +37,7 @@ impl Ticket {
     /// ([`Runtime::callback_panics`](crate::Runtime::callback_panics)), on
     /// the calling thread it is not.
     /// Every callback of a runtime runs on the same thread (each lane of it
-    /// has a thread of its own: [`Builder::lane`](crate::Builder::lane)),
+    /// has a thread of its own: [`Builder::add_lane`](crate::Builder::add_lane)),
     /// one after another, so a long one delays the others and every parked
     /// waiter and future of the runtime; hand long work to another thread. A
     /// callback must not block on a future of its runtime: the thread that

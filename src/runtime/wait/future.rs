@@ -14,11 +14,11 @@ use std::task::{Context, Poll};
 
 use crate::error::Result;
 use crate::runtime::batch::{Batch, TaskResult};
-use crate::runtime::ticket::{Completion, Ticket};
-use crate::runtime::wait::reactor::{Armed, Interest, Wake};
 use crate::runtime::handle::RingPtr;
 use crate::runtime::liveness::Watch;
 use crate::runtime::shared::Shared;
+use crate::runtime::ticket::{Completion, Ticket};
+use crate::runtime::wait::reactor::{Armed, Interest, Wake};
 
 /// Arms (or keeps) `slot`'s interest in task `seq` of `ring` for `cx`'s
 /// waker. Where the completion thread takes no more interests (its runtime
@@ -50,7 +50,8 @@ fn arm(slot: &mut Armed, ring: RingPtr, seq: u64, watch: Watch, cx: &Context<'_>
 ///
 /// ```no_run
 /// # async fn run(rt: &pkq::Runtime) -> pkq::Result<()> {
-/// let done = rt.submit(pkq::Op::ECHO, &[7u64])?.await?;
+/// use pkq::{Submit, builtin::ECHO};
+/// let done = rt.submit(ECHO.args(&7))?.await?;
 /// assert_eq!(done.value, 7);
 /// # Ok(()) }
 /// ```

@@ -10,11 +10,11 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
 
 use crate::error::Error;
-use crate::sync::{Mutex, park_timeout};
 use crate::runtime::liveness::Watch;
 use crate::runtime::wait::reactor::{
     Collected, Interest, Refused, Registry, Wake, fire_all, round,
 };
+use crate::sync::{Mutex, park_timeout};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut model = loom::model::Builder::new();

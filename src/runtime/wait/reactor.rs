@@ -30,8 +30,10 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use crate::error::Error;
-use crate::sync::{AtomicBool, AtomicU8, AtomicU64, Condvar, Mutex, MutexGuard, Ordering, Thread, lock};
 use crate::runtime::liveness::Watch;
+use crate::sync::{
+    AtomicBool, AtomicU8, AtomicU64, Condvar, Mutex, MutexGuard, Ordering, Thread, lock,
+};
 
 const ARMED: u8 = 0;
 const FIRED: u8 = 1;
@@ -370,11 +372,7 @@ pub(crate) fn round(
 }
 
 /// Fires every live interest with `why` (a fault, shutdown).
-pub(crate) fn fire_all(
-    live: &mut Vec<Arc<Interest>>,
-    why: &Error,
-    panics: &AtomicU64,
-) {
+pub(crate) fn fire_all(live: &mut Vec<Arc<Interest>>, why: &Error, panics: &AtomicU64) {
     for i in live.drain(..) {
         i.fire(Some(why.clone()), panics);
     }

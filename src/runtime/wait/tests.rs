@@ -9,8 +9,8 @@ use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use crate::error::Error;
 use crate::builtin::*;
+use crate::error::Error;
 use crate::runtime::{Builder, Runtime, Submit, WaitStrategy};
 
 const ALL: [WaitStrategy; 4] = [
@@ -69,7 +69,12 @@ fn block_on_all<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
 )]
 fn every_strategy_brings_back_every_task_once() {
     for how in ALL {
-        let rt = Arc::new(soft(Runtime::builder().capacity(64).workers(2).wait_strategy(how)));
+        let rt = Arc::new(soft(
+            Runtime::builder()
+                .capacity(64)
+                .workers(2)
+                .wait_strategy(how),
+        ));
         std::thread::scope(|s| {
             for k in 0..4u64 {
                 let rt = &rt;
@@ -127,7 +132,9 @@ fn monitor_falls_back_where_the_cpu_has_none() {
 fn every_strategy_ends_on_cancel_and_on_a_stall() {
     for how in ALL {
         // A cancel while the waiter waits (parked, for `Park`).
-        let rt = Arc::new(soft(Runtime::builder().capacity(8).workers(1).wait_strategy(how)));
+        let rt = Arc::new(soft(
+            Runtime::builder().capacity(8).workers(1).wait_strategy(how),
+        ));
         let long = rt.submit(SPIN.args(&300_000_000u64)).unwrap();
         let behind = rt.submit(ECHO.args(&1u64)).unwrap();
         let waiter = std::thread::spawn(move || behind.wait());
@@ -670,7 +677,11 @@ fn an_old_stall_record_does_not_fail_a_healthy_task() {
         .unwrap()
         .on_complete(move |r| tx.send(r.map(|c| c.value)).unwrap());
     let r = rx.recv_timeout(Duration::from_secs(5));
-    rt.shared.device.liveness.busy.store(false, Ordering::SeqCst);
+    rt.shared
+        .device
+        .liveness
+        .busy
+        .store(false, Ordering::SeqCst);
     assert!(matches!(r, Ok(Ok(_))), "a healthy 5 ms task reported {r:?}");
 }
 

@@ -14,7 +14,9 @@ use crate::runtime::liveness::Watch;
 use crate::runtime::shared::Shared;
 use crate::runtime::wait::monitor;
 use crate::runtime::wait::reactor::{Armed, Interest, Refused, Wake};
-use crate::runtime::wait::strategy::{How, PARK_AT_MOST, POLLS_PER_CHECK, SPIN_FOR, Target, WaitStrategy};
+use crate::runtime::wait::strategy::{
+    How, PARK_AT_MOST, POLLS_PER_CHECK, SPIN_FOR, Target, WaitStrategy,
+};
 use crate::sync::now;
 
 impl Shared {
@@ -189,4 +191,3 @@ impl Shared {
         }
     }
 }
-
