@@ -250,3 +250,14 @@ pub(crate) fn child_launch_blocking() {
     }
     assert!(t0.elapsed() < Duration::from_secs(10));
 }
+
+/// This module's GPU tests, in the order they run (`main.rs` runs every
+/// module's list; a test function left out of it is dead code, which the
+/// runner's `#![deny(dead_code)]` refuses).
+pub(crate) const TESTS: &[Test] = tests![
+    no_visible_gpu_is_no_device,
+    trap_faults_every_waiter,
+    a_borrowing_call_cut_short_by_a_timed_out_cancel_returns,
+    launch_blocking_is_refused,
+    illegal_address_faults_every_waiter,
+];

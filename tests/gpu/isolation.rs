@@ -322,3 +322,14 @@ pub(crate) fn default_shape_is_the_latency_shape() {
     assert_eq!(echo_round_trips(&rt, &mut rng, 10_000), 10_000);
     rt.shutdown().unwrap();
 }
+
+/// This module's GPU tests, in the order they run (`main.rs` runs every
+/// module's list; a test function left out of it is dead code, which the
+/// runner's `#![deny(dead_code)]` refuses).
+pub(crate) const TESTS: &[Test] = tests![
+    sm_partition_sizes,
+    new_partitions_are_refused_beside_a_running_kernel,
+    app_kernels_run_on_the_rest_of_the_device,
+    lanes_under_load_random_vs_cpu,
+    default_shape_is_the_latency_shape,
+];

@@ -871,3 +871,31 @@ pub(crate) fn a_graph_captured_in_global_mode_elsewhere() {
     );
     assert!(other.clone_dtoh(&y).unwrap().iter().all(|&v| v == 2.0));
 }
+
+/// This module's GPU tests, in the order they run (`main.rs` runs every
+/// module's list; a test function left out of it is dead code, which the
+/// runner's `#![deny(dead_code)]` refuses).
+pub(crate) const TESTS: &[Test] = tests![
+    shutdown_with_tasks_in_flight,
+    drop_with_tickets_alive,
+    dropped_tickets_free_their_slots,
+    two_runtimes_in_sequence,
+    runtimes_side_by_side,
+    bad_input_is_a_typed_error,
+    back_to_back_long_tasks_are_not_stalls,
+    liveness_probes_from_many_threads,
+    idle_backoff_wakes_up_for_each_task,
+    idle_quiet_pollers_serve_every_task,
+    quiet_pollers_read_their_stop_words,
+    spin_op_and_wait_timeout_keeps_the_task,
+    stalled_worker_is_reported,
+    a_stall_is_reported_on_its_ring,
+    cancel_resolves_every_ticket,
+    cancel_starts_at_most_8_more_slots_per_poller,
+    cancelled_tickets_outlive_their_runtime,
+    panicking_producers_leave_the_runtime_usable,
+    settings_that_cannot_be_resident_are_refused,
+    lanes_with_io_rooms_are_all_resident,
+    a_graph_captured_in_global_mode_elsewhere,
+    cancel_wins_over_the_liveness_probe,
+];

@@ -6,6 +6,10 @@
 //! checked nothing as passed. A watchdog fails any test that hangs.
 //!
 //! Usage: `cargo test --release --test gpu [-- NAME_FILTER...]`.
+//!
+//! Each module lists its tests (`TESTS`, made with `tests!`); a test
+//! function left out of its list is dead code, which this crate denies.
+#![deny(dead_code)]
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -17,6 +21,7 @@ mod ops;
 mod pool;
 mod protocol;
 mod ptx;
+mod sharing;
 mod waiting;
 
 use custom_handler as fk;
@@ -51,236 +56,24 @@ const SEQ_WRAP: u64 = 1 << 63;
 
 type Test = (&'static str, fn());
 
-const TESTS: &[Test] = &[
-    ("pool_random_vs_cpu", pool::pool_random_vs_cpu),
-    ("pool_refusals", pool::pool_refusals),
-    ("sm_partition_sizes", isolation::sm_partition_sizes),
-    (
-        "new_partitions_are_refused_beside_a_running_kernel",
-        isolation::new_partitions_are_refused_beside_a_running_kernel,
-    ),
-    (
-        "app_kernels_run_on_the_rest_of_the_device",
-        isolation::app_kernels_run_on_the_rest_of_the_device,
-    ),
-    (
-        "lanes_under_load_random_vs_cpu",
-        isolation::lanes_under_load_random_vs_cpu,
-    ),
-    (
-        "default_shape_is_the_latency_shape",
-        isolation::default_shape_is_the_latency_shape,
-    ),
-    (
-        "echo_million_through_1024_slots",
-        protocol::echo_million_through_1024_slots,
-    ),
-    (
-        "echo_from_four_producers",
-        protocol::echo_from_four_producers,
-    ),
-    ("workers_1_8_32_64", protocol::workers_1_8_32_64),
-    (
-        "exclusive_producers_random_vs_cpu",
-        protocol::exclusive_producers_random_vs_cpu,
-    ),
-    (
-        "sequence_wrap_at_2_pow_63",
-        protocol::sequence_wrap_at_2_pow_63,
-    ),
-    ("axpy_random_vs_cpu", ops::axpy_random_vs_cpu),
-    (
-        "axpy_bad_args_reported_by_device",
-        ops::axpy_bad_args_reported_by_device,
-    ),
-    (
-        "shutdown_with_tasks_in_flight",
-        lifecycle::shutdown_with_tasks_in_flight,
-    ),
-    (
-        "drop_with_tickets_alive",
-        lifecycle::drop_with_tickets_alive,
-    ),
-    (
-        "dropped_tickets_free_their_slots",
-        lifecycle::dropped_tickets_free_their_slots,
-    ),
-    (
-        "two_runtimes_in_sequence",
-        lifecycle::two_runtimes_in_sequence,
-    ),
-    ("runtimes_side_by_side", lifecycle::runtimes_side_by_side),
-    (
-        "bad_input_is_a_typed_error",
-        lifecycle::bad_input_is_a_typed_error,
-    ),
-    (
-        "modules_without_a_fitting_kernel_are_refused",
-        ops::modules_without_a_fitting_kernel_are_refused,
-    ),
-    (
-        "no_visible_gpu_is_no_device",
-        faults::no_visible_gpu_is_no_device,
-    ),
-    ("builtin_ops_random_vs_cpu", ops::builtin_ops_random_vs_cpu),
-    (
-        "typed_ops_are_checked_against_the_op_table",
-        ops::typed_ops_are_checked_against_the_op_table,
-    ),
-    (
-        "custom_handler_vs_reference",
-        ops::custom_handler_vs_reference,
-    ),
-    ("state_ops_random_vs_cpu", ops::state_ops_random_vs_cpu),
-    ("io_tasks_random_vs_cpu", ops::io_tasks_random_vs_cpu),
-    (
-        "io_tasks_reuse_small_areas_across_laps",
-        ops::io_tasks_reuse_small_areas_across_laps,
-    ),
-    (
-        "io_tasks_large_inputs_read_by_the_workers_pollers",
-        ops::io_tasks_large_inputs_read_by_the_workers_pollers,
-    ),
-    (
-        "io_tasks_plain_between_tagged_in_the_same_slots",
-        ops::io_tasks_plain_between_tagged_in_the_same_slots,
-    ),
-    ("batches_submit_and_reap", protocol::batches_submit_and_reap),
-    (
-        "back_to_back_long_tasks_are_not_stalls",
-        lifecycle::back_to_back_long_tasks_are_not_stalls,
-    ),
-    (
-        "eight_producers_ten_million_each",
-        protocol::eight_producers_ten_million_each,
-    ),
-    (
-        "holding_tickets_never_blocks_submit",
-        protocol::holding_tickets_never_blocks_submit,
-    ),
-    (
-        "producers_holding_more_than_the_ring",
-        protocol::producers_holding_more_than_the_ring,
-    ),
-    (
-        "liveness_probes_from_many_threads",
-        lifecycle::liveness_probes_from_many_threads,
-    ),
-    (
-        "pollers_race_for_every_task",
-        protocol::pollers_race_for_every_task,
-    ),
-    (
-        "idle_backoff_wakes_up_for_each_task",
-        lifecycle::idle_backoff_wakes_up_for_each_task,
-    ),
-    (
-        "idle_quiet_pollers_serve_every_task",
-        lifecycle::idle_quiet_pollers_serve_every_task,
-    ),
-    (
-        "quiet_pollers_read_their_stop_words",
-        lifecycle::quiet_pollers_read_their_stop_words,
-    ),
-    (
-        "callers_context_is_kept_and_foreign_buffers_refused",
-        ops::callers_context_is_kept_and_foreign_buffers_refused,
-    ),
-    (
-        "spin_op_and_wait_timeout_keeps_the_task",
-        lifecycle::spin_op_and_wait_timeout_keeps_the_task,
-    ),
-    (
-        "stalled_worker_is_reported",
-        lifecycle::stalled_worker_is_reported,
-    ),
-    (
-        "rings_spread_threads_and_lose_nothing",
-        protocol::rings_spread_threads_and_lose_nothing,
-    ),
-    (
-        "a_stall_is_reported_on_its_ring",
-        lifecycle::a_stall_is_reported_on_its_ring,
-    ),
-    (
-        "cancel_resolves_every_ticket",
-        lifecycle::cancel_resolves_every_ticket,
-    ),
-    (
-        "packed_batches_random_vs_cpu",
-        protocol::packed_batches_random_vs_cpu,
-    ),
-    (
-        "cancel_starts_at_most_8_more_slots_per_poller",
-        lifecycle::cancel_starts_at_most_8_more_slots_per_poller,
-    ),
-    (
-        "cancelled_tickets_outlive_their_runtime",
-        lifecycle::cancelled_tickets_outlive_their_runtime,
-    ),
-    (
-        "panicking_producers_leave_the_runtime_usable",
-        lifecycle::panicking_producers_leave_the_runtime_usable,
-    ),
-    (
-        "settings_that_cannot_be_resident_are_refused",
-        lifecycle::settings_that_cannot_be_resident_are_refused,
-    ),
-    (
-        "lanes_with_io_rooms_are_all_resident",
-        lifecycle::lanes_with_io_rooms_are_all_resident,
-    ),
-    (
-        "a_worker_runs_its_tasks_one_after_another",
-        protocol::a_worker_runs_its_tasks_one_after_another,
-    ),
-    (
-        "a_graph_captured_in_global_mode_elsewhere",
-        lifecycle::a_graph_captured_in_global_mode_elsewhere,
-    ),
-    (
-        "cancel_wins_over_the_liveness_probe",
-        lifecycle::cancel_wins_over_the_liveness_probe,
-    ),
-    (
-        "every_wait_strategy_random_vs_cpu",
-        waiting::every_wait_strategy_random_vs_cpu,
-    ),
-    (
-        "futures_and_callbacks_random_vs_cpu",
-        waiting::futures_and_callbacks_random_vs_cpu,
-    ),
-    (
-        "every_wait_strategy_under_cancel_and_drop",
-        waiting::every_wait_strategy_under_cancel_and_drop,
-    ),
-    // Faults leave a sticky error in the process's CUDA context: each runs
-    // in a child process of this binary.
-    ("trap_faults_every_waiter", faults::trap_faults_every_waiter),
-    (
-        "a_borrowing_call_cut_short_by_a_timed_out_cancel_returns",
-        faults::a_borrowing_call_cut_short_by_a_timed_out_cancel_returns,
-    ),
-    (
-        "launch_blocking_is_refused",
-        faults::launch_blocking_is_refused,
-    ),
-    (
-        "illegal_address_faults_every_waiter",
-        faults::illegal_address_faults_every_waiter,
-    ),
-    (
-        "pool_device_fault_takes_the_device_out",
-        pool::pool_device_fault_takes_the_device_out,
-    ),
-    (
-        "pool_fault_leaves_the_other_devices_serving",
-        pool::pool_fault_leaves_the_other_devices_serving,
-    ),
-    (
-        "a_cancel_beside_another_devices_fault_is_a_cancel",
-        pool::a_cancel_beside_another_devices_fault_is_a_cancel,
-    ),
+/// A module's list of tests: each function with its name.
+macro_rules! tests {
+    ($($test:ident),* $(,)?) => {
+        &[$((stringify!($test), $test as fn())),*]
+    };
+}
+use tests;
+
+/// Every module's tests, in the order they run.
+const MODULES: &[&[Test]] = &[
+    pool::TESTS,
+    isolation::TESTS,
+    protocol::TESTS,
+    ops::TESTS,
+    lifecycle::TESTS,
+    faults::TESTS,
+    waiting::TESTS,
+    sharing::TESTS,
 ];
 
 /// Faults, run in a child process (`PKQ_GPU_CHILD=<name>`).
@@ -335,8 +128,9 @@ fn main() {
             filters.push(a);
         }
     }
-    let selected: Vec<&Test> = TESTS
+    let selected: Vec<&Test> = MODULES
         .iter()
+        .flat_map(|m| m.iter())
         .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
         .filter(|(name, _)| !skips.iter().any(|s| name.contains(s.as_str())))
         .collect();

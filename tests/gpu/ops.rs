@@ -1019,3 +1019,21 @@ pub(crate) fn io_tasks_reuse_small_areas_across_laps() {
     );
     println!("    {n} IO tasks of up to 1 KiB each way checked against the host, areas reused");
 }
+
+/// This module's GPU tests, in the order they run (`main.rs` runs every
+/// module's list; a test function left out of it is dead code, which the
+/// runner's `#![deny(dead_code)]` refuses).
+pub(crate) const TESTS: &[Test] = tests![
+    axpy_random_vs_cpu,
+    axpy_bad_args_reported_by_device,
+    modules_without_a_fitting_kernel_are_refused,
+    builtin_ops_random_vs_cpu,
+    typed_ops_are_checked_against_the_op_table,
+    custom_handler_vs_reference,
+    state_ops_random_vs_cpu,
+    io_tasks_random_vs_cpu,
+    io_tasks_reuse_small_areas_across_laps,
+    io_tasks_large_inputs_read_by_the_workers_pollers,
+    io_tasks_plain_between_tagged_in_the_same_slots,
+    callers_context_is_kept_and_foreign_buffers_refused,
+];

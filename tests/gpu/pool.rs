@@ -252,3 +252,14 @@ pub(crate) fn child_pool_cancel_beside_a_fault() {
         }
     }
 }
+
+/// This module's GPU tests, in the order they run (`main.rs` runs every
+/// module's list; a test function left out of it is dead code, which the
+/// runner's `#![deny(dead_code)]` refuses).
+pub(crate) const TESTS: &[Test] = tests![
+    pool_random_vs_cpu,
+    pool_refusals,
+    pool_device_fault_takes_the_device_out,
+    pool_fault_leaves_the_other_devices_serving,
+    a_cancel_beside_another_devices_fault_is_a_cancel,
+];

@@ -738,3 +738,22 @@ pub(crate) fn exclusive_producers_random_vs_cpu() {
         "    {n} tasks through exclusive producers; {kept_total} kept by submits racing 20 shutdowns"
     );
 }
+
+/// This module's GPU tests, in the order they run (`main.rs` runs every
+/// module's list; a test function left out of it is dead code, which the
+/// runner's `#![deny(dead_code)]` refuses).
+pub(crate) const TESTS: &[Test] = tests![
+    echo_million_through_1024_slots,
+    echo_from_four_producers,
+    workers_1_8_32_64,
+    exclusive_producers_random_vs_cpu,
+    sequence_wrap_at_2_pow_63,
+    batches_submit_and_reap,
+    eight_producers_ten_million_each,
+    holding_tickets_never_blocks_submit,
+    producers_holding_more_than_the_ring,
+    pollers_race_for_every_task,
+    rings_spread_threads_and_lose_nothing,
+    packed_batches_random_vs_cpu,
+    a_worker_runs_its_tasks_one_after_another,
+];

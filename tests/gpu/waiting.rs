@@ -264,3 +264,12 @@ pub(crate) fn every_wait_strategy_under_cancel_and_drop() {
         }
     }
 }
+
+/// This module's GPU tests, in the order they run (`main.rs` runs every
+/// module's list; a test function left out of it is dead code, which the
+/// runner's `#![deny(dead_code)]` refuses).
+pub(crate) const TESTS: &[Test] = tests![
+    every_wait_strategy_random_vs_cpu,
+    futures_and_callbacks_random_vs_cpu,
+    every_wait_strategy_under_cancel_and_drop,
+];
