@@ -69,7 +69,7 @@ for line in open(log):
     if package == ".":  # pkq
         if kind == "lib" and test:
             dest = "tests/unit"
-        elif kind == "test" and name == "readme":
+        elif kind == "test" and name in ("readme", "layers"):
             continue  # checks the repository's files, not the code: stays home
         elif kind == "test":
             dest = f"tests/{name}"
