@@ -417,8 +417,9 @@ pub(crate) fn builtin_ops_random_vs_cpu() {
 }
 
 /// A declared op is checked against the kernel's op table, by name: at call
-/// and, with `Builder::op`, at load; ops that take pointers need the unsafe
-/// call.
+/// and, with `Builder::op`, at load; an op the table takes "up to" a size
+/// (ECHO) matches any declaration of that size or less and refuses a larger
+/// one; ops that take pointers need an unchecked task.
 pub(crate) fn typed_ops_are_checked_against_the_op_table() {
     use pkq::TypedOp;
     let rt = Runtime::builder().build().unwrap();
@@ -429,9 +430,12 @@ pub(crate) fn typed_ops_are_checked_against_the_op_table() {
         .unwrap();
     assert!(spun.value >= 1000, "{spun:?}");
     let short_echo: TypedOp<[u64; 2]> = TypedOp::new(ECHO_OP.0, "SHORT_ECHO");
-    match rt.submit(short_echo.args(&[1, 2])) {
+    let folded = rt.submit(short_echo.args(&[1, 2])).unwrap().wait().unwrap();
+    assert_eq!(folded.value, echo_fold(&[1, 2, 0, 0, 0, 0]));
+    let long_echo: TypedOp<[u64; 7]> = TypedOp::new(ECHO_OP.0, "LONG_ECHO");
+    match rt.submit(long_echo.args(&[1; 7])) {
         Err(Error::OpMismatch { op, code, why }) => {
-            assert_eq!((op.as_str(), code), ("SHORT_ECHO", ECHO_OP.0));
+            assert_eq!((op.as_str(), code), ("LONG_ECHO", ECHO_OP.0));
             println!("    refused: {}", Error::OpMismatch { op, code, why });
         }
         other => panic!("{other:?}"),
@@ -451,8 +455,14 @@ pub(crate) fn typed_ops_are_checked_against_the_op_table() {
         Err(Error::UncheckedOp(_))
     ));
     rt.shutdown().unwrap();
-    match Runtime::builder().op(&short_echo).build() {
-        Err(Error::OpMismatch { op, .. }) => assert_eq!(op, "SHORT_ECHO"),
+    Runtime::builder()
+        .op(&short_echo)
+        .build()
+        .unwrap()
+        .shutdown()
+        .unwrap();
+    match Runtime::builder().op(&long_echo).build() {
+        Err(Error::OpMismatch { op, .. }) => assert_eq!(op, "LONG_ECHO"),
         other => panic!("{other:?}"),
     }
 }
@@ -526,9 +536,10 @@ pub(crate) fn custom_handler_vs_reference() {
         rt.submit(ECHO.args(&1u64)),
         Err(Error::OpMismatch { code: 1, .. })
     ));
-    // SAFETY: fk.cu's handlers answer ops other than FK without reading
-    // anything.
-    let t = unsafe { rt.submit(ECHO.args(&1u64).unchecked()) }.unwrap();
+    // A raw task marked unchecked is not checked at all. SAFETY: fk.cu's
+    // handlers answer ops other than FK without reading anything.
+    let t =
+        unsafe { rt.submit(Task::raw(ECHO_OP, bytemuck::bytes_of(&1u64)).unchecked()) }.unwrap();
     assert!(matches!(
         t.wait(),
         Err(Error::Task(TaskError {
