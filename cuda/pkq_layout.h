@@ -136,10 +136,10 @@
  * line per poller (poller j of worker w: line w * pollers + j), so that no
  * device-polled slot shares its 128-byte prefetch pair, and no two pollers
  * poll the same line. Reads of one line of host memory are answered one
- * after another: when every worker read one shared stop word, 64 workers
- * made ~5 M reads/s of it, and each took tens of microseconds; two warps
- * reading one line back to back slowed a memory-bound kernel on other SMs
- * by several percent (pkq-bench/NOTES.md).
+ * after another: when every worker read one shared stop word, each read of
+ * it queued behind the others'; two warps reading one line back to back
+ * slowed a memory-bound kernel on other SMs
+ * (docs/design/heartbeat-and-stop.md#stop-word).
  * Word PKQ_CTRL_STOP of a poller's line: written by the host with one value
  * only (release stores of PKQ_STOP_VALUE to every poller's line: after the
  * drain on shutdown, at once on cancel or when a fault is latched; it may be
@@ -213,8 +213,8 @@
  * the whole slot and a system-scope acquire fence (so its loads come after
  * the slot's: the producer's stores reach the device in order, x86-64's
  * TSO, with a release fence for the compiler; reading the input in the
- * same round as the slot was measured slower: pkq-bench/NOTES.md,
- * fourteenth session). The producer rewrites them only for a later lap,
+ * same round as the slot was measured slower: docs/design/io-transports.md#areas).
+ * The producer rewrites them only for a later lap,
  * after it saw the task's completion.
  * Output area (device -> host allocation): io_out_words words per slot, the
  * same indexing; word 0 holds the output's length (bits 0..17) and the low
@@ -254,7 +254,7 @@
  * 128 laps, failed and empty ones none) the fence above orders them.
  * Knowledge read late (an older value) is still true: the area only gets
  * newer. Input areas need none: their fence is an acquire fence, which on
- * sm_90 costs about nothing (pkq-bench/NOTES.md, twenty-eighth session;
+ * sm_90 costs about nothing (docs/design/acquire-fence.md#no-input-knowledge;
  * before sm_90 it is fence.acq_rel.sys, a full system fence every IO task
  * with an input pays).
  * ------------------------------------------------------------------------- */

@@ -69,8 +69,8 @@ __device__ __forceinline__ Outcome op_spin(const uint64_t (&args)[PKQ_ARGS_BYTES
 // bytes or wholly past it (a uniform test a run, no branch a piece), each
 // piece XORed with `k` into the output where it holds it. Returns the sum
 // of the bytes read and the first piece not done. Out of line: inlined, it
-// cost every small IO task about 0.1 us of device time (io_breakdown,
-// H200; pkq-bench/NOTES.md).
+// cost every small IO task device time (io_breakdown;
+// docs/design/io-worker-path.md#small-code-loads-before-use).
 constexpr uint32_t COPY_IO_RUN = 8;
 __device__ __noinline__ uint2 copy_io_runs(const uint4* __restrict__ in16, uint4* __restrict__ out16,
                                            uint32_t pieces, uint32_t out_len, uint32_t k, uint32_t lane) {

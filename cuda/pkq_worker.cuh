@@ -40,8 +40,8 @@ __device__ __forceinline__ uint32_t published_status(uint32_t status) {
 
 // What one poll result says about the slot of lap `tag` (warp-uniform). A
 // whole slot is judged first: judging the stop word first measured a
-// slower round trip on the H100, for reasons not understood
-// (pkq-bench/NOTES.md); a
+// slower round trip, for reasons not understood
+// (docs/design/heartbeat-and-stop.md#judge-order); a
 // stop read with a whole slot is honoured by `serve` instead. `copy`: the
 // slot is a copy other than the first, which may also hold the lap before
 // the one before (COPIES in pkq_layout.h).
@@ -449,8 +449,8 @@ __device__ __forceinline__ uint32_t plain_bytes(uint32_t len) { return (len + 15
 // memory), else by the warp's loads, IO_BATCH of 16 bytes in flight a lane.
 // Called after the slot's loads and an acquire fence (io_begin). Every lane;
 // the room is whole for every lane when it returns. Kept out of line, as
-// plain_write: inlined, the two cost every tagged IO task 0.2 us of device
-// time (io_breakdown, H100; pkq-bench/NOTES.md).
+// plain_write: inlined, the two cost every tagged IO task device time
+// (io_breakdown; docs/design/io-worker-path.md#small-code-loads-before-use).
 __device__ __noinline__ void plain_read(const uint8_t* area, uint8_t* room, uint32_t bytes,
                                            unsigned long long* bar, uint32_t lane) {
 #ifdef PKQ_BULK_COPY
@@ -585,7 +585,7 @@ __device__ __forceinline__ bool io_begin(const pkq_params& p, uint64_t slot, uin
                                          uint32_t lane, uint32_t in_len, Context& ctx, IoTask& t) {
     // The input's loads after the slot's (the producer wrote it first),
     // none read before it: an acquire fence, which on sm_90 costs about
-    // nothing (pkq-bench/NOTES.md, twenty-eighth session), so the worker
+    // nothing (docs/design/acquire-fence.md#no-input-knowledge), so the worker
     // keeps no knowledge of input areas. (Before sm_90 it is a full system
     // fence: fence_acquire_sys.) (Lanes 0..7 saw the slot and fence; the
     // barrier orders every lane's loads, and lane 0's bulk copy, after
@@ -781,7 +781,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     // back-to-back long tasks polls once per task).
     // The beat carries the poller's position in its state word: it is for
     // diagnostics only, so it costs no store per task (dropping that store
-    // changed no measured rate; pkq-bench/NOTES.md).
+    // changed no measured rate; docs/design/heartbeat-and-stop.md#heartbeat).
     uint64_t k = 0;  // this worker's tasks taken so far, as this warp knows it
     auto beat_if_due = [&]() {
         const uint64_t clk = __shfl_sync(FULL_MASK, clock64(), 0);
@@ -944,15 +944,16 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
 
         // Lane 0 alone writes the completion, from its own clock readings
         // and handler outcome: nothing else on the way from the poll to the
-        // completion needs a shuffle (each costs that path tens of cycles;
-        // pkq-bench/NOTES.md).
+        // completion needs a shuffle (each costs that path time;
+        // docs/design/tagged-words.md#completion-entry).
         const uint64_t t_start = globaltimer();
         if (shared_claims) {
             // Every lane issues the compare-and-swap, lane 0 on the claim and
             // the others on scratch words of their own, whose outcome nobody
             // reads: the same atomic from lane 0 alone (a divergent branch,
             // which ptxas wraps in a yielding convergence region) measured
-            // slower between the poll and the completion (pkq-bench/NOTES.md).
+            // slower between the poll and the completion
+            // (docs/design/slot-copies-per-poller.md#claim).
             // Lane 0
             // claims only when it is the task's turn: the worker's task
             // before it completed as of the poll (`done`, read while the

@@ -79,7 +79,7 @@ extern "C" __global__ void pkq_gemv_kernel(const float* a, const float* x, float
 // bench's are).
 // pkq_gemv_kernel above, a warp per row of 4-byte loads, is bound by its
 // SMs' loads in flight rather than by HBM, so its time follows the SMs it
-// gets (pkq-bench/NOTES.md).
+// gets (docs/design/measurement-method.md#application-kernels).
 extern "C" __global__ void pkq_app_gemv_kernel(const float* a, const float* x, float* y,
                                                uint32_t rows, uint32_t cols) {
     __shared__ float part[32];

@@ -6,8 +6,8 @@
 //   nvcc -O2 -arch=sm_90 -o fault_across_devices fault_across_devices.cu -lcuda
 //   CUDA_MODULE_LOADING=EAGER ./fault_across_devices
 // (eager loading: a lazily loaded kernel's first launch waits for the
-// running spinners, and the trap would never run). Figures:
-// pkq-bench/NOTES.md, twenty-third session.
+// running spinners, and the trap would never run). What it showed, and the
+// decision it supports: docs/design/fault-verdict.md#verdict.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <unistd.h>

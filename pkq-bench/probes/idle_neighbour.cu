@@ -21,7 +21,8 @@
 // Not part of the crate (CUDA runtime API, built on the GPU host):
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o idle_neighbour idle_neighbour.cu
 //   ./idle_neighbour 2000
-// Figures: pkq-bench/NOTES.md, twenty-seventh session.
+// What it shows, and the idle policy it decided:
+// docs/design/idle-policies.md#default.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -21,7 +21,8 @@
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o io_shapes io_shapes.cu
 //   ./io_shapes 5000                     # the first set
 //   PROBE_SET=inline1 ./io_shapes 5000   # the one-instruction polls
-// Figures: pkq-bench/NOTES.md, twenty-third session.
+// The shapes it measured, and which pkq builds:
+// docs/design/io-transports.md#plain-streams and its Alternatives.
 #include <cuda_runtime.h>
 #include <sched.h>
 

@@ -1,6 +1,7 @@
 //! pkq's measurements, beside the product: the tools that measure what any
 //! design over mapped memory pays and the bench programs whose results the
-//! README shows (`src/bin/`, results in `results/`, notes in `NOTES.md`).
+//! README shows (`src/bin/`, results in `results/`; the decisions they back
+//! are in the repository's `docs/design/`).
 //! Not published; it uses pkq's public API as a dependent does.
 //!
 //! * [`floor`]: the raw floor (a bare ping-pong with a resident kernel

@@ -4,7 +4,7 @@
 //! Plain write-back pages: measured on the GPU machine, write-combined
 //! pages, non-temporal stores and pages registered with `cuMemHostRegister`
 //! were no faster for a slot's few words, and slower where they need an
-//! `sfence` (pkq-bench/NOTES.md). A plain input of thousands of bytes is the
+//! `sfence` (docs/design/mapped-memory.md#pages). A plain input of thousands of bytes is the
 //! exception: non-temporal stores spare its cold lines a read
 //! (`io::write_plain_input`).
 

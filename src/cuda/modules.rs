@@ -5,7 +5,8 @@
 //! module there, or reads a module's globals (H100, driver 580: a second
 //! runtime's `cuModuleLoadData` waited behind the first's resident kernel
 //! for as long as it ran, which is forever, and so did the copy of the op
-//! table out of a module loaded earlier; `pkq-bench/NOTES.md`). So:
+//! table out of a module loaded earlier; docs/design/module-loading.md#modules).
+//! So:
 //!
 //! * a module is loaded at most once per context, alone, and everything pkq
 //!   will want from it (functions, loaded at once rather than at first

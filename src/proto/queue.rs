@@ -32,7 +32,7 @@
 //!   compare-and-swap frees the slot (`Queue::completed`), and a completion
 //!   moved to `overflow` takes its results along.
 //! * Orphans: tickets and batches count no reference to the runtime (a
-//!   count costs two locked instructions a task; benches/NOTES.md). When the runtime is dropped,
+//!   count costs two locked instructions a task; docs/design/orphan-shares.md). When the runtime is dropped,
 //!   [`Queue::orphan`] moves every task whose ticket or batch still lives
 //!   into `overflow` (as a producer would, with `None` for a task that will
 //!   never complete) and counts one share per entry there into the
@@ -383,7 +383,7 @@ impl Queue {
     /// written alongside its slots from now on, initialized as they are:
     /// with several poller warps per worker, each polls a copy of its own,
     /// so that their reads are independent (reads of one line are served
-    /// one after another; benches/NOTES.md).
+    /// one after another; docs/design/slot-copies-per-poller.md#copies).
     pub(crate) fn with_copies(mut self, copies: Box<[Words]>) -> Self {
         for copy in &copies {
             assert_eq!(copy.len(), self.sq.len());
@@ -507,7 +507,7 @@ impl Queue {
     /// way before the next single submit writes it: the locked instruction
     /// that follows those stores then waits for little. A hint only: it
     /// changes no memory.
-    /// Its gain for producers is measured in benches/NOTES.md.
+    /// Its gain for producers: docs/design/mapped-memory.md#prefetch.
     #[inline(always)]
     pub(crate) fn prefetch_next(&self, seq: u64) {
         self.prefetch(seq_add(seq, 1), 2);
@@ -525,7 +525,7 @@ impl Queue {
     /// the device's polls of that very slot make necessary again and again
     /// (with one worker the slot's lines are polled from the moment the
     /// previous task completes, so `prefetch_next`'s hint is undone by the
-    /// time they are written; its gain is measured in benches/NOTES.md).
+    /// time they are written; docs/design/mapped-memory.md#prefetch).
     #[inline(always)]
     pub(crate) fn prefetch_reservation(&self) {
         // The tail's load is a hint's input: not under loom, whose models

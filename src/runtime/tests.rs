@@ -985,10 +985,11 @@ fn exclusive_producer_doc_example() {
 }
 
 /// A task that completed before a shutdown's drain ended, or that a cancel
-/// let finish, reports its result: never the stop. (A review found a
-/// waiter whose last look missed the completion, then saw the error the
-/// kernel's exit latched and returned it.) Both a ticket's and a batch's
-/// waits, racing a shutdown or a cancel, lap after lap.
+/// let finish, reports its result: never the stop. A waiter whose last look
+/// missed the completion, and that then sees the error the kernel's exit
+/// latched, looks at its task once more and returns the result. Both a
+/// ticket's and a batch's waits, racing a shutdown or a cancel, lap after
+/// lap.
 #[test]
 #[cfg_attr(miri, ignore = "real-time races on the software device")]
 fn a_task_completed_before_the_stop_reports_its_result() {

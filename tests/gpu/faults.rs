@@ -96,9 +96,8 @@ pub(crate) fn child_illegal_address() {
 /// strategy, a future, a callback), then `fault` on worker 6: every waiter and every later call must report the device
 /// fault, before the 2-second tasks could have ended, nothing may hang or
 /// panic; then a fresh runtime is tried after dropping the faulted one.
-/// (Issue 6 asks for 100 ms; the driver's stream query reports the fault
-/// later than that on the GPU machine, which this test prints: see
-/// pkq-bench/NOTES.md.)
+/// (The driver's stream query may report the fault later than 100 ms on
+/// the GPU machine; this test prints when: docs/design/fault-verdict.md#source.)
 pub(crate) fn fault_scenario(what: &str, fault: impl FnOnce(&Runtime) -> pkq::Result<pkq::Ticket>) {
     const BOUND: Duration = Duration::from_millis(1500);
     let rt = Arc::new(Runtime::builder().workers(8).build().unwrap());

@@ -726,7 +726,7 @@ pub(crate) fn settings_that_cannot_be_resident_are_refused() {
 }
 
 /// Lanes with IO areas that would fill half an SM's shared memory per
-/// block in one lane and more than half in the other (a reviewer's case):
+/// block in one lane and more than half in the other:
 /// every lane's blocks must be resident at once, so `build` serves, or
 /// refuses with InvalidConfig before the launch, and never waits for
 /// blocks that cannot start. (Lanes keep their rooms in device memory; on

@@ -6,7 +6,7 @@ use super::*;
 /// Every buffer is allocated before the runtime starts: compute-sanitizer's
 /// memcheck judges a kernel's accesses by the allocations that existed when
 /// it was launched, so it flags (falsely) a resident kernel's reads of
-/// buffers allocated later (pkq-bench/NOTES.md).
+/// buffers allocated later (docs/design/module-loading.md#allocations-before-launch).
 pub(crate) fn axpy_random_vs_cpu() {
     let ctx = pkq::context(0).unwrap();
     let stream = ctx.default_stream();

@@ -140,7 +140,7 @@ pub(crate) fn batches_submit_and_reap() {
     assert!(matches!(rt.submit(NOP.batch(&[()])), Err(Error::Closed)));
 }
 
-/// Issue 4's load: 8 producer threads x 10 M tasks each, in batches of
+/// A heavy load: 8 producer threads x 10 M tasks each, in batches of
 /// random sizes (1 to 256) and single submits, of random ops (ECHO with
 /// random payloads, NOP, short SPIN, an unknown op), every result checked
 /// and every task counted once. Under a sanitizer, which slows every access

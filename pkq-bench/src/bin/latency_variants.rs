@@ -1,4 +1,5 @@
-//! The design sweep behind pkq's defaults (pkq-bench/NOTES.md): round-trip
+//! The design sweep behind pkq's defaults (docs/design/default-shape.md,
+//! docs/design/slot-copies-per-poller.md): round-trip
 //! latency of the raw floor and of pkq under each combination of the knobs
 //! that could move it, in one process run, interleaved over rounds so that
 //! drift of the machine spreads over all variants alike.
@@ -15,7 +16,7 @@
 //!   back-to-back round trip locks into a phase of the device's polling,
 //!   and where the host's next store lands in it (its pause, and its own
 //!   turnaround) decides whether the store catches the next read of the
-//!   line or waits for the one after (pkq-bench/NOTES.md).
+//!   line or waits for the one after (docs/design/measurement-method.md#phase-locking).
 //!
 //! `cargo run --release -p pkq-bench --bin latency_variants -- --json pkq-bench/results/latency_variants.json`
 

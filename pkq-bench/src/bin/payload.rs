@@ -280,7 +280,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rt.shutdown()?;
     }
 
-    // The yardsticks, from this run.
+    // The yardsticks of the IO path (ratios to the NOP and to the bytes at
+    // the link's rate), from this run.
     let p50 = |mech: &str, size: usize| {
         lat_rows
             .iter()

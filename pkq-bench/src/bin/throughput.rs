@@ -45,7 +45,7 @@ struct Args {
     capacity: usize,
     /// Slots of the ring for the batched rows: the larger the ring, the
     /// later producers lap the slowest reaper, moving its completions aside
-    /// (each row reports how many; pkq-bench/NOTES.md, seventh session).
+    /// (each row reports how many; docs/design/moved-completions.md).
     #[arg(long, default_value_t = 65536)]
     batch_capacity: usize,
     /// Tasks each producer submitting one at a time keeps in flight.
@@ -518,7 +518,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             // Batches that span several slots of each worker: most of a
             // batch's lines are not being polled while they are written
-            // (pkq-bench/NOTES.md, ninth session).
+            // (docs/design/packs-and-batches.md#batches-spanning-several-slots-of-each-worker).
             for reapers in [3, 5] {
                 pump_row(&batch_rt, producers, Mode::Pipelined(4096, reapers));
             }

@@ -343,9 +343,8 @@ fn parked_waiters_wake_when_their_runtime_is_dropped() {
     }
 }
 
-/// A review found `on_complete` reading the runtime's memory through a
-/// ticket that had taken its result already, after the runtime and its
-/// memory were gone (Miri: use after free).
+/// `on_complete` on a ticket that has taken its result reads nothing of its
+/// runtime, whose memory may be gone (Miri checks for a use after free).
 #[test]
 fn a_callback_on_a_taken_ticket_touches_no_freed_runtime() {
     let rt = soft(Runtime::builder().capacity(4).workers(1));
@@ -385,9 +384,8 @@ fn assert_the_next_callback_runs(rt: &Runtime) {
     );
 }
 
-/// A review found that a waker that panics (an executor's) unwound the
-/// completion thread for good: later futures and callbacks were never
-/// woken.
+/// A waker that panics (an executor's) does not end the completion thread:
+/// later futures and callbacks are still woken.
 #[test]
 #[cfg_attr(miri, ignore = "a panic on the completion thread")]
 fn a_panicking_waker_leaves_the_completion_thread_serving() {
@@ -411,9 +409,9 @@ fn a_panicking_waker_leaves_the_completion_thread_serving() {
     assert_eq!(t.wait().unwrap().value, 2_000_000);
 }
 
-/// A review found `on_complete` on a ticket that held its result already
-/// running the callback outside any `catch_unwind`: its panic unwound into
-/// the caller, though the docs promise it is caught on every path.
+/// `on_complete` on a ticket that holds its result already runs the callback
+/// under `catch_unwind`, as every path does: its panic does not reach the
+/// caller.
 #[test]
 #[cfg_attr(miri, ignore = "a panic caught on the calling thread")]
 fn a_panicking_callback_on_a_ticket_with_its_result_is_caught() {
@@ -431,10 +429,9 @@ fn a_panicking_callback_on_a_ticket_with_its_result_is_caught() {
     );
 }
 
-/// A review found the completion thread's count of quiet rounds
-/// saturating at `u32::MAX`, which is not a multiple of the rounds between
-/// checks: from then on it never probed, never looked for stalls or
-/// faults, and never went to sleep.
+/// The completion thread's count of quiet rounds goes on past `u32::MAX`
+/// with its looks at the clock the same number of rounds apart: it keeps
+/// probing, looking for stalls and faults, and going to sleep.
 #[test]
 fn the_completion_thread_looks_at_the_clock_past_any_count_of_quiet_rounds() {
     use super::thread::IdleRounds;
@@ -456,9 +453,8 @@ fn the_completion_thread_looks_at_the_clock_past_any_count_of_quiet_rounds() {
     assert!(!quiet.yields());
 }
 
-/// A review found the completion thread scheduling its next look for
-/// stalls with `now + interval`, which panics (ending the thread, and
-/// every callback with it) for an interval past the end of time.
+/// A probe interval past the end of time neither panics nor ends the
+/// completion thread: every callback still runs once.
 #[test]
 #[cfg_attr(miri, ignore = "a task of real time")]
 fn callbacks_run_once_under_a_probe_interval_past_the_end_of_time() {
@@ -552,8 +548,8 @@ impl Drop for PanicsOnDrop {
 
 /// A callback or waker that panics with a payload whose drop panics too
 /// does not end the completion thread: later callbacks still run, later
-/// futures are still woken, and the panic is counted. (A review found the
-/// payload dropped outside the catch, which ended the thread.)
+/// futures are still woken, and the panic is counted (the payload is
+/// dropped inside the catch).
 #[test]
 #[cfg_attr(miri, ignore = "real-time waits on the software device")]
 fn a_payload_that_panics_on_drop_does_not_end_the_completion_thread() {
