@@ -90,6 +90,12 @@ pub use runtime::{
     Runtime, SharedRing, Submission, Submit, TaskResult, Ticket, WaitStrategy, monitor_support,
 };
 
+/// The README's code blocks, compiled as doctests (the README is the
+/// repository's page, not this crate's front page).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// The most argument bytes a task carries inline in its slot.
 pub const ARGS_BYTES: usize = layout::ARGS_BYTES;
 
