@@ -88,8 +88,10 @@ if [ $run_benches = 1 ]; then
     || failed+=(isolation)
   echo "=== bench: pool"
   timeout 300 "$here/bench/pool" --json "$out/pool.json" || failed+=(pool)
-  echo "=== example: async_tasks"
-  timeout 120 "$here/examples/async_tasks" || failed+=(async_tasks)
+  for example in round_trip async_tasks; do
+    echo "=== example: $example"
+    timeout 120 "$here/examples/$example" || failed+=("$example")
+  done
   echo "=== example: custom_handler_demo"
   timeout 120 "$here/examples/custom_handler_demo" || failed+=(custom_handler_demo)
 fi
