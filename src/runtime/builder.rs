@@ -396,7 +396,17 @@ impl Builder {
     /// [`Runtime::lane`](crate::Runtime::lane). Lane 0 is the runtime's first (this builder's
     /// own); the lanes added are numbered from 1 in the order added. A latency lane (the default shape) and a bulk
     /// lane (many workers) keep a control loop's round trip apart from a
-    /// flood of bulk tasks: they share no ring, slot or worker.
+    /// flood of bulk tasks: they share no ring, slot or worker. They do
+    /// share the device and the link: a flood of one task a slot on the
+    /// bulk lane adds a few microseconds to each of the latency lane's
+    /// tasks, where a packed flood adds about nothing. A lane's own
+    /// producers are another matter: its tasks run one after another on
+    /// its workers, so producers that keep its ring full wait behind
+    /// every task before theirs, up to the ring's capacity of them, and
+    /// that queue, not the bulk lane, is what gives a latency lane fed
+    /// without pause a tail of milliseconds (`pkq-bench/results/lane_tail.json`,
+    /// and `isolation.json` for packed floods). Give such a lane more
+    /// workers, or keep fewer of its tasks in flight.
     /// [`Runtime::shutdown`](crate::Runtime::shutdown), [`Runtime::cancel`](crate::Runtime::cancel)
     /// and [`Runtime::health`](crate::Runtime::health)
     /// cover every lane; dropping the runtime stops them all.

@@ -105,12 +105,37 @@ pub(crate) fn pool_refusals() {
     assert_eq!(rt.device(), 0);
     rt.axpy(0.5, &x, &mut y).unwrap();
     assert!(stream.clone_dtoh(&y).unwrap().iter().all(|&v| v == 2.5));
+    // Views route as their slices do.
+    assert_eq!(pool.for_buffer(&x.slice(8..16)).unwrap().device(), 0);
+    assert_eq!(pool.for_buffer(&y.slice_mut(..)).unwrap().device(), 0);
+    // Without IO areas, an IO task is refused as a runtime refuses it.
+    assert!(matches!(
+        pool.submit(COPY_IO.io(&CopyIoArgs::default(), b"x")),
+        Err(Error::InvalidConfig(_))
+    ));
     // Too large for a slot: the task's own error, the device still serves.
     assert!(matches!(
         pool.submit(Task::raw(ECHO_OP, &[0u8; 4096])),
         Err(Error::PayloadTooLarge { .. })
     ));
     assert_eq!(pool.serving(), [0]);
+    pool.shutdown().unwrap();
+    // IO tasks through a pool, counted in its device's load.
+    let pool = Pool::builder()
+        .devices(&[0])
+        .runtime_builder(Runtime::builder().io(256, 256))
+        .build()
+        .unwrap();
+    let input: Vec<u8> = (0..200u8).collect();
+    let args = CopyIoArgs {
+        out_len: 200,
+        key: 0x11,
+    };
+    let t = pool.submit(COPY_IO.io(&args, &input)).unwrap();
+    assert_eq!(pool.load(0), Some(1));
+    let (_, out) = t.wait_output().unwrap();
+    assert!(out.iter().zip(&input).all(|(o, i)| *o == i ^ 0x11));
+    assert_eq!(pool.load(0), Some(0));
     pool.shutdown().unwrap();
 }
 

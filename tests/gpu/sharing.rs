@@ -140,7 +140,26 @@ pub(crate) fn builtin_declarations_match_the_kernels_table() {
     rt.shutdown().unwrap();
 }
 
+/// `running_kernels` counts the pkq kernels running on the device: one per
+/// lane while a runtime lives, none once it is shut down.
+pub(crate) fn running_kernels_are_counted() {
+    let before = pkq::running_kernels(0).unwrap();
+    let rt = Runtime::builder()
+        .add_lane(Runtime::builder().workers(4))
+        .build()
+        .unwrap();
+    assert_eq!(pkq::running_kernels(0).unwrap(), before + 2);
+    rt.shutdown().unwrap();
+    assert_eq!(pkq::running_kernels(0).unwrap(), before);
+    drop(rt);
+    assert!(matches!(
+        pkq::running_kernels(99),
+        Err(Error::DeviceOutOfRange { index: 99, .. })
+    ));
+}
+
 pub(crate) const TESTS: &[Test] = tests![
+    running_kernels_are_counted,
     builtin_declarations_match_the_kernels_table,
     frees_wait_for_the_resident_kernel,
 ];
