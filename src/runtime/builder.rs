@@ -398,8 +398,8 @@ impl Builder {
     /// lane (many workers) keep a control loop's round trip apart from a
     /// flood of bulk tasks: they share no ring, slot or worker. They do
     /// share the device and the link: a flood of one task a slot on the
-    /// bulk lane adds a few microseconds to each of the latency lane's
-    /// tasks, where a packed flood adds about nothing. A lane's own
+    /// bulk lane slows each of the latency lane's tasks somewhat, a packed
+    /// flood about not at all. A lane's own
     /// producers are another matter: its tasks run one after another on
     /// its workers, so producers that keep its ring full wait behind
     /// every task before theirs, up to the ring's capacity of them, and
