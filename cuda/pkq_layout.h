@@ -189,7 +189,7 @@
 
 /* ---------------------------------------------------------------------------
  * IO: a task's input and output bytes in mapped memory (Builder::io,
- * Runtime::submit_io), up to PKQ_IO_MAX_BYTES each way, in areas of the
+ * TypedOp::io), up to PKQ_IO_MAX_BYTES each way, in areas of the
  * slot, tagged like the slot's words: each word carries the lap's tag and
  * 7 bytes of a byte stream (word k: bytes [7k, 7k + 7), little-endian).
  * A stream of PKQ_IO_PLAIN_MIN_BYTES or more is plain bytes instead

@@ -393,6 +393,42 @@ fn render_isolation() -> String {
     out
 }
 
+/// The lane-tail table (isolation section): a latency lane's round trip by
+/// its own producers (closed or open loop, and how many tasks each keeps
+/// in flight) and by the bulk lane beside it (idle or flooded).
+fn render_lane_tail() -> String {
+    let Some(r) = results("lane_tail.json") else {
+        return "(no `lane_tail.json` committed yet)\n".into();
+    };
+    let mut out = format!(
+        "`lane_tail.json` ({}), lane 0's tasks, submit to completion read:\n\n",
+        header(&r)
+    );
+    out += "| lane 0's producers | loop | tasks in flight each | bulk lane | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | tasks |\n";
+    out += "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|\n";
+    for row in rows(&r) {
+        let name = row["name"].as_str().unwrap_or("?");
+        // "lane 0 <closed|open>, <n> producer(s), bulk <idle|flooded>"
+        let kind = name
+            .strip_prefix("lane 0 ")
+            .and_then(|rest| rest.split(',').next())
+            .unwrap_or("?");
+        let bulk = name.rsplit_once("bulk ").map_or("?", |(_, b)| b);
+        out += &format!(
+            "| {} | {kind} | {} | {bulk} | {} | {} | {} | {} | {} | {} |\n",
+            row["producers"],
+            row["window"],
+            f(&row["p50_us"]),
+            f(&row["p90_us"]),
+            f(&row["p99_us"]),
+            f(&row["p99_9_us"]),
+            f(&row["max_us"]),
+            row["samples"],
+        );
+    }
+    out
+}
+
 /// The pool section: round trips through a pool against a lone runtime,
 /// and throughput through pools of 1 to all devices.
 fn render_pool() -> String {
@@ -431,6 +467,15 @@ fn render_pool() -> String {
 #[test]
 fn pool_section_matches_committed_results() {
     check_block("pool", &render_pool(), "pkq-bench/results/pool.json");
+}
+
+#[test]
+fn lane_tail_table_matches_committed_results() {
+    check_block(
+        "lane-tail",
+        &render_lane_tail(),
+        "pkq-bench/results/lane_tail.json",
+    );
 }
 
 #[test]
@@ -548,4 +593,60 @@ fn handler_section_is_the_examples_code() {
         }
     }
     assert!(blocks >= 5, "{blocks}");
+}
+
+/// Every repository path the README names in backticks exists (the retired
+/// bench notes included: a path that was removed fails here), and every
+/// `#anchor` it cites is a heading of that page.
+#[test]
+fn readme_paths_exist() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    // GitHub's anchor of a heading: lower case, spaces to dashes, other
+    // punctuation dropped.
+    let slug = |heading: &str| -> String {
+        heading
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect()
+    };
+    let roots = [
+        "cuda/",
+        "docs/",
+        "examples/",
+        "pkq-bench/",
+        "pkq-build/",
+        "scripts/",
+        "src/",
+        "tests/",
+    ];
+    let mut named = 0;
+    for token in readme.split('`').skip(1).step_by(2) {
+        if token.contains(char::is_whitespace) || !roots.iter().any(|r| token.starts_with(r)) {
+            continue;
+        }
+        let (path, anchor) = token.split_once('#').unwrap_or((token, ""));
+        let full = format!("{root}/{path}");
+        assert!(
+            std::path::Path::new(&full).exists(),
+            "the README names {path}, which does not exist"
+        );
+        if !anchor.is_empty() {
+            let page = std::fs::read_to_string(&full).unwrap();
+            assert!(
+                page.lines()
+                    .filter_map(|l| l.strip_prefix('#'))
+                    .any(|h| slug(h.trim_start_matches('#')) == anchor),
+                "the README cites {path}#{anchor}, which is no heading there"
+            );
+        }
+        named += 1;
+    }
+    assert!(named >= 20, "{named}");
 }

@@ -251,7 +251,7 @@ impl Pool {
     }
 
     /// Device `device`'s runtime, for anything the pool does not route
-    /// (producers, device state, IO tasks). Tasks submitted through it are
+    /// (producers, lanes, device state). Tasks submitted through it are
     /// not counted in the pool's loads. Errors: [`Error::InvalidArgument`]
     /// (not in the pool), [`Error::NotServing`].
     pub fn runtime(&self, device: usize) -> Result<&Runtime> {

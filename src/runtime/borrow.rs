@@ -49,7 +49,7 @@ impl Lane {
     /// never end while the task could still run. The stream
     /// synchronizations make it slower than an unchecked call; for state a
     /// handler keeps between tasks, [`Lane::call_on_state`] needs none
-    /// (`benches/results/custom_handler.json` compares the three).
+    /// (`pkq-bench/results/custom_handler.json` compares the three).
     ///
     /// # Safety
     /// Every device address in `args` must be valid for what `op`'s handler

@@ -18,7 +18,7 @@ pub enum IdlePolicy {
     /// the other pollers take up their polls once the worker has taken it.
     /// A poller that reads host memory without pause slowed the isolation
     /// bench's memory-bound kernel, on the rest of an SM partition too
-    /// (`examples/isolation`, its rows "idle policy"); this keeps one such
+    /// (`pkq-bench`'s `isolation`, its rows "idle policy"); this keeps one such
     /// poller per idle worker instead of `pollers`. The
     /// same as [`IdlePolicy::Spin`] for workers of one poller. `after`: at
     /// least 1 ns, at most `u32::MAX` ns. The default, after

@@ -46,7 +46,8 @@ use crate::sync::Ordering;
 ///   streams and load your modules before building a runtime.
 ///
 /// pkq's GPU test `frees_wait_for_the_resident_kernel` (`tests/gpu`)
-/// shows each wait. pkq keeps the rule itself: it frees the pinned memory of a runtime
+/// shows the frees and the context synchronization wait, and a
+/// stream-ordered free not. pkq keeps the rule itself: it frees the pinned memory of a runtime
 /// dropped beside another only once no pkq kernel runs, frees device
 /// memory only stream-ordered or once its kernel exited, and loads each
 /// module before any of its kernels runs.

@@ -369,9 +369,9 @@ mod tests {
         );
     }
 
-    /// The soak's false stalls (examples/soak, 61f463d): a waiter that found
-    /// another thread probing measured silence up to "now" from heartbeats
-    /// a probe had read minutes before. Silence ends at the last probe.
+    /// Silence ends at the last probe: a waiter that finds another thread
+    /// probing does not measure silence up to "now" from heartbeats a probe
+    /// read long before (a false stall).
     #[test]
     fn silence_is_measured_up_to_the_last_probe() {
         let l = Liveness::new(Duration::from_millis(1), Duration::from_secs(1), 2);

@@ -15,7 +15,7 @@
 //! task is done). So a call needs no check of the buffer and no wait for a
 //! stream: what it costs over an unchecked task ([`Task::unchecked`]) is the op table's
 //! check, a check that the state is this runtime's, and the argument bytes
-//! (`benches/results/custom_handler.json`).
+//! (`pkq-bench/results/custom_handler.json`).
 
 use std::marker::PhantomData;
 use std::sync::Arc;

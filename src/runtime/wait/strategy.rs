@@ -33,9 +33,9 @@ pub enum WaitStrategy {
     #[default]
     SpinThenYield,
     /// Polls 64 times (a spin-loop hint between polls), then sleeps
-    /// until the runtime's completion thread wakes it (and looks by itself
+    /// until the lane's completion thread wakes it (and looks by itself
     /// at least every 50 ms, a bound that no healthy wake-up needs). That
-    /// thread (one per runtime, started by the first wait that
+    /// thread (one per lane, started by the first wait that
     /// parks) polls the completions of every parked waiter, future and
     /// callback while there are any (without pause, then, after 4096 rounds
     /// that found nothing, yielding the CPU between rounds), and sleeps

@@ -4,7 +4,7 @@
 //! 8-motor PID step plus a 64 x 64 observer on a controller whose state
 //! stays on the device (`control_loop/control.cu`), 64 outputs
 //! (256 B) back, the commands applied to a simulated plant on the host.
-//! Mechanisms: pkq (`Runtime::call_on_state_io`: one IO task on device
+//! Mechanisms: pkq (`Lane::call_on_state_io`: one IO task on device
 //! state, the latency setting), and the same step as an ordinary kernel:
 //! cudaMemcpyAsync in + launch + cudaMemcpyAsync out + stream sync
 //! (`launch`), and those three as a CUDA graph + sync (`graph`). A fourth

@@ -2,7 +2,7 @@
 //! launch-based twin in one run: the book (mid prices and bands, position
 //! and notional limits, every account's positions) stays on the device
 //! (`risk_check/book.cu`), each order's check is one task that
-//! accepts or rejects it and updates the book. pkq: `Runtime::call_on_state`
+//! accepts or rejects it and updates the book. pkq: `Lane::call_on_state`
 //! on the latency setting; the twin: the same check as a kernel launch (the
 //! order by value, the decision into mapped memory) + stream sync. Every
 //! decision is checked against the host's twin of the book.
