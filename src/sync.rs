@@ -1,15 +1,14 @@
-//! The one facade through which every atomic, lock and thread handshake of
-//! pkq goes: std's, or loom's when the host protocol is model-checked
-//! (`RUSTFLAGS="--cfg loom" cargo test --lib loom_`). The rest of the crate
-//! names none of std's (clippy's `disallowed-types` and
-//! `disallowed-methods` in `clippy.toml` refuse them everywhere but here).
+//! The one facade through which every atomic, lock, thread handshake and
+//! clock reading of pkq's library code goes: std's, or loom's when the host
+//! protocol is model-checked (`RUSTFLAGS="--cfg loom" cargo test --lib
+//! loom_`). The rest of the library names none of std's: `tests/layers.rs`
+//! fails on a use of them outside this file.
 //!
-//! Two kinds of item pass through unchanged under loom, each said where it
-//! is: process-wide statics ([`statics`]: loom objects cannot live across
-//! a model's executions, and no model reaches the code that uses them) and
-//! [`OnceLock`] (loom has none; the runtime's latched fault uses it, and a
-//! model sees it as a plain value).
-#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+//! Two kinds of item are std's under loom too, each said where it is:
+//! process-wide statics ([`statics`]: a loom object cannot outlive one
+//! execution of a model; a model may touch them, but nothing it checks
+//! rests on their ordering) and [`OnceLock`] (loom has none; the runtime's
+//! latched fault uses it, and a model sees it as a plain value).
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
@@ -85,9 +84,10 @@ pub(crate) fn now() -> std::time::Instant {
 }
 
 /// Process-wide statics: std's atomics and locks in every build, loom's
-/// included (a loom object cannot outlive one execution of a model, and
-/// no model reaches the code that uses these: the module cache, the
-/// membarrier registration, the count of live runtimes, the thread's ring).
+/// included (a loom object cannot outlive one execution of a model; a
+/// model may touch these, the count of live lanes and the thread's ring,
+/// but nothing it checks rests on their ordering; the module cache and the
+/// membarrier registration it never reaches).
 pub(crate) mod statics {
     pub(crate) use std::sync::atomic::{AtomicU8, AtomicUsize};
     pub(crate) use std::sync::{LazyLock, Mutex, MutexGuard};

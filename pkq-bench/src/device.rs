@@ -70,6 +70,16 @@ pub(crate) fn device(ordinal: usize, image: &'static [u8]) -> Result<Arc<Device>
     // through pkq's checked opening: a typed error where cudarc's
     // CudaContext::new would panic (no driver).
     let ctx = pkq::context(ordinal)?;
+    // The driver waits for every running kernel of the context before it
+    // loads a module, and a pkq runtime's never ends: refuse rather than
+    // wait forever.
+    let running = pkq::running_kernels(ordinal)?;
+    if running > 0 {
+        return Err(Error::InvalidArgument(format!(
+            "pkq-bench's module must be loaded on device {ordinal} before any pkq runtime \
+             starts there ({running} pkq kernel(s) run now): call pkq_bench::floor::load first"
+        )));
+    }
     // SAFETY: this Arc is pkq-bench's own. Nothing is allocated through it
     // that relies on cudarc's event tracking: the mapped memory comes from
     // the driver directly, and each kernel runs on its own stream, watched
@@ -81,7 +91,7 @@ pub(crate) fn device(ordinal: usize, image: &'static [u8]) -> Result<Arc<Device>
     let mut functions = HashMap::new();
     for name in KERNELS {
         let f = module.load_function(name)?;
-        ctx.bind_to_thread()?;
+        make_current(&ctx)?;
         // SAFETY: a function of the module just loaded into `ctx`, which
         // is current on this thread.
         unsafe { sys::cuFuncLoad(f.cu_function()) }.result()?;
@@ -155,7 +165,7 @@ impl Mapped {
         let bytes = words * 8;
         let mut host = std::ptr::null_mut();
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
-        dev.ctx.bind_to_thread()?;
+        make_current(&dev.ctx)?;
         // SAFETY: `host` is a valid out-pointer; the context is current.
         unsafe { sys::cuMemHostAlloc(&mut host, bytes, flags) }.result()?;
         let host = NonNull::new(host.cast::<AtomicU64>())
@@ -277,7 +287,7 @@ impl Launched {
         if self.exited.load(Ordering::Acquire) || !self.launched.load(Ordering::Acquire) {
             return State::Exited;
         }
-        if let Err(e) = self.device.ctx.bind_to_thread() {
+        if let Err(e) = make_current(&self.device.ctx) {
             return State::Faulted(e);
         }
         // SAFETY: a live stream of the context current on this thread.
@@ -325,6 +335,15 @@ impl Drop for Launched {
         // Else the kernel may still run: its memory (dropped, never freed)
         // and its stream are leaked.
     }
+}
+
+/// Makes `ctx` the calling thread's current context (as cudarc's calls
+/// do), without cudarc's `bind_to_thread`, which would also report errors
+/// that earlier drops recorded on the context (not this call's).
+fn make_current(ctx: &CudaContext) -> Result<(), DriverError> {
+    // SAFETY: the context is alive (borrowed); making it current has no
+    // other effect.
+    unsafe { sys::cuCtxSetCurrent(ctx.cu_ctx()) }.result()
 }
 
 /// Whether the driver makes every launch wait for its kernel to end

@@ -17,10 +17,10 @@
 //! there*: it loads pkq-bench's module into the device's primary context
 //! (the one pkq's runtimes serve in) and every kernel's code, once for the
 //! process; every later floor, measurement and launch of these kernels
-//! then reuses them and may run beside a runtime. pkq-bench cannot tell
-//! whether a pkq kernel runs (pkq refuses its own loads then, with
-//! `Error::InvalidConfig`): a first [`load`] beside a running runtime waits
-//! for it, which is forever.
+//! then reuses them and may run beside a runtime. A first [`load`] while
+//! a pkq kernel runs on the device ([`pkq::running_kernels`]) is refused
+//! with [`Error::InvalidArgument`](crate::Error::InvalidArgument), as pkq
+//! refuses its own loads then: it would wait for that kernel forever.
 //!
 //! The other way round: pkq refuses to load its own module while one of
 //! its kernels runs, but it does not know pkq-bench's, so the first pkq

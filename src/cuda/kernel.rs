@@ -82,6 +82,9 @@ pub(crate) struct Kernel {
     /// Only then is its memory released: a kernel found dead by a fault is
     /// leaked (the driver refuses every free once it reports one anyway).
     gone: AtomicBool,
+    /// Set once its memory was released (see `gone`): freed, or handed to
+    /// `modules::free` for once no pkq kernel runs in the context.
+    released: Arc<AtomicBool>,
     /// Counted among the context's running pkq kernels
     /// ([`crate::cuda::modules::started`]): from just before the launch until the
     /// stream is first seen to have ended, or the launch failed.
@@ -129,6 +132,7 @@ impl Kernel {
             live: AtomicBool::new(false),
             ended: OnceLock::new(),
             gone: AtomicBool::new(true),
+            released: Arc::new(AtomicBool::new(false)),
             counted: AtomicBool::new(false),
             ops: loaded.ops,
         })
@@ -257,7 +261,7 @@ pub(crate) fn wait_ended(
             KernelState::Finished => return Ok(()),
             KernelState::Faulted(e) => return Err(Error::DeviceFault(error_name(e))),
             KernelState::Running | KernelState::Unknown(..)
-                if deadline.is_none_or(|d| Instant::now() < d) =>
+                if deadline.is_none_or(|d| crate::sync::now() < d) =>
             {
                 crate::sync::sleep(Duration::from_micros(20));
             }
@@ -369,6 +373,12 @@ impl Kernel {
         self.gone.load(Ordering::Acquire)
     }
 
+    /// What says, once the kernel is dropped, whether its memory was
+    /// released (or kept for a kernel that may still use it).
+    pub(crate) fn released(&self) -> Arc<AtomicBool> {
+        self.released.clone()
+    }
+
     /// The driver handle of the kernel's context.
     pub(crate) fn cu_ctx(&self) -> sys::CUcontext {
         self.ctx.cu_ctx()
@@ -420,5 +430,6 @@ impl Drop for Kernel {
                 };
             }
         }
+        self.released.store(true, Ordering::Release);
     }
 }

@@ -42,6 +42,20 @@ impl Check {
         }
     }
 
+    /// Whether the task may run a handler that dereferences device
+    /// addresses, let through by [`Task::unchecked`] (a declared pointer
+    /// op, or raw bytes, checked by nothing).
+    pub(crate) fn lets_pointers_through(&self) -> bool {
+        match self {
+            Self::Declared {
+                sig,
+                pointers_allowed,
+            } => sig.derefs && *pointers_allowed,
+            Self::Listed => false,
+            Self::Nothing => true,
+        }
+    }
+
     /// Refuses, against `table`, a task of `op` with `len` argument bytes
     /// ([`Error::OpMismatch`](crate::Error::OpMismatch),
     /// [`Error::UncheckedOp`](crate::Error::UncheckedOp)).

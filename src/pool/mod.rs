@@ -56,6 +56,9 @@ struct Member {
 /// counting the tasks of every ticket and batch it hands out in that
 /// device's load. A submit refuses what a runtime's refuses (for a task of
 /// its own, such as a payload too large, without trying another device),
+/// a task marked [`Task::unchecked`](crate::Task::unchecked) whose handler
+/// may dereference device addresses (they are one device's: submit it to
+/// [`Pool::for_buffer`] or [`Pool::runtime`]; [`Error::InvalidArgument`]),
 /// and [`Error::NoServingDevice`] once no device serves. A device that
 /// faults or stops is taken out: its tickets report the error
 /// ([`Error::DeviceFault`], ...), the pool routes to the others, and
@@ -493,7 +496,21 @@ impl sealed::Route for Pool {}
 /// load until they are read.
 impl Submit for Pool {
     fn route<T: Submission>(&self, task: T, room: Room) -> Result<T::Handle> {
+        refuse_unchecked(&task)?;
         self.routed(task.tasks(), |rt| rt.route(task, room), T::held)
+    }
+}
+
+/// A pool routes no task marked unchecked whose handler may dereference
+/// device addresses: they belong to one device, which routing does not
+/// know ([`Error::InvalidArgument`]).
+fn refuse_unchecked<T: Submission>(task: &T) -> Result<()> {
+    match task.unchecked_op() {
+        Some(op) => Err(Error::InvalidArgument(format!(
+            "a pool routes no unchecked task ({op} may dereference device addresses, which are \
+             one device's): submit it to that device's runtime (Pool::for_buffer, Pool::runtime)"
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -516,6 +533,7 @@ impl sealed::Route for Keyed<'_> {}
 /// load.
 impl Submit for Keyed<'_> {
     fn route<T: Submission>(&self, task: T, room: Room) -> Result<T::Handle> {
+        refuse_unchecked(&task)?;
         loop {
             let m = self.pool.keyed_member(self.key)?;
             match m.rt.route(task, room) {

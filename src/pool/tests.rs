@@ -211,6 +211,36 @@ fn a_tasks_own_error_is_not_a_dead_device() {
     assert_eq!(pool.serving(), [0, 1]);
 }
 
+/// A pool routes no unchecked task that may dereference device addresses
+/// (they are one device's), by any route; a runtime of the pool takes it.
+#[test]
+fn a_pool_routes_no_unchecked_pointer_task() {
+    let pool = soft_pool(2, Routing::RoundRobin);
+    let args = crate::builtin::AxpyArgs::default();
+    // SAFETY: refused before anything is submitted.
+    let unchecked = unsafe { AXPY.args(&args).unchecked() };
+    assert!(matches!(
+        pool.submit(unchecked),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        pool.keyed(3).try_submit(unchecked),
+        Err(Error::InvalidArgument(_))
+    ));
+    // SAFETY: as above.
+    let raw = unsafe { Task::raw(ECHO.op(), &[0u8; 8]).unchecked() };
+    assert!(matches!(pool.submit(raw), Err(Error::InvalidArgument(_))));
+    let one = [args];
+    // SAFETY: as above.
+    let run = unsafe { AXPY.batch(&one).unchecked() };
+    assert!(matches!(pool.submit(run), Err(Error::InvalidArgument(_))));
+    assert_eq!(pool.load(0), Some(0));
+    // A declared op that dereferences nothing, marked unchecked, is routed.
+    // SAFETY: ECHO dereferences nothing.
+    let echo = unsafe { ECHO.args(&6u64).unchecked() };
+    assert_eq!(pool.submit(echo).unwrap().wait().unwrap().value, 6);
+}
+
 #[test]
 fn tickets_and_batches_outlive_their_pool() {
     let pool = soft_pool(2, Routing::RoundRobin);

@@ -19,6 +19,8 @@ use crate::runtime::wait::WaitStrategy;
 
 /// How often waiters ask the driver whether the kernel still lives.
 const PROBE_EVERY: Duration = Duration::from_millis(1);
+/// The longest probe interval a builder takes.
+const PROBE_AT_MOST: Duration = Duration::from_secs(1);
 /// The resident kernel of pkq's embedded module.
 const WORKER_KERNEL: &str = "pkq_worker_kernel";
 
@@ -494,10 +496,14 @@ impl Builder {
     }
 
     /// How often a waiting thread asks the driver whether the kernel still
-    /// lives (default 1 ms; at most one thread asks at a time, the others
-    /// go on polling). A shorter interval finds a fault or a stop sooner,
-    /// at the cost of a driver call (a stream query) per interval on a
-    /// waiting thread; `Duration::ZERO` probes at every look.
+    /// lives, and reads the heartbeats that tell a stalled worker (default
+    /// 1 ms; at most one thread asks at a time, the others go on polling):
+    /// a wait learns of a fault or a stop at most about this long after the
+    /// driver reports it. A shorter interval finds it sooner, at the cost
+    /// of a driver call (a stream query) per interval on a waiting thread;
+    /// `Duration::ZERO` probes at every look. [`build`](Builder::build)
+    /// refuses more than 1 s or more than the stall bound
+    /// ([`Builder::stall_after`]): [`Error::InvalidConfig`].
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn probe_interval(mut self, every: Duration) -> Self {
         self.probe_every = every;
@@ -578,6 +584,13 @@ impl Builder {
             return Err(Error::InvalidConfig(format!(
                 "io areas of {} and {} bytes: each at most {IO_MAX_BYTES}",
                 self.io.0, self.io.1
+            )));
+        }
+        if self.probe_every > PROBE_AT_MOST || self.probe_every > self.stall_after {
+            return Err(Error::InvalidConfig(format!(
+                "probe_interval {:?} must be at most {PROBE_AT_MOST:?} and at most stall_after \
+                 ({:?}): waits learn of a fault or a stop only at a probe",
+                self.probe_every, self.stall_after
             )));
         }
         if self.stall_after < Duration::from_millis(10) {

@@ -2,6 +2,7 @@
 //! tests) the software device, which plays the kernel's part over heap
 //! memory so that loom and Miri run the real runtime, tickets and batches.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::DriverError;
@@ -83,6 +84,17 @@ impl Engine {
             Self::Cuda(k) => k.is_gone(),
             #[cfg(test)]
             Self::Soft(d) => d.finished(),
+        }
+    }
+
+    /// What says, once the engine is dropped, whether the memory the device
+    /// used was released: the CUDA kernel's flag; none for the software
+    /// device, whose heap memory is always freed.
+    pub(crate) fn released(&self) -> Option<Arc<crate::sync::AtomicBool>> {
+        match self {
+            Self::Cuda(k) => Some(k.released()),
+            #[cfg(test)]
+            Self::Soft(_) => None,
         }
     }
 

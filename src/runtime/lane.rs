@@ -154,10 +154,12 @@ impl Runtime {
     /// [`Error::Cancelled`](crate::Error::Cancelled). Later calls (and
     /// `Drop`) return the first outcome; so does every lane's.
     ///
-    /// After a shutdown, [`Runtime::health`] reports
+    /// After a shutdown whose kernels exited, [`Runtime::health`] reports
     /// [`Error::KernelStopped`](crate::Error::KernelStopped) ("the runtime
-    /// was shut down and its kernel exited"), or the error the shutdown
-    /// returned where its kernel did not exit in time.
+    /// was shut down and its kernel exited"). Where a kernel did not exit in
+    /// time, `health` says what a probe finds: `Ok` or
+    /// [`Error::Stalled`](crate::Error::Stalled) while it runs on (a task
+    /// still running), `KernelStopped` once it exits.
     pub fn shutdown(&self) -> Result<()> {
         // Every lane refuses new tasks at once; then each drains and stops.
         for lane in self.lanes.iter() {
@@ -194,8 +196,9 @@ impl Runtime {
     }
 
     /// [`Lane::health`] of every lane: `Ok` while each serves, else the
-    /// first lane's problem. After a shutdown:
-    /// [`Error::KernelStopped`](crate::Error::KernelStopped).
+    /// first lane's problem. After a shutdown whose kernels exited:
+    /// [`Error::KernelStopped`](crate::Error::KernelStopped) (see
+    /// [`Runtime::shutdown`]).
     pub fn health(&self) -> Result<()> {
         self.lanes.iter().try_for_each(Lane::health)
     }
@@ -250,7 +253,7 @@ impl Lane {
     /// Probes its kernel now: `Ok` while it serves; else the latched fault
     /// or stop ([`Error::DeviceFault`](crate::Error::DeviceFault),
     /// [`Error::KernelStopped`](crate::Error::KernelStopped) (after a
-    /// shutdown too), [`Error::Cancelled`](crate::Error::Cancelled)), or
+    /// shutdown whose kernel exited too), [`Error::Cancelled`](crate::Error::Cancelled)), or
     /// [`Error::Stalled`](crate::Error::Stalled) for a worker silent past
     /// the stall bound. For supervisors; waits check this by themselves.
     /// Where the driver reports a device fault that this lane has not yet

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::runtime::engine::Engine;
-use crate::sync::{AtomicU8, Ordering};
+use crate::sync::{AtomicBool, AtomicU8, Ordering};
 
 const IN_USE: u8 = 0;
 const GIVEN_BACK: u8 = 1;
@@ -18,9 +18,10 @@ pub enum MemoryState {
     /// In use: the runtime, or a ticket or batch of its, is alive.
     InUse,
     /// Given back: the runtime and every ticket and batch of its are gone
-    /// and its kernel exited. Its device memory is freed, and its pinned
-    /// memory too, or, while another pkq kernel runs in its context, as
-    /// soon as none does (the driver would wait for that kernel).
+    /// and its kernel exited. Its memory is freed, or, where the driver
+    /// would wait for another pkq kernel running in its context to free it
+    /// (pinned memory, and device memory on a device without memory pools),
+    /// as soon as none runs.
     GivenBack,
     /// Kept for the process: the runtime and its handles are gone, but its
     /// kernel was not seen to exit (a stop that timed out, a fault), so the
@@ -83,28 +84,41 @@ pub fn live_lanes() -> usize {
 }
 
 /// A lane's side of its [`MemoryWatch`], counted in [`live_lanes`] while
-/// it lives.
-pub(crate) struct Witness(Arc<AtomicU8>);
-
-impl Default for Witness {
-    fn default() -> Self {
-        LIVE.fetch_add(1, Ordering::Relaxed);
-        Self(Arc::default())
-    }
+/// it lives. It is the last field of the lane's shared state, so it is
+/// dropped after the engine and every view of the memory: it reads what
+/// the kernel's drop did.
+pub(crate) struct Witness {
+    state: Arc<AtomicU8>,
+    /// The kernel's own word on its memory (none: the software device's).
+    released: Option<Arc<AtomicBool>>,
 }
 
 impl Witness {
-    /// What a watch reads.
-    pub(crate) fn state(&self) -> Arc<AtomicU8> {
-        self.0.clone()
+    /// The witness of the memory `engine` uses.
+    pub(crate) fn new(engine: &Engine) -> Self {
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        Self {
+            state: Arc::default(),
+            released: engine.released(),
+        }
     }
 
-    /// The lane's memory is being dropped: given back if its kernel is
-    /// seen to have exited (after one more look), else kept.
-    pub(crate) fn given_back(&self, engine: &Engine) {
-        let _ = engine.state();
-        let state = if engine.is_gone() { GIVEN_BACK } else { KEPT };
-        self.0.store(state, Ordering::Release);
+    /// What a watch reads.
+    pub(crate) fn state(&self) -> Arc<AtomicU8> {
+        self.state.clone()
+    }
+}
+
+impl Drop for Witness {
+    /// The lane's memory was dropped: given back if the kernel released it,
+    /// else kept for a kernel that may still use it.
+    fn drop(&mut self) {
+        let released = self
+            .released
+            .as_ref()
+            .is_none_or(|r| r.load(Ordering::Acquire));
+        let state = if released { GIVEN_BACK } else { KEPT };
+        self.state.store(state, Ordering::Release);
         LIVE.fetch_sub(1, Ordering::Relaxed);
     }
 }

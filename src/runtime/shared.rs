@@ -49,7 +49,8 @@ pub(crate) struct Shared {
     /// The device memory states come from (`Lane::state`), if any.
     pub(crate) state: Option<Arc<crate::runtime::arena::StateArena>>,
     pub(crate) settings: Settings,
-    /// Says, once this is dropped, whether the memory was given back.
+    /// Says, once this is dropped, whether the memory was given back (the
+    /// last field: dropped after the engine and the views of the memory).
     witness: Witness,
 }
 
@@ -64,6 +65,7 @@ impl Shared {
         engine: Engine,
         state: Option<Arc<crate::runtime::arena::StateArena>>,
     ) -> Arc<Self> {
+        let witness = Witness::new(&engine);
         Arc::new(Shared {
             rings: Rings::new(plan, &h2d, &d2h),
             device: Device::new(
@@ -77,7 +79,7 @@ impl Shared {
             ops,
             state,
             settings: b,
-            witness: Witness::default(),
+            witness,
         })
     }
 
@@ -229,11 +231,5 @@ impl Shared {
         }
         self.check()?;
         self.check_stall(Watch::AnyWorker)
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        self.witness.given_back(&self.device.engine);
     }
 }

@@ -11,6 +11,7 @@ use bytemuck::Pod;
 
 use crate::error::{Error, Result};
 use crate::layout::PACK_TASKS;
+use crate::op::Op;
 use crate::ops::{Task, Tasks};
 use crate::proto::queue::{Queue, Refusal};
 use crate::proto::slot::SlotImage;
@@ -111,6 +112,11 @@ pub trait Submission: sealed::Send + Copy {
     #[doc(hidden)]
     fn tasks(&self) -> usize;
 
+    /// Its op, if it was marked unchecked and may dereference device
+    /// addresses (which belong to one device: a pool routes none).
+    #[doc(hidden)]
+    fn unchecked_op(&self) -> Option<Op>;
+
     /// Checks, reserves, publishes, and returns the handle.
     #[doc(hidden)]
     fn send<R: RingAccess>(self, ring: RingPtr, room: Room) -> Result<Self::Handle>;
@@ -129,6 +135,10 @@ impl Submission for Task<'_> {
 
     fn tasks(&self) -> usize {
         1
+    }
+
+    fn unchecked_op(&self) -> Option<Op> {
+        self.check.lets_pointers_through().then_some(self.op)
     }
 
     #[inline]
@@ -166,6 +176,10 @@ impl<A: Pod> Submission for Tasks<'_, A> {
 
     fn tasks(&self) -> usize {
         self.args.len()
+    }
+
+    fn unchecked_op(&self) -> Option<Op> {
+        self.check.lets_pointers_through().then_some(self.op)
     }
 
     fn send<R: RingAccess>(self, ring: RingPtr, room: Room) -> Result<Batch> {

@@ -158,10 +158,18 @@ fn huge_durations_never_panic() {
     rt.shutdown().unwrap();
     let rt = soft(Runtime::builder().stop_timeout(Duration::MAX));
     rt.shutdown().unwrap();
-    // Probes and stall checks with the largest intervals.
-    let rt = soft(
+    // Probes and stall checks with the largest intervals (a probe interval
+    // past the largest is refused: waits learn of a fault only at a probe).
+    assert!(matches!(
         Runtime::builder()
             .probe_interval(Duration::MAX)
+            .stall_after(Duration::MAX)
+            .build_soft(true),
+        Err(Error::InvalidConfig(_))
+    ));
+    let rt = soft(
+        Runtime::builder()
+            .probe_interval(Duration::from_secs(1))
             .stall_after(Duration::MAX),
     );
     for _ in 0..3 {

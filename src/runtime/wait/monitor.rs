@@ -200,7 +200,7 @@ mod tests {
                         word.store(1, std::sync::atomic::Ordering::Release);
                     })
                 };
-                let start = std::time::Instant::now();
+                let start = crate::sync::now();
                 while word.load(std::sync::atomic::Ordering::Acquire) == 0 {
                     wait_on(kind, word.as_ptr().cast(), || {
                         word.load(std::sync::atomic::Ordering::Acquire) != 0
