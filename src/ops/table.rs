@@ -46,10 +46,15 @@ const _: () = {
     assert!(offset_of!(OpInfo, flags) == OP_INFO_OFF_FLAGS);
 };
 
+/// Op codes below this are found by index (pkq's own ops are 0 to 10).
+const DIRECT: usize = 16;
+
 /// A module's op table, sorted by op code.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct OpTable {
     ops: Box<[OpInfo]>,
+    /// The rows of codes below [`DIRECT`], by code (see [`OpTable::get`]).
+    direct: [u8; DIRECT],
     /// Ops the table does not list may still reach a handler (a caller's
     /// module may fall back on pkq's built-ins, or on anything): the safe
     /// calls refuse them. pkq's own kernel answers them `UnknownOp`.
@@ -89,8 +94,16 @@ impl OpTable {
                 u16::MAX
             )));
         }
+        // Each code below DIRECT: its row's index plus one (0: none).
+        let mut direct = [0u8; DIRECT];
+        for (i, o) in ops.iter().enumerate().take(usize::from(u8::MAX)) {
+            if let Some(d) = direct.get_mut(o.op as usize) {
+                *d = i as u8 + 1;
+            }
+        }
         Ok(Self {
             ops: ops.into(),
+            direct,
             refuse_unlisted: false,
         })
     }
@@ -108,11 +121,15 @@ impl OpTable {
         self
     }
 
+    /// The row of `op`: for a code below `DIRECT`, by index (pkq's own ops,
+    /// on every submit), else by binary search.
+    #[inline(always)]
     fn get(&self, op: u16) -> Option<&OpInfo> {
-        self.ops
-            .binary_search_by_key(&(op as u32), |o| o.op)
-            .ok()
-            .map(|i| &self.ops[i])
+        let at = match self.direct.get(usize::from(op)) {
+            Some(&slot) => usize::from(slot).checked_sub(1),
+            None => self.ops.binary_search_by_key(&u32::from(op), |o| o.op).ok(),
+        };
+        at.map(|i| &self.ops[i])
     }
 
     /// What the safe submits refuse: an op whose handler dereferences
@@ -142,7 +159,7 @@ impl OpTable {
             )),
             None if self.refuse_unlisted => mismatch(
                 "the module's op table does not list it, and its handlers might serve it \
-                 anyway (a fallback): only submit_unchecked sends it"
+                 anyway (a fallback): only a raw task marked unchecked sends it"
                     .into(),
             ),
             _ => Ok(()),
@@ -152,57 +169,77 @@ impl OpTable {
     /// [`Error::OpMismatch`] unless the module serves `sig.op` with arguments
     /// of the same size and alignment (or, for a row flagged up-to, of at
     /// most its size and alignment), and the same pointer flag.
+    #[inline(always)]
     pub(crate) fn check(&self, sig: &Signature) -> Result<()> {
-        let mismatch = |why: String| {
-            Err(Error::OpMismatch {
-                op: sig.name.to_string(),
-                code: sig.op,
-                why,
-            })
-        };
-        let Some(dev) = self.get(sig.op) else {
-            return mismatch("the kernel's op table has no such op".into());
-        };
-        let fits = if dev.flags & OP_UP_TO != 0 {
-            sig.bytes <= dev.arg_bytes && sig.align <= dev.arg_align
-        } else {
-            (sig.bytes, sig.align) == (dev.arg_bytes, dev.arg_align)
-        };
-        if !fits {
-            return mismatch(format!(
-                "the host's arguments take {} bytes aligned to {}, the device's {}{} bytes \
-                 aligned to {}",
-                sig.bytes,
-                sig.align,
-                if dev.flags & OP_UP_TO != 0 {
-                    "up to "
-                } else {
-                    ""
+        match self.get(sig.op) {
+            Some(dev) if matches(dev, sig) => Ok(()),
+            found => Err(mismatch(found, sig)),
+        }
+    }
+}
+
+/// Whether row `dev` serves the declaration `sig` (see [`OpTable::check`]).
+#[inline(always)]
+fn matches(dev: &OpInfo, sig: &Signature) -> bool {
+    let fits = if dev.flags & OP_UP_TO != 0 {
+        sig.bytes <= dev.arg_bytes && sig.align <= dev.arg_align
+    } else {
+        (sig.bytes, sig.align) == (dev.arg_bytes, dev.arg_align)
+    };
+    let dev_derefs = dev.flags & (OP_DEREFS | OP_STATE) != 0;
+    // A host's state op needs a handler that touches nothing but the
+    // state; an unchecked declaration (`with_pointers`) may name one.
+    fits && dev_derefs == sig.derefs && (!sig.state || dev.flags & OP_STATE != 0)
+}
+
+/// Why row `dev` (none: the table has no such op) does not serve `sig`.
+#[cold]
+fn mismatch(dev: Option<&OpInfo>, sig: &Signature) -> Error {
+    let why = match dev {
+        None => "the kernel's op table has no such op".into(),
+        Some(dev) => {
+            let dev_derefs = dev.flags & (OP_DEREFS | OP_STATE) != 0;
+            if !matches(
+                dev,
+                &Signature {
+                    derefs: dev_derefs,
+                    state: false,
+                    ..*sig
                 },
-                dev.arg_bytes,
-                dev.arg_align
-            ));
-        }
-        let dev_derefs = dev.flags & (OP_DEREFS | OP_STATE) != 0;
-        if dev_derefs != sig.derefs {
-            return mismatch(if dev_derefs {
-                "the device's handler dereferences pointers, the host declared it without \
-                 (TypedOp::with_pointers)"
-                    .into()
+            ) {
+                format!(
+                    "the host's arguments take {} bytes aligned to {}, the device's {}{} bytes \
+                     aligned to {}",
+                    sig.bytes,
+                    sig.align,
+                    if dev.flags & OP_UP_TO != 0 {
+                        "up to "
+                    } else {
+                        ""
+                    },
+                    dev.arg_bytes,
+                    dev.arg_align
+                )
+            } else if dev_derefs != sig.derefs {
+                if dev_derefs {
+                    "the device's handler dereferences pointers, the host declared it without \
+                     (TypedOp::with_pointers)"
+                        .into()
+                } else {
+                    "the host declared pointers, the device's handler takes none (TypedOp::new)"
+                        .into()
+                }
             } else {
-                "the host declared pointers, the device's handler takes none (TypedOp::new)".into()
-            });
-        }
-        // A host's state op needs a handler that touches nothing but the
-        // state; an unchecked declaration (`with_pointers`) may name one.
-        if sig.state && dev.flags & OP_STATE == 0 {
-            return mismatch(
                 "the host declared a state op (StateOp), the device's handler is not one \
                  (PKQ_OP_INFO_STATE)"
-                    .into(),
-            );
+                    .into()
+            }
         }
-        Ok(())
+    };
+    Error::OpMismatch {
+        op: sig.name.to_string(),
+        code: sig.op,
+        why,
     }
 }
 

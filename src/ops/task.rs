@@ -59,7 +59,7 @@ impl Check {
     /// Refuses, against `table`, a task of `op` with `len` argument bytes
     /// ([`Error::OpMismatch`](crate::Error::OpMismatch),
     /// [`Error::UncheckedOp`](crate::Error::UncheckedOp)).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn apply(&self, table: &OpTable, op: Op, len: usize) -> Result<()> {
         match self {
             Self::Declared {

@@ -477,11 +477,13 @@ impl Queue {
     pub(crate) fn publish(&self, seq: u64, image: &SlotImage) {
         let tag = self.geo.tag(seq);
         let at = self.geo.slot(seq) * SLOT_WORDS;
-        let store = |sq: &Words| {
+        #[inline(always)]
+        fn store_slot(sq: &Words, at: usize, image: &SlotImage, tag: u8) {
             for (k, w) in sq.run::<SLOT_WORDS>(at).iter().enumerate() {
                 w.store(image.word(k, tag), Ordering::Relaxed);
             }
-        };
+        }
+        let store = |sq: &Words| store_slot(sq, at, image, tag);
         // The slot, then its copies (none with one poller per worker; one
         // loop over both as one chain measured slower). Copy 0 becomes
         // visible before the others: the release fence keeps the compiler

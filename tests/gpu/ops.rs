@@ -432,14 +432,21 @@ pub(crate) fn typed_ops_are_checked_against_the_op_table() {
     let short_echo: TypedOp<[u64; 2]> = TypedOp::new(ECHO_OP.0, "SHORT_ECHO");
     let folded = rt.submit(short_echo.args(&[1, 2])).unwrap().wait().unwrap();
     assert_eq!(folded.value, echo_fold(&[1, 2, 0, 0, 0, 0]));
-    let long_echo: TypedOp<[u64; 7]> = TypedOp::new(ECHO_OP.0, "LONG_ECHO");
-    match rt.submit(long_echo.args(&[1; 7])) {
+    // Aligned to more than the row: refused by the table.
+    let wide_echo: TypedOp<u128> = TypedOp::new(ECHO_OP.0, "WIDE_ECHO");
+    match rt.submit(wide_echo.args(&1)) {
         Err(Error::OpMismatch { op, code, why }) => {
-            assert_eq!((op.as_str(), code), ("LONG_ECHO", ECHO_OP.0));
+            assert_eq!((op.as_str(), code), ("WIDE_ECHO", ECHO_OP.0));
             println!("    refused: {}", Error::OpMismatch { op, code, why });
         }
         other => panic!("{other:?}"),
     }
+    // Larger than the row (and a slot): refused before the table.
+    let long_echo: TypedOp<[u64; 7]> = TypedOp::new(ECHO_OP.0, "LONG_ECHO");
+    assert!(matches!(
+        rt.submit(long_echo.args(&[1; 7])),
+        Err(Error::PayloadTooLarge { len: 56, max: 48 })
+    ));
     let unknown: TypedOp<u64> = TypedOp::new(4000, "NOT_THERE");
     assert!(matches!(
         rt.submit(unknown.args(&1)),
