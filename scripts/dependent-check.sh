@@ -2,8 +2,8 @@
 # pkq as a dependent gets it: the packaged crate (`cargo package -p pkq`)
 # holds the library, its kernel's sources, the README, the licenses and the
 # single-file examples, nothing else; and a crate of its own that depends on
-# the unpacked package (no path into this repository but pkq-build's, which
-# is published beside it) builds and runs the README's usage example.
+# the unpacked packages of pkq and pkq-build (published beside it), with no
+# path into this repository, builds and runs the README's usage example.
 #
 # Usage: scripts/dependent-check.sh [OUT_DIR]   (default: target/dependent)
 # The example's binary is left at OUT_DIR/target/release/readme-example; on
@@ -15,7 +15,7 @@ repo="$PWD"
 out="${1:-target/dependent}"
 
 # What the package ships.
-list=$(cargo package --list -p pkq --allow-dirty)
+list=$(cargo package --list -p pkq --allow-dirty 2>/dev/null)
 bad=$(printf '%s\n' "$list" | grep -Ev '^(Cargo\.toml|Cargo\.toml\.orig|Cargo\.lock|\.cargo_vcs_info\.json|build\.rs|README\.md|LICENSE-MIT|LICENSE-APACHE|src/.*|cuda/.*|examples/[^/]+\.rs)$' || true)
 if [ -n "$bad" ]; then
   echo "cargo package -p pkq ships files it should not:" >&2
@@ -24,11 +24,17 @@ if [ -n "$bad" ]; then
 fi
 echo "cargo package -p pkq ships $(printf '%s\n' "$list" | wc -l) files: the library, cuda/, README, licenses, examples"
 
-# The package, unpacked (cargo package verifies that it builds).
-cargo package -p pkq --allow-dirty --no-verify >/dev/null
-version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
-pkg="$repo/target/package/pkq-$version"
-[ -d "$pkg" ] || { echo "no unpacked package at $pkg" >&2; exit 1; }
+# The packages, unpacked (pkq-build packaged beside pkq, which needs it).
+cargo package -p pkq-build -p pkq --allow-dirty --no-verify 2>&1 | grep -v '^warning: ignoring' >&2
+version() { sed -n 's/^version = "\(.*\)"$/\1/p' "$1" | head -1; }
+unpacked="$repo/target/dependent-packages"
+rm -rf "$unpacked" && mkdir -p "$unpacked"
+pkg="$unpacked/pkq-$(version Cargo.toml)"
+build="$unpacked/pkq-build-$(version pkq-build/Cargo.toml)"
+for crate in "$pkg" "$build"; do
+  tar xzf "$repo/target/package/$(basename "$crate").crate" -C "$unpacked"
+  [ -d "$crate" ] || { echo "no unpacked package at $crate" >&2; exit 1; }
+done
 
 # A dependent crate: the README's first Rust block (its usage example) as
 # its main.
@@ -45,7 +51,7 @@ publish = false
 pkq = { path = "$pkg" }
 
 [patch.crates-io]
-pkq-build = { path = "$repo/pkq-build" }
+pkq-build = { path = "$build" }
 
 [workspace]
 EOF
