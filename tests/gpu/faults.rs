@@ -3,37 +3,6 @@
 
 use super::*;
 
-/// Runs child scenario `name` in a child process of this binary (with
-/// `env` added), within a bound; fails if it fails, hangs or crashes.
-pub(crate) fn run_child(name: &str, env: &[(&str, &str)]) {
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .env("PKQ_GPU_CHILD", name)
-        .envs(env.iter().copied())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if t0.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("child {name} still running after 60 s (hang)");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let out = child.wait_with_output().unwrap();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        println!("    | {line}");
-    }
-    for line in String::from_utf8_lossy(&out.stderr).lines() {
-        println!("    ! {line}");
-    }
-    assert!(status.success(), "child {name}: {status}");
-}
-
 /// Faults on purpose, which a sanitizer reports as errors.
 pub(crate) fn run_fault_child(name: &str) {
     if under_sanitizer() {

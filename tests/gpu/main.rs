@@ -1,9 +1,10 @@
 //! GPU tests: the real kernel on random inputs, checked against CPU
 //! references, every task counted (none lost, none twice).
 //!
-//! Our own runner (harness = false): on a machine without a usable GPU it
-//! says so and how many tests it skipped, instead of reporting tests that
-//! checked nothing as passed. A watchdog fails any test that hangs.
+//! Our own runner (harness = false, `tests/support/runner.rs`): on a
+//! machine without a usable GPU it says so and how many tests it skipped,
+//! instead of reporting tests that checked nothing as passed. A watchdog
+//! fails any test that hangs.
 //!
 //! Usage: `cargo test --release --test gpu [-- NAME_FILTER...]`.
 //!
@@ -29,14 +30,14 @@ use pkq::builtin::*;
 use pkq::{MemoryState, Submit, Task, Tasks};
 
 use std::collections::VecDeque;
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pkq::cudarc::driver::CudaContext;
 use pkq::{ARGS_BYTES, Error, IdlePolicy, Op, Runtime, TaskError, TaskStatus};
 use support::Rng;
+use support::runner::{Suite, Test, run_child, skip, under_sanitizer};
 
 /// The built-in ops' codes, as constants the tests match on.
 const NOP_OP: Op = NOP.op();
@@ -46,15 +47,7 @@ const AXPY_OP: Op = AXPY.op();
 const MEMCPY_OP: Op = MEMCPY.op();
 const GEMV_OP: Op = GEMV.op();
 
-/// A test fails if it runs longer than this (hangs are failures, not waits);
-/// under compute-sanitizer, which slows the kernel tens of times, three
-/// times as long.
-fn watchdog() -> Duration {
-    Duration::from_secs(if under_sanitizer() { 360 } else { 120 })
-}
 const SEQ_WRAP: u64 = 1 << 63;
-
-type Test = (&'static str, fn());
 
 /// A module's list of tests: each function with its name.
 macro_rules! tests {
@@ -94,126 +87,18 @@ const CHILDREN: &[Test] = &[
     ),
 ];
 
-/// Why the running test skipped itself, if it did.
-static SKIPPED: Mutex<Option<String>> = Mutex::new(None);
-
-/// Whether the suite runs under compute-sanitizer (bundle-run.sh says so).
-fn under_sanitizer() -> bool {
-    std::env::var_os("PKQ_UNDER_SANITIZER").is_some()
-}
-
-/// Ends the calling test as skipped (with the reason), not passed.
-fn skip(why: &str) {
-    *SKIPPED.lock().unwrap() = Some(why.to_string());
-}
-
 fn main() {
-    if let Ok(child) = std::env::var("PKQ_GPU_CHILD") {
-        let (_, run) = CHILDREN
-            .iter()
-            .find(|(name, _)| *name == child)
-            .expect("known child scenario");
-        run();
-        println!("child {child}: all checks passed");
-        return;
-    }
-    // As libtest: names to run (substrings), and `--skip NAME` to leave
-    // out; other flags (cargo's) are ignored.
-    let (mut filters, mut skips) = (Vec::new(), Vec::new());
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        if a == "--skip" {
-            skips.extend(args.next());
-        } else if !a.starts_with('-') {
-            filters.push(a);
-        }
-    }
-    let selected: Vec<&Test> = MODULES
-        .iter()
-        .flat_map(|m| m.iter())
-        .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
-        .filter(|(name, _)| !skips.iter().any(|s| name.contains(s.as_str())))
-        .collect();
-    if let Err(why) = gpu_ready() {
-        println!("\nrunning {} GPU tests", selected.len());
-        println!("SKIPPED all {} GPU tests: {why}", selected.len());
-        println!(
-            "test result: ok. 0 passed; 0 failed; {} skipped (no GPU); nothing was checked\n",
-            selected.len()
-        );
-        return;
-    }
-    let info = pkq::device_info(0).expect("device info");
-    println!(
-        "\nrunning {} GPU tests on {} (driver {})",
-        selected.len(),
-        info.name,
-        info.driver
-    );
-
-    let current: Arc<Mutex<(&'static str, Instant)>> = Arc::new(Mutex::new(("", Instant::now())));
-    {
-        let current = current.clone();
-        std::thread::spawn(move || {
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-                let (name, since) = *current.lock().unwrap();
-                if !name.is_empty() && since.elapsed() > watchdog() {
-                    println!(
-                        "test {name} ... FAILED: still running after {:?} (hang)",
-                        watchdog()
-                    );
-                    std::process::exit(2);
-                }
-            }
-        });
-    }
-    let (mut passed, mut failed, mut skipped) = (0, Vec::new(), 0);
-    for (name, test) in selected {
-        *current.lock().unwrap() = (name, Instant::now());
-        let t0 = Instant::now();
-        let live = pkq::live_lanes();
-        let outcome = catch_unwind(AssertUnwindSafe(test));
-        let secs = t0.elapsed().as_secs_f64();
-        let skip = SKIPPED.lock().unwrap().take();
+    Suite {
+        what: "GPU tests",
+        tests: MODULES.iter().flat_map(|m| m.iter()).collect(),
+        children: CHILDREN,
+        ready: gpu_ready,
+        before: || {},
         // Every runtime a test built, and every ticket and batch of it, is
         // gone when it returns: its memory must be freed by then.
-        let left = pkq::live_lanes().saturating_sub(live);
-        if outcome.is_ok() && left > 0 {
-            println!("    {left} lane(s) of runtimes still allocated after the test");
-        }
-        let outcome = outcome.and_then(|()| {
-            if left > 0 {
-                Err(Box::new("leak"))
-            } else {
-                Ok(())
-            }
-        });
-        match outcome {
-            Ok(()) if skip.is_some() => {
-                skipped += 1;
-                println!("test {name} ... SKIPPED: {}", skip.unwrap());
-            }
-            Ok(()) => {
-                passed += 1;
-                println!("test {name} ... ok ({secs:.2} s)");
-            }
-            Err(_) => {
-                failed.push(name);
-                println!("test {name} ... FAILED ({secs:.2} s)");
-            }
-        }
+        live: Some(pkq::live_lanes),
     }
-    *current.lock().unwrap() = ("", Instant::now());
-    let verdict = if failed.is_empty() { "ok" } else { "FAILED" };
-    println!(
-        "\ntest result: {verdict}. {passed} passed; {} failed; {skipped} skipped\n",
-        failed.len()
-    );
-    if !failed.is_empty() {
-        println!("failures: {failed:?}");
-        std::process::exit(1);
-    }
+    .main();
 }
 
 /// Why GPU tests cannot run here, if they cannot.

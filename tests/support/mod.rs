@@ -1,6 +1,8 @@
 //! Shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod runner;
+
 /// SplitMix64: a small, seeded source of test inputs.
 pub struct Rng(u64);
 

@@ -135,6 +135,21 @@ const ALPHA: [f64; 6] = [
     0.0,
 ];
 
+/// `n` configurations of random joint angles in [-pi, pi) (6 a
+/// configuration), from `seed` (xorshift): the inputs of the demo and of
+/// pkq-bench's timings.
+pub fn random_angles(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..6 * n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0 * std::f32::consts::PI
+        })
+        .collect()
+}
+
 /// The reference, in `f64`: the 3x4 transform of one configuration.
 pub fn reference(q: &[f32]) -> [f64; 12] {
     let mut t = [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0];

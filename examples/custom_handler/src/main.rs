@@ -11,22 +11,10 @@
 //! pkq-bench's `custom_handler` bench (`pkq-bench/results/custom_handler.json`).
 
 use custom_handler::{
-    ARM_STEP, ArmState, ArmStep, FK, IMAGE, KERNEL, MAX_N, forward_kinematics, max_error, runtime,
+    ARM_STEP, ArmState, ArmStep, FK, IMAGE, KERNEL, MAX_N, forward_kinematics, max_error,
+    random_angles, runtime,
 };
 use pkq::{Error, Runtime, TaskError, TypedOp};
-
-/// Random joint angles in [-pi, pi).
-fn angles(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed;
-    (0..6 * n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0 * std::f32::consts::PI
-        })
-        .collect()
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     if IMAGE.is_empty() {
@@ -39,12 +27,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let stream = ctx.new_stream()?;
     let mut bufs = Vec::new();
     for (i, n) in [1usize, 32, 256, MAX_N].into_iter().enumerate() {
-        let q = angles(n, 7 + i as u64);
+        let q = random_angles(n, 7 + i as u64);
         let qd = stream.clone_htod(&q)?;
         let pd = stream.alloc_zeros::<f32>(12 * n)?;
         bufs.push((n, q, qd, pd));
     }
-    let mut nan = angles(4, 99);
+    let mut nan = random_angles(4, 99);
     nan[5] = f32::NAN;
     let nan_d = stream.clone_htod(&nan)?;
     let mut nan_out = stream.alloc_zeros::<f32>(48)?;

@@ -39,19 +39,6 @@ fn print_row(l: &Latency) {
     );
 }
 
-/// Random joint angles in [-pi, pi).
-fn angles(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed;
-    (0..6 * n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0 * std::f32::consts::PI
-        })
-        .collect()
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     if fk::IMAGE.is_empty() {
@@ -69,12 +56,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sizes = [1usize, 32, 256, fk::MAX_N];
     let mut bufs = Vec::new();
     for (i, &n) in sizes.iter().enumerate() {
-        let q = angles(n, 7 + i as u64);
+        let q = fk::random_angles(n, 7 + i as u64);
         let qd = stream.clone_htod(&q)?;
         let pd = stream.alloc_zeros::<f32>(12 * n)?;
         bufs.push((n, q, qd, pd));
     }
-    let mut nan = angles(4, 99);
+    let mut nan = fk::random_angles(4, 99);
     nan[5] = f32::NAN;
     let nan_d = stream.clone_htod(&nan)?;
     let mut nan_out = stream.alloc_zeros::<f32>(48)?;
