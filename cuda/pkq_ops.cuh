@@ -5,6 +5,7 @@
 
 #include "pkq_handler.cuh"
 #include "pkq_layout.h"
+#include "pkq_group.cuh"
 #include "pkq_mem.cuh"
 
 namespace pkq {
@@ -317,6 +318,41 @@ __device__ __forceinline__ Outcome op_fir(const Context& ctx) {
     return ok_after_writes();
 }
 
+// GROUP_DOT: DOT over every thread of a block or group: each thread sums
+// its strided share in double, each warp adds its lanes', each block its
+// warps' (shared memory), and rank 0 the blocks' (the group's scratch,
+// after the group barrier). Every participant checks the arguments alike.
+__device__ __forceinline__ Outcome op_group_dot(const Context& ctx) {
+    const pkq_dot_args a = ctx.args<pkq_dot_args>();
+    if (a.n > PKQ_GROUP_DOT_MAX_N || (a.n > 0 && a.x == 0) || ((a.x | a.y) & 3) != 0) {
+        return fail(PKQ_STATUS_BAD_ARGS);
+    }
+    const float* x = reinterpret_cast<const float*>(a.x);
+    const float* y = reinterpret_cast<const float*>(a.y);
+    const uint64_t step = ctx.size();
+    double s = 0.0;
+    if (y == nullptr) {
+        for (uint64_t i = ctx.rank(); i < a.n; i += step) s += ld(x + i);
+    } else {
+        for (uint64_t i = ctx.rank(); i < a.n; i += step) s += static_cast<double>(ld(x + i)) * ld(y + i);
+    }
+    s = warp_sum(s);
+    __shared__ double warps[PKQ_MAX_WARPS_PER_BLOCK];
+    if (ctx.lane == 0) warps[ctx.warp] = s;
+    ctx.sync_block();
+    double* blocks = reinterpret_cast<double*>(ctx.scratch());
+    if (ctx.warp == 0 && ctx.lane == 0) {
+        double b = 0.0;
+        for (uint32_t w = 0; w < ctx.warps; ++w) b += warps[w];
+        __stcg(blocks + ctx.block, b);
+    }
+    ctx.sync_group();
+    if (ctx.rank() != 0) return ok();
+    double total = 0.0;
+    for (uint32_t b = 0; b < ctx.blocks; ++b) total += __ldcg(blocks + b);
+    return ok(bits(total));
+}
+
 // The built-in handler table.
 struct BuiltinOps {
     __device__ __forceinline__ Outcome operator()(const Context& ctx) const {
@@ -334,6 +370,8 @@ struct BuiltinOps {
             case PKQ_OP_GEMV: return op_gemv(ctx);
             case PKQ_OP_FIR: return op_fir(ctx);
             case PKQ_OP_COPY_IO: return op_copy_io(ctx);
+            case PKQ_OP_GROUP_EMPTY: return ok();
+            case PKQ_OP_GROUP_DOT: return op_group_dot(ctx);
             default: return unknown_op();
         }
     }
@@ -353,4 +391,6 @@ struct BuiltinOps {
                  PKQ_OP_INFO_POINTERS(PKQ_OP_DOT, pkq_dot_args),                  \
                  PKQ_OP_INFO_POINTERS(PKQ_OP_GEMV, pkq_gemv_args),                \
                  PKQ_OP_INFO_POINTERS(PKQ_OP_FIR, pkq_fir_args),                  \
-                 PKQ_OP_INFO(PKQ_OP_COPY_IO, pkq_copy_io_args))
+                 PKQ_OP_INFO(PKQ_OP_COPY_IO, pkq_copy_io_args),                   \
+                 PKQ_OP_INFO_GROUP_NO_ARGS(PKQ_OP_GROUP_EMPTY),                    \
+                 PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_DOT, pkq_dot_args))

@@ -87,7 +87,8 @@ pub use runtime::live_lanes;
 pub use runtime::{
     Batch, Builder, Completion, DeviceBuffer, DeviceBufferMut, DeviceState, ExclusiveProducer,
     ExclusiveRing, IdlePolicy, Lane, MemoryState, MemoryWatch, MonitorKind, Producer, RingAccess,
-    Runtime, SharedRing, Submission, Submit, TaskResult, Ticket, WaitStrategy, monitor_support,
+    Runtime, SharedRing, Submission, Submit, TaskResult, Ticket, WaitStrategy, Width,
+    monitor_support,
 };
 
 /// The README's code blocks, compiled as doctests (the README is the
