@@ -1,5 +1,5 @@
 // pkq_group.cuh: lanes of blocks and of groups of blocks (WIDTH in
-// pkq_layout.h; the host's side is src/runtime/width.rs): the worker's one
+// pkq_layout.h; the host's side is src/width.rs): the worker's one
 // poller hands each task to the rest of its group through device memory and
 // shared memory, every thread of the group runs the handler, and the poller
 // completes the task once every block arrived.
@@ -20,6 +20,15 @@ __device__ __forceinline__ uint64_t load_acquire_gpu(const uint64_t* p) {
 }
 __device__ __forceinline__ void store_relaxed_gpu(uint64_t* p, uint64_t v) {
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+// GPU-scope release store, and release add (no value back), of device
+// memory: the thread's earlier writes, and those it saw through a block
+// barrier, before the word (cumulative).
+__device__ __forceinline__ void store_release_gpu(uint64_t* p, uint64_t v) {
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void add_release_gpu(uint64_t* p, uint64_t v) {
+    asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 // A named barrier of all `threads` threads of the block (ids 1 and 2 are
@@ -67,9 +76,8 @@ __device__ __forceinline__ void Context::sync_group() const {
     if (threadIdx.x == 0 && group->blocks > 1) {
         const uint64_t target = ++group->crossings * group->blocks;
         // This block's writes (cumulative through the block barrier) before
-        // its arrival; the others' after the wait (acquire).
-        __threadfence();
-        atomicAdd(reinterpret_cast<unsigned long long*>(group_word(group, PKQ_GROUP_OFF_BARRIER)), 1ull);
+        // its arrival (release); the others' after the wait (acquire).
+        add_release_gpu(group_word(group, PKQ_GROUP_OFF_BARRIER), 1);
         wait_at_least(group, PKQ_GROUP_OFF_BARRIER, target);
     }
     __syncthreads();
@@ -120,10 +128,9 @@ struct GroupHandlers {
 #pragma unroll
                 for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j)
                     __stcg(reinterpret_cast<unsigned long long*>(w + 1 + j), c.words[j]);
-                // The task before its generation (the fence between data and
-                // its flag).
-                __threadfence();
-                store_relaxed_gpu(group_word(group, PKQ_GROUP_OFF_GEN), gen);
+                // The task before its generation (a release store: the
+                // ordering between data and its flag).
+                store_release_gpu(group_word(group, PKQ_GROUP_OFF_GEN), gen);
             }
             task->op = c.op;
             task->len = c.len;
@@ -142,11 +149,12 @@ struct GroupHandlers {
         Outcome out = handlers(ctx);
         block_barrier(BAR_DONE, threads);
         if (group->blocks > 1) {
+            // Every block finished; their writes, acquired by lane 0, come
+            // before the completion, and before serve()'s GPU-scope fence
+            // when the outcome says the task wrote device memory (every
+            // participant returns the same outcome).
             if (c.lane == 0) wait_at_least(group, PKQ_GROUP_OFF_ARRIVALS, gen * (group->blocks - 1));
             __syncwarp();
-            // The other blocks' writes, acquired by lane 0, before the
-            // completion: serve() fences at GPU scope (cumulative).
-            out.wrote_device_memory = true;
         }
         return out;
     }
@@ -206,9 +214,8 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
         block_barrier(BAR_DONE, threads);
         if (fetcher) {
             // Every thread's writes (cumulative through the block barrier)
-            // before the arrival the poller acquires.
-            __threadfence();
-            atomicAdd(reinterpret_cast<unsigned long long*>(group_word(group, PKQ_GROUP_OFF_ARRIVALS)), 1ull);
+            // before the arrival the poller acquires (a release add).
+            add_release_gpu(group_word(group, PKQ_GROUP_OFF_ARRIVALS), 1);
         }
     }
 }

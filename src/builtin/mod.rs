@@ -282,7 +282,11 @@ pub(crate) fn table_rows() -> Vec<crate::ops::table::OpInfo> {
             arg_align: s.align,
             flags: if s.derefs { OP_DEREFS } else { 0 }
                 | if s.op == OP_ECHO { OP_UP_TO } else { 0 }
-                | if matches!(s.op, OP_GROUP_EMPTY | OP_GROUP_DOT) { OP_GROUP } else { 0 },
+                | if matches!(s.op, OP_GROUP_EMPTY | OP_GROUP_DOT) {
+                    OP_GROUP
+                } else {
+                    0
+                },
         })
         .collect()
 }

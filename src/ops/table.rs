@@ -13,7 +13,7 @@ use crate::layout::{
     OP_INFO_OFF_OP, OP_STATE, OP_UP_TO,
 };
 use crate::op::Op;
-use crate::runtime::width::Width;
+use crate::width::Width;
 
 /// What the host declared of one op (a [`TypedOp`](crate::TypedOp) without
 /// its type).
@@ -166,8 +166,13 @@ impl OpTable {
                 why,
             })
         };
-        match self.get(op.0) {
-            Some(o) if let Some(why) = self.width_refuses(o) => mismatch(why.into()),
+        let row = self.get(op.0);
+        if let Some(o) = row
+            && let Some(why) = self.width_refuses(o)
+        {
+            return mismatch(why.into());
+        }
+        match row {
             // A state op dereferences its state's address, flagged so or not.
             Some(o) if o.flags & (OP_DEREFS | OP_STATE) != 0 => Err(Error::UncheckedOp(op)),
             Some(o) if o.flags & OP_UP_TO != 0 && len > o.arg_bytes as usize => mismatch(format!(
@@ -192,12 +197,17 @@ impl OpTable {
     /// most its size and alignment), and the same pointer flag.
     #[inline(always)]
     pub(crate) fn check(&self, sig: &Signature) -> Result<()> {
-        match self.get(sig.op) {
-            Some(dev) if let Some(why) = self.width_refuses(dev) => Err(Error::OpMismatch {
+        let row = self.get(sig.op);
+        if let Some(dev) = row
+            && let Some(why) = self.width_refuses(dev)
+        {
+            return Err(Error::OpMismatch {
                 op: sig.name.to_string(),
                 code: sig.op,
                 why: why.into(),
-            }),
+            });
+        }
+        match row {
             Some(dev) if matches(dev, sig) => Ok(()),
             found => Err(mismatch(found, sig)),
         }

@@ -16,7 +16,7 @@ use crate::proto::ring::Geometry;
 use crate::runtime::idle::IdlePolicy;
 use crate::runtime::shared::Settings;
 use crate::runtime::wait::WaitStrategy;
-use crate::runtime::width::Width;
+use crate::width::Width;
 
 /// How often waiters ask the driver whether the kernel still lives.
 const PROBE_EVERY: Duration = Duration::from_millis(1);

@@ -38,7 +38,6 @@ pub(crate) mod stop;
 pub(crate) mod submit;
 pub(crate) mod ticket;
 pub(crate) mod wait;
-pub(crate) mod width;
 
 pub use batch::{Batch, TaskResult};
 pub use buffers::{DeviceBuffer, DeviceBufferMut};
@@ -51,7 +50,6 @@ pub use state::DeviceState;
 pub use submit::{Submission, Submit};
 pub use ticket::{Completion, Ticket};
 pub use wait::WaitStrategy;
-pub use width::Width;
 pub use wait::monitor::{MonitorKind, monitor_support};
 
 #[cfg(all(test, not(loom)))]

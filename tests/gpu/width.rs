@@ -61,7 +61,10 @@ pub(crate) fn wide_tasks_random_vs_cpu_beside_narrow_ones() {
         .map(|&n| {
             let x: Vec<f32> = (0..n).map(|_| rng.unit() - 0.5).collect();
             let y: Vec<f32> = (0..n).map(|_| rng.unit() - 0.5).collect();
-            let (xd, yd) = (stream.clone_htod(&x).unwrap(), stream.clone_htod(&y).unwrap());
+            let (xd, yd) = (
+                stream.clone_htod(&x).unwrap(),
+                stream.clone_htod(&y).unwrap(),
+            );
             let want = dot_ref(&x, &y);
             (n, want, xd, yd)
         })
@@ -83,7 +86,10 @@ pub(crate) fn wide_tasks_random_vs_cpu_beside_narrow_ones() {
             Runtime::builder()
                 .capacity(16)
                 .workers(2)
-                .width(Width::Group { blocks: 4, warps: 8 }),
+                .width(Width::Group {
+                    blocks: 4,
+                    warps: 8,
+                }),
         )
         .build()
         .unwrap();
@@ -144,13 +150,15 @@ fn lane_seed(lane: &pkq::Lane) -> u64 {
 /// packs and IO areas; the refusals are typed and nothing runs.
 pub(crate) fn lanes_serve_the_ops_of_their_width() {
     let rt = Runtime::builder()
-        .add_lane(Runtime::builder().width(Width::Group { blocks: 2, warps: 2 }))
+        .add_lane(Runtime::builder().width(Width::Group {
+            blocks: 2,
+            warps: 2,
+        }))
         .build()
         .unwrap();
     let wide = rt.lane(1).unwrap();
-    let mismatch = |r: pkq::Result<pkq::Ticket>| {
-        assert!(matches!(r, Err(Error::OpMismatch { .. })), "{r:?}")
-    };
+    let mismatch =
+        |r: pkq::Result<pkq::Ticket>| assert!(matches!(r, Err(Error::OpMismatch { .. })), "{r:?}");
     mismatch(rt.submit(GROUP_EMPTY.args(&())));
     mismatch(wide.submit(ECHO.args(&1)));
     mismatch(wide.submit(SPIN.args(&1)));
@@ -170,10 +178,17 @@ pub(crate) fn lanes_serve_the_ops_of_their_width() {
     assert!(matches!(built, Err(Error::OpMismatch { .. })), "{built:?}");
     // Settings no wide lane can have.
     for b in [
-        Runtime::builder().width(Width::Block { warps: 4 }).io(64, 64),
-        Runtime::builder().width(Width::Block { warps: 4 }).pollers(2),
+        Runtime::builder()
+            .width(Width::Block { warps: 4 })
+            .io(64, 64),
+        Runtime::builder()
+            .width(Width::Block { warps: 4 })
+            .pollers(2),
         Runtime::builder().width(Width::Block { warps: 9 }),
-        Runtime::builder().width(Width::Group { blocks: 1025, warps: 1 }),
+        Runtime::builder().width(Width::Group {
+            blocks: 1025,
+            warps: 1,
+        }),
     ] {
         assert!(matches!(b.build(), Err(Error::InvalidConfig(_))));
     }
@@ -191,13 +206,14 @@ pub(crate) fn wide_lanes_stop_with_tasks_in_flight() {
     let xa = addr(&x, &stream);
     for cancel in [false, true] {
         let rt = Runtime::builder()
-            .width(Width::Group { blocks: 4, warps: 8 })
+            .width(Width::Group {
+                blocks: 4,
+                warps: 8,
+            })
             .capacity(64)
             .build()
             .unwrap();
-        let tickets: Vec<_> = (0..48)
-            .map(|_| group_dot(&rt, xa, 0, n).unwrap())
-            .collect();
+        let tickets: Vec<_> = (0..48).map(|_| group_dot(&rt, xa, 0, n).unwrap()).collect();
         let t0 = Instant::now();
         if cancel {
             rt.cancel().unwrap();

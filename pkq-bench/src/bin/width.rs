@@ -6,7 +6,8 @@
 //!
 //! Workloads: the empty task at every width (1 warp, a block of 8 warps,
 //! 8 blocks, one block per SM: `empty <n> warps, ...`; `empty 1 warps, pkq
-//! warp` is the NOP round trip of the run), and the dot product of `n`
+//! warp` is the NOP round trip of the run; a wide lane's NOP, answered by
+//! its poller alone, shows what the hand-off adds), and the dot product of `n`
 //! floats in device memory (`dot <n>, ...`: pkq's DOT on a warp up to its
 //! limit, GROUP_DOT on a group of one block per SM; the launch zeroes the
 //! result, runs the kernel and copies the result back). Rows carry p50/p99
@@ -19,8 +20,8 @@ use std::path::PathBuf;
 use clap::Parser;
 use pkq::builtin::{DOT, DotArgs, GROUP_DOT, GROUP_EMPTY, NOP};
 use pkq::cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, result,
-    sys,
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+    result, sys,
 };
 use pkq::{Runtime, Submit, Width};
 use pkq_bench::support::{Latency, one_stream_context, report, start, write_json};
@@ -93,8 +94,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
         launched.push((blocks * warps, launch, graphed, (blocks as usize).min(sms)));
     }
-    let sizes: Vec<usize> = vec![1, 1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24];
-    let x: Vec<f32> = (0..*sizes.last().unwrap()).map(|i| (i % 13) as f32 * 0.125).collect();
+    let sizes: Vec<usize> = vec![
+        1,
+        1 << 10,
+        1 << 13,
+        1 << 16,
+        1 << 18,
+        1 << 20,
+        1 << 22,
+        1 << 24,
+    ];
+    let x: Vec<f32> = (0..*sizes.last().unwrap())
+        .map(|i| (i % 13) as f32 * 0.125)
+        .collect();
     let xd = stream.clone_htod(&x)?;
     let yd = stream.clone_htod(&x)?;
     let mut out = stream.alloc_zeros::<f64>(1)?;
@@ -102,7 +114,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (o, _sync) = out.device_ptr_mut(&stream);
         o
     };
-    let want = |size: usize| -> f64 { x[..size].iter().map(|&v| f64::from(v) * f64::from(v)).sum() };
+    let want =
+        |size: usize| -> f64 { x[..size].iter().map(|&v| f64::from(v) * f64::from(v)).sum() };
     let mut dots = Vec::new();
     for &size in &sizes {
         let grid = (size.div_ceil(WARPS as usize * 32 * 4) as u32).clamp(1, 4 * sms as u32);
@@ -142,7 +155,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     let mut warp_dots = Vec::new();
     for &size in sizes.iter().filter(|&&s| s <= pkq::builtin::DOT_MAX_N) {
-        let a = DotArgs { x: x_at, y: y_at, n: size as u32, reserved: 0 };
+        let a = DotArgs {
+            x: x_at,
+            y: y_at,
+            n: size as u32,
+            reserved: 0,
+        };
         let got = call(&nop_rt, &DOT, &a)?;
         assert_eq!(got, want(size), "DOT {size}");
         let l = Latency::measure(&format!("dot {size}, pkq warp"), &clock, w, n, || {
@@ -152,27 +170,54 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     drop(nop_rt);
     let mut wide = Vec::new();
-    for &(blocks, warps) in &widths[1..] {
+    let mut poller_alone = None;
+    for &(blocks, warps) in &widths {
         let width = if blocks == 1 {
             Width::Block { warps }
         } else {
             Width::Group { blocks, warps }
         };
         let rt = Runtime::builder().width(width).build()?;
-        let l = Latency::measure(&format!("empty {} warps, pkq wide", blocks * warps), &clock, w, n, || {
-            rt.submit(GROUP_EMPTY.args(&()))?.wait().map(drop)
-        });
+        let l = Latency::measure(
+            &format!("empty {} warps, pkq wide", blocks * warps),
+            &clock,
+            w,
+            n,
+            || rt.submit(GROUP_EMPTY.args(&()))?.wait().map(drop),
+        );
         wide.push((blocks * warps, l, blocks as usize));
+        if (blocks, warps) == (1, WARPS) {
+            // The same lane's NOP, which its poller answers alone: what the
+            // hand-off to the block adds is the difference.
+            poller_alone = Some(Latency::measure(
+                &format!("empty {warps} warps, pkq wide lane's NOP (its poller alone)"),
+                &clock,
+                w,
+                n,
+                || rt.submit(NOP.args(&()))?.wait().map(drop),
+            ));
+        }
     }
     let rt = Runtime::builder()
-        .width(Width::Group { blocks: 0, warps: WARPS })
+        .width(Width::Group {
+            blocks: 0,
+            warps: WARPS,
+        })
         .build()?;
     let mut wide_dots = Vec::new();
     for &size in &sizes {
-        let a = DotArgs { x: x_at, y: y_at, n: size as u32, reserved: 0 };
+        let a = DotArgs {
+            x: x_at,
+            y: y_at,
+            n: size as u32,
+            reserved: 0,
+        };
         let got = call(&rt, &GROUP_DOT, &a)?;
         let exact = want(size);
-        assert!((got - exact).abs() <= 1e-9 * exact.max(1.0), "GROUP_DOT {size}: {got} vs {exact}");
+        assert!(
+            (got - exact).abs() <= 1e-9 * exact.max(1.0),
+            "GROUP_DOT {size}: {got} vs {exact}"
+        );
         let l = Latency::measure(&format!("dot {size}, pkq wide"), &clock, w, n, || {
             call(&rt, &GROUP_DOT, &a).map(drop)
         });
@@ -183,7 +228,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Rows, in order, and the head start they keep.
     println!("{:<36} {:>9} {:>9} {:>5}", "", "p50 µs", "p99 µs", "SMs");
     let mut push = |l: &Latency, sms: usize, size: Option<f64>| {
-        println!("{:<36} {:>9.2} {:>9.2} {:>5}", l.name, l.p50_us(), l.quantile_us(0.99), sms);
+        println!(
+            "{:<36} {:>9.2} {:>9.2} {:>5}",
+            l.name,
+            l.p50_us(),
+            l.quantile_us(0.99),
+            sms
+        );
         if let Some(x) = size {
             let (_, mech) = l.name.split_once(", ").unwrap();
             point(mech, x, l.p50_us());
@@ -194,6 +245,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (warps, launch, graph, s) in &launched {
         if let Some((_, l, blocks)) = wide.iter().find(|(wp, ..)| wp == warps) {
             push(l, *blocks, None);
+        }
+        if *warps == WARPS
+            && let Some(l) = &poller_alone
+        {
+            push(l, 1, None);
         }
         push(launch, *s, None);
         push(graph, *s, None);
@@ -211,7 +267,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // trip; at each size, how much of it the best pkq row keeps.
     let head = launched[0].1.p50_us() - nop.p50_us();
     let mut keeps = Map::new();
-    keeps.insert("name".into(), json!("head start kept (launch p50 - best pkq p50) / (empty launch p50 - NOP p50)"));
+    keeps.insert(
+        "name".into(),
+        json!("head start kept (launch p50 - best pkq p50) / (empty launch p50 - NOP p50)"),
+    );
     for (size, launch, _, _) in &dots {
         let best = wide_dots
             .iter()
@@ -219,7 +278,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .filter(|(z, _)| z == size)
             .map(|(_, l)| l.p50_us())
             .fold(f64::INFINITY, f64::min);
-        keeps.insert(format!("dot_{size}_ratio"), json!(((launch.p50_us() - best) / head * 1e3).round() / 1e3));
+        keeps.insert(
+            format!("dot_{size}_ratio"),
+            json!(((launch.p50_us() - best) / head * 1e3).round() / 1e3),
+        );
     }
     println!("{}", Value::Object(keeps.clone()));
     rows.push(keeps);
@@ -287,7 +349,10 @@ fn graph_of(
 }
 
 /// p50 against size (log scale), one line per mechanism.
-fn plot(path: &PathBuf, series: &[(String, Vec<(f64, f64)>)]) -> Result<(), Box<dyn std::error::Error>> {
+fn plot(
+    path: &PathBuf,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<(), Box<dyn std::error::Error>> {
     let hi = series
         .iter()
         .flat_map(|(_, p)| p.iter().map(|q| q.1))
@@ -304,13 +369,19 @@ fn plot(path: &PathBuf, series: &[(String, Vec<(f64, f64)>)]) -> Result<(), Box<
         .x_label_area_size(50)
         .y_label_area_size(70)
         .build_cartesian_2d((1.0..xmax * 2.0).log_scale(), (1.0..hi * 1.5).log_scale())?;
-    chart.configure_mesh().x_desc("n").y_desc("p50 (µs)").draw()?;
+    chart
+        .configure_mesh()
+        .x_desc("n")
+        .y_desc("p50 (µs)")
+        .draw()?;
     for (i, (name, points)) in series.iter().enumerate() {
         let color = [RED, MAGENTA, BLUE, GREEN][i % 4];
         chart
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
             .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
         chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
     chart

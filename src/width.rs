@@ -135,7 +135,10 @@ mod tests {
     fn lanes_serve_the_ops_of_their_width() {
         let (warp, block, group) = (0, OP_BLOCK, OP_GROUP);
         let b = Width::Block { warps: 4 };
-        let g = Width::Group { blocks: 3, warps: 8 };
+        let g = Width::Group {
+            blocks: 3,
+            warps: 8,
+        };
         assert!(Width::Warp.refuses(warp).is_none());
         assert!(Width::Warp.refuses(block).is_some() && Width::Warp.refuses(group).is_some());
         assert!(b.refuses(block).is_none() && b.refuses(group).is_none());
@@ -148,9 +151,30 @@ mod tests {
     fn limits_and_blocks() {
         assert!(Width::Block { warps: 0 }.validate().is_err());
         assert!(Width::Block { warps: 9 }.validate().is_err());
-        assert!(Width::Group { blocks: 1025, warps: 8 }.validate().is_err());
-        assert!(Width::Group { blocks: 0, warps: 8 }.validate().is_ok());
-        assert_eq!(Width::Group { blocks: 0, warps: 8 }.blocks(132), 132);
+        assert!(
+            Width::Group {
+                blocks: 1025,
+                warps: 8
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            Width::Group {
+                blocks: 0,
+                warps: 8
+            }
+            .validate()
+            .is_ok()
+        );
+        assert_eq!(
+            Width::Group {
+                blocks: 0,
+                warps: 8
+            }
+            .blocks(132),
+            132
+        );
         assert_eq!(Width::Block { warps: 8 }.blocks(132), 1);
         assert_eq!(Width::Warp.blocks(132), 0);
     }
