@@ -30,14 +30,6 @@ __device__ __forceinline__ void store_release_gpu(uint64_t* p, uint64_t v) {
 __device__ __forceinline__ void add_release_gpu(uint64_t* p, uint64_t v) {
     asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
-// GPU-scope relaxed load, and the acquire fence that follows a relaxed load
-// that saw a release store (the fence-based acquire pattern).
-__device__ __forceinline__ uint64_t load_relaxed_gpu(const uint64_t* p) {
-    uint64_t v;
-    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void fence_acquire_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
 // A named barrier of all `threads` threads of the block (ids 1 and 2 are
 // the hand-off's; 0 is __syncthreads, the handlers').
@@ -161,23 +153,7 @@ struct GroupHandlers {
             // before the completion, and before serve()'s GPU-scope fence
             // when the outcome says the task wrote device memory (every
             // participant returns the same outcome).
-            gen = __shfl_sync(0xffffffffu, gen, 0);
-            // Every lane reads the arrival words of blocks lane + 1, lane +
-            // 33, ..., all in flight at once, until each holds this task's
-            // generation (or the stop word is set: the wait's exit); then
-            // acquires what the blocks it saw wrote, and the warp barrier
-            // orders that before lane 0's completion.
-            const uint64_t* arrived = group_word(group, PKQ_GROUP_OFF_ARRIVED);
-            for (uint32_t spins = 1;; ++spins) {
-                bool mine = true;
-                for (uint32_t b = c.lane + 1; b < group->blocks; b += 32)
-                    mine &= load_relaxed_gpu(arrived + b) == gen;
-                if (__all_sync(0xffffffffu, mine)) break;
-                if (spins % PKQ_GROUP_STOP_SPINS == 0 &&
-                    __shfl_sync(0xffffffffu, c.lane == 0 ? load_sys(group->stop) : 0, 0) == PKQ_STOP_VALUE)
-                    break;
-            }
-            fence_acquire_gpu();
+            if (c.lane == 0) wait_at_least(group, PKQ_GROUP_OFF_ARRIVALS, gen * (group->blocks - 1));
             __syncwarp();
         }
         return out;
@@ -202,7 +178,7 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
             // The idle policy's naps between looks once idle (Backoff; Quiet
             // naps up to 1 us), none under Spin. Exit: the poller's QUIT.
             for (;;) {
-                gen = load_relaxed_gpu(gen_word);
+                gen = load_acquire_gpu(gen_word);
                 if (gen != seen) break;
                 if (p.idle_spin_ns != 0) {
                     const uint64_t now = globaltimer();
@@ -215,8 +191,6 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
                     }
                 }
             }
-            // The task the poller wrote before its release store of `gen`.
-            fence_acquire_gpu();
             idle_since = 0;
             sleep_ns = 0;
             seen = gen;
@@ -241,7 +215,7 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
         if (fetcher) {
             // Every thread's writes (cumulative through the block barrier)
             // before the arrival the poller acquires (a release add).
-            store_release_gpu(group_word(group, PKQ_GROUP_OFF_ARRIVED) + rank, seen);
+            add_release_gpu(group_word(group, PKQ_GROUP_OFF_ARRIVALS), 1);
         }
     }
 }

@@ -480,33 +480,31 @@
  *     it, written before it with a GPU-scope fence between (the fence
  *     between data and its flag). Blocks 1.. read GEN with acquire loads
  *     (L2), then the task words through L2 (__ldcg: L1 is not coherent).
- *   ARRIVED (from line 4, a word per block): block r > 0 stores there,
- *     with a GPU-scope release store, the generation of each task it ran,
- *     once every thread of it finished (cumulative through the block
- *     barrier); one writer per word. The poller's warp reads them all
- *     (relaxed loads, a lane a word in turn) until every one holds the
- *     task's generation, then fences (acquire), before it completes the
+ *   ARRIVALS (line 1): a relaxed atomicAdd of one by block r > 0 after each
+ *     task it ran, after a GPU-scope fence that orders its threads' writes
+ *     (cumulative through the block barrier); the poller waits until it is
+ *     (blocks - 1) times GEN, with acquire loads, before it completes the
  *     task: every participant finished, its writes visible.
- *   BARRIER (line 1): the group barrier of handlers (Context::sync_group):
+ *   BARRIER (line 2): the group barrier of handlers (Context::sync_group):
  *     each block adds one per crossing, as ARRIVALS, and waits until it is
  *     `blocks` times its crossings so far (every block crosses the same
  *     barriers of every task, so the count never needs a reset).
- *   SCRATCH (after ARRIVED, PKQ_GROUP_SCRATCH_BYTES): the group's own device
+ *   SCRATCH (from line 4, PKQ_GROUP_SCRATCH_BYTES): the group's own device
  *     memory for its handlers (Context::scratch), e.g. per-block partials.
  * Inside a block the task goes from warp 0 to the other warps through
  * shared memory and a named barrier (1), and their end through another (2);
  * barrier 0 is the handlers' (__syncthreads, Context::sync_block).
- * Every wait on these words exits: the poller's wait for ARRIVED and the
+ * Every wait on these words exits: the poller's wait for ARRIVALS and the
  * group barrier's read the poller's stop word every PKQ_GROUP_STOP_SPINS
  * spins, and blocks 1.. leave on PKQ_GROUP_QUIT, which the poller stores
  * when it leaves its loop.
  * ------------------------------------------------------------------------- */
-#define PKQ_GROUP_BYTES 16896
+#define PKQ_GROUP_BYTES 8704
 #define PKQ_GROUP_OFF_GEN 0
 #define PKQ_GROUP_OFF_TASK 8
-#define PKQ_GROUP_OFF_BARRIER 128
-#define PKQ_GROUP_OFF_ARRIVED 512
-#define PKQ_GROUP_OFF_SCRATCH 8704
+#define PKQ_GROUP_OFF_ARRIVALS 128
+#define PKQ_GROUP_OFF_BARRIER 256
+#define PKQ_GROUP_OFF_SCRATCH 512
 #define PKQ_GROUP_SCRATCH_BYTES 8192
 #define PKQ_GROUP_QUIT 0x8000000000000000 /* u64 */
 #define PKQ_GROUP_STOP_SPINS 4096 /* u32 */
@@ -679,8 +677,7 @@ static_assert(offsetof(pkq_params, io_out_bytes) == PKQ_PARAMS_OFF_IO_OUT_BYTES,
 static_assert(offsetof(pkq_params, groups) == PKQ_PARAMS_OFF_GROUPS, "pkq_params.groups");
 static_assert(offsetof(pkq_params, group_blocks) == PKQ_PARAMS_OFF_GROUP_BLOCKS, "pkq_params.group_blocks");
 static_assert(offsetof(pkq_params, group_warps) == PKQ_PARAMS_OFF_GROUP_WARPS, "pkq_params.group_warps");
-static_assert(PKQ_GROUP_OFF_TASK + 7 * 8 <= PKQ_GROUP_OFF_BARRIER, "a task fits line 0");
-static_assert(PKQ_GROUP_OFF_ARRIVED + 8 * PKQ_MAX_GROUP_BLOCKS == PKQ_GROUP_OFF_SCRATCH, "a word per block");
+static_assert(PKQ_GROUP_OFF_TASK + 7 * 8 <= PKQ_GROUP_OFF_ARRIVALS, "a task fits line 0");
 static_assert(PKQ_GROUP_OFF_SCRATCH + PKQ_GROUP_SCRATCH_BYTES == PKQ_GROUP_BYTES, "group bytes");
 static_assert(PKQ_PACK_TASKS == 32, "a pack is one task per lane");
 
