@@ -40,11 +40,17 @@
 // memory that the host or other kernels write through the L2 (__ldcg), since
 // L1 is not coherent and lives as long as the resident kernel; a handler
 // that runs long keeps its worker (and the tasks queued behind it on that
-// worker) waiting. A handler runs on one warp of a block that other workers
-// share: no __syncthreads() or block- or grid-wide cooperative groups (the
-// kernel hangs, and the host sees Stalled), no __shared__ variables of your
-// own (the block's other warps run the same handlers at the same time), and
-// no extern __shared__ (it is pkq's IO rooms). Op 0 is NOP, answered by the
+// worker) waiting. A warp op's handler runs on one warp of a block that other
+// workers share: no __syncthreads() or block- or grid-wide cooperative
+// groups (the kernel hangs, and the host sees Stalled), no __shared__
+// variables of your own (the block's other warps run the same handlers at
+// the same time), and no extern __shared__ (it is pkq's IO rooms). A block
+// or group op (PKQ_OP_INFO_BLOCK, PKQ_OP_INFO_GROUP; served by a lane of
+// that width, `Builder::width`) runs on every thread of its block or group
+// (ctx.rank() of ctx.size()), which may use ctx.sync_block(), ctx.sync_group()
+// (every thread calls each the same number of times), ctx.scratch() and
+// __shared__ variables of its own (a wide lane's block runs one task at a
+// time), but no cooperative groups' grid sync. Op 0 is NOP, answered by the
 // worker loop itself, but a module's table must list it
 // (PKQ_OP_INFO_NO_ARGS(PKQ_OP_NOP)) for the host to send it: the host
 // refuses every op its table does not list. The built-in ops can serve as

@@ -9,9 +9,14 @@
 
 namespace pkq {
 
-// One task, as its handler sees it. The handler is called by all 32 lanes of
-// the warp that took the task, each with its own `lane`; every lane must
-// return the same Outcome (lane 0's is the one published).
+struct GroupSync;
+
+// One task, as its handler sees it. A warp op's handler is called by all 32
+// lanes of the warp that took the task, each with its own `lane`; a block or
+// group op's (PKQ_OP_INFO_BLOCK, PKQ_OP_INFO_GROUP) by every thread of the
+// block or group that serves it (WIDTH in pkq_layout.h), each with its
+// `lane`, `warp` and `block`. Every participant must return the same
+// Outcome (rank 0's is the one published).
 struct Context {
     uint32_t lane;  // 0..31
     uint32_t op;    // the op code
@@ -25,6 +30,30 @@ struct Context {
     uint32_t in_len;
     uint8_t* output;
     uint32_t out_cap;
+    // Where this thread runs the task: warp `warp` of the block's `warps`,
+    // in block `block` of the group's `blocks` (a warp op: 0, 1, 0, 1).
+    uint32_t warp = 0;
+    uint32_t warps = 1;
+    uint32_t block = 0;
+    uint32_t blocks = 1;
+    // A block or group op's group (null for a warp op): see sync_group and
+    // scratch.
+    GroupSync* group = nullptr;
+
+    // This thread's rank among the task's threads, and how many they are.
+    __device__ __forceinline__ uint32_t rank() const { return (block * warps + warp) * 32 + lane; }
+    __device__ __forceinline__ uint32_t size() const { return blocks * warps * 32; }
+    // A block or group op only: every thread of the block waits for the
+    // others (__syncthreads: every thread of the block must call it).
+    __device__ __forceinline__ void sync_block() const { __syncthreads(); }
+    // A block or group op only: every thread of the group waits for the
+    // others, whose writes to device memory before it are then seen by all
+    // (every thread of every block must call it the same number of times in
+    // a task). Defined in pkq_group.cuh.
+    __device__ void sync_group() const;
+    // A block or group op only: PKQ_GROUP_SCRATCH_BYTES of device memory of
+    // the group's own (16-byte aligned), kept across its tasks.
+    __device__ uint8_t* scratch() const;
 
     // The arguments as the struct `A` the host sent (a copy: registers, no
     // aliasing). `A` must match the host's `bytemuck::Pod` struct, which the
@@ -138,6 +167,16 @@ __device__ __forceinline__ uint64_t bits(double v) {
         (code), sizeof(pkq::StateArgs<Args>), alignof(pkq::StateArgs<Args>), \
             PKQ_OP_DEREFS | PKQ_OP_STATE                                       \
     }
+// A block op (every thread of a block runs it, on a lane of blocks) and a
+// group op (every thread of a group of blocks, on a lane of groups or of
+// blocks), each with arguments that hold device addresses; a group op that
+// takes none.
+#define PKQ_OP_INFO_BLOCK(code, Args) \
+    pkq_op_info { (code), sizeof(Args), alignof(Args), PKQ_OP_DEREFS | PKQ_OP_BLOCK }
+#define PKQ_OP_INFO_GROUP(code, Args) \
+    pkq_op_info { (code), sizeof(Args), alignof(Args), PKQ_OP_DEREFS | PKQ_OP_GROUP }
+#define PKQ_OP_INFO_GROUP_NO_ARGS(code) \
+    pkq_op_info { (code), 0, 1, PKQ_OP_GROUP }
 // The same for a state op with no arguments of its own (16 bytes; the host's
 // `StateOp<S, ()>`).
 #define PKQ_OP_INFO_STATE_NO_ARGS(code) \

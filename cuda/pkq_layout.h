@@ -380,6 +380,13 @@
 /* COPY_IO: out[i] = (i < in_len ? in[i] : 0) ^ key for i < out_len; the value
    is the sum of the input bytes (an IO task's test and bench op). */
 #define PKQ_OP_COPY_IO 10 /* u16 */
+/* GROUP_EMPTY: a group op that does nothing on every participant (the
+   empty wide task: its round trip is the cost of the hand-off). */
+#define PKQ_OP_GROUP_EMPTY 11 /* u16 */
+/* GROUP_DOT: DOT's arguments and result, over every thread of the group,
+   for n up to PKQ_GROUP_DOT_MAX_N. */
+#define PKQ_OP_GROUP_DOT 12 /* u16 */
+#define PKQ_GROUP_DOT_MAX_N 268435456
 #define PKQ_MEMCPY_MAX_BYTES 65536
 #define PKQ_DOT_MAX_N 65536
 #define PKQ_GEMV_MAX_DIM 256
@@ -418,6 +425,12 @@
    at PKQ_STATE_OFF_ARGS. The host's safe stateful call (`StateOp`) writes
    both from state memory it owns. */
 #define PKQ_OP_STATE 4 /* u32 */
+/* Width flags: the handler runs on every thread of a block (PKQ_OP_BLOCK),
+   or of a group of blocks across SMs (PKQ_OP_GROUP), and is served only by
+   a lane of that width (WIDTH below); without either, on one warp, by a
+   lane of warps. */
+#define PKQ_OP_BLOCK 8 /* u32 */
+#define PKQ_OP_GROUP 16 /* u32 */
 #define PKQ_STATE_OFF_ADDR 0
 #define PKQ_STATE_OFF_BYTES 8
 #define PKQ_STATE_OFF_ARGS 16
@@ -427,7 +440,7 @@
 /* ---------------------------------------------------------------------------
  * Kernel parameters (passed by value at launch; never shared memory).
  * ------------------------------------------------------------------------- */
-#define PKQ_PARAMS_BYTES 120
+#define PKQ_PARAMS_BYTES 136
 #define PKQ_PARAMS_OFF_SQ 0
 #define PKQ_PARAMS_OFF_CQ 8
 #define PKQ_PARAMS_OFF_CTRL 16
@@ -448,6 +461,56 @@
 #define PKQ_PARAMS_OFF_IO_OUT_WORDS 108
 #define PKQ_PARAMS_OFF_IO_IN_BYTES 112
 #define PKQ_PARAMS_OFF_IO_OUT_BYTES 116
+#define PKQ_PARAMS_OFF_GROUPS 120
+#define PKQ_PARAMS_OFF_GROUP_BLOCKS 128
+#define PKQ_PARAMS_OFF_GROUP_WARPS 132
+
+/* ---------------------------------------------------------------------------
+ * WIDTH: a lane of blocks or groups (Builder::width; `group_blocks` != 0).
+ * Each worker is a group of `group_blocks` blocks of `group_warps` warps,
+ * consecutive in the grid, of which block 0's warp 0 is the worker's one
+ * poller: it serves the ring as any poller does, and hands each task but a
+ * NOP to the rest of the group through device memory, never through the
+ * host. Per worker, `groups` holds PKQ_GROUP_BYTES of device memory, zeroed
+ * by the host before the launch (copies, not a kernel), written by the
+ * device alone:
+ *   GEN (line 0, written by the poller only): the number of tasks handed to
+ *     the group so far, or PKQ_GROUP_QUIT once the poller left its loop; the
+ *     task's header word (op | len << 16) and its six argument words follow
+ *     it, written before it with a GPU-scope fence between (the fence
+ *     between data and its flag). Blocks 1.. read GEN with acquire loads
+ *     (L2), then the task words through L2 (__ldcg: L1 is not coherent).
+ *   ARRIVALS (line 1): a relaxed atomicAdd of one by block r > 0 after each
+ *     task it ran, after a GPU-scope fence that orders its threads' writes
+ *     (cumulative through the block barrier); the poller waits until it is
+ *     (blocks - 1) times GEN, with acquire loads, before it completes the
+ *     task: every participant finished, its writes visible.
+ *   BARRIER (line 2): the group barrier of handlers (Context::sync_group):
+ *     each block adds one per crossing, as ARRIVALS, and waits until it is
+ *     `blocks` times its crossings so far (every block crosses the same
+ *     barriers of every task, so the count never needs a reset).
+ *   SCRATCH (from line 4, PKQ_GROUP_SCRATCH_BYTES): the group's own device
+ *     memory for its handlers (Context::scratch), e.g. per-block partials.
+ * Inside a block the task goes from warp 0 to the other warps through
+ * shared memory and a named barrier (1), and their end through another (2);
+ * barrier 0 is the handlers' (__syncthreads, Context::sync_block).
+ * Every wait on these words exits: the poller's wait for ARRIVALS and the
+ * group barrier's read the poller's stop word every PKQ_GROUP_STOP_SPINS
+ * spins, and blocks 1.. leave on PKQ_GROUP_QUIT, which the poller stores
+ * when it leaves its loop.
+ * ------------------------------------------------------------------------- */
+#define PKQ_GROUP_BYTES 8704
+#define PKQ_GROUP_OFF_GEN 0
+#define PKQ_GROUP_OFF_TASK 8
+#define PKQ_GROUP_OFF_ARRIVALS 128
+#define PKQ_GROUP_OFF_BARRIER 256
+#define PKQ_GROUP_OFF_SCRATCH 512
+#define PKQ_GROUP_SCRATCH_BYTES 8192
+#define PKQ_GROUP_QUIT 0x8000000000000000 /* u64 */
+#define PKQ_GROUP_STOP_SPINS 4096 /* u32 */
+/* Warps of a block of a lane of blocks or groups: at most the kernel's
+   launch bound (PKQ_MAX_WARPS_PER_BLOCK). */
+#define PKQ_MAX_GROUP_BLOCKS 1024
 
 /* Arguments of PKQ_OP_AXPY: y[i] = a * x[i] + y[i] for i < n (device pointers). */
 #define PKQ_AXPY_ARGS_BYTES 24
@@ -493,7 +556,7 @@ struct pkq_op_info {
     uint32_t op;        /* op code */
     uint32_t arg_bytes; /* sizeof the argument struct */
     uint32_t arg_align; /* alignof the argument struct */
-    uint32_t flags;     /* PKQ_OP_DEREFS, PKQ_OP_UP_TO, PKQ_OP_STATE, or 0 */
+    uint32_t flags;     /* PKQ_OP_DEREFS, PKQ_OP_UP_TO, PKQ_OP_STATE, PKQ_OP_BLOCK, PKQ_OP_GROUP, or 0 */
 };
 static_assert(sizeof(pkq_op_info) == PKQ_OP_INFO_BYTES, "pkq_op_info size");
 static_assert(offsetof(pkq_op_info, op) == PKQ_OP_INFO_OFF_OP, "pkq_op_info.op");
@@ -584,6 +647,9 @@ struct pkq_params {
     uint32_t io_out_words;  /* words of a slot's output area */
     uint32_t io_in_bytes;   /* the most input bytes of a task */
     uint32_t io_out_bytes;  /* the most output bytes of a task */
+    uint64_t groups;        /* device memory: PKQ_GROUP_BYTES per worker (WIDTH); 0 for a lane of warps */
+    uint32_t group_blocks;  /* blocks per worker (WIDTH); 0: a lane of warps */
+    uint32_t group_warps;   /* warps per block of a lane of blocks or groups */
 };
 static_assert(sizeof(pkq_params) == PKQ_PARAMS_BYTES, "pkq_params size");
 static_assert(offsetof(pkq_params, sq) == PKQ_PARAMS_OFF_SQ, "pkq_params.sq");
@@ -608,6 +674,11 @@ static_assert(offsetof(pkq_params, io_in_words) == PKQ_PARAMS_OFF_IO_IN_WORDS, "
 static_assert(offsetof(pkq_params, io_out_words) == PKQ_PARAMS_OFF_IO_OUT_WORDS, "pkq_params.io_out_words");
 static_assert(offsetof(pkq_params, io_in_bytes) == PKQ_PARAMS_OFF_IO_IN_BYTES, "pkq_params.io_in_bytes");
 static_assert(offsetof(pkq_params, io_out_bytes) == PKQ_PARAMS_OFF_IO_OUT_BYTES, "pkq_params.io_out_bytes");
+static_assert(offsetof(pkq_params, groups) == PKQ_PARAMS_OFF_GROUPS, "pkq_params.groups");
+static_assert(offsetof(pkq_params, group_blocks) == PKQ_PARAMS_OFF_GROUP_BLOCKS, "pkq_params.group_blocks");
+static_assert(offsetof(pkq_params, group_warps) == PKQ_PARAMS_OFF_GROUP_WARPS, "pkq_params.group_warps");
+static_assert(PKQ_GROUP_OFF_TASK + 7 * 8 <= PKQ_GROUP_OFF_ARRIVALS, "a task fits line 0");
+static_assert(PKQ_GROUP_OFF_SCRATCH + PKQ_GROUP_SCRATCH_BYTES == PKQ_GROUP_BYTES, "group bytes");
 static_assert(PKQ_PACK_TASKS == 32, "a pack is one task per lane");
 
 struct pkq_axpy_args {

@@ -5,6 +5,7 @@
 
 #include "pkq_handler.cuh"
 #include "pkq_layout.h"
+#include "pkq_group.cuh"
 #include "pkq_mem.cuh"
 
 namespace pkq {
@@ -317,6 +318,66 @@ __device__ __forceinline__ Outcome op_fir(const Context& ctx) {
     return ok_after_writes();
 }
 
+// x[i] * y[i] summed in double (y[i] = 1 for a sum).
+__device__ __forceinline__ double dot4(float4 a, float4 b) {
+    return static_cast<double>(a.x) * b.x + static_cast<double>(a.y) * b.y + static_cast<double>(a.z) * b.z +
+           static_cast<double>(a.w) * b.w;
+}
+
+// GROUP_DOT: DOT over every thread of a block or group: each thread sums
+// its strided share in double, 16-byte loads four at a time where both
+// vectors are 16-byte aligned (the bytes in flight make the bandwidth),
+// each warp adds its lanes', each block its warps' (shared memory), and
+// rank 0's warp the blocks' (the group's scratch, after the group
+// barrier). Every participant checks the arguments alike.
+__device__ __forceinline__ Outcome op_group_dot(const Context& ctx) {
+    const pkq_dot_args a = ctx.args<pkq_dot_args>();
+    // Sent unchecked to a lane of warps: no group to sum over.
+    if (ctx.group == nullptr) return fail(PKQ_STATUS_BAD_ARGS);
+    if (a.n > PKQ_GROUP_DOT_MAX_N || (a.n > 0 && a.x == 0) || ((a.x | a.y) & 3) != 0) {
+        return fail(PKQ_STATUS_BAD_ARGS);
+    }
+    const float* x = reinterpret_cast<const float*>(a.x);
+    const float* y = reinterpret_cast<const float*>(a.y);
+    const uint64_t step = ctx.size();
+    const uint64_t me = ctx.rank();
+    const bool wide = ((a.x | a.y) & 15) == 0;
+    const uint64_t n4 = wide ? a.n / 4 : 0;
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    const float4* y4 = reinterpret_cast<const float4*>(y);
+    const float4 ones = make_float4(1.f, 1.f, 1.f, 1.f);
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    uint64_t j = me;
+    for (; j + 3 * step < n4; j += 4 * step) {
+        const float4 a0 = __ldcg(x4 + j), a1 = __ldcg(x4 + j + step);
+        const float4 a2 = __ldcg(x4 + j + 2 * step), a3 = __ldcg(x4 + j + 3 * step);
+        const float4 b0 = y ? __ldcg(y4 + j) : ones, b1 = y ? __ldcg(y4 + j + step) : ones;
+        const float4 b2 = y ? __ldcg(y4 + j + 2 * step) : ones, b3 = y ? __ldcg(y4 + j + 3 * step) : ones;
+        s0 += dot4(a0, b0);
+        s1 += dot4(a1, b1);
+        s2 += dot4(a2, b2);
+        s3 += dot4(a3, b3);
+    }
+    for (; j < n4; j += step) s0 += dot4(__ldcg(x4 + j), y ? __ldcg(y4 + j) : ones);
+    for (uint64_t i = n4 * 4 + me; i < a.n; i += step)
+        s1 += static_cast<double>(ld(x + i)) * (y ? ld(y + i) : 1.f);
+    double s = warp_sum((s0 + s1) + (s2 + s3));
+    __shared__ double warps[PKQ_MAX_WARPS_PER_BLOCK];
+    if (ctx.lane == 0) warps[ctx.warp] = s;
+    ctx.sync_block();
+    double* blocks = reinterpret_cast<double*>(ctx.scratch());
+    if (ctx.warp == 0 && ctx.lane == 0) {
+        double b = 0.0;
+        for (uint32_t w = 0; w < ctx.warps; ++w) b += warps[w];
+        __stcg(blocks + ctx.block, b);
+    }
+    ctx.sync_group();
+    if (ctx.block != 0 || ctx.warp != 0) return ok();
+    double total = 0.0;
+    for (uint32_t b = ctx.lane; b < ctx.blocks; b += 32) total += __ldcg(blocks + b);
+    return ok(bits(warp_sum(total)));
+}
+
 // The built-in handler table.
 struct BuiltinOps {
     __device__ __forceinline__ Outcome operator()(const Context& ctx) const {
@@ -334,6 +395,8 @@ struct BuiltinOps {
             case PKQ_OP_GEMV: return op_gemv(ctx);
             case PKQ_OP_FIR: return op_fir(ctx);
             case PKQ_OP_COPY_IO: return op_copy_io(ctx);
+            case PKQ_OP_GROUP_EMPTY: return ok();
+            case PKQ_OP_GROUP_DOT: return op_group_dot(ctx);
             default: return unknown_op();
         }
     }
@@ -353,4 +416,6 @@ struct BuiltinOps {
                  PKQ_OP_INFO_POINTERS(PKQ_OP_DOT, pkq_dot_args),                  \
                  PKQ_OP_INFO_POINTERS(PKQ_OP_GEMV, pkq_gemv_args),                \
                  PKQ_OP_INFO_POINTERS(PKQ_OP_FIR, pkq_fir_args),                  \
-                 PKQ_OP_INFO(PKQ_OP_COPY_IO, pkq_copy_io_args))
+                 PKQ_OP_INFO(PKQ_OP_COPY_IO, pkq_copy_io_args),                   \
+                 PKQ_OP_INFO_GROUP_NO_ARGS(PKQ_OP_GROUP_EMPTY),                    \
+                 PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_DOT, pkq_dot_args))

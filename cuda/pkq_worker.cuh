@@ -8,6 +8,7 @@
 #include "pkq_handler.cuh"
 #include "pkq_layout.h"
 #include "pkq_mem.cuh"
+#include "pkq_group.cuh"
 #include "pkq_slot.cuh"
 
 namespace pkq {
@@ -1058,6 +1059,45 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     }
 }
 
+// A lane of blocks or groups (WIDTH in pkq_layout.h): worker `blockIdx.x /
+// group_blocks`, whose block 0's warp 0 serves the ring as its one poller
+// (serve(), with the group's hand-off around the handlers) and whose other
+// warps and blocks run each task with it (group_member), until it leaves.
+template <class Handlers>
+__device__ __forceinline__ void run_group(const pkq_params& p, const Handlers& handlers,
+                                       unsigned long long* claims, unsigned long long* dones,
+                                       uint32_t* leavings, unsigned long long* scratch, IoHelp* helps) {
+    __shared__ BlockTask task;
+    __shared__ GroupSync group;
+    __shared__ unsigned long long handed;
+    const uint32_t worker = blockIdx.x / p.group_blocks;
+    const uint32_t rank = blockIdx.x % p.group_blocks;
+    if (worker >= p.workers) return;  // the whole block
+    if (threadIdx.x == 0) {
+        group.words = reinterpret_cast<uint64_t*>(p.groups) + static_cast<uint64_t>(worker) * (PKQ_GROUP_BYTES / 8);
+        group.stop = reinterpret_cast<const uint64_t*>(p.ctrl) + worker * (PKQ_CTRL_BYTES / 8) + PKQ_CTRL_STOP;
+        group.blocks = p.group_blocks;
+        group.crossings = 0;
+        handed = 0;
+        task.quit = 0;
+    }
+    __syncthreads();
+    if (rank == 0 && threadIdx.x < 32) {
+        const GroupHandlers<Handlers> around{handlers, &task, &group, &handed};
+        serve(p, worker, 0, &claims[0], &dones[0], &leavings[0], &scratch[0], nullptr, &helps[0], nullptr,
+              around);
+        // The poller left: so do the others (after its last task's arrivals).
+        if ((threadIdx.x & 31) == 0) {
+            if (p.group_blocks > 1) store_release_gpu(group_word(&group, PKQ_GROUP_OFF_GEN), PKQ_GROUP_QUIT);
+            task.quit = 1;
+        }
+        __syncwarp();
+        block_barrier(BAR_TASK, blockDim.x);
+    } else {
+        group_member(p, rank, &task, &group, handlers);
+    }
+}
+
 // The body of a resident kernel serving `Handlers` (see PKQ_KERNEL in
 // pkq.cuh): `pollers` warps per worker, PKQ_MAX_WARPS_PER_BLOCK warps at most
 // per block, a worker's pollers always in one block (both powers of two),
@@ -1085,6 +1125,10 @@ __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers&
 #endif
     }
     __syncthreads();
+    if (p.group_blocks != 0) {
+        run_group(p, handlers, claims, dones, leavings, scratch, helps);
+        return;
+    }
     const uint32_t worker = warp / p.pollers;
     // Nothing known yet of the IO areas of the slots this block's workers
     // serve (IO_SEEN in pkq_layout.h; WorkerSlots).

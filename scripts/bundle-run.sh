@@ -63,6 +63,8 @@ if [ $run_benches = 1 ]; then
   echo "=== bench: gemv_crossover"
   timeout 300 "$here/bench/gemv_crossover" --json "$out/gemv_crossover.json" --svg "$out/gemv_crossover.svg" \
     || failed+=(gemv_crossover)
+  echo "=== bench: width"
+  timeout 300 "$here/bench/width" --json "$out/width.json" --svg "$out/width.svg" || failed+=(width)
   echo "=== bench: throughput"
   timeout 300 "$here/bench/throughput" --json "$out/throughput.json" --svg "$out/throughput.svg" \
     || failed+=(throughput)

@@ -34,6 +34,9 @@ pub(crate) struct KernelParams {
     pub io_out_words: u32,
     pub io_in_bytes: u32,
     pub io_out_bytes: u32,
+    pub groups: u64,
+    pub group_blocks: u32,
+    pub group_warps: u32,
 }
 
 const _: () = {
@@ -58,6 +61,9 @@ const _: () = {
     assert!(offset_of!(KernelParams, io_out_words) == PARAMS_OFF_IO_OUT_WORDS);
     assert!(offset_of!(KernelParams, io_in_bytes) == PARAMS_OFF_IO_IN_BYTES);
     assert!(offset_of!(KernelParams, io_out_bytes) == PARAMS_OFF_IO_OUT_BYTES);
+    assert!(offset_of!(KernelParams, groups) == PARAMS_OFF_GROUPS);
+    assert!(offset_of!(KernelParams, group_blocks) == PARAMS_OFF_GROUP_BLOCKS);
+    assert!(offset_of!(KernelParams, group_warps) == PARAMS_OFF_GROUP_WARPS);
     assert!(HEADER_IN_SHIFT + HEADER_IN_BITS == HEADER_IO_BIT);
     assert!(IO_MAX_BYTES < 1 << HEADER_IN_BITS);
     assert!(SLOT_WORDS * 8 == SLOT_BYTES);

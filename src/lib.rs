@@ -71,6 +71,7 @@ mod ptxas;
 mod runtime;
 mod sync;
 pub mod timing;
+mod width;
 
 pub use cuda::driver::{DeviceInfo, context, device_count, device_info};
 pub use cuda::image::image as kernel_image;
@@ -89,6 +90,7 @@ pub use runtime::{
     ExclusiveRing, IdlePolicy, Lane, MemoryState, MemoryWatch, MonitorKind, Producer, RingAccess,
     Runtime, SharedRing, Submission, Submit, TaskResult, Ticket, WaitStrategy, monitor_support,
 };
+pub use width::Width;
 
 /// The README's code blocks, compiled as doctests (the README is the
 /// repository's page, not this crate's front page).

@@ -3,8 +3,8 @@
 use std::fmt;
 
 use crate::layout::{
-    OP_AXPY, OP_COPY_IO, OP_DOT, OP_ECHO, OP_FIR, OP_GEMV, OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN,
-    OP_TRAP, OP_USER,
+    OP_AXPY, OP_COPY_IO, OP_DOT, OP_ECHO, OP_FIR, OP_GEMV, OP_GROUP_DOT, OP_GROUP_EMPTY, OP_MEMCPY,
+    OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP, OP_USER,
 };
 
 /// An op code: which device handler runs a task. pkq's built-in ops have
@@ -34,6 +34,8 @@ impl Op {
             OP_GEMV => "GEMV",
             OP_FIR => "FIR",
             OP_COPY_IO => "COPY_IO",
+            OP_GROUP_EMPTY => "GROUP_EMPTY",
+            OP_GROUP_DOT => "GROUP_DOT",
             _ => return None,
         })
     }

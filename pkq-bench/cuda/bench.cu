@@ -13,6 +13,26 @@
 // Baselines for the latency comparison.
 extern "C" __global__ void pkq_empty_kernel() {}
 
+// The width bench's baseline (src/bin/width.rs): GROUP_DOT's work as an
+// ordinary kernel over its whole grid: each thread sums its strided share in
+// double, each block adds its threads' and adds that to *out (zeroed
+// before the launch).
+extern "C" __global__ void pkq_dot_kernel(const float* x, const float* y, uint32_t n, double* out) {
+    const uint64_t step = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+    double s = 0.0;
+    for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+        s += static_cast<double>(__ldcg(x + i)) * __ldcg(y + i);
+    s = pkq::warp_sum(s);
+    __shared__ double warps[32];
+    if ((threadIdx.x & 31) == 0) warps[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double b = 0.0;
+        for (uint32_t w = 0; w < blockDim.x / 32; ++w) b += warps[w];
+        atomicAdd(out, b);
+    }
+}
+
 // The payload baselines (src/bin/payload.rs): COPY_IO's work as an ordinary
 // kernel, on device buffers or on mapped host memory: out[i] = (i < in_len ?
 // in[i] : 0) ^ key for i < out_len.

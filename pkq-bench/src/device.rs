@@ -26,7 +26,7 @@ use crate::{Error, Result, error_name};
 /// Every kernel of `cuda/bench.cu`, each loaded (`cuFuncLoad`) with the
 /// module: a kernel whose code the driver loads lazily, at its first launch,
 /// would have that launch wait for the context's running kernels.
-pub(crate) const KERNELS: [&str; 11] = [
+pub(crate) const KERNELS: [&str; 12] = [
     "pkq_floor_kernel",
     "pkq_costs_kernel",
     "pkq_access_rate_kernel",
@@ -38,6 +38,7 @@ pub(crate) const KERNELS: [&str; 11] = [
     "pkq_spin_stamp_kernel",
     "pkq_smid_kernel",
     "pkq_fma_kernel",
+    "pkq_dot_kernel",
 ];
 
 /// A device's primary context with pkq-bench's module loaded.

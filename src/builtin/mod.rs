@@ -25,7 +25,7 @@ use crate::layout::{
     GEMV_OFF_A, GEMV_OFF_COLS, GEMV_OFF_ROWS, GEMV_OFF_X, GEMV_OFF_Y, MEMCPY_ARGS_BYTES,
     MEMCPY_OFF_BYTES, MEMCPY_OFF_DST, MEMCPY_OFF_SRC, MEMSET_ARGS_BYTES, MEMSET_OFF_BYTES,
     MEMSET_OFF_DST, MEMSET_OFF_VALUE, OP_AXPY, OP_COPY_IO, OP_DOT, OP_ECHO, OP_FIR, OP_GEMV,
-    OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP,
+    OP_GROUP_DOT, OP_GROUP_EMPTY, OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP,
 };
 use crate::ops::typed::TypedOp;
 
@@ -232,12 +232,25 @@ pub const FIR: TypedOp<FirArgs> = TypedOp::with_pointers(OP_FIR, "FIR");
 /// output.
 pub const COPY_IO: TypedOp<CopyIoArgs> = TypedOp::new(OP_COPY_IO, "COPY_IO");
 
+/// Does nothing, on every thread of a block or group: the empty wide task,
+/// whose round trip is the cost of handing a task to a lane's whole width
+/// ([`Width`](crate::Width)). Served by lanes of blocks and groups only.
+pub const GROUP_EMPTY: TypedOp<()> = TypedOp::new(OP_GROUP_EMPTY, "GROUP_EMPTY");
+/// [`DOT`] on every thread of a block or group ([`DotArgs`], `n` at most
+/// [`GROUP_DOT_MAX_N`]): each thread sums its strided share, the group adds
+/// them (a group barrier); the value is the `f64` bits. Served by lanes of
+/// blocks and groups only; dereferences device addresses (an unchecked
+/// task).
+pub const GROUP_DOT: TypedOp<DotArgs> = TypedOp::with_pointers(OP_GROUP_DOT, "GROUP_DOT");
+/// The longest vectors of one [`GROUP_DOT`] task.
+pub const GROUP_DOT_MAX_N: usize = crate::layout::GROUP_DOT_MAX_N;
+
 /// Every built-in op as declared here (one declaration of ECHO: its two
 /// types are one row): the rows of pkq's kernel's op table
 /// (`PKQ_BUILTIN_OP_TABLE` in `cuda/pkq_ops.cuh`), which the GPU tests
 /// check against the kernel's.
 #[cfg(test)]
-pub(crate) fn signatures() -> [crate::ops::table::Signature; 11] {
+pub(crate) fn signatures() -> [crate::ops::table::Signature; 13] {
     [
         NOP.signature(),
         ECHO_48.signature(),
@@ -250,6 +263,8 @@ pub(crate) fn signatures() -> [crate::ops::table::Signature; 11] {
         GEMV.signature(),
         FIR.signature(),
         COPY_IO.signature(),
+        GROUP_EMPTY.signature(),
+        GROUP_DOT.signature(),
     ]
 }
 
@@ -257,7 +272,7 @@ pub(crate) fn signatures() -> [crate::ops::table::Signature; 11] {
 /// software device of the tests exports them.
 #[cfg(test)]
 pub(crate) fn table_rows() -> Vec<crate::ops::table::OpInfo> {
-    use crate::layout::{OP_DEREFS, OP_UP_TO};
+    use crate::layout::{OP_DEREFS, OP_GROUP, OP_UP_TO};
     use crate::ops::table::OpInfo;
     signatures()
         .iter()
@@ -266,7 +281,12 @@ pub(crate) fn table_rows() -> Vec<crate::ops::table::OpInfo> {
             arg_bytes: s.bytes,
             arg_align: s.align,
             flags: if s.derefs { OP_DEREFS } else { 0 }
-                | if s.op == OP_ECHO { OP_UP_TO } else { 0 },
+                | if s.op == OP_ECHO { OP_UP_TO } else { 0 }
+                | if matches!(s.op, OP_GROUP_EMPTY | OP_GROUP_DOT) {
+                    OP_GROUP
+                } else {
+                    0
+                },
         })
         .collect()
 }

@@ -357,6 +357,24 @@ impl Kernel {
         Ok(scratch.addr())
     }
 
+    /// [`Kernel::device_memory`], zeroed by a copy on the kernel's stream
+    /// from host memory (a copy engine's work: no kernel, so it needs no
+    /// room on a device another resident kernel may fill), done before
+    /// this returns.
+    pub(crate) fn zeroed_device_memory(&mut self, bytes: usize) -> Result<u64> {
+        use cudarc::driver::result;
+        let addr = self.device_memory(bytes)?;
+        let zeros = vec![0u8; bytes];
+        self.bound(|| {
+            // SAFETY: `addr` holds `bytes` bytes of this context's device
+            // memory, allocated above; `zeros` outlives the copy, which the
+            // stream's synchronize waits for.
+            unsafe { result::memcpy_htod_async(addr, &zeros, self.stream.cu_stream()) }?;
+            self.stream.synchronize()
+        })?;
+        Ok(addr)
+    }
+
     /// The multiprocessors its stream's kernels may run on.
     pub(crate) fn sms(&self) -> usize {
         self.sms

@@ -13,6 +13,7 @@ use crate::layout::{
     OP_INFO_OFF_OP, OP_STATE, OP_UP_TO,
 };
 use crate::op::Op;
+use crate::width::Width;
 
 /// What the host declared of one op (a [`TypedOp`](crate::TypedOp) without
 /// its type).
@@ -59,6 +60,8 @@ pub(crate) struct OpTable {
     /// module may fall back on pkq's built-ins, or on anything): the safe
     /// calls refuse them. pkq's own kernel answers them `UnknownOp`.
     refuse_unlisted: bool,
+    /// The width of the lane it serves: ops of another width are refused.
+    width: Width,
 }
 
 impl OpTable {
@@ -105,6 +108,7 @@ impl OpTable {
             ops: ops.into(),
             direct,
             refuse_unlisted: false,
+            width: Width::Warp,
         })
     }
 
@@ -119,6 +123,22 @@ impl OpTable {
     pub(crate) fn refusing_unlisted(mut self) -> Self {
         self.refuse_unlisted = true;
         self
+    }
+
+    /// The table as a lane of `width` serves it: the ops of other widths
+    /// refused (NOP is served at every width).
+    pub(crate) fn serving(mut self, width: Width) -> Self {
+        self.width = width;
+        self
+    }
+
+    /// Why this lane does not serve the op of row `o`, if it does not.
+    #[inline(always)]
+    fn width_refuses(&self, o: &OpInfo) -> Option<&'static str> {
+        if o.op == u32::from(crate::layout::OP_NOP) {
+            return None;
+        }
+        self.width.refuses(o.flags)
     }
 
     /// The row of `op`: for a code below `DIRECT`, by index (pkq's own ops,
@@ -146,7 +166,13 @@ impl OpTable {
                 why,
             })
         };
-        match self.get(op.0) {
+        let row = self.get(op.0);
+        if let Some(o) = row
+            && let Some(why) = self.width_refuses(o)
+        {
+            return mismatch(why.into());
+        }
+        match row {
             // A state op dereferences its state's address, flagged so or not.
             Some(o) if o.flags & (OP_DEREFS | OP_STATE) != 0 => Err(Error::UncheckedOp(op)),
             Some(o) if o.flags & OP_UP_TO != 0 && len > o.arg_bytes as usize => mismatch(format!(
@@ -171,7 +197,17 @@ impl OpTable {
     /// most its size and alignment), and the same pointer flag.
     #[inline(always)]
     pub(crate) fn check(&self, sig: &Signature) -> Result<()> {
-        match self.get(sig.op) {
+        let row = self.get(sig.op);
+        if let Some(dev) = row
+            && let Some(why) = self.width_refuses(dev)
+        {
+            return Err(Error::OpMismatch {
+                op: sig.name.to_string(),
+                code: sig.op,
+                why: why.into(),
+            });
+        }
+        match row {
             Some(dev) if matches(dev, sig) => Ok(()),
             found => Err(mismatch(found, sig)),
         }

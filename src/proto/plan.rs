@@ -262,6 +262,10 @@ impl Plan {
             io_out_words: out_words as u32,
             io_in_bytes: self.io.0 as u32,
             io_out_bytes: self.io.1 as u32,
+            // A lane of warps; a wider one sets its groups (`runtime::start`).
+            groups: 0,
+            group_blocks: 0,
+            group_warps: 0,
         }
     }
 }

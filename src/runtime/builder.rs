@@ -16,6 +16,7 @@ use crate::proto::ring::Geometry;
 use crate::runtime::idle::IdlePolicy;
 use crate::runtime::shared::Settings;
 use crate::runtime::wait::WaitStrategy;
+use crate::width::Width;
 
 /// How often waiters ask the driver whether the kernel still lives.
 const PROBE_EVERY: Duration = Duration::from_millis(1);
@@ -54,6 +55,7 @@ pub struct Builder {
     /// The runtime's other lanes (lane 0 is this builder's own).
     pub(crate) lanes: Vec<Builder>,
     pub(crate) completion_cpu: Option<usize>,
+    pub(crate) width: Width,
 }
 
 impl Default for Builder {
@@ -79,6 +81,7 @@ impl Default for Builder {
             sm_partition: None,
             lanes: Vec::new(),
             completion_cpu: None,
+            width: Width::Warp,
         }
     }
 }
@@ -194,10 +197,36 @@ impl Builder {
         self
     }
 
-    /// The pollers per worker these settings give.
+    /// The pollers per worker these settings give (one for a wide lane).
     pub(crate) fn pollers_per_worker(&self) -> u32 {
+        if self.width.is_wide() {
+            return self.pollers.unwrap_or(1);
+        }
         self.pollers
             .unwrap_or(if self.workers == 1 { 8 } else { 1 })
+    }
+
+    /// How wide each task of this lane runs (default [`Width::Warp`]): see
+    /// [`Width`]. A wide lane's workers (each a block or a group of blocks)
+    /// have one poller each, no IO areas ([`Builder::io`]) and take no
+    /// packs; its lane serves NOP and the ops its kernel's op table
+    /// declares for its width, and refuses the others
+    /// ([`Error::OpMismatch`]). Every block of every worker must be
+    /// resident at once, beside the runtime's other lanes
+    /// ([`Error::InvalidConfig`] otherwise). The software device of pkq's
+    /// CPU tests serves warps only.
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Runtime, Submit, Width, builtin::GROUP_EMPTY};
+    /// let rt = Runtime::builder().width(Width::Block { warps: 8 }).build()?;
+    /// rt.submit(GROUP_EMPTY.args(&()))?.wait()?; // every thread of a block ran it
+    /// # Ok(()) }
+    /// ```
+    #[must_use = "a builder starts nothing until `build` is called"]
+    pub fn width(mut self, width: Width) -> Self {
+        self.width = width;
+        self
     }
 
     /// What idle workers do (default: [`IdlePolicy::Quiet`] after
@@ -575,6 +604,14 @@ impl Builder {
             )));
         }
         let pollers = self.pollers_per_worker();
+        self.width.validate()?;
+        if self.width.is_wide() && (pollers != 1 || self.io != (0, 0)) {
+            return Err(Error::InvalidConfig(format!(
+                "a wide lane ({:?}) has one poller per worker and no IO areas (got pollers \
+                 {pollers}, io {:?})",
+                self.width, self.io
+            )));
+        }
         if !matches!(pollers, 1 | 2 | 4 | 8) || pollers as usize > MAX_POLLERS {
             return Err(Error::InvalidConfig(format!(
                 "pollers {pollers} must be 1, 2, 4 or 8"
@@ -629,6 +666,7 @@ impl Builder {
             stop_timeout: self.stop_timeout,
             wait: self.wait,
             completion_cpu: self.completion_cpu,
+            width: self.width,
         }
     }
 

@@ -32,6 +32,7 @@ pub(crate) struct Settings {
     pub(crate) stop_timeout: Duration,
     pub(crate) wait: WaitStrategy,
     pub(crate) completion_cpu: Option<usize>,
+    pub(crate) width: crate::width::Width,
 }
 
 /// How long the kernel's stream may stay unqueryable before waiters give up.

@@ -14,7 +14,7 @@ use crate::cuda::kernel::Kernel;
 use crate::cuda::mapped::MappedBuffer;
 use crate::cuda::partition::{self, SmPartition};
 use crate::error::{Error, Result};
-use crate::layout::MAX_WARPS_PER_BLOCK;
+use crate::layout::{GROUP_BYTES, MAX_WARPS_PER_BLOCK};
 use crate::runtime::arena::StateArena;
 use crate::runtime::builder::Builder;
 use crate::runtime::engine::Engine;
@@ -108,8 +108,15 @@ impl Builder {
             0 => 0,
             bytes => kernel.device_memory(bytes)?,
         };
-        let params = plan.params(h2d_addr, d2h_addr, spin as u32, sleep as u32, scratch);
-        let mut ops = std::mem::take(&mut kernel.ops);
+        let mut params = plan.params(h2d_addr, d2h_addr, spin as u32, sleep as u32, scratch);
+        let blocks = self.width.blocks(kernel.sms()) as usize;
+        if blocks != 0 {
+            // A wide lane's group words, zeroed (WIDTH in pkq_layout.h).
+            params.groups = kernel.zeroed_device_memory(plan.workers * GROUP_BYTES)?;
+            params.group_blocks = blocks as u32;
+            params.group_warps = self.width.warps();
+        }
+        let mut ops = std::mem::take(&mut kernel.ops).serving(self.width);
         if let Image::Caller(_) = self.image {
             ops = ops.refusing_unlisted();
         }
@@ -118,10 +125,17 @@ impl Builder {
         }
         // A worker's pollers share a block (and its claim counter); both
         // counts are powers of two, so blocks are full.
+        // A wide lane: `blocks` blocks of its width's warps per worker.
         let pollers = plan.all_pollers();
-        let warps = pollers.min(MAX_WARPS_PER_BLOCK);
+        let (warps, grid) = if blocks != 0 {
+            let warps = self.width.warps() as usize;
+            (warps, plan.workers * blocks)
+        } else {
+            let warps = pollers.min(MAX_WARPS_PER_BLOCK);
+            (warps, pollers / warps)
+        };
         let mut cfg = LaunchConfig {
-            grid_dim: ((pollers / warps) as u32, 1, 1),
+            grid_dim: (grid as u32, 1, 1),
             block_dim: (warps as u32 * 32, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -236,6 +250,11 @@ impl Builder {
         let mut b = self.clone();
         use crate::proto::words::Words;
         b.validate()?;
+        if b.width.is_wide() {
+            return Err(Error::InvalidConfig(
+                "the software device serves lanes of warps only".into(),
+            ));
+        }
         b.pollers.get_or_insert(1);
         let plan = b.plan()?;
         let words = [Words::heap(plan.h2d_len), Words::heap(plan.d2h_len)];

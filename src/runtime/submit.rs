@@ -76,7 +76,9 @@ pub(crate) mod sealed {
 /// [`Task::unchecked`] ([`Error::UncheckedOp`]); an IO task on a runtime
 /// without IO areas ([`Error::InvalidConfig`]) or with more input than they
 /// hold ([`Error::PayloadTooLarge`]); a run of more slots than a ring has
-/// ([`Error::InvalidArgument`]: split it); after shutdown or cancel began,
+/// ([`Error::InvalidArgument`]: split it), a pack on a lane of blocks or
+/// groups ([`Error::InvalidArgument`]; see [`Width`](crate::Width)); an op
+/// its lane's width does not serve ([`Error::OpMismatch`]); after shutdown or cancel began,
 /// [`Error::Closed`] (an empty run too); a ring an
 /// [`ExclusiveProducer`](crate::ExclusiveProducer) holds, from anyone else
 /// ([`Error::RingHeld`], an empty run too). A pool adds its own
@@ -187,6 +189,12 @@ impl<A: Pod> Submission for Tasks<'_, A> {
         let size = std::mem::size_of::<A>();
         // Every element has the same size: one check for all.
         let per_slot = if self.packed {
+            if shared.settings.width.is_wide() {
+                return Err(Error::InvalidArgument(format!(
+                    "a wide lane ({:?}) takes no packs: submit a batch",
+                    shared.settings.width
+                )));
+            }
             SlotImage::check_pack_len(size)?;
             PACK_TASKS
         } else {

@@ -24,6 +24,7 @@ mod protocol;
 mod ptx;
 mod sharing;
 mod waiting;
+mod width;
 
 use custom_handler as fk;
 use pkq::builtin::*;
@@ -67,6 +68,7 @@ const MODULES: &[&[Test]] = &[
     faults::TESTS,
     waiting::TESTS,
     sharing::TESTS,
+    width::TESTS,
 ];
 
 /// Faults, run in a child process (`PKQ_GPU_CHILD=<name>`).

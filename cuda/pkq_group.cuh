@@ -1,0 +1,223 @@
+// pkq_group.cuh: lanes of blocks and of groups of blocks (WIDTH in
+// pkq_layout.h; the host's side is src/width.rs): the worker's one
+// poller hands each task to the rest of its group through device memory and
+// shared memory, every thread of the group runs the handler, and the poller
+// completes the task once every block arrived.
+#pragma once
+#include <cstdint>
+
+#include "pkq_handler.cuh"
+#include "pkq_layout.h"
+#include "pkq_mem.cuh"
+
+namespace pkq {
+
+// GPU-scope acquire load and relaxed store of device memory (group words).
+__device__ __forceinline__ uint64_t load_acquire_gpu(const uint64_t* p) {
+    uint64_t v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void store_relaxed_gpu(uint64_t* p, uint64_t v) {
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+// GPU-scope release store, and release add (no value back), of device
+// memory: the thread's earlier writes, and those it saw through a block
+// barrier, before the word (cumulative).
+__device__ __forceinline__ void store_release_gpu(uint64_t* p, uint64_t v) {
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void add_release_gpu(uint64_t* p, uint64_t v) {
+    asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+// A named barrier of all `threads` threads of the block (ids 1 and 2 are
+// the hand-off's; 0 is __syncthreads, the handlers').
+__device__ __forceinline__ void block_barrier(uint32_t id, uint32_t threads) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+constexpr uint32_t BAR_TASK = 1;
+constexpr uint32_t BAR_DONE = 2;
+
+// What a block of a group shares (shared memory): the group's words, the
+// poller's stop word, and the block's group-barrier crossings so far.
+struct GroupSync {
+    uint64_t* words;
+    const uint64_t* stop;
+    uint32_t blocks;
+    unsigned long long crossings;
+};
+
+// The task as the block's warps take it from its warp 0 (shared memory).
+struct BlockTask {
+    uint32_t op;
+    uint32_t len;
+    uint32_t quit;
+    uint64_t words[PKQ_ARGS_BYTES / 8];
+};
+
+__device__ __forceinline__ uint64_t* group_word(const GroupSync* g, uint32_t off) {
+    return g->words + off / 8;
+}
+
+// Waits until the group word at `off` is at least `target`, or the stop
+// word is set (read every PKQ_GROUP_STOP_SPINS spins: the wait's exit).
+// Returns whether it got there.
+__device__ __forceinline__ bool wait_at_least(const GroupSync* g, uint32_t off, uint64_t target) {
+    const uint64_t* w = group_word(g, off);
+    for (uint32_t spins = 1;; ++spins) {
+        if (load_acquire_gpu(w) >= target) return true;
+        if (spins % PKQ_GROUP_STOP_SPINS == 0 && load_sys(g->stop) == PKQ_STOP_VALUE) return false;
+    }
+}
+
+__device__ __forceinline__ void Context::sync_group() const {
+    __syncthreads();
+    if (threadIdx.x == 0 && group->blocks > 1) {
+        const uint64_t target = ++group->crossings * group->blocks;
+        // This block's writes (cumulative through the block barrier) before
+        // its arrival (release); the others' after the wait (acquire).
+        add_release_gpu(group_word(group, PKQ_GROUP_OFF_BARRIER), 1);
+        wait_at_least(group, PKQ_GROUP_OFF_BARRIER, target);
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ uint8_t* Context::scratch() const {
+    return reinterpret_cast<uint8_t*>(group_word(group, PKQ_GROUP_OFF_SCRATCH));
+}
+
+// The task of `t` as thread `threadIdx.x` of block `rank` runs it.
+__device__ __forceinline__ Context group_context(const volatile BlockTask* t, GroupSync* g, uint32_t rank) {
+    Context ctx;
+    ctx.lane = threadIdx.x & 31;
+    ctx.op = t->op;
+    ctx.len = t->len;
+#pragma unroll
+    for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) ctx.words[j] = t->words[j];
+    ctx.input = nullptr;
+    ctx.in_len = 0;
+    ctx.output = nullptr;
+    ctx.out_cap = 0;
+    ctx.warp = threadIdx.x >> 5;
+    ctx.warps = blockDim.x >> 5;
+    ctx.block = rank;
+    ctx.blocks = g->blocks;
+    ctx.group = g;
+    return ctx;
+}
+
+// The handlers as the poller (warp 0 of block 0) calls them from serve():
+// the task handed to the group, run by the poller's warp as rank 0's, and
+// its outcome returned once every block arrived.
+template <class Handlers>
+struct GroupHandlers {
+    const Handlers& handlers;
+    volatile BlockTask* task;
+    GroupSync* group;
+    unsigned long long* handed;  // tasks handed to the group so far (lane 0's)
+
+    __device__ __forceinline__ Outcome operator()(const Context& c) const {
+        const uint32_t threads = blockDim.x;
+        uint64_t gen = 0;
+        if (c.lane == 0) {
+            gen = ++*handed;
+            if (group->blocks > 1) {
+                uint64_t* w = group_word(group, PKQ_GROUP_OFF_TASK);
+                __stcg(reinterpret_cast<unsigned long long*>(w), static_cast<unsigned long long>(c.op | (c.len << 16)));
+#pragma unroll
+                for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j)
+                    __stcg(reinterpret_cast<unsigned long long*>(w + 1 + j), c.words[j]);
+                // The task before its generation (a release store: the
+                // ordering between data and its flag).
+                store_release_gpu(group_word(group, PKQ_GROUP_OFF_GEN), gen);
+            }
+            task->op = c.op;
+            task->len = c.len;
+            task->quit = 0;
+#pragma unroll
+            for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) task->words[j] = c.words[j];
+        }
+        __syncwarp();
+        block_barrier(BAR_TASK, threads);
+        Context ctx = c;
+        ctx.warp = 0;
+        ctx.warps = threads >> 5;
+        ctx.block = 0;
+        ctx.blocks = group->blocks;
+        ctx.group = group;
+        Outcome out = handlers(ctx);
+        block_barrier(BAR_DONE, threads);
+        if (group->blocks > 1) {
+            // Every block finished; their writes, acquired by lane 0, come
+            // before the completion, and before serve()'s GPU-scope fence
+            // when the outcome says the task wrote device memory (every
+            // participant returns the same outcome).
+            if (c.lane == 0) wait_at_least(group, PKQ_GROUP_OFF_ARRIVALS, gen * (group->blocks - 1));
+            __syncwarp();
+        }
+        return out;
+    }
+};
+
+// Warps 1.. of block 0, and every warp of blocks 1..: each task the block's
+// warp 0 takes (from serve() in block 0, from the group's words in the
+// others), run until the poller leaves.
+template <class Handlers>
+__device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank, volatile BlockTask* task,
+                                             GroupSync* group, const Handlers& handlers) {
+    const uint32_t threads = blockDim.x;
+    const bool fetcher = rank != 0 && threadIdx.x == 0;
+    uint64_t seen = 0;
+    uint64_t idle_since = 0;
+    uint32_t sleep_ns = 0;
+    for (;;) {
+        if (fetcher) {
+            const uint64_t* gen_word = group_word(group, PKQ_GROUP_OFF_GEN);
+            uint64_t gen;
+            // The idle policy's naps between looks once idle (Backoff; Quiet
+            // naps up to 1 us), none under Spin. Exit: the poller's QUIT.
+            for (;;) {
+                gen = load_acquire_gpu(gen_word);
+                if (gen != seen) break;
+                if (p.idle_spin_ns != 0) {
+                    const uint64_t now = globaltimer();
+                    if (idle_since == 0) {
+                        idle_since = now;
+                    } else if (now - idle_since >= p.idle_spin_ns) {
+                        const uint32_t most = p.idle_sleep_max_ns != 0 ? p.idle_sleep_max_ns : 1000u;
+                        sleep_ns = sleep_ns == 0 ? min(64u, most) : min(2 * sleep_ns, most);
+                        __nanosleep(sleep_ns);
+                    }
+                }
+            }
+            idle_since = 0;
+            sleep_ns = 0;
+            seen = gen;
+            if (gen & PKQ_GROUP_QUIT) {
+                task->quit = 1;
+            } else {
+                const unsigned long long* w =
+                    reinterpret_cast<const unsigned long long*>(group_word(group, PKQ_GROUP_OFF_TASK));
+                const uint64_t h = __ldcg(w);
+                task->op = static_cast<uint32_t>(h & 0xffff);
+                task->len = static_cast<uint32_t>(h >> 16);
+                task->quit = 0;
+#pragma unroll
+                for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) task->words[j] = __ldcg(w + 1 + j);
+            }
+        }
+        block_barrier(BAR_TASK, threads);
+        if (task->quit) return;
+        const Context ctx = group_context(task, group, rank);
+        (void)handlers(ctx);
+        block_barrier(BAR_DONE, threads);
+        if (fetcher) {
+            // Every thread's writes (cumulative through the block barrier)
+            // before the arrival the poller acquires (a release add).
+            add_release_gpu(group_word(group, PKQ_GROUP_OFF_ARRIVALS), 1);
+        }
+    }
+}
+
+}  // namespace pkq

@@ -1,0 +1,396 @@
+//! Wide tasks against the launches a user would otherwise write, in one
+//! process run: for each workload and size, pkq on one warp where it
+//! applies, pkq wide (a lane of blocks or groups: `pkq::Width`), an
+//! ordinary kernel launch + stream sync of the same work over a grid sized
+//! for it, and a CUDA graph of that launch + sync.
+//!
+//! Workloads: the empty task at every width (1 warp, a block of 8 warps,
+//! 8 blocks, one block per SM: `empty <n> warps, ...`; `empty 1 warps, pkq
+//! warp` is the NOP round trip of the run; a wide lane's NOP, answered by
+//! its poller alone, shows what the hand-off adds), and the dot product of `n`
+//! floats in device memory (`dot <n>, ...`: pkq's DOT on a warp up to its
+//! limit, GROUP_DOT on a group of one block per SM; the launch zeroes the
+//! result, runs the kernel and copies the result back). Rows carry p50/p99
+//! and the SMs each used. Writes JSON and an SVG of p50 against size.
+//!
+//! `cargo run --release -p pkq-bench --bin width -- --json pkq-bench/results/width.json --svg pkq-bench/results/width.svg`
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use pkq::builtin::{DOT, DotArgs, GROUP_DOT, GROUP_EMPTY, NOP};
+use pkq::cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+    result, sys,
+};
+use pkq::{Runtime, Submit, Width};
+use pkq_bench::support::{Latency, one_stream_context, report, start, write_json};
+use plotters::prelude::*;
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(about = "pkq wide tasks vs kernel launches and CUDA graphs, by width and size")]
+struct Args {
+    #[arg(long, default_value_t = 3_000)]
+    samples: usize,
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[arg(long)]
+    svg: Option<PathBuf>,
+}
+
+/// Warps per block of every wide lane and launch here.
+const WARPS: u32 = 8;
+
+fn row(l: &Latency, sms: usize) -> Map<String, Value> {
+    let mut r = l.row("us");
+    r.insert("sms".into(), json!(sms));
+    r
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    // pkq-bench's module first, before any pkq runtime starts (see
+    // pkq_bench::floor).
+    pkq_bench::floor::load(0)?;
+    let (clock, info) = start(None, 0)?;
+    let (w, n) = (args.samples / 10, args.samples);
+    let ctx = one_stream_context()?;
+    let stream = ctx.new_stream()?;
+    let sms = pkq::device_info(0)?.multiprocessors as usize;
+    let empty = pkq_bench::floor::function(0, "pkq_empty_kernel")?;
+    let dot_kernel = pkq_bench::floor::function(0, "pkq_dot_kernel")?;
+    let mut rows = Vec::new();
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut point = |name: &str, x: f64, p50: f64| match series.iter_mut().find(|s| s.0 == name) {
+        Some(s) => s.1.push((x, p50)),
+        None => series.push((name.to_string(), vec![(x, p50)])),
+    };
+
+    // Launches and graphs first: nothing that may wait for the context runs
+    // once a resident kernel does.
+    let widths: Vec<(u32, u32)> = vec![(1, 1), (1, WARPS), (8, WARPS), (sms as u32, WARPS)];
+    let mut launched = Vec::new();
+    for &(blocks, warps) in &widths {
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (warps * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let name = format!("empty {} warps", blocks * warps);
+        let launch = Latency::measure(&format!("{name}, launch"), &clock, w, n, || {
+            // SAFETY: pkq_empty_kernel takes no parameters.
+            unsafe { stream.launch_builder(&empty).launch(cfg) }?;
+            stream.synchronize()
+        });
+        let graph = graph_of(&stream, || {
+            // SAFETY: as above; captured, not run.
+            unsafe { stream.launch_builder(&empty).launch(cfg) }.map(drop)
+        })?;
+        let graphed = Latency::measure(&format!("{name}, graph"), &clock, w, n, || {
+            graph.launch()?;
+            stream.synchronize()
+        });
+        launched.push((blocks * warps, launch, graphed, (blocks as usize).min(sms)));
+    }
+    let sizes: Vec<usize> = vec![
+        1,
+        1 << 10,
+        1 << 13,
+        1 << 16,
+        1 << 18,
+        1 << 20,
+        1 << 22,
+        1 << 24,
+    ];
+    let x: Vec<f32> = (0..*sizes.last().unwrap())
+        .map(|i| (i % 13) as f32 * 0.125)
+        .collect();
+    let xd = stream.clone_htod(&x)?;
+    let yd = stream.clone_htod(&x)?;
+    let mut out = stream.alloc_zeros::<f64>(1)?;
+    let out_at = {
+        let (o, _sync) = out.device_ptr_mut(&stream);
+        o
+    };
+    let want =
+        |size: usize| -> f64 { x[..size].iter().map(|&v| f64::from(v) * f64::from(v)).sum() };
+    let mut dots = Vec::new();
+    for &size in &sizes {
+        let grid = (size.div_ceil(WARPS as usize * 32 * 4) as u32).clamp(1, 4 * sms as u32);
+        let cfg = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (WARPS * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut host = [0f64; 1];
+        let name = format!("dot {size}");
+        let once = || dot_launch(&stream, &dot_kernel, &xd, &yd, size as u32, out_at, cfg);
+        let read = |host: &mut [f64; 1]| -> Result<(), pkq::cudarc::driver::DriverError> {
+            // SAFETY: out_at holds one f64 of this context; `host` outlives
+            // the copy, which the synchronize waits for.
+            unsafe { result::memcpy_dtoh_async(host, out_at, stream.cu_stream()) }?;
+            stream.synchronize()
+        };
+        let launch = Latency::measure(&format!("{name}, launch"), &clock, w, n, || {
+            once()?;
+            read(&mut host)
+        });
+        assert_eq!(host[0], want(size), "the launched dot of {size}");
+        let graph = graph_of(&stream, once)?;
+        let graphed = Latency::measure(&format!("{name}, graph"), &clock, w, n, || {
+            graph.launch()?;
+            read(&mut host)
+        });
+        dots.push((size, launch, graphed, (grid as usize).min(sms)));
+    }
+    stream.synchronize()?;
+    let (x_at, y_at) = (addr(&xd, &stream), addr(&yd, &stream));
+
+    // pkq: one runtime at a time, each alone on the device.
+    let nop_rt = Runtime::builder().build()?;
+    let nop = Latency::measure("empty 1 warps, pkq warp", &clock, w, n, || {
+        nop_rt.submit(NOP.args(&()))?.wait().map(drop)
+    });
+    let mut warp_dots = Vec::new();
+    for &size in sizes.iter().filter(|&&s| s <= pkq::builtin::DOT_MAX_N) {
+        let a = DotArgs {
+            x: x_at,
+            y: y_at,
+            n: size as u32,
+            reserved: 0,
+        };
+        let got = call(&nop_rt, &DOT, &a)?;
+        assert_eq!(got, want(size), "DOT {size}");
+        let l = Latency::measure(&format!("dot {size}, pkq warp"), &clock, w, n, || {
+            call(&nop_rt, &DOT, &a).map(drop)
+        });
+        warp_dots.push((size, l));
+    }
+    drop(nop_rt);
+    let mut wide = Vec::new();
+    let mut poller_alone = None;
+    for &(blocks, warps) in &widths {
+        let width = if blocks == 1 {
+            Width::Block { warps }
+        } else {
+            Width::Group { blocks, warps }
+        };
+        let rt = Runtime::builder().width(width).build()?;
+        let l = Latency::measure(
+            &format!("empty {} warps, pkq wide", blocks * warps),
+            &clock,
+            w,
+            n,
+            || rt.submit(GROUP_EMPTY.args(&()))?.wait().map(drop),
+        );
+        wide.push((blocks * warps, l, blocks as usize));
+        if (blocks, warps) == (1, WARPS) {
+            // The same lane's NOP, which its poller answers alone: what the
+            // hand-off to the block adds is the difference.
+            poller_alone = Some(Latency::measure(
+                &format!("empty {warps} warps, pkq wide lane's NOP (its poller alone)"),
+                &clock,
+                w,
+                n,
+                || rt.submit(NOP.args(&()))?.wait().map(drop),
+            ));
+        }
+    }
+    let rt = Runtime::builder()
+        .width(Width::Group {
+            blocks: 0,
+            warps: WARPS,
+        })
+        .build()?;
+    let mut wide_dots = Vec::new();
+    for &size in &sizes {
+        let a = DotArgs {
+            x: x_at,
+            y: y_at,
+            n: size as u32,
+            reserved: 0,
+        };
+        let got = call(&rt, &GROUP_DOT, &a)?;
+        let exact = want(size);
+        assert!(
+            (got - exact).abs() <= 1e-9 * exact.max(1.0),
+            "GROUP_DOT {size}: {got} vs {exact}"
+        );
+        let l = Latency::measure(&format!("dot {size}, pkq wide"), &clock, w, n, || {
+            call(&rt, &GROUP_DOT, &a).map(drop)
+        });
+        wide_dots.push((size, l));
+    }
+    drop(rt);
+
+    // Rows, in order, and the head start they keep.
+    println!("{:<36} {:>9} {:>9} {:>5}", "", "p50 µs", "p99 µs", "SMs");
+    let mut push = |l: &Latency, sms: usize, size: Option<f64>| {
+        println!(
+            "{:<36} {:>9.2} {:>9.2} {:>5}",
+            l.name,
+            l.p50_us(),
+            l.quantile_us(0.99),
+            sms
+        );
+        if let Some(x) = size {
+            let (_, mech) = l.name.split_once(", ").unwrap();
+            point(mech, x, l.p50_us());
+        }
+        rows.push(row(l, sms));
+    };
+    push(&nop, 1, None);
+    for (warps, launch, graph, s) in &launched {
+        if let Some((_, l, blocks)) = wide.iter().find(|(wp, ..)| wp == warps) {
+            push(l, *blocks, None);
+        }
+        if *warps == WARPS
+            && let Some(l) = &poller_alone
+        {
+            push(l, 1, None);
+        }
+        push(launch, *s, None);
+        push(graph, *s, None);
+    }
+    for (size, launch, graph, s) in &dots {
+        if let Some((_, l)) = warp_dots.iter().find(|(z, _)| z == size) {
+            push(l, 1, Some(*size as f64));
+        }
+        let (_, l) = wide_dots.iter().find(|(z, _)| z == size).unwrap();
+        push(l, sms, Some(*size as f64));
+        push(launch, *s, Some(*size as f64));
+        push(graph, *s, Some(*size as f64));
+    }
+    // The head start: launch + sync of the empty kernel less the NOP round
+    // trip; at each size, how much of it the best pkq row keeps.
+    let head = launched[0].1.p50_us() - nop.p50_us();
+    let mut keeps = Map::new();
+    keeps.insert(
+        "name".into(),
+        json!("head start kept (launch p50 - best pkq p50) / (empty launch p50 - NOP p50)"),
+    );
+    for (size, launch, _, _) in &dots {
+        let best = wide_dots
+            .iter()
+            .chain(warp_dots.iter())
+            .filter(|(z, _)| z == size)
+            .map(|(_, l)| l.p50_us())
+            .fold(f64::INFINITY, f64::min);
+        keeps.insert(
+            format!("dot_{size}_ratio"),
+            json!(((launch.p50_us() - best) / head * 1e3).round() / 1e3),
+        );
+    }
+    println!("{}", Value::Object(keeps.clone()));
+    rows.push(keeps);
+    let report = report(&info, rows);
+    if let Some(path) = &args.json {
+        write_json(path, &report);
+    }
+    if let Some(path) = &args.svg {
+        plot(path, &series)?;
+    }
+    Ok(())
+}
+
+/// A task of `op` with `args`, waited for: its value as f64 bits.
+fn call(rt: &Runtime, op: &pkq::TypedOp<DotArgs>, args: &DotArgs) -> pkq::Result<f64> {
+    // SAFETY: the bench's x and y hold n floats each and outlive every task.
+    let t = rt.submit(unsafe { op.args(args).unchecked() })?;
+    Ok(f64::from_bits(t.wait()?.value))
+}
+
+/// The device address of `s` (its stream synchronized before any task).
+fn addr(s: &CudaSlice<f32>, stream: &Arc<CudaStream>) -> u64 {
+    let (p, _sync) = s.device_ptr(stream);
+    p
+}
+
+/// What a user's dot product launches: `out` zeroed, the kernel over `cfg`.
+fn dot_launch(
+    stream: &Arc<CudaStream>,
+    f: &CudaFunction,
+    x: &CudaSlice<f32>,
+    y: &CudaSlice<f32>,
+    n: u32,
+    out: u64,
+    cfg: LaunchConfig,
+) -> Result<(), pkq::cudarc::driver::DriverError> {
+    // SAFETY: `out` holds one f64 of this context.
+    unsafe { result::memset_d8_async(out, 0, 8, stream.cu_stream()) }?;
+    // SAFETY: pkq_dot_kernel(const float*, const float*, u32, double*):
+    // x and y hold n floats each, out one double.
+    unsafe {
+        stream
+            .launch_builder(f)
+            .arg(x)
+            .arg(y)
+            .arg(&n)
+            .arg(&out)
+            .launch(cfg)
+    }
+    .map(drop)
+}
+
+/// A graph of what `capture` issues on `stream`, uploaded.
+fn graph_of(
+    stream: &Arc<CudaStream>,
+    capture: impl FnOnce() -> Result<(), pkq::cudarc::driver::DriverError>,
+) -> Result<pkq::cudarc::driver::CudaGraph, Box<dyn std::error::Error>> {
+    stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    capture()?;
+    let graph = stream
+        .end_capture(sys::CUgraphInstantiate_flags(0))?
+        .ok_or("stream capture produced no graph")?;
+    graph.upload()?;
+    Ok(graph)
+}
+
+/// p50 against size (log scale), one line per mechanism.
+fn plot(
+    path: &PathBuf,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let hi = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.1))
+        .fold(1.0, f64::max);
+    let xmax = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.0))
+        .fold(2.0, f64::max);
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("dot product of n floats: p50 by size", ("sans-serif", 20))
+        .margin(20)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d((1.0..xmax * 2.0).log_scale(), (1.0..hi * 1.5).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("n")
+        .y_desc("p50 (µs)")
+        .draw()?;
+    for (i, (name, points)) in series.iter().enumerate() {
+        let color = [RED, MAGENTA, BLUE, GREEN][i % 4];
+        chart
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+            .label(name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    println!("wrote {}", path.display());
+    Ok(())
+}

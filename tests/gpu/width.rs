@@ -1,0 +1,233 @@
+//! Lanes of blocks and groups (`Width`): wide tasks on random inputs against
+//! a CPU reference beside narrow ones, every task counted; the ops each
+//! width serves; shutdown and cancel with wide tasks in flight.
+
+use super::*;
+use pkq::Width;
+use pkq::cudarc::driver::{CudaSlice, DevicePtr};
+
+pub(crate) const TESTS: &[Test] = tests![
+    wide_tasks_random_vs_cpu_beside_narrow_ones,
+    lanes_serve_the_ops_of_their_width,
+    wide_lanes_stop_with_tasks_in_flight,
+];
+
+/// GROUP_DOT's reference: the exact products summed in f64 (the device's
+/// order differs: compared within a bound of the sum of magnitudes).
+fn dot_ref(x: &[f32], y: &[f32]) -> (f64, f64) {
+    x.iter().zip(y).fold((0.0, 0.0), |(s, m), (&a, &b)| {
+        let p = f64::from(a) * f64::from(b);
+        (s + p, m + p.abs())
+    })
+}
+
+/// The device address of `s` (the stream is synchronized before any task
+/// reads it).
+fn addr(s: &CudaSlice<f32>, stream: &Arc<pkq::cudarc::driver::CudaStream>) -> u64 {
+    let (p, _sync) = s.device_ptr(stream);
+    p
+}
+
+/// GROUP_DOT of the `n` floats at device addresses `x` and `y` (0: a sum)
+/// on `to`.
+fn group_dot(to: &impl Submit, x: u64, y: u64, n: usize) -> pkq::Result<pkq::Ticket> {
+    let args = DotArgs {
+        x,
+        y,
+        n: n as u32,
+        reserved: 0,
+    };
+    // SAFETY: x and y are device addresses of n floats each, alive until
+    // every task of the test completed (their slices outlive the runtime).
+    to.submit(unsafe { GROUP_DOT.args(&args).unchecked() })
+}
+
+/// A runtime of three lanes: warps (lane 0), blocks of 8 warps (lane 1, two
+/// workers), groups of 4 blocks of 8 warps (lane 2, two workers), small
+/// rings (many laps). Random vectors of random lengths; each lane's
+/// producer keeps a window of tasks in flight, the wide lanes GROUP_DOT
+/// against the CPU, lane 0 ECHO; every task's result is checked and
+/// counted once.
+pub(crate) fn wide_tasks_random_vs_cpu_beside_narrow_ones() {
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let mut rng = Rng::new(41);
+    let sizes: Vec<usize> = [0usize, 1, 31, 32, 33, 255, 256, 257, 2048, 1 << 20]
+        .into_iter()
+        .chain((0..22).map(|_| rng.below(200_000) as usize))
+        .collect();
+    let data: Vec<_> = sizes
+        .iter()
+        .map(|&n| {
+            let x: Vec<f32> = (0..n).map(|_| rng.unit() - 0.5).collect();
+            let y: Vec<f32> = (0..n).map(|_| rng.unit() - 0.5).collect();
+            let (xd, yd) = (
+                stream.clone_htod(&x).unwrap(),
+                stream.clone_htod(&y).unwrap(),
+            );
+            let want = dot_ref(&x, &y);
+            (n, want, xd, yd)
+        })
+        .collect();
+    stream.synchronize().unwrap();
+    let addrs: Vec<(usize, (f64, f64), u64, u64)> = data
+        .iter()
+        .map(|(n, want, xd, yd)| (*n, *want, addr(xd, &stream), addr(yd, &stream)))
+        .collect();
+    let rt = Runtime::builder()
+        .capacity(64)
+        .add_lane(
+            Runtime::builder()
+                .capacity(16)
+                .workers(2)
+                .width(Width::Block { warps: 8 }),
+        )
+        .add_lane(
+            Runtime::builder()
+                .capacity(16)
+                .workers(2)
+                .width(Width::Group {
+                    blocks: 4,
+                    warps: 8,
+                }),
+        )
+        .build()
+        .unwrap();
+    const TASKS: usize = 1500;
+    std::thread::scope(|s| {
+        for lane in 1..3 {
+            let (rt, addrs) = (&rt, &addrs);
+            s.spawn(move || {
+                let lane = rt.lane(lane).unwrap();
+                let mut rng = Rng::new(lane_seed(lane));
+                let mut q = VecDeque::new();
+                let mut done = 0usize;
+                let mut check = |(k, t): (usize, pkq::Ticket)| {
+                    let (n, (want, mag), _, _) = addrs[k];
+                    let got = f64::from_bits(t.wait().unwrap().value);
+                    assert!(
+                        (got - want).abs() <= 1e-9 * mag.max(1e-30),
+                        "GROUP_DOT n {n}: {got} vs {want}"
+                    );
+                    done += 1;
+                };
+                for _ in 0..TASKS {
+                    if q.len() == 24 {
+                        check(q.pop_front().unwrap());
+                    }
+                    let k = rng.below(addrs.len() as u64) as usize;
+                    let (n, _, x, y) = addrs[k];
+                    q.push_back((k, group_dot(lane, x, y, n).unwrap()));
+                }
+                q.into_iter().for_each(&mut check);
+                assert_eq!(done, TASKS, "every wide task answered once");
+            });
+        }
+        // Narrow tasks on lane 0 meanwhile.
+        let seen: Vec<AtomicU64> = (0..20_000).map(|_| AtomicU64::new(0)).collect();
+        pump_echo(&rt, 0..20_000, 32, 7, &seen);
+        assert!(seen.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+    });
+    // Empty wide tasks, many laps of both wide lanes.
+    for lane in 1..3 {
+        let l = rt.lane(lane).unwrap();
+        let mut b = l.submit(GROUP_EMPTY.batch(&[(); 16])).unwrap();
+        assert_eq!(b.wait().unwrap().len(), 16);
+        for _ in 0..500 {
+            l.submit(GROUP_EMPTY.args(&())).unwrap().wait().unwrap();
+            l.submit(NOP.args(&())).unwrap().wait().unwrap();
+        }
+    }
+    rt.shutdown().unwrap();
+    drop(data);
+}
+
+fn lane_seed(lane: &pkq::Lane) -> u64 {
+    lane as *const pkq::Lane as u64
+}
+
+/// A lane of warps refuses group ops, a wide lane warp ops (NOP aside),
+/// packs and IO areas; the refusals are typed and nothing runs.
+pub(crate) fn lanes_serve_the_ops_of_their_width() {
+    let rt = Runtime::builder()
+        .add_lane(Runtime::builder().width(Width::Group {
+            blocks: 2,
+            warps: 2,
+        }))
+        .build()
+        .unwrap();
+    let wide = rt.lane(1).unwrap();
+    let mismatch =
+        |r: pkq::Result<pkq::Ticket>| assert!(matches!(r, Err(Error::OpMismatch { .. })), "{r:?}");
+    mismatch(rt.submit(GROUP_EMPTY.args(&())));
+    mismatch(wide.submit(ECHO.args(&1)));
+    mismatch(wide.submit(SPIN.args(&1)));
+    assert!(matches!(
+        wide.submit(ECHO.packed(&[1u64, 2])),
+        Err(Error::InvalidArgument(_))
+    ));
+    // NOP is served at every width, the group op by the wide lane.
+    wide.submit(NOP.args(&())).unwrap().wait().unwrap();
+    wide.submit(GROUP_EMPTY.args(&())).unwrap().wait().unwrap();
+    rt.submit(ECHO.args(&5)).unwrap().wait().unwrap();
+    // Declared ops are checked at build.
+    let built = Runtime::builder()
+        .width(Width::Block { warps: 4 })
+        .op(&ECHO)
+        .build();
+    assert!(matches!(built, Err(Error::OpMismatch { .. })), "{built:?}");
+    // Settings no wide lane can have.
+    for b in [
+        Runtime::builder()
+            .width(Width::Block { warps: 4 })
+            .io(64, 64),
+        Runtime::builder()
+            .width(Width::Block { warps: 4 })
+            .pollers(2),
+        Runtime::builder().width(Width::Block { warps: 9 }),
+        Runtime::builder().width(Width::Group {
+            blocks: 1025,
+            warps: 1,
+        }),
+    ] {
+        assert!(matches!(b.build(), Err(Error::InvalidConfig(_))));
+    }
+}
+
+/// Wide tasks in flight (long GROUP_DOTs, queued behind one another) when
+/// the runtime shuts down (every task completes, Ok) or is cancelled
+/// (every ticket answers: Ok, or the cancel's error), with nothing hung.
+pub(crate) fn wide_lanes_stop_with_tasks_in_flight() {
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let n = 1 << 22;
+    let x = stream.clone_htod(&vec![1.0f32; n]).unwrap();
+    stream.synchronize().unwrap();
+    let xa = addr(&x, &stream);
+    for cancel in [false, true] {
+        let rt = Runtime::builder()
+            .width(Width::Group {
+                blocks: 4,
+                warps: 8,
+            })
+            .capacity(64)
+            .build()
+            .unwrap();
+        let tickets: Vec<_> = (0..48).map(|_| group_dot(&rt, xa, 0, n).unwrap()).collect();
+        let t0 = Instant::now();
+        if cancel {
+            rt.cancel().unwrap();
+        } else {
+            rt.shutdown().unwrap();
+        }
+        for t in tickets {
+            match t.wait() {
+                Ok(c) => assert_eq!(f64::from_bits(c.value), n as f64),
+                Err(Error::Cancelled) if cancel => {}
+                Err(e) => panic!("cancel {cancel}: {e:?}"),
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10));
+    }
+    drop(x);
+}
