@@ -12,25 +12,6 @@
 
 namespace pkq {
 
-// GPU-scope acquire load and relaxed store of device memory (group words).
-__device__ __forceinline__ uint64_t load_acquire_gpu(const uint64_t* p) {
-    uint64_t v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void store_relaxed_gpu(uint64_t* p, uint64_t v) {
-    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-// GPU-scope release store, and release add (no value back), of device
-// memory: the thread's earlier writes, and those it saw through a block
-// barrier, before the word (cumulative).
-__device__ __forceinline__ void store_release_gpu(uint64_t* p, uint64_t v) {
-    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ void add_release_gpu(uint64_t* p, uint64_t v) {
-    asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
 // A named barrier of all `threads` threads of the block (ids 1 and 2 are
 // the hand-off's; 0 is __syncthreads, the handlers').
 __device__ __forceinline__ void block_barrier(uint32_t id, uint32_t threads) {

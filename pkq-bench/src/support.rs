@@ -476,3 +476,63 @@ pub fn pkq_round_trips(
     }
     Ok(run)
 }
+
+/// p50 against size, one line (with its points) per series: `(name,
+/// [(size, p50 µs)])`; both axes logarithmic when `log`, else linear from
+/// 0 to `x_max`.
+pub fn plot_by_size(
+    path: &Path,
+    caption: &str,
+    x_desc: &str,
+    x_max: f64,
+    log: bool,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let hi = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.1))
+        .fold(1.0, f64::max);
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(caption, ("sans-serif", 20))
+        .margin(20)
+        .x_label_area_size(50)
+        .y_label_area_size(70);
+    let colors = [RED, MAGENTA, BLUE, GREEN];
+    macro_rules! draw {
+        ($chart:expr) => {{
+            let mut chart = $chart;
+            chart
+                .configure_mesh()
+                .x_desc(x_desc)
+                .y_desc("p50 (µs)")
+                .draw()?;
+            for (i, (name, points)) in series.iter().enumerate() {
+                let color = colors[i % colors.len()];
+                chart
+                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+                    .label(name.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    });
+                chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.9))
+                .border_style(BLACK)
+                .draw()?;
+        }};
+    }
+    if log {
+        draw!(builder.build_cartesian_2d((1.0..x_max).log_scale(), (1.0..hi * 1.5).log_scale())?);
+    } else {
+        draw!(builder.build_cartesian_2d(0.0..x_max, 0.0..hi * 1.15)?);
+    }
+    root.present()?;
+    println!("wrote {}", path.display());
+    Ok(())
+}

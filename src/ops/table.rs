@@ -457,4 +457,41 @@ mod tests {
             .unwrap_err();
         assert!(named.to_string().starts_with("GAIN (op 259): "), "{named}");
     }
+
+    #[test]
+    fn a_lane_serves_the_ops_of_its_width_and_nop() {
+        use crate::layout::{OP_GROUP, OP_NOP};
+        let row = |op: u32, flags: u32| OpInfo {
+            op,
+            arg_bytes: 0,
+            arg_align: 1,
+            flags,
+        };
+        let rows = [row(u32::from(OP_NOP), 0), row(300, 0), row(301, OP_GROUP)];
+        let group = Width::Group {
+            blocks: 4,
+            warps: 8,
+        };
+        let warp_lane = table(&rows);
+        let wide_lane = table(&rows).serving(group);
+        assert!(warp_lane.refuse(Op(300), 0).is_ok());
+        assert!(matches!(
+            warp_lane.refuse(Op(301), 0),
+            Err(Error::OpMismatch { .. })
+        ));
+        assert!(matches!(
+            wide_lane.refuse(Op(300), 0),
+            Err(Error::OpMismatch { .. })
+        ));
+        assert!(wide_lane.refuse(Op(301), 0).is_ok());
+        for t in [&warp_lane, &wide_lane] {
+            assert!(t.refuse(Op(OP_NOP), 0).is_ok());
+        }
+        let declared = TypedOp::<()>::new(301, "WIDE").signature();
+        assert!(wide_lane.check(&declared).is_ok());
+        assert!(matches!(
+            warp_lane.check(&declared),
+            Err(Error::OpMismatch { .. })
+        ));
+    }
 }

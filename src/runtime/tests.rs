@@ -1067,3 +1067,9 @@ fn a_task_completed_before_the_stop_reports_its_result() {
         &wrong[..wrong.len().min(5)]
     );
 }
+
+#[test]
+fn the_software_device_refuses_wide_lanes() {
+    let b = Runtime::builder().width(crate::Width::Block { warps: 4 });
+    assert!(matches!(b.build_soft(true), Err(Error::InvalidConfig(_))));
+}

@@ -13,8 +13,7 @@ use clap::Parser;
 use pkq::Runtime;
 use pkq::builtin::{GEMV, GemvArgs};
 use pkq::cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
-use pkq_bench::support::{Latency, one_stream_context, report, start, write_json};
-use plotters::prelude::*;
+use pkq_bench::support::{Latency, one_stream_context, plot_by_size, report, start, write_json};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -172,50 +171,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         write_json(path, &report(&info, rows));
     }
     if let Some(path) = &args.svg {
-        plot(path, &series)?;
+        plot_by_size(
+            path,
+            "y = A x, A square: p50 by size",
+            "rows = columns",
+            264.0,
+            false,
+            &series,
+        )?;
     }
-    Ok(())
-}
-
-/// p50 against size, one line per variant.
-fn plot(
-    path: &PathBuf,
-    series: &[(String, Vec<(f64, f64)>)],
-) -> Result<(), Box<dyn std::error::Error>> {
-    let hi = series
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|q| q.1))
-        .fold(1.0, f64::max);
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption("y = A x, A square: p50 by size", ("sans-serif", 20))
-        .margin(20)
-        .x_label_area_size(50)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..264.0, 0.0..hi * 1.15)?;
-    chart
-        .configure_mesh()
-        .x_desc("rows = columns")
-        .y_desc("p50 (µs)")
-        .draw()?;
-    for (i, (name, points)) in series.iter().enumerate() {
-        let color = [RED, MAGENTA, BLUE][i % 3];
-        chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
-            .label(name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    println!("wrote {}", path.display());
     Ok(())
 }

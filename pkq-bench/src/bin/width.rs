@@ -24,8 +24,9 @@ use pkq::cudarc::driver::{
     result, sys,
 };
 use pkq::{Runtime, Submit, Width};
-use pkq_bench::support::{Latency, one_stream_context, report, start, write_json};
-use plotters::prelude::*;
+use pkq_bench::support::{
+    Clock, Latency, one_stream_context, plot_by_size, report, start, write_json,
+};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -153,21 +154,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let nop = Latency::measure("empty 1 warps, pkq warp", &clock, w, n, || {
         nop_rt.submit(NOP.args(&()))?.wait().map(drop)
     });
-    let mut warp_dots = Vec::new();
-    for &size in sizes.iter().filter(|&&s| s <= pkq::builtin::DOT_MAX_N) {
-        let a = DotArgs {
-            x: x_at,
-            y: y_at,
-            n: size as u32,
-            reserved: 0,
-        };
-        let got = call(&nop_rt, &DOT, &a)?;
-        assert_eq!(got, want(size), "DOT {size}");
-        let l = Latency::measure(&format!("dot {size}, pkq warp"), &clock, w, n, || {
-            call(&nop_rt, &DOT, &a).map(drop)
-        });
-        warp_dots.push((size, l));
-    }
+    let warp_sizes = sizes
+        .iter()
+        .copied()
+        .filter(|&s| s <= pkq::builtin::DOT_MAX_N);
+    let warp_dots = time_dots(
+        &nop_rt,
+        &DOT,
+        "pkq warp",
+        warp_sizes,
+        (x_at, y_at),
+        &want,
+        &clock,
+        (w, n),
+    )?;
     drop(nop_rt);
     let mut wide = Vec::new();
     let mut poller_alone = None;
@@ -204,25 +204,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             warps: WARPS,
         })
         .build()?;
-    let mut wide_dots = Vec::new();
-    for &size in &sizes {
-        let a = DotArgs {
-            x: x_at,
-            y: y_at,
-            n: size as u32,
-            reserved: 0,
-        };
-        let got = call(&rt, &GROUP_DOT, &a)?;
-        let exact = want(size);
-        assert!(
-            (got - exact).abs() <= 1e-9 * exact.max(1.0),
-            "GROUP_DOT {size}: {got} vs {exact}"
-        );
-        let l = Latency::measure(&format!("dot {size}, pkq wide"), &clock, w, n, || {
-            call(&rt, &GROUP_DOT, &a).map(drop)
-        });
-        wide_dots.push((size, l));
-    }
+    let wide_dots = time_dots(
+        &rt,
+        &GROUP_DOT,
+        "pkq wide",
+        sizes.iter().copied(),
+        (x_at, y_at),
+        &want,
+        &clock,
+        (w, n),
+    )?;
     drop(rt);
 
     // Rows, in order, and the head start they keep.
@@ -290,7 +281,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         write_json(path, &report);
     }
     if let Some(path) = &args.svg {
-        plot(path, &series)?;
+        let x_max = 2.0 * *sizes.last().unwrap() as f64;
+        plot_by_size(
+            path,
+            "dot product of n floats: p50 by size",
+            "n",
+            x_max,
+            true,
+            &series,
+        )?;
     }
     Ok(())
 }
@@ -300,6 +299,41 @@ fn call(rt: &Runtime, op: &pkq::TypedOp<DotArgs>, args: &DotArgs) -> pkq::Result
     // SAFETY: the bench's x and y hold n floats each and outlive every task.
     let t = rt.submit(unsafe { op.args(args).unchecked() })?;
     Ok(f64::from_bits(t.wait()?.value))
+}
+
+/// `op` of `x` and `y` on `rt` for each size, checked against `want` (to
+/// 1e-9 relative: the device adds in its own order), then timed as
+/// `dot <n>, <mechanism>` (`w` warm-up runs, `n` samples).
+#[allow(clippy::too_many_arguments)]
+fn time_dots(
+    rt: &Runtime,
+    op: &pkq::TypedOp<DotArgs>,
+    mechanism: &str,
+    sizes: impl Iterator<Item = usize>,
+    (x, y): (u64, u64),
+    want: &dyn Fn(usize) -> f64,
+    clock: &Clock,
+    (w, n): (usize, usize),
+) -> pkq::Result<Vec<(usize, Latency)>> {
+    let mut rows = Vec::new();
+    for size in sizes {
+        let a = DotArgs {
+            x,
+            y,
+            n: size as u32,
+            reserved: 0,
+        };
+        let (got, exact) = (call(rt, op, &a)?, want(size));
+        assert!(
+            (got - exact).abs() <= 1e-9 * exact.abs().max(1.0),
+            "{mechanism} dot {size}: {got} vs {exact}"
+        );
+        let l = Latency::measure(&format!("dot {size}, {mechanism}"), clock, w, n, || {
+            call(rt, op, &a).map(drop)
+        });
+        rows.push((size, l));
+    }
+    Ok(rows)
 }
 
 /// The device address of `s` (its stream synchronized before any task).
@@ -346,51 +380,4 @@ fn graph_of(
         .ok_or("stream capture produced no graph")?;
     graph.upload()?;
     Ok(graph)
-}
-
-/// p50 against size (log scale), one line per mechanism.
-fn plot(
-    path: &PathBuf,
-    series: &[(String, Vec<(f64, f64)>)],
-) -> Result<(), Box<dyn std::error::Error>> {
-    let hi = series
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|q| q.1))
-        .fold(1.0, f64::max);
-    let xmax = series
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|q| q.0))
-        .fold(2.0, f64::max);
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption("dot product of n floats: p50 by size", ("sans-serif", 20))
-        .margin(20)
-        .x_label_area_size(50)
-        .y_label_area_size(70)
-        .build_cartesian_2d((1.0..xmax * 2.0).log_scale(), (1.0..hi * 1.5).log_scale())?;
-    chart
-        .configure_mesh()
-        .x_desc("n")
-        .y_desc("p50 (µs)")
-        .draw()?;
-    for (i, (name, points)) in series.iter().enumerate() {
-        let color = [RED, MAGENTA, BLUE, GREEN][i % 4];
-        chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
-            .label(name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    println!("wrote {}", path.display());
-    Ok(())
 }
