@@ -477,14 +477,15 @@
  *   GEN (line 0, written by the poller only): the number of tasks handed to
  *     the group so far, or PKQ_GROUP_QUIT once the poller left its loop; the
  *     task's header word (op | len << 16) and its six argument words follow
- *     it, written before it with a GPU-scope fence between (the fence
- *     between data and its flag). Blocks 1.. read GEN with acquire loads
- *     (L2), then the task words through L2 (__ldcg: L1 is not coherent).
- *   ARRIVALS (line 1): a relaxed atomicAdd of one by block r > 0 after each
- *     task it ran, after a GPU-scope fence that orders its threads' writes
- *     (cumulative through the block barrier); the poller waits until it is
- *     (blocks - 1) times GEN, with acquire loads, before it completes the
- *     task: every participant finished, its writes visible.
+ *     it, written before it, which a GPU-scope release store orders (the
+ *     ordering between data and its flag). Blocks 1.. read GEN with acquire
+ *     loads (L2), then the task words through L2 (__ldcg: L1 is not
+ *     coherent).
+ *   ARRIVALS (line 1): a GPU-scope release add of one by block r > 0 after
+ *     each task it ran (cumulative: its threads' writes, seen through the
+ *     block barrier, come first); the poller waits until it is (blocks - 1)
+ *     times GEN, with acquire loads, before it completes the task: every
+ *     participant finished, its writes visible.
  *   BARRIER (line 2): the group barrier of handlers (Context::sync_group):
  *     each block adds one per crossing, as ARRIVALS, and waits until it is
  *     `blocks` times its crossings so far (every block crosses the same
@@ -508,8 +509,8 @@
 #define PKQ_GROUP_SCRATCH_BYTES 8192
 #define PKQ_GROUP_QUIT 0x8000000000000000 /* u64 */
 #define PKQ_GROUP_STOP_SPINS 4096 /* u32 */
-/* Warps of a block of a lane of blocks or groups: at most the kernel's
-   launch bound (PKQ_MAX_WARPS_PER_BLOCK). */
+/* Blocks of a group. (Its blocks' warps: at most the kernel's launch
+   bound, PKQ_MAX_WARPS_PER_BLOCK.) */
 #define PKQ_MAX_GROUP_BLOCKS 1024
 
 /* Arguments of PKQ_OP_AXPY: y[i] = a * x[i] + y[i] for i < n (device pointers). */
