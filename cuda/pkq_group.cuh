@@ -27,6 +27,9 @@ struct GroupSync {
     const uint64_t* stop;
     uint32_t blocks;
     unsigned long long crossings;
+    // Set (to 1, never back) when a wait of this block gave up on a stop:
+    // the group's blocks may be on different tasks from then on.
+    volatile uint32_t abandoned;
 };
 
 // The task as the block's warps take it from its warp 0 (shared memory).
@@ -52,6 +55,14 @@ __device__ __forceinline__ bool wait_at_least(const GroupSync* g, uint32_t off, 
     }
 }
 
+// Marks the group abandoned (a wait of this block gave up on a stop): for
+// this block, and in the group's words for the poller, before this block's
+// arrival (whose release orders it).
+__device__ __forceinline__ void abandon(GroupSync* g) {
+    g->abandoned = 1;
+    store_relaxed_gpu(group_word(g, PKQ_GROUP_OFF_ABANDONED), 1);
+}
+
 __device__ __forceinline__ void Context::sync_group() const {
     __syncthreads();
     if (threadIdx.x == 0 && group->blocks > 1) {
@@ -59,7 +70,7 @@ __device__ __forceinline__ void Context::sync_group() const {
         // This block's writes (cumulative through the block barrier) before
         // its arrival (release); the others' after the wait (acquire).
         add_release_gpu(group_word(group, PKQ_GROUP_OFF_BARRIER), 1);
-        wait_at_least(group, PKQ_GROUP_OFF_BARRIER, target);
+        if (!wait_at_least(group, PKQ_GROUP_OFF_BARRIER, target)) abandon(group);
     }
     __syncthreads();
 }
@@ -100,6 +111,9 @@ struct GroupHandlers {
 
     __device__ __forceinline__ Outcome operator()(const Context& c) const {
         const uint32_t threads = blockDim.x;
+        // A group a stop cut short hands nothing more (its blocks may still
+        // be on the task it gave up on).
+        if (__shfl_sync(0xffffffffu, group->abandoned, 0) != 0) return fail(PKQ_STATUS_STOPPED);
         uint64_t gen = 0;
         if (c.lane == 0) {
             gen = ++*handed;
@@ -134,9 +148,16 @@ struct GroupHandlers {
             // before the completion, and before serve()'s GPU-scope fence
             // when the outcome says the task wrote device memory (every
             // participant returns the same outcome).
-            if (c.lane == 0) wait_at_least(group, PKQ_GROUP_OFF_ARRIVALS, gen * (group->blocks - 1));
+            if (c.lane == 0) {
+                if (!wait_at_least(group, PKQ_GROUP_OFF_ARRIVALS, gen * (group->blocks - 1)) ||
+                    load_relaxed_gpu(group_word(group, PKQ_GROUP_OFF_ABANDONED)) != 0)
+                    group->abandoned = 1;
+            }
             __syncwarp();
         }
+        // A wait that gave up (here, or a group barrier of the handler's):
+        // not every block finished, so the outcome is not the task's.
+        if (__shfl_sync(0xffffffffu, group->abandoned, 0) != 0) return fail(PKQ_STATUS_STOPPED);
         return out;
     }
 };

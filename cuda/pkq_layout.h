@@ -396,6 +396,9 @@
 #define PKQ_STATUS_OK 0 /* u8 */
 #define PKQ_STATUS_UNKNOWN_OP 1 /* u8 */
 #define PKQ_STATUS_BAD_ARGS 2 /* u8 */
+/* A wide task cut short by a stop (WIDTH): its poller stopped waiting for
+   its group, whose blocks may not all have finished; its result is not one. */
+#define PKQ_STATUS_STOPPED 3 /* u8 */
 /* Status codes from PKQ_STATUS_USER to 255 are the handlers' own. */
 #define PKQ_STATUS_USER 16 /* u8 */
 
@@ -498,13 +501,19 @@
  * Every wait on these words exits: the poller's wait for ARRIVALS and the
  * group barrier's read the poller's stop word every PKQ_GROUP_STOP_SPINS
  * spins, and blocks 1.. leave on PKQ_GROUP_QUIT, which the poller stores
- * when it leaves its loop.
+ * when it leaves its loop. A wait that gave up on a stop leaves the group
+ * abandoned: ABANDONED (line 3) set to 1 by that block (the only value
+ * ever stored there, before its arrival), read by the poller after the
+ * arrivals; that task, and every task its poller takes after it, completes
+ * with PKQ_STATUS_STOPPED and is handed to no block (so no block mixes two
+ * tasks' words, and no result of part of the group is published).
  * ------------------------------------------------------------------------- */
 #define PKQ_GROUP_BYTES 8704
 #define PKQ_GROUP_OFF_GEN 0
 #define PKQ_GROUP_OFF_TASK 8
 #define PKQ_GROUP_OFF_ARRIVALS 128
 #define PKQ_GROUP_OFF_BARRIER 256
+#define PKQ_GROUP_OFF_ABANDONED 384
 #define PKQ_GROUP_OFF_SCRATCH 512
 #define PKQ_GROUP_SCRATCH_BYTES 8192
 #define PKQ_GROUP_QUIT 0x8000000000000000 /* u64 */

@@ -203,6 +203,11 @@ __device__ __forceinline__ uint64_t load_acquire_gpu(const uint64_t* p) {
 __device__ __forceinline__ void store_relaxed_gpu(uint64_t* p, uint64_t v) {
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+__device__ __forceinline__ uint64_t load_relaxed_gpu(const uint64_t* p) {
+    uint64_t v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
 // GPU-scope release store, and release add (no value back), of device
 // memory: the thread's earlier writes, and those it saw through a block
 // barrier, before the word (cumulative).

@@ -1078,6 +1078,7 @@ __device__ __forceinline__ void run_group(const pkq_params& p, const Handlers& h
         group.stop = reinterpret_cast<const uint64_t*>(p.ctrl) + worker * (PKQ_CTRL_BYTES / 8) + PKQ_CTRL_STOP;
         group.blocks = p.group_blocks;
         group.crossings = 0;
+        group.abandoned = 0;
         handed = 0;
         task.quit = 0;
     }

@@ -13,6 +13,9 @@ pub enum TaskStatus {
     /// The handler refused the task's arguments (for example a length over
     /// the op's limit, or a null device pointer).
     BadArgs,
+    /// A wide task cut short by a stop (a cancel, a fault, a stall): its
+    /// group's blocks may not all have finished, so it has no result.
+    Stopped,
     /// A status code this version of pkq does not name.
     Other(u8),
 }
@@ -22,6 +25,7 @@ impl fmt::Display for TaskStatus {
         match self {
             Self::UnknownOp => f.write_str("unknown op"),
             Self::BadArgs => f.write_str("bad arguments"),
+            Self::Stopped => f.write_str("stopped before every participant finished"),
             Self::Other(c) => write!(f, "status {c}"),
         }
     }

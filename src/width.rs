@@ -18,7 +18,11 @@ use crate::layout::{MAX_GROUP_BLOCKS, MAX_WARPS_PER_BLOCK, OP_BLOCK, OP_GROUP};
 /// kernel's op table declares for its width (`PKQ_OP_INFO_BLOCK`,
 /// `PKQ_OP_INFO_GROUP` in `pkq_handler.cuh`; a group op also serves on a
 /// lane of blocks, a group of one), and NOP; it has no IO areas and takes
-/// no packs.
+/// no packs. A stop (a cancel, a fault, a stall) while a wide task runs
+/// may leave its group's blocks unfinished: the task then fails with
+/// [`TaskStatus::Stopped`](crate::TaskStatus::Stopped) (never a result
+/// computed by part of the group), as does every task its worker takes
+/// after it.
 ///
 /// ```no_run
 /// # fn main() -> pkq::Result<()> {

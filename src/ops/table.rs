@@ -141,6 +141,22 @@ impl OpTable {
         self.width.refuses(o.flags)
     }
 
+    /// [`Error::OpMismatch`] if the table lists `op` for another width than
+    /// its lane's (what even an unchecked raw task is refused: a handler of
+    /// one width run at another miscounts its threads or waits on barriers
+    /// nobody reaches).
+    #[inline(always)]
+    pub(crate) fn refuse_width(&self, op: Op) -> Result<()> {
+        match self.get(op.0).and_then(|o| self.width_refuses(o)) {
+            None => Ok(()),
+            Some(why) => Err(Error::OpMismatch {
+                op: op.builtin_name().unwrap_or_default().to_string(),
+                code: op.0,
+                why: why.into(),
+            }),
+        }
+    }
+
     /// The row of `op`: for a code below `DIRECT`, by index (pkq's own ops,
     /// on every submit), else by binary search.
     #[inline(always)]
@@ -487,6 +503,12 @@ mod tests {
         for t in [&warp_lane, &wide_lane] {
             assert!(t.refuse(Op(OP_NOP), 0).is_ok());
         }
+        assert!(wide_lane.refuse_width(Op(301)).is_ok());
+        assert!(matches!(
+            wide_lane.refuse_width(Op(300)),
+            Err(Error::OpMismatch { .. })
+        ));
+        assert!(warp_lane.refuse_width(Op(300)).is_ok() && wide_lane.refuse_width(Op(999)).is_ok());
         let declared = TypedOp::<()>::new(301, "WIDE").signature();
         assert!(wide_lane.check(&declared).is_ok());
         assert!(matches!(

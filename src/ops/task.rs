@@ -73,7 +73,7 @@ impl Check {
                 Ok(())
             }
             Self::Listed => table.refuse(op, len),
-            Self::Nothing => Ok(()),
+            Self::Nothing => table.refuse_width(op),
         }
     }
 }
@@ -133,7 +133,9 @@ impl<'a> Task<'a> {
     /// The same task, allowed to run a handler that dereferences device
     /// addresses among its arguments (or faults the device on purpose).
     /// A declared op is still checked against the op table (its argument
-    /// layout and pointer flag); a raw task is not checked at all.
+    /// layout and pointer flag); a raw task only for its lane's width (an
+    /// op the table lists for another width is refused:
+    /// [`Width`](crate::Width)).
     ///
     /// # Safety
     /// Every device address in the arguments must be valid for what the

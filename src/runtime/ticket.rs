@@ -307,11 +307,12 @@ impl Drop for Ticket {
 
 /// The status a completion entry's code names; `None` for success.
 pub(crate) fn status_of(code: u8) -> Option<TaskStatus> {
-    use crate::layout::{STATUS_BAD_ARGS, STATUS_OK, STATUS_UNKNOWN_OP};
+    use crate::layout::{STATUS_BAD_ARGS, STATUS_OK, STATUS_STOPPED, STATUS_UNKNOWN_OP};
     match code {
         STATUS_OK => None,
         STATUS_UNKNOWN_OP => Some(TaskStatus::UnknownOp),
         STATUS_BAD_ARGS => Some(TaskStatus::BadArgs),
+        STATUS_STOPPED => Some(TaskStatus::Stopped),
         other => Some(TaskStatus::Other(other)),
     }
 }
@@ -325,5 +326,22 @@ pub(crate) fn outcome_of(op: Op, cqe: &Cqe) -> std::result::Result<Completion, T
             device_end_ns: cqe.t_end,
         }),
         Some(status) => Err(TaskError { op, status }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{
+        STATUS_BAD_ARGS, STATUS_OK, STATUS_STOPPED, STATUS_UNKNOWN_OP, STATUS_USER,
+    };
+
+    #[test]
+    fn status_codes_are_named() {
+        assert_eq!(status_of(STATUS_OK), None);
+        assert_eq!(status_of(STATUS_UNKNOWN_OP), Some(TaskStatus::UnknownOp));
+        assert_eq!(status_of(STATUS_BAD_ARGS), Some(TaskStatus::BadArgs));
+        assert_eq!(status_of(STATUS_STOPPED), Some(TaskStatus::Stopped));
+        assert_eq!(status_of(STATUS_USER), Some(TaskStatus::Other(STATUS_USER)));
     }
 }
