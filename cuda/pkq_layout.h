@@ -472,9 +472,10 @@
  * WIDTH: a lane of blocks or groups (Builder::width; `group_blocks` != 0).
  * Each worker is a group of `group_blocks` blocks of `group_warps` warps,
  * consecutive in the grid, of which block 0's warp 0 is the worker's one
- * poller: it serves the ring as any poller does, and hands each task but a
- * NOP to the rest of the group through device memory, never through the
- * host. Per worker, `groups` holds PKQ_GROUP_BYTES of device memory, zeroed
+ * poller: it serves the ring as any poller does, and hands each task it
+ * runs a handler for (not a NOP) to the rest of the group: to its own
+ * block's warps through shared memory, to the other blocks (a group of
+ * more than one) through device memory, never through the host. Per worker, `groups` holds PKQ_GROUP_BYTES of device memory, zeroed
  * by the host before the launch (copies, not a kernel), written by the
  * device alone:
  *   GEN (line 0, written by the poller only): the number of tasks handed to
