@@ -64,6 +64,9 @@ __device__ __forceinline__ void abandon(GroupSync* g) {
 }
 
 __device__ __forceinline__ void Context::sync_group() const {
+    // Each warp converged before every block barrier (a lane-divergent
+    // branch of the handler's, or thread 0's wait, ends first).
+    __syncwarp();
     __syncthreads();
     if (threadIdx.x == 0 && group->blocks > 1) {
         const uint64_t target = ++group->crossings * group->blocks;
@@ -72,6 +75,7 @@ __device__ __forceinline__ void Context::sync_group() const {
         add_release_gpu(group_word(group, PKQ_GROUP_OFF_BARRIER), 1);
         if (!wait_at_least(group, PKQ_GROUP_OFF_BARRIER, target)) abandon(group);
     }
+    __syncwarp();
     __syncthreads();
 }
 
@@ -209,6 +213,8 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
                 for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) task->words[j] = __ldcg(w + 1 + j);
             }
         }
+        // Warp 0 converged after its thread 0's wait, before the barrier.
+        if (threadIdx.x < 32) __syncwarp();
         block_barrier(BAR_TASK, threads);
         if (task->quit) return;
         const Context ctx = group_context(task, group, rank);

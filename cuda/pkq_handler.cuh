@@ -45,7 +45,10 @@ struct Context {
     __device__ __forceinline__ uint32_t size() const { return blocks * warps * 32; }
     // A block or group op only: every thread of the block waits for the
     // others (__syncthreads: every thread of the block must call it).
-    __device__ __forceinline__ void sync_block() const { __syncthreads(); }
+    __device__ __forceinline__ void sync_block() const {
+        __syncwarp();
+        __syncthreads();
+    }
     // A block or group op only: every thread of the group waits for the
     // others, whose writes to device memory before it are then seen by all
     // (every thread of every block must call it the same number of times in
