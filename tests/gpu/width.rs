@@ -10,6 +10,7 @@ pub(crate) const TESTS: &[Test] = tests![
     wide_tasks_random_vs_cpu_beside_narrow_ones,
     lanes_serve_the_ops_of_their_width,
     wide_lanes_stop_with_tasks_in_flight,
+    wide_calls_cut_short_return_once_the_kernel_stopped,
 ];
 
 /// GROUP_DOT's reference: the exact products summed in f64 (the device's
@@ -233,5 +234,59 @@ pub(crate) fn wide_lanes_stop_with_tasks_in_flight() {
         }
         assert!(t0.elapsed() < Duration::from_secs(10));
     }
+    drop(x);
+}
+
+/// A call on borrowed buffers (`Lane::call_on_buffers`) on a lane of
+/// groups whose task a cancel cuts short (`TaskStatus::Stopped`: the poller
+/// stopped waiting for its group) returns only once the kernel is known to
+/// have stopped, since the group's other blocks may run the task on the
+/// caller's buffers until then. The task is a GROUP_DOT long enough (1 GiB
+/// read by two warps) that the cancel lands inside it.
+pub(crate) fn wide_calls_cut_short_return_once_the_kernel_stopped() {
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let n = GROUP_DOT_MAX_N;
+    let x = stream.alloc_zeros::<f32>(n).unwrap();
+    stream.synchronize().unwrap();
+    let mut cut = 0;
+    for _ in 0..3 {
+        let rt = Runtime::builder()
+            .width(Width::Group {
+                blocks: 2,
+                warps: 1,
+            })
+            .build()
+            .unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(5));
+                let _ = rt.cancel();
+            });
+            let (xp, _read) = x.device_ptr(&stream);
+            let args = DotArgs {
+                x: xp,
+                y: 0,
+                n: n as u32,
+                reserved: 0,
+            };
+            // SAFETY: x is a live buffer of n floats in the runtime's
+            // context, borrowed for the call; its stream is the one given.
+            match unsafe { rt.call_on_buffers(&GROUP_DOT, &args, &[&stream]) } {
+                Ok(c) => assert_eq!(f64::from_bits(c.value), 0.0),
+                Err(Error::Cancelled) => {}
+                Err(Error::Task(e)) if e.status == TaskStatus::Stopped => {
+                    cut += 1;
+                    assert_eq!(
+                        pkq::running_kernels(0).unwrap(),
+                        0,
+                        "the call returned while the group could still run its task"
+                    );
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        });
+    }
+    assert!(cut > 0, "no cancel cut a task short: nothing was tested");
     drop(x);
 }
