@@ -13,9 +13,12 @@
 namespace pkq {
 
 // A named barrier of all `threads` threads of the block (ids 1 and 2 are
-// the hand-off's; 0 is __syncthreads, the handlers').
+// the hand-off's; 0 the handlers', Context::sync_block). The non-aligned
+// form: block 0's warp 0 reaches it from serve(), its other warps from
+// group_member (bar.sync, the aligned form, wants every thread at the same
+// instruction).
 __device__ __forceinline__ void block_barrier(uint32_t id, uint32_t threads) {
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+    asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 constexpr uint32_t BAR_TASK = 1;
 constexpr uint32_t BAR_DONE = 2;
@@ -67,7 +70,7 @@ __device__ __forceinline__ void Context::sync_group() const {
     // Each warp converged before every block barrier (a lane-divergent
     // branch of the handler's, or thread 0's wait, ends first).
     __syncwarp();
-    __syncthreads();
+    block_barrier_all();
     if (threadIdx.x == 0 && group->blocks > 1) {
         const uint64_t target = ++group->crossings * group->blocks;
         // This block's writes (cumulative through the block barrier) before
@@ -76,7 +79,7 @@ __device__ __forceinline__ void Context::sync_group() const {
         if (!wait_at_least(group, PKQ_GROUP_OFF_BARRIER, target)) abandon(group);
     }
     __syncwarp();
-    __syncthreads();
+    block_barrier_all();
 }
 
 __device__ __forceinline__ uint8_t* Context::scratch() const {

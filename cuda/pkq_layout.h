@@ -498,7 +498,9 @@
  *     memory for its handlers (Context::scratch), e.g. per-block partials.
  * Inside a block the task goes from warp 0 to the other warps through
  * shared memory and a named barrier (1), and their end through another (2);
- * barrier 0 is the handlers' (__syncthreads, Context::sync_block).
+ * barrier 0 is the handlers' (Context::sync_block). All three are used in
+ * the non-aligned form (barrier.sync): block 0's warp 0 reaches them from
+ * another instruction than its other warps.
  * Every wait on these words exits: the poller's wait for ARRIVALS and the
  * group barrier's read the poller's stop word every PKQ_GROUP_STOP_SPINS
  * spins, and blocks 1.. leave on PKQ_GROUP_QUIT, which the poller stores
