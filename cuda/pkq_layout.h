@@ -384,9 +384,20 @@
    empty wide task: its round trip is the cost of the hand-off). */
 #define PKQ_OP_GROUP_EMPTY 11 /* u16 */
 /* GROUP_DOT: DOT's arguments and result, over every thread of the group,
-   for n up to PKQ_GROUP_DOT_MAX_N. */
+   for n up to PKQ_GROUP_MAX_N. */
 #define PKQ_OP_GROUP_DOT 12 /* u16 */
-#define PKQ_GROUP_DOT_MAX_N 268435456
+/* GROUP_AXPY, GROUP_MEMCPY, GROUP_MEMSET, GROUP_GEMV, GROUP_FIR: AXPY,
+   MEMCPY, MEMSET, GEMV and FIR over every thread of the group (their
+   arguments), for n up to PKQ_GROUP_MAX_N, bytes up to
+   PKQ_GROUP_MEMCPY_MAX_BYTES, rows and cols up to PKQ_GROUP_GEMV_MAX_DIM. */
+#define PKQ_OP_GROUP_AXPY 13 /* u16 */
+#define PKQ_OP_GROUP_MEMCPY 14 /* u16 */
+#define PKQ_OP_GROUP_MEMSET 15 /* u16 */
+#define PKQ_OP_GROUP_GEMV 16 /* u16 */
+#define PKQ_OP_GROUP_FIR 17 /* u16 */
+#define PKQ_GROUP_MAX_N 268435456
+#define PKQ_GROUP_MEMCPY_MAX_BYTES 17179869184
+#define PKQ_GROUP_GEMV_MAX_DIM 65536
 #define PKQ_MEMCPY_MAX_BYTES 65536
 #define PKQ_DOT_MAX_N 65536
 #define PKQ_GEMV_MAX_DIM 256

@@ -9,6 +9,7 @@ use pkq::cudarc::driver::{CudaSlice, DevicePtr};
 pub(crate) const TESTS: &[Test] = tests![
     wide_tasks_random_vs_cpu_beside_narrow_ones,
     lanes_serve_the_ops_of_their_width,
+    wide_builtins_random_vs_cpu,
     wide_lanes_stop_with_tasks_in_flight,
     wide_calls_cut_short_return_once_the_kernel_stopped,
 ];
@@ -246,7 +247,7 @@ pub(crate) fn wide_lanes_stop_with_tasks_in_flight() {
 pub(crate) fn wide_calls_cut_short_return_once_the_kernel_stopped() {
     let ctx = pkq::context(0).unwrap();
     let stream = ctx.default_stream();
-    let n = GROUP_DOT_MAX_N;
+    let n = GROUP_MAX_N;
     let x = stream.alloc_zeros::<f32>(n).unwrap();
     stream.synchronize().unwrap();
     let mut cut = 0;
@@ -289,4 +290,145 @@ pub(crate) fn wide_calls_cut_short_return_once_the_kernel_stopped() {
     }
     assert!(cut > 0, "no cancel cut a task short: nothing was tested");
     drop(x);
+}
+
+/// The safe calls of the built-ins on wide lanes (their `GROUP_` ops): on a
+/// block, a group of 3 blocks and a group of one block per SM, random
+/// vectors of random lengths and offsets (16-byte aligned and not: both
+/// paths of each op) against the CPU: AXPY and FIR bit for bit (the same
+/// fused multiply-adds in the same order), MEMCPY and MEMSET byte for byte,
+/// DOT, SUM and GEMV within their rounding bound; a GEMV of 8192 x 8192 on
+/// the widest; lengths past the wide limits refused on the host.
+pub(crate) fn wide_builtins_random_vs_cpu() {
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let mut rng = Rng::new(0x51de);
+    let vec = |rng: &mut Rng, n: usize| (0..n).map(|_| rng.unit()).collect::<Vec<f32>>();
+    let widths = [
+        Width::Block { warps: 4 },
+        Width::Group {
+            blocks: 3,
+            warps: 2,
+        },
+        Width::Group {
+            blocks: 0,
+            warps: 8,
+        },
+    ];
+    for (wi, width) in widths.into_iter().enumerate() {
+        let rt = Runtime::builder().width(width).build().unwrap();
+        assert_eq!(rt.width(), width);
+        let mut lens: Vec<usize> = vec![0, 1, 3, 4, 5, 127, 4096, 4099, 1 << 20];
+        lens.extend((0..6).map(|_| rng.below(300_000) as usize));
+        for &n in &lens {
+            // 0: 16-byte aligned; 1: 4 bytes past.
+            let off = rng.below(2) as usize;
+            let (x, y) = (vec(&mut rng, n + off), vec(&mut rng, n + off));
+            let a = rng.unit();
+            let xd = stream.clone_htod(&x).unwrap();
+            let mut yd = stream.clone_htod(&y).unwrap();
+            let dot = rt.dot(&xd.slice(off..), &yd.slice(off..)).unwrap();
+            let sum = rt.sum(&xd.slice(off..)).unwrap();
+            let (want, mag) = dot_ref(&x[off..], &y[off..]);
+            assert!(
+                (dot - want).abs() <= 1e-9 * mag.max(1.0),
+                "{width:?} dot {n}+{off}: {dot} vs {want}"
+            );
+            let (want, mag) = dot_ref(&x[off..], &vec![1.0; n]);
+            assert!(
+                (sum - want).abs() <= 1e-9 * mag.max(1.0),
+                "{width:?} sum {n}+{off}: {sum} vs {want}"
+            );
+            rt.axpy(a, &xd.slice(off..), &mut yd.slice_mut(off..))
+                .unwrap();
+            let got = stream.clone_dtoh(&yd).unwrap();
+            for i in off..n + off {
+                assert_eq!(
+                    got[i].to_bits(),
+                    a.mul_add(x[i], y[i]).to_bits(),
+                    "{width:?} axpy {n}+{off}, {i}"
+                );
+            }
+            assert_eq!(
+                got[..off],
+                y[..off],
+                "{width:?} axpy wrote before its range"
+            );
+            // Bytes: copy x's bytes over y's at byte offsets, then set some.
+            let (so, d_o) = (rng.below(17) as usize, rng.below(17) as usize);
+            let bytes = 4 * n;
+            let src: Vec<u8> = (0..bytes + 16).map(|_| rng.next() as u8).collect();
+            let srcd = stream.clone_htod(&src).unwrap();
+            let mut dstd = stream.alloc_zeros::<u8>(bytes + 16).unwrap();
+            let len = bytes.saturating_sub(so.max(d_o));
+            rt.memcpy(
+                &mut dstd.slice_mut(d_o..d_o + len),
+                &srcd.slice(so..so + len),
+            )
+            .unwrap();
+            let mut want = vec![0u8; bytes + 16];
+            want[d_o..d_o + len].copy_from_slice(&src[so..so + len]);
+            assert!(
+                stream.clone_dtoh(&dstd).unwrap() == want,
+                "{width:?} memcpy {len} bytes, {so} -> {d_o}"
+            );
+            let byte = rng.next() as u8;
+            rt.memset(&mut dstd.slice_mut(so..so + len / 2), byte)
+                .unwrap();
+            want[so..so + len / 2].fill(byte);
+            assert!(
+                stream.clone_dtoh(&dstd).unwrap() == want,
+                "{width:?} memset {} at {so}",
+                len / 2
+            );
+            // FIR over x, taps from y.
+            let taps = 1 + rng.below(64) as usize;
+            if n >= taps {
+                let outs = n - taps + 1;
+                let hd = stream.clone_htod(&y[..taps]).unwrap();
+                let mut fd = stream.alloc_zeros::<f32>(outs).unwrap();
+                rt.fir(&xd.slice(off..), &hd, &mut fd).unwrap();
+                let got = stream.clone_dtoh(&fd).unwrap();
+                for i in 0..outs {
+                    let w = (0..taps).fold(0.0f32, |s, k| y[k].mul_add(x[off + i + k], s));
+                    assert_eq!(
+                        got[i].to_bits(),
+                        w.to_bits(),
+                        "{width:?} fir {outs} outputs, {taps} taps, {i}"
+                    );
+                }
+            }
+        }
+        // GEMV: random shapes (columns a multiple of 4 or not, A at an
+        // offset or not), and 8192 x 8192 on the widest lane.
+        let mut shapes: Vec<(usize, usize)> = vec![(1, 1), (64, 64), (3, 129), (1000, 4)];
+        shapes.extend((0..5).map(|_| (1 + rng.below(700) as usize, 1 + rng.below(700) as usize)));
+        if wi == 2 {
+            shapes.push((8192, 8192));
+        }
+        for (r, c) in shapes {
+            let off = rng.below(2) as usize;
+            let a = vec(&mut rng, r * c + off);
+            let x = vec(&mut rng, c);
+            let ad = stream.clone_htod(&a).unwrap();
+            let xd = stream.clone_htod(&x).unwrap();
+            let mut yd = stream.alloc_zeros::<f32>(r).unwrap();
+            rt.gemv(&ad.slice(off..), r, c, &xd, &mut yd).unwrap();
+            let got = stream.clone_dtoh(&yd).unwrap();
+            for i in 0..r {
+                let (w, mag) = dot_ref(&a[off + i * c..off + (i + 1) * c], &x);
+                let bound = 2.0 * c as f64 * f64::from(f32::EPSILON) * mag + 1e-30;
+                assert!(
+                    (f64::from(got[i]) - w).abs() <= bound,
+                    "{width:?} gemv {r}x{c}+{off}, row {i}: {} vs {w}",
+                    got[i]
+                );
+            }
+        }
+        // Past the wide limits: refused on the host.
+        let one = stream.alloc_zeros::<f32>(1).unwrap();
+        let mut out = stream.alloc_zeros::<f32>(1).unwrap();
+        let r = rt.gemv(&one, GROUP_GEMV_MAX_DIM + 1, 0, &one.slice(0..0), &mut out);
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    }
 }
