@@ -10,15 +10,20 @@
 //! its poller alone, shows what the hand-off adds), and the dot product of `n`
 //! floats in device memory (`dot <n>, ...`: pkq's DOT on a warp up to its
 //! limit, GROUP_DOT on a group of one block per SM; the launch zeroes the
-//! result, runs the kernel and copies the result back). Rows carry p50/p99
-//! and the SMs each used. Writes JSON and an SVG of p50 against size.
+//! result, runs the kernel and copies the result back), and `y = A x` for
+//! an `n x n` matrix in device memory (`gemv <n>, ...`: GEMV on a warp up
+//! to its limit, GROUP_GEMV on a group of one block per SM, and GROUP_GEMV's
+//! own row loop launched as a grid of a warp per row; the wide result must
+//! equal the launched one bit for bit). Rows carry p50/p99 and the SMs each
+//! used. Writes JSON and an SVG of p50 against size for each workload (the
+//! GEMV's beside the given path, `_gemv` added to its name).
 //!
 //! `cargo run --release -p pkq-bench --bin width -- --json pkq-bench/results/width.json --svg pkq-bench/results/width.svg`
 
 use std::path::PathBuf;
 
 use clap::Parser;
-use pkq::builtin::{DOT, DotArgs, GROUP_DOT, GROUP_EMPTY, NOP};
+use pkq::builtin::{DOT, DotArgs, GEMV, GROUP_DOT, GROUP_EMPTY, GROUP_GEMV, GemvArgs, NOP};
 use pkq::cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
     result, sys,
@@ -146,6 +151,47 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
         dots.push((size, launch, graphed, (grid as usize).min(sms)));
     }
+    // GEMV: y = A x, A the first n x n floats of one matrix.
+    let gemv_sizes: Vec<usize> = vec![64, 128, 256, 512, 1024, 2048, 4096, 8192];
+    let g_max = *gemv_sizes.last().unwrap();
+    let ad = stream.clone_htod(
+        &(0..g_max * g_max)
+            .map(|i| ((i * 7 + 3) % 17) as f32 * 0.0625 - 0.5)
+            .collect::<Vec<f32>>(),
+    )?;
+    let gx = stream.clone_htod(&x[..g_max])?;
+    let gy = stream.alloc_zeros::<f32>(g_max)?;
+    let (a_at, gx_at, gy_at) = (addr(&ad, &stream), addr(&gx, &stream), addr(&gy, &stream));
+    let gemv_kernel = pkq_bench::floor::function(0, "pkq_wide_gemv_kernel")?;
+    let mut gemvs = Vec::new();
+    for &size in &gemv_sizes {
+        let grid = size.div_ceil(WARPS as usize) as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (WARPS * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let g = GemvArgs {
+            a: a_at,
+            x: gx_at,
+            y: gy_at,
+            rows: size as u32,
+            cols: size as u32,
+        };
+        let once = || gemv_launch(&stream, &gemv_kernel, &g, cfg);
+        let name = format!("gemv {size}");
+        let launch = Latency::measure(&format!("{name}, launch"), &clock, w, n, || {
+            once()?;
+            stream.synchronize()
+        });
+        let graph = graph_of(&stream, once)?;
+        let graphed = Latency::measure(&format!("{name}, graph"), &clock, w, n, || {
+            graph.launch()?;
+            stream.synchronize()
+        });
+        let y = stream.clone_dtoh(&gy)?[..size].to_vec();
+        gemvs.push((size, launch, graphed, (grid as usize).min(sms), y));
+    }
     stream.synchronize()?;
     let (x_at, y_at) = (addr(&xd, &stream), addr(&yd, &stream));
 
@@ -168,6 +214,48 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &clock,
         (w, n),
     )?;
+    let time_gemvs = |rt: &Runtime, op: &pkq::TypedOp<GemvArgs>, mechanism: &str, most: usize| {
+        let mut rows = Vec::new();
+        for (size, _, _, _, want) in gemvs.iter().filter(|g| g.0 <= most) {
+            let g = GemvArgs {
+                a: a_at,
+                x: gx_at,
+                y: gy_at,
+                rows: *size as u32,
+                cols: *size as u32,
+            };
+            // SAFETY: A, x and y hold the bench's n x n, n and n floats
+            // and outlive every task.
+            let call = || {
+                rt.submit(unsafe { op.args(&g).unchecked() })?
+                    .wait()
+                    .map(drop)
+            };
+            // SAFETY: gy_at holds g_max floats of this context.
+            unsafe { result::memset_d8_async(gy_at, 0, 4 * g_max, stream.cu_stream()) }?;
+            call()?;
+            let got = stream.clone_dtoh(&gy)?;
+            for (r, (a, b)) in got.iter().zip(want).enumerate() {
+                // The wide op runs the launched kernel's loop: the same bits.
+                // The warp op adds in another order.
+                let close = if op.op() == GROUP_GEMV.op() {
+                    a.to_bits() == b.to_bits()
+                } else {
+                    (a - b).abs() <= 1e-3 * b.abs().max(1.0)
+                };
+                assert!(
+                    close,
+                    "{mechanism} gemv {size}, row {r}: {a} vs launched {b}"
+                );
+            }
+            let l = Latency::measure(&format!("gemv {size}, {mechanism}"), &clock, w, n, || {
+                call()
+            });
+            rows.push((*size, l));
+        }
+        Ok::<_, Box<dyn std::error::Error>>(rows)
+    };
+    let warp_gemvs = time_gemvs(&nop_rt, &GEMV, "pkq warp", pkq::builtin::GEMV_MAX_DIM)?;
     drop(nop_rt);
     let mut wide = Vec::new();
     let mut poller_alone = None;
@@ -214,6 +302,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &clock,
         (w, n),
     )?;
+    let wide_gemvs = time_gemvs(&rt, &GROUP_GEMV, "pkq wide", usize::MAX)?;
     drop(rt);
 
     // Rows, in order, and the head start they keep.
@@ -227,8 +316,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             sms
         );
         if let Some(x) = size {
-            let (_, mech) = l.name.split_once(", ").unwrap();
-            point(mech, x, l.p50_us());
+            // A series per workload and mechanism ("dot: launch").
+            let (size, mech) = l.name.split_once(", ").unwrap();
+            let work = size.split(' ').next().unwrap();
+            point(&format!("{work}: {mech}"), x, l.p50_us());
         }
         rows.push(row(l, sms));
     };
@@ -254,6 +345,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         push(launch, *s, Some(*size as f64));
         push(graph, *s, Some(*size as f64));
     }
+    for (size, launch, graph, s, _) in &gemvs {
+        if let Some((_, l)) = warp_gemvs.iter().find(|(z, _)| z == size) {
+            push(l, 1, Some(*size as f64));
+        }
+        let (_, l) = wide_gemvs.iter().find(|(z, _)| z == size).unwrap();
+        push(l, sms, Some(*size as f64));
+        push(launch, *s, Some(*size as f64));
+        push(graph, *s, Some(*size as f64));
+    }
     // The head start: launch + sync of the empty kernel less the NOP round
     // trip; at each size, how much of it the best pkq row keeps.
     let head = launched[0].1.p50_us() - nop.p50_us();
@@ -274,12 +374,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             json!(((launch.p50_us() - best) / head * 1e3).round() / 1e3),
         );
     }
+    for (size, launch, ..) in &gemvs {
+        let best = wide_gemvs
+            .iter()
+            .chain(warp_gemvs.iter())
+            .filter(|(z, _)| z == size)
+            .map(|(_, l)| l.p50_us())
+            .fold(f64::INFINITY, f64::min);
+        keeps.insert(
+            format!("gemv_{size}_ratio"),
+            json!(((launch.p50_us() - best) / head * 1e3).round() / 1e3),
+        );
+    }
     println!("{}", Value::Object(keeps.clone()));
     rows.push(keeps);
     let report = report(&info, rows);
     if let Some(path) = &args.json {
         write_json(path, &report);
     }
+    let of = |work: &str| -> Vec<(String, Vec<(f64, f64)>)> {
+        let head = format!("{work}: ");
+        series
+            .iter()
+            .filter_map(|(name, points)| {
+                Some((name.strip_prefix(&head)?.to_string(), points.clone()))
+            })
+            .collect()
+    };
     if let Some(path) = &args.svg {
         let x_max = 2.0 * *sizes.last().unwrap() as f64;
         plot_by_size(
@@ -288,7 +409,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "n",
             x_max,
             true,
-            &series,
+            &of("dot"),
+        )?;
+        plot_by_size(
+            &path.with_file_name(format!(
+                "{}_gemv.svg",
+                path.file_stem().unwrap_or_default().to_string_lossy()
+            )),
+            "y = A x, A of n x n floats: p50 by size",
+            "n",
+            2.0 * g_max as f64,
+            true,
+            &of("gemv"),
         )?;
     }
     Ok(())
@@ -363,6 +495,28 @@ fn dot_launch(
             .arg(y)
             .arg(&n)
             .arg(&out)
+            .launch(cfg)
+    }
+    .map(drop)
+}
+
+/// What a user's GEMV launches: GROUP_GEMV's row loop over `cfg`.
+fn gemv_launch(
+    stream: &Arc<CudaStream>,
+    f: &CudaFunction,
+    g: &GemvArgs,
+    cfg: LaunchConfig,
+) -> Result<(), pkq::cudarc::driver::DriverError> {
+    // SAFETY: pkq_wide_gemv_kernel(const float*, const float*, float*, u32,
+    // u32): A, x and y hold rows x cols, cols and rows floats.
+    unsafe {
+        stream
+            .launch_builder(f)
+            .arg(&g.a)
+            .arg(&g.x)
+            .arg(&g.y)
+            .arg(&g.rows)
+            .arg(&g.cols)
             .launch(cfg)
     }
     .map(drop)
