@@ -538,10 +538,12 @@ __device__ __forceinline__ Outcome op_group_gemv(const Context& ctx) {
     return ok_after_writes();
 }
 
-// GROUP_FIR: FIR's arguments, n up to PKQ_GROUP_MAX_N: each block loads the
-// taps into shared memory once, then each thread computes the outputs of
-// its rank, then every size()-th, each an in-order chain of fused
-// multiply-adds over the taps (as FIR and the host's reference).
+// GROUP_FIR: FIR's arguments, n up to PKQ_GROUP_MAX_N: the outputs in
+// tiles of a block's threads, each tile taken by a block (its index, then
+// every blocks-th), which loads the tile's samples into shared memory (one
+// coalesced load a thread, or two), then each thread computes its output
+// as an in-order chain of fused multiply-adds over the taps (as FIR and the
+// host's reference).
 __device__ __forceinline__ Outcome op_group_fir(const Context& ctx) {
     const pkq_fir_args f = ctx.args<pkq_fir_args>();
     if (ctx.group == nullptr || f.n > PKQ_GROUP_MAX_N || f.taps == 0 || f.taps > PKQ_FIR_MAX_TAPS ||
@@ -552,18 +554,27 @@ __device__ __forceinline__ Outcome op_group_fir(const Context& ctx) {
     const float* h = reinterpret_cast<const float*>(f.h);
     float* y = reinterpret_cast<float*>(f.y);
     __shared__ float taps[PKQ_FIR_MAX_TAPS];
+    __shared__ float window[PKQ_MAX_WARPS_PER_BLOCK * 32 + PKQ_FIR_MAX_TAPS];
+    const uint32_t threads = ctx.warps * 32;
     const uint32_t t = ctx.warp * 32 + ctx.lane;
     if (t < f.taps) taps[t] = ld(h + t);
-    ctx.sync_block();
-    const uint64_t step = ctx.size();
-    for (uint64_t i = ctx.rank(); i < f.n; i += step) {
-        float s = 0.0f;
-        for (uint32_t k = 0; k < f.taps; ++k) s = fmaf(taps[k], ld(x + i + k), s);
-        __stcg(y + i, s);
+    const uint64_t samples = static_cast<uint64_t>(f.n) + f.taps - 1;
+    const uint64_t tiles = (static_cast<uint64_t>(f.n) + threads - 1) / threads;
+    // Uniform across the block: every thread crosses the same barriers.
+    for (uint64_t tile = ctx.block; tile < tiles; tile += ctx.blocks) {
+        const uint64_t base = tile * threads;
+        for (uint32_t j = t; j < threads + f.taps - 1; j += threads) {
+            if (base + j < samples) window[j] = ld(x + base + j);
+        }
+        ctx.sync_block();
+        if (base + t < f.n) {
+            float s = 0.0f;
+            for (uint32_t k = 0; k < f.taps; ++k) s = fmaf(taps[k], window[t + k], s);
+            __stcg(y + base + t, s);
+        }
+        // The window is read before the next tile's loads.
+        ctx.sync_block();
     }
-    // No thread of the block reads the taps of the next task before every
-    // thread is done with these.
-    ctx.sync_block();
     return ok_after_writes();
 }
 

@@ -12,6 +12,7 @@ pub(crate) const TESTS: &[Test] = tests![
     wide_builtins_random_vs_cpu,
     wide_lanes_stop_with_tasks_in_flight,
     wide_calls_cut_short_return_once_the_kernel_stopped,
+    wide_task_past_the_stall_bound,
 ];
 
 /// GROUP_DOT's reference: the exact products summed in f64 (the device's
@@ -359,7 +360,7 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
             let bytes = 4 * n;
             let src: Vec<u8> = (0..bytes + 16).map(|_| rng.next() as u8).collect();
             let srcd = stream.clone_htod(&src).unwrap();
-            let mut dstd = stream.alloc_zeros::<u8>(bytes + 16).unwrap();
+            let mut dstd = stream.clone_htod(&vec![0u8; bytes + 16]).unwrap();
             let len = bytes.saturating_sub(so.max(d_o));
             rt.memcpy(
                 &mut dstd.slice_mut(d_o..d_o + len),
@@ -386,7 +387,7 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
             if n >= taps {
                 let outs = n - taps + 1;
                 let hd = stream.clone_htod(&y[..taps]).unwrap();
-                let mut fd = stream.alloc_zeros::<f32>(outs).unwrap();
+                let mut fd = stream.clone_htod(&vec![0f32; outs]).unwrap();
                 rt.fir(&xd.slice(off..), &hd, &mut fd).unwrap();
                 let got = stream.clone_dtoh(&fd).unwrap();
                 for i in 0..outs {
@@ -412,7 +413,7 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
             let x = vec(&mut rng, c);
             let ad = stream.clone_htod(&a).unwrap();
             let xd = stream.clone_htod(&x).unwrap();
-            let mut yd = stream.alloc_zeros::<f32>(r).unwrap();
+            let mut yd = stream.clone_htod(&vec![0f32; r]).unwrap();
             rt.gemv(&ad.slice(off..), r, c, &xd, &mut yd).unwrap();
             let got = stream.clone_dtoh(&yd).unwrap();
             for i in 0..r {
@@ -426,9 +427,59 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
             }
         }
         // Past the wide limits: refused on the host.
-        let one = stream.alloc_zeros::<f32>(1).unwrap();
-        let mut out = stream.alloc_zeros::<f32>(1).unwrap();
+        let one = stream.clone_htod(&vec![0f32; 1]).unwrap();
+        let mut out = stream.clone_htod(&vec![0f32; 1]).unwrap();
         let r = rt.gemv(&one, GROUP_GEMV_MAX_DIM + 1, 0, &one.slice(0..0), &mut out);
         assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
     }
+}
+
+/// A wide task that outlasts the stall bound (a GROUP_DOT of 1 GiB by two
+/// warps; the bound 10 ms: its poller, waiting for its group, does not
+/// beat): a wait returns `Error::Stalled`, leaving the task pending, and a
+/// later wait sees it complete with the right sum; a cancel during another
+/// such task ends it (the sum, Cancelled or Stopped) with nothing hung.
+pub(crate) fn wide_task_past_the_stall_bound() {
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let n = GROUP_MAX_N;
+    let x = stream.alloc_zeros::<f32>(n).unwrap();
+    stream.synchronize().unwrap();
+    let xa = addr(&x, &stream);
+    let rt = Runtime::builder()
+        .width(Width::Group {
+            blocks: 2,
+            warps: 1,
+        })
+        .stall_after(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let mut t = group_dot(&rt, xa, 0, n).unwrap();
+    match t.wait_timeout(Duration::from_secs(10)) {
+        Err(Error::Stalled { .. }) => {}
+        other => panic!("a task of 1 GiB by two warps within 10 ms: {other:?}"),
+    }
+    loop {
+        match t.wait_timeout(Duration::from_secs(10)) {
+            Ok(c) => {
+                assert_eq!(f64::from_bits(c.value), 0.0);
+                break;
+            }
+            Err(Error::Stalled { .. }) => continue,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    let t = group_dot(&rt, xa, 0, n).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let t0 = Instant::now();
+    rt.cancel().unwrap();
+    match t.wait() {
+        Ok(c) => assert_eq!(f64::from_bits(c.value), 0.0),
+        Err(Error::Cancelled) => {}
+        Err(Error::Task(e)) if e.status == TaskStatus::Stopped => {}
+        Err(e) => panic!("{e:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    drop(rt);
+    drop(x);
 }

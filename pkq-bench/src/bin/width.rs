@@ -23,7 +23,10 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use pkq::builtin::{DOT, DotArgs, GEMV, GROUP_DOT, GROUP_EMPTY, GROUP_GEMV, GemvArgs, NOP};
+use pkq::builtin::{
+    DOT, DotArgs, GEMV, GROUP_DOT, GROUP_EMPTY, GROUP_GEMV, GROUP_MEMSET, GemvArgs, MEMSET,
+    MemsetArgs, NOP,
+};
 use pkq::cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
     result, sys,
@@ -214,7 +217,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &clock,
         (w, n),
     )?;
-    let time_gemvs = |rt: &Runtime, op: &pkq::TypedOp<GemvArgs>, mechanism: &str, most: usize| {
+    // y is filled with NaNs (all bits set) by pkq's own MEMSET before each
+    // size's check: no copy or memset of the driver's while a resident
+    // kernel runs (one over every SM leaves none room: see `Width::Group`).
+    let time_gemvs = |rt: &Runtime,
+                      (op, fill): (&pkq::TypedOp<GemvArgs>, &pkq::TypedOp<MemsetArgs>),
+                      mechanism: &str,
+                      most: usize| {
         let mut rows = Vec::new();
         for (size, _, _, _, want) in gemvs.iter().filter(|g| g.0 <= most) {
             let g = GemvArgs {
@@ -231,8 +240,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .wait()
                     .map(drop)
             };
+            let nan = MemsetArgs {
+                dst: gy_at,
+                bytes: 4 * g_max as u64,
+                value: 0xff,
+                reserved: 0,
+            };
             // SAFETY: gy_at holds g_max floats of this context.
-            unsafe { result::memset_d8_async(gy_at, 0, 4 * g_max, stream.cu_stream()) }?;
+            rt.submit(unsafe { fill.args(&nan).unchecked() })?.wait()?;
             call()?;
             let got = stream.clone_dtoh(&gy)?;
             for (r, (a, b)) in got.iter().zip(want).enumerate() {
@@ -255,7 +270,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Ok::<_, Box<dyn std::error::Error>>(rows)
     };
-    let warp_gemvs = time_gemvs(&nop_rt, &GEMV, "pkq warp", pkq::builtin::GEMV_MAX_DIM)?;
+    let warp_gemvs = time_gemvs(
+        &nop_rt,
+        (&GEMV, &MEMSET),
+        "pkq warp",
+        pkq::builtin::GEMV_MAX_DIM,
+    )?;
     drop(nop_rt);
     let mut wide = Vec::new();
     let mut poller_alone = None;
@@ -302,7 +322,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &clock,
         (w, n),
     )?;
-    let wide_gemvs = time_gemvs(&rt, &GROUP_GEMV, "pkq wide", usize::MAX)?;
+    let wide_gemvs = time_gemvs(&rt, (&GROUP_GEMV, &GROUP_MEMSET), "pkq wide", usize::MAX)?;
     drop(rt);
 
     // Rows, in order, and the head start they keep.
