@@ -531,7 +531,7 @@
 #define PKQ_GROUP_OFF_SCRATCH 512
 #define PKQ_GROUP_SCRATCH_BYTES 8192
 #define PKQ_GROUP_QUIT 0x8000000000000000 /* u64 */
-#define PKQ_GROUP_STOP_SPINS 4096 /* u32 */
+#define PKQ_GROUP_STOP_SPINS 256 /* u32 */
 /* Blocks of a group. (Its blocks' warps: at most the kernel's launch
    bound, PKQ_MAX_WARPS_PER_BLOCK.) */
 #define PKQ_MAX_GROUP_BLOCKS 1024

@@ -245,8 +245,11 @@ pub(crate) fn wide_lanes_stop_with_tasks_in_flight() {
 /// the task cut short (`TaskStatus::Stopped`: the poller stopped waiting
 /// for its group, whose other blocks may run the task on the caller's
 /// buffers until the kernel exits). The task is a GROUP_DOT long enough
-/// (1 GiB read by two warps) that the cancel lands inside it; rounds run
-/// until a wait has seen the task cut short (at most 20).
+/// (1 GiB read by two warps) that the cancel lands inside it; the liveness
+/// probe, which would latch the cancel for the wait, runs every 20 ms, so
+/// that the wait sees the completion the poller writes when it gives up
+/// (within PKQ_GROUP_STOP_SPINS spins); rounds run until a wait has seen
+/// the task cut short (at most 20).
 pub(crate) fn wide_calls_cut_short_return_once_the_kernel_stopped() {
     let ctx = pkq::context(0).unwrap();
     let stream = ctx.default_stream();
@@ -260,6 +263,7 @@ pub(crate) fn wide_calls_cut_short_return_once_the_kernel_stopped() {
                 blocks: 2,
                 warps: 1,
             })
+            .probe_interval(Duration::from_millis(20))
             .build()
             .unwrap();
         std::thread::scope(|s| {
