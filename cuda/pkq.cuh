@@ -50,8 +50,10 @@
 // (ctx.rank() of ctx.size()), which may use ctx.sync_block(), ctx.sync_group()
 // (every thread calls each the same number of times), ctx.scratch() and
 // __shared__ variables of its own (a wide lane's block runs one task at a
-// time), but no cooperative groups' grid sync and no named barriers 1 and 2
-// (bar.sync 1 and 2 are the hand-off's; 0 is __syncthreads). Op 0 is NOP, answered by the
+// time), but not __syncthreads() (an aligned barrier: block 0's first warp
+// calls the handler from another instruction than its other warps; use
+// ctx.sync_block()), no cooperative groups' syncs and no named barriers 1
+// and 2 (the hand-off's). Op 0 is NOP, answered by the
 // worker loop itself, but a module's table must list it
 // (PKQ_OP_INFO_NO_ARGS(PKQ_OP_NOP)) for the host to send it: the host
 // refuses every op its table does not list. The built-in ops can serve as

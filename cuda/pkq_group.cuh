@@ -13,9 +13,12 @@
 namespace pkq {
 
 // A named barrier of all `threads` threads of the block (ids 1 and 2 are
-// the hand-off's; 0 is __syncthreads, the handlers').
+// the hand-off's; 0 the handlers', Context::sync_block). The non-aligned
+// form: block 0's warp 0 reaches it from serve(), its other warps from
+// group_member (bar.sync, the aligned form, wants every thread at the same
+// instruction).
 __device__ __forceinline__ void block_barrier(uint32_t id, uint32_t threads) {
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+    asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 constexpr uint32_t BAR_TASK = 1;
 constexpr uint32_t BAR_DONE = 2;
@@ -64,7 +67,10 @@ __device__ __forceinline__ void abandon(GroupSync* g) {
 }
 
 __device__ __forceinline__ void Context::sync_group() const {
-    __syncthreads();
+    // Each warp converged before every block barrier (a lane-divergent
+    // branch of the handler's, or thread 0's wait, ends first).
+    __syncwarp();
+    block_barrier_all();
     if (threadIdx.x == 0 && group->blocks > 1) {
         const uint64_t target = ++group->crossings * group->blocks;
         // This block's writes (cumulative through the block barrier) before
@@ -72,7 +78,8 @@ __device__ __forceinline__ void Context::sync_group() const {
         add_release_gpu(group_word(group, PKQ_GROUP_OFF_BARRIER), 1);
         if (!wait_at_least(group, PKQ_GROUP_OFF_BARRIER, target)) abandon(group);
     }
-    __syncthreads();
+    __syncwarp();
+    block_barrier_all();
 }
 
 __device__ __forceinline__ uint8_t* Context::scratch() const {
@@ -209,6 +216,8 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
                 for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) task->words[j] = __ldcg(w + 1 + j);
             }
         }
+        // Warp 0 converged after its thread 0's wait, before the barrier.
+        if (threadIdx.x < 32) __syncwarp();
         block_barrier(BAR_TASK, threads);
         if (task->quit) return;
         const Context ctx = group_context(task, group, rank);

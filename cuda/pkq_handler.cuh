@@ -11,6 +11,10 @@ namespace pkq {
 
 struct GroupSync;
 
+// Barrier 0 of every thread of the block, in its non-aligned form (the
+// threads may reach it from different instructions).
+__device__ __forceinline__ void block_barrier_all() { asm volatile("barrier.sync 0;" ::: "memory"); }
+
 // One task, as its handler sees it. A warp op's handler is called by all 32
 // lanes of the warp that took the task, each with its own `lane`; a block or
 // group op's (PKQ_OP_INFO_BLOCK, PKQ_OP_INFO_GROUP) by every thread of the
@@ -44,8 +48,14 @@ struct Context {
     __device__ __forceinline__ uint32_t rank() const { return (block * warps + warp) * 32 + lane; }
     __device__ __forceinline__ uint32_t size() const { return blocks * warps * 32; }
     // A block or group op only: every thread of the block waits for the
-    // others (__syncthreads: every thread of the block must call it).
-    __device__ __forceinline__ void sync_block() const { __syncthreads(); }
+    // others (every thread of the block must call it). Not __syncthreads(),
+    // whose aligned barrier wants every thread at the same instruction:
+    // block 0's warp 0 runs the handler from another call site than its
+    // other warps.
+    __device__ __forceinline__ void sync_block() const {
+        __syncwarp();
+        block_barrier_all();
+    }
     // A block or group op only: every thread of the group waits for the
     // others, whose writes to device memory before it are then seen by all
     // (every thread of every block must call it the same number of times in

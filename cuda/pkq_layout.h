@@ -384,9 +384,20 @@
    empty wide task: its round trip is the cost of the hand-off). */
 #define PKQ_OP_GROUP_EMPTY 11 /* u16 */
 /* GROUP_DOT: DOT's arguments and result, over every thread of the group,
-   for n up to PKQ_GROUP_DOT_MAX_N. */
+   for n up to PKQ_GROUP_MAX_N. */
 #define PKQ_OP_GROUP_DOT 12 /* u16 */
-#define PKQ_GROUP_DOT_MAX_N 268435456
+/* GROUP_AXPY, GROUP_MEMCPY, GROUP_MEMSET, GROUP_GEMV, GROUP_FIR: AXPY,
+   MEMCPY, MEMSET, GEMV and FIR over every thread of the group (their
+   arguments), for n up to PKQ_GROUP_MAX_N, bytes up to
+   PKQ_GROUP_MEMCPY_MAX_BYTES, rows and cols up to PKQ_GROUP_GEMV_MAX_DIM. */
+#define PKQ_OP_GROUP_AXPY 13 /* u16 */
+#define PKQ_OP_GROUP_MEMCPY 14 /* u16 */
+#define PKQ_OP_GROUP_MEMSET 15 /* u16 */
+#define PKQ_OP_GROUP_GEMV 16 /* u16 */
+#define PKQ_OP_GROUP_FIR 17 /* u16 */
+#define PKQ_GROUP_MAX_N 268435456
+#define PKQ_GROUP_MEMCPY_MAX_BYTES 17179869184
+#define PKQ_GROUP_GEMV_MAX_DIM 65536
 #define PKQ_MEMCPY_MAX_BYTES 65536
 #define PKQ_DOT_MAX_N 65536
 #define PKQ_GEMV_MAX_DIM 256
@@ -498,7 +509,9 @@
  *     memory for its handlers (Context::scratch), e.g. per-block partials.
  * Inside a block the task goes from warp 0 to the other warps through
  * shared memory and a named barrier (1), and their end through another (2);
- * barrier 0 is the handlers' (__syncthreads, Context::sync_block).
+ * barrier 0 is the handlers' (Context::sync_block). All three are used in
+ * the non-aligned form (barrier.sync): block 0's warp 0 reaches them from
+ * another instruction than its other warps.
  * Every wait on these words exits: the poller's wait for ARRIVALS and the
  * group barrier's read the poller's stop word every PKQ_GROUP_STOP_SPINS
  * spins, and blocks 1.. leave on PKQ_GROUP_QUIT, which the poller stores
@@ -518,7 +531,7 @@
 #define PKQ_GROUP_OFF_SCRATCH 512
 #define PKQ_GROUP_SCRATCH_BYTES 8192
 #define PKQ_GROUP_QUIT 0x8000000000000000 /* u64 */
-#define PKQ_GROUP_STOP_SPINS 4096 /* u32 */
+#define PKQ_GROUP_STOP_SPINS 256 /* u32 */
 /* Blocks of a group. (Its blocks' warps: at most the kernel's launch
    bound, PKQ_MAX_WARPS_PER_BLOCK.) */
 #define PKQ_MAX_GROUP_BLOCKS 1024

@@ -334,7 +334,7 @@ __device__ __forceinline__ Outcome op_group_dot(const Context& ctx) {
     const pkq_dot_args a = ctx.args<pkq_dot_args>();
     // Sent unchecked to a lane of warps: no group to sum over.
     if (ctx.group == nullptr) return fail(PKQ_STATUS_BAD_ARGS);
-    if (a.n > PKQ_GROUP_DOT_MAX_N || (a.n > 0 && a.x == 0) || ((a.x | a.y) & 3) != 0) {
+    if (a.n > PKQ_GROUP_MAX_N || (a.n > 0 && a.x == 0) || ((a.x | a.y) & 3) != 0) {
         return fail(PKQ_STATUS_BAD_ARGS);
     }
     const float* x = reinterpret_cast<const float*>(a.x);
@@ -378,6 +378,206 @@ __device__ __forceinline__ Outcome op_group_dot(const Context& ctx) {
     return ok(bits(warp_sum(total)));
 }
 
+// The group ops below: each thread of the group takes the elements of its
+// rank, then every size()-th (16 bytes at a time where the addresses allow,
+// four in flight), and every participant checks the arguments alike. A
+// task sent unchecked to a lane of warps (no group) is refused.
+
+// GROUP_AXPY: AXPY's arguments, n up to PKQ_GROUP_MAX_N.
+__device__ __forceinline__ Outcome op_group_axpy(const Context& ctx) {
+    const pkq_axpy_args args = ctx.args<pkq_axpy_args>();
+    const uint64_t xa = args.x, ya = args.y;
+    const uint32_t n = args.n;
+    const float a = args.a;
+    if (ctx.group == nullptr || n > PKQ_GROUP_MAX_N || (n > 0 && (xa == 0 || ya == 0)) || ((xa | ya) & 3) != 0) {
+        return fail(PKQ_STATUS_BAD_ARGS);
+    }
+    const float* __restrict__ x = reinterpret_cast<const float*>(xa);
+    float* __restrict__ y = reinterpret_cast<float*>(ya);
+    const uint64_t step = ctx.size(), me = ctx.rank();
+    uint64_t done = 0;
+    if (((xa | ya) & 15) == 0) {
+        const uint64_t n4 = n / 4;
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        float4* y4 = reinterpret_cast<float4*>(y);
+        uint64_t j = me;
+        for (; j + 3 * step < n4; j += 4 * step) {
+            float4 xv[4], yv[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                xv[k] = __ldcg(x4 + j + k * step);
+                yv[k] = __ldcg(y4 + j + k * step);
+            }
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                yv[k].x = fmaf(a, xv[k].x, yv[k].x);
+                yv[k].y = fmaf(a, xv[k].y, yv[k].y);
+                yv[k].z = fmaf(a, xv[k].z, yv[k].z);
+                yv[k].w = fmaf(a, xv[k].w, yv[k].w);
+                __stcg(y4 + j + k * step, yv[k]);
+            }
+        }
+        for (; j < n4; j += step) {
+            const float4 xv = __ldcg(x4 + j);
+            float4 yv = __ldcg(y4 + j);
+            yv.x = fmaf(a, xv.x, yv.x);
+            yv.y = fmaf(a, xv.y, yv.y);
+            yv.z = fmaf(a, xv.z, yv.z);
+            yv.w = fmaf(a, xv.w, yv.w);
+            __stcg(y4 + j, yv);
+        }
+        done = n4 * 4;
+    }
+    for (uint64_t i = done + me; i < n; i += step) __stcg(y + i, fmaf(a, __ldcg(x + i), __ldcg(y + i)));
+    return ok_after_writes();
+}
+
+// GROUP_MEMCPY: MEMCPY's arguments, bytes up to PKQ_GROUP_MEMCPY_MAX_BYTES.
+__device__ __forceinline__ Outcome op_group_memcpy(const Context& ctx) {
+    const pkq_memcpy_args a = ctx.args<pkq_memcpy_args>();
+    if (ctx.group == nullptr || a.bytes > PKQ_GROUP_MEMCPY_MAX_BYTES || (a.bytes > 0 && (a.dst == 0 || a.src == 0))) {
+        return fail(PKQ_STATUS_BAD_ARGS);
+    }
+    uint8_t* dst = reinterpret_cast<uint8_t*>(a.dst);
+    const uint8_t* src = reinterpret_cast<const uint8_t*>(a.src);
+    const uint64_t step = ctx.size(), me = ctx.rank();
+    uint64_t done = 0;
+    if (((a.dst | a.src) & 15) == 0) {
+        const uint64_t n16 = a.bytes / 16;
+        const int4* s16 = reinterpret_cast<const int4*>(src);
+        int4* d16 = reinterpret_cast<int4*>(dst);
+        uint64_t j = me;
+        for (; j + 3 * step < n16; j += 4 * step) {
+            int4 v[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) v[k] = __ldcg(s16 + j + k * step);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) __stcg(d16 + j + k * step, v[k]);
+        }
+        for (; j < n16; j += step) __stcg(d16 + j, __ldcg(s16 + j));
+        done = n16 * 16;
+    }
+    for (uint64_t i = done + me; i < a.bytes; i += step) dst[i] = __ldcg(src + i);
+    return ok_after_writes();
+}
+
+// GROUP_MEMSET: MEMSET's arguments, bytes up to PKQ_GROUP_MEMCPY_MAX_BYTES.
+__device__ __forceinline__ Outcome op_group_memset(const Context& ctx) {
+    const pkq_memset_args a = ctx.args<pkq_memset_args>();
+    if (ctx.group == nullptr || a.bytes > PKQ_GROUP_MEMCPY_MAX_BYTES || (a.bytes > 0 && a.dst == 0)) {
+        return fail(PKQ_STATUS_BAD_ARGS);
+    }
+    uint8_t* dst = reinterpret_cast<uint8_t*>(a.dst);
+    const uint32_t b = a.value & 0xff;
+    const uint64_t step = ctx.size(), me = ctx.rank();
+    uint64_t done = 0;
+    if ((a.dst & 15) == 0) {
+        const uint32_t w = b * 0x01010101u;
+        const int4 v = make_int4(w, w, w, w);
+        const uint64_t n16 = a.bytes / 16;
+        int4* d16 = reinterpret_cast<int4*>(dst);
+        for (uint64_t j = me; j < n16; j += step) __stcg(d16 + j, v);
+        done = n16 * 16;
+    }
+    for (uint64_t i = done + me; i < a.bytes; i += step) dst[i] = static_cast<uint8_t>(b);
+    return ok_after_writes();
+}
+
+// y = A x over the rows of warp `warp` of `warps` (its index, then every
+// `warps`-th): each lane takes a strided share of the row's columns (16
+// bytes at a time, four in flight, where A, x and cols allow), then a warp
+// sum that lane 0 writes. GROUP_GEMV's work, and pkq-bench's launched
+// GEMV's.
+__device__ __forceinline__ void gemv_rows(const float* __restrict__ A, const float* __restrict__ x,
+                                          float* __restrict__ y, uint32_t rows, uint32_t cols, uint32_t warp,
+                                          uint32_t warps, uint32_t lane) {
+    const bool wide = ((reinterpret_cast<uintptr_t>(A) | reinterpret_cast<uintptr_t>(x)) & 15) == 0 && (cols & 3) == 0;
+    const uint32_t c4 = cols / 4;
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    for (uint32_t r = warp; r < rows; r += warps) {
+        const float* row = A + static_cast<uint64_t>(r) * cols;
+        float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+        if (wide) {
+            const float4* row4 = reinterpret_cast<const float4*>(row);
+            uint32_t j = lane;
+            for (; j + 96 < c4; j += 128) {
+                float4 av[4], xv[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    av[k] = __ldcg(row4 + j + 32 * k);
+                    xv[k] = __ldcg(x4 + j + 32 * k);
+                }
+                s0 = fmaf(av[0].x, xv[0].x, fmaf(av[0].y, xv[0].y, fmaf(av[0].z, xv[0].z, fmaf(av[0].w, xv[0].w, s0))));
+                s1 = fmaf(av[1].x, xv[1].x, fmaf(av[1].y, xv[1].y, fmaf(av[1].z, xv[1].z, fmaf(av[1].w, xv[1].w, s1))));
+                s2 = fmaf(av[2].x, xv[2].x, fmaf(av[2].y, xv[2].y, fmaf(av[2].z, xv[2].z, fmaf(av[2].w, xv[2].w, s2))));
+                s3 = fmaf(av[3].x, xv[3].x, fmaf(av[3].y, xv[3].y, fmaf(av[3].z, xv[3].z, fmaf(av[3].w, xv[3].w, s3))));
+            }
+            for (; j < c4; j += 32) {
+                const float4 av = __ldcg(row4 + j), xv = __ldcg(x4 + j);
+                s0 = fmaf(av.x, xv.x, fmaf(av.y, xv.y, fmaf(av.z, xv.z, fmaf(av.w, xv.w, s0))));
+            }
+        } else {
+            for (uint32_t c = lane; c < cols; c += 32) s0 = fmaf(ld(row + c), ld(x + c), s0);
+        }
+        const float s = warp_sum((s0 + s1) + (s2 + s3));
+        if (lane == 0) __stcg(y + r, s);
+    }
+}
+
+// GROUP_GEMV: GEMV's arguments, rows and cols up to PKQ_GROUP_GEMV_MAX_DIM,
+// each warp of the group on whole rows (gemv_rows).
+__device__ __forceinline__ Outcome op_group_gemv(const Context& ctx) {
+    const pkq_gemv_args g = ctx.args<pkq_gemv_args>();
+    if (ctx.group == nullptr || g.rows > PKQ_GROUP_GEMV_MAX_DIM || g.cols > PKQ_GROUP_GEMV_MAX_DIM ||
+        (g.rows > 0 && (g.y == 0 || (g.cols > 0 && (g.a == 0 || g.x == 0)))) || ((g.a | g.x | g.y) & 3) != 0) {
+        return fail(PKQ_STATUS_BAD_ARGS);
+    }
+    gemv_rows(reinterpret_cast<const float*>(g.a), reinterpret_cast<const float*>(g.x),
+              reinterpret_cast<float*>(g.y), g.rows, g.cols, ctx.block * ctx.warps + ctx.warp,
+              ctx.blocks * ctx.warps, ctx.lane);
+    return ok_after_writes();
+}
+
+// GROUP_FIR: FIR's arguments, n up to PKQ_GROUP_MAX_N: the outputs in
+// tiles of a block's threads, each tile taken by a block (its index, then
+// every blocks-th), which loads the tile's samples into shared memory (one
+// coalesced load a thread, or two), then each thread computes its output
+// as an in-order chain of fused multiply-adds over the taps (as FIR and the
+// host's reference).
+__device__ __forceinline__ Outcome op_group_fir(const Context& ctx) {
+    const pkq_fir_args f = ctx.args<pkq_fir_args>();
+    if (ctx.group == nullptr || f.n > PKQ_GROUP_MAX_N || f.taps == 0 || f.taps > PKQ_FIR_MAX_TAPS ||
+        (f.n > 0 && (f.x == 0 || f.h == 0 || f.y == 0)) || ((f.x | f.h | f.y) & 3) != 0) {
+        return fail(PKQ_STATUS_BAD_ARGS);
+    }
+    const float* x = reinterpret_cast<const float*>(f.x);
+    const float* h = reinterpret_cast<const float*>(f.h);
+    float* y = reinterpret_cast<float*>(f.y);
+    __shared__ float taps[PKQ_FIR_MAX_TAPS];
+    __shared__ float window[PKQ_MAX_WARPS_PER_BLOCK * 32 + PKQ_FIR_MAX_TAPS];
+    const uint32_t threads = ctx.warps * 32;
+    const uint32_t t = ctx.warp * 32 + ctx.lane;
+    if (t < f.taps) taps[t] = ld(h + t);
+    const uint64_t samples = static_cast<uint64_t>(f.n) + f.taps - 1;
+    const uint64_t tiles = (static_cast<uint64_t>(f.n) + threads - 1) / threads;
+    // Uniform across the block: every thread crosses the same barriers.
+    for (uint64_t tile = ctx.block; tile < tiles; tile += ctx.blocks) {
+        const uint64_t base = tile * threads;
+        for (uint32_t j = t; j < threads + f.taps - 1; j += threads) {
+            if (base + j < samples) window[j] = ld(x + base + j);
+        }
+        ctx.sync_block();
+        if (base + t < f.n) {
+            float s = 0.0f;
+            for (uint32_t k = 0; k < f.taps; ++k) s = fmaf(taps[k], window[t + k], s);
+            __stcg(y + base + t, s);
+        }
+        // The window is read before the next tile's loads.
+        ctx.sync_block();
+    }
+    return ok_after_writes();
+}
+
 // The built-in handler table.
 struct BuiltinOps {
     __device__ __forceinline__ Outcome operator()(const Context& ctx) const {
@@ -397,6 +597,11 @@ struct BuiltinOps {
             case PKQ_OP_COPY_IO: return op_copy_io(ctx);
             case PKQ_OP_GROUP_EMPTY: return ok();
             case PKQ_OP_GROUP_DOT: return op_group_dot(ctx);
+            case PKQ_OP_GROUP_AXPY: return op_group_axpy(ctx);
+            case PKQ_OP_GROUP_MEMCPY: return op_group_memcpy(ctx);
+            case PKQ_OP_GROUP_MEMSET: return op_group_memset(ctx);
+            case PKQ_OP_GROUP_GEMV: return op_group_gemv(ctx);
+            case PKQ_OP_GROUP_FIR: return op_group_fir(ctx);
             default: return unknown_op();
         }
     }
@@ -418,4 +623,9 @@ struct BuiltinOps {
                  PKQ_OP_INFO_POINTERS(PKQ_OP_FIR, pkq_fir_args),                  \
                  PKQ_OP_INFO(PKQ_OP_COPY_IO, pkq_copy_io_args),                   \
                  PKQ_OP_INFO_GROUP_NO_ARGS(PKQ_OP_GROUP_EMPTY),                    \
-                 PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_DOT, pkq_dot_args))
+                 PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_DOT, pkq_dot_args),                \
+                 PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_AXPY, pkq_axpy_args),             \
+                 PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_MEMCPY, pkq_memcpy_args),          \
+                 PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_MEMSET, pkq_memset_args),          \
+                 PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_GEMV, pkq_gemv_args),              \
+                 PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_FIR, pkq_fir_args))

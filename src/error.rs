@@ -14,7 +14,9 @@ pub enum TaskStatus {
     /// the op's limit, or a null device pointer).
     BadArgs,
     /// A wide task cut short by a stop (a cancel, a fault, a stall): its
-    /// group's blocks may not all have finished, so it has no result.
+    /// group's blocks may not all have finished, so it has no result, and
+    /// they may run it until the kernel exits: memory the task uses stays
+    /// in use until then (the safe calls on buffers wait for the exit).
     Stopped,
     /// A status code this version of pkq does not name.
     Other(u8),

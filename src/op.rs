@@ -3,7 +3,8 @@
 use std::fmt;
 
 use crate::layout::{
-    OP_AXPY, OP_COPY_IO, OP_DOT, OP_ECHO, OP_FIR, OP_GEMV, OP_GROUP_DOT, OP_GROUP_EMPTY, OP_MEMCPY,
+    OP_AXPY, OP_COPY_IO, OP_DOT, OP_ECHO, OP_FIR, OP_GEMV, OP_GROUP_AXPY, OP_GROUP_DOT,
+    OP_GROUP_EMPTY, OP_GROUP_FIR, OP_GROUP_GEMV, OP_GROUP_MEMCPY, OP_GROUP_MEMSET, OP_MEMCPY,
     OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP, OP_USER,
 };
 
@@ -36,6 +37,11 @@ impl Op {
             OP_COPY_IO => "COPY_IO",
             OP_GROUP_EMPTY => "GROUP_EMPTY",
             OP_GROUP_DOT => "GROUP_DOT",
+            OP_GROUP_AXPY => "GROUP_AXPY",
+            OP_GROUP_MEMCPY => "GROUP_MEMCPY",
+            OP_GROUP_MEMSET => "GROUP_MEMSET",
+            OP_GROUP_GEMV => "GROUP_GEMV",
+            OP_GROUP_FIR => "GROUP_FIR",
             _ => return None,
         })
     }

@@ -57,7 +57,12 @@ pub enum Width {
     /// A group of `blocks` blocks (1 to 1024; 0: one per SM of the lane's
     /// device or partition) of `warps` warps (1 to 8) each, one block per
     /// SM where the device can, all running each task, with a barrier over
-    /// the group (`ctx.sync_group()`, through device memory).
+    /// the group (`ctx.sync_group()`, through device memory). Its blocks
+    /// stay resident: a lane whose blocks fill every SM leaves no room for
+    /// other kernels while it runs, including those the driver runs for
+    /// some copies and memsets (`alloc_zeros`, `memset_zeros`), which then
+    /// wait for it to stop; allocate and fill buffers before it starts,
+    /// or fill them with copies or pkq's own MEMSET.
     Group {
         /// Blocks of the group (0: one per SM).
         blocks: u32,

@@ -33,6 +33,14 @@ extern "C" __global__ void pkq_dot_kernel(const float* x, const float* y, uint32
     }
 }
 
+// The width bench's GEMV baseline: GROUP_GEMV's own work (pkq::gemv_rows),
+// launched over a grid of whole warps, a warp per row.
+extern "C" __global__ void pkq_wide_gemv_kernel(const float* a, const float* x, float* y, uint32_t rows,
+                                                uint32_t cols) {
+    pkq::gemv_rows(a, x, y, rows, cols, blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5),
+                   gridDim.x * (blockDim.x >> 5), threadIdx.x & 31);
+}
+
 // The payload baselines (src/bin/payload.rs): COPY_IO's work as an ordinary
 // kernel, on device buffers or on mapped host memory: out[i] = (i < in_len ?
 // in[i] : 0) ^ key for i < out_len.

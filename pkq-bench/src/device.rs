@@ -26,7 +26,7 @@ use crate::{Error, Result, error_name};
 /// Every kernel of `cuda/bench.cu`, each loaded (`cuFuncLoad`) with the
 /// module: a kernel whose code the driver loads lazily, at its first launch,
 /// would have that launch wait for the context's running kernels.
-pub(crate) const KERNELS: [&str; 12] = [
+pub(crate) const KERNELS: [&str; 13] = [
     "pkq_floor_kernel",
     "pkq_costs_kernel",
     "pkq_access_rate_kernel",
@@ -39,6 +39,7 @@ pub(crate) const KERNELS: [&str; 12] = [
     "pkq_smid_kernel",
     "pkq_fma_kernel",
     "pkq_dot_kernel",
+    "pkq_wide_gemv_kernel",
 ];
 
 /// A device's primary context with pkq-bench's module loaded.

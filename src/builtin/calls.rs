@@ -1,10 +1,12 @@
-//! The safe calls of the built-in ops on cudarc buffers: lengths checked
-//! against the op's limits on the host, the buffers' context checked and
-//! their streams synchronized, the task waited for
-//! ([`Lane::call_on_buffers`]).
+//! The safe calls of the built-in ops on cudarc buffers: the op of the
+//! lane's width (a warp op, or its `GROUP_` twin on a lane of blocks or
+//! groups), lengths checked against that op's limits on the host, the
+//! buffers' context checked and their streams synchronized, the task waited
+//! for ([`Lane::call_on_buffers`]).
 
 use crate::builtin::*;
 use crate::error::{Error, Result};
+use crate::ops::TypedOp;
 use crate::runtime::buffers::{DeviceBuffer, DeviceBufferMut};
 use crate::runtime::lane::Lane;
 
@@ -13,8 +15,24 @@ fn invalid(what: String) -> Error {
 }
 
 impl Lane {
+    /// The op a safe call runs on this lane, with its limit: `warp` on a
+    /// lane of warps, `wide` on a lane of blocks or groups.
+    fn pick<A: 'static>(
+        &self,
+        warp: (&'static TypedOp<A>, usize),
+        wide: (&'static TypedOp<A>, usize),
+    ) -> (&'static TypedOp<A>, usize) {
+        if self.shared.settings.width.is_wide() {
+            wide
+        } else {
+            warp
+        }
+    }
+
     /// `y = a * x + y` on device buffers of at most [`AXPY_MAX_N`] elements,
-    /// run by one warp of the resident kernel; returns once it is done.
+    /// run by one warp of the resident kernel ([`AXPY`]), or by every
+    /// thread of a lane of blocks or groups up to [`GROUP_MAX_N`]
+    /// ([`GROUP_AXPY`]); returns once it is done.
     ///
     /// Work queued on the buffers' own streams is waited for first (their
     /// streams are synchronized), so the task sees what came before.
@@ -24,9 +42,10 @@ impl Lane {
         x: &impl DeviceBuffer<f32>,
         y: &mut impl DeviceBufferMut<f32>,
     ) -> Result<()> {
-        if x.len() != y.len() || x.len() > AXPY_MAX_N {
+        let (op, most) = self.pick((&AXPY, AXPY_MAX_N), (&GROUP_AXPY, GROUP_MAX_N));
+        if x.len() != y.len() || x.len() > most {
             return Err(invalid(format!(
-                "axpy needs x and y of equal length up to {AXPY_MAX_N} (got {} and {})",
+                "axpy needs x and y of equal length up to {most} on this lane (got {} and {})",
                 x.len(),
                 y.len()
             )));
@@ -38,20 +57,26 @@ impl Lane {
         let args = AxpyArgs { x: xp, y: yp, n, a };
         // SAFETY: x and y are live buffers of n f32s in this context, x
         // borrowed and y borrowed exclusively for the call.
-        unsafe { self.call_on_buffers(&AXPY, &args, &[&xs, &ys]) }.map(drop)
+        unsafe { self.call_on_buffers(op, &args, &[&xs, &ys]) }.map(drop)
     }
 
     /// Copies `src` into `dst` (equal lengths, at most [`MEMCPY_MAX_BYTES`]
-    /// bytes) with one warp of the resident kernel.
+    /// bytes) with one warp of the resident kernel ([`MEMCPY`]), or with
+    /// every thread of a lane of blocks or groups up to
+    /// [`GROUP_MEMCPY_MAX_BYTES`] ([`GROUP_MEMCPY`]).
     pub fn memcpy<T>(
         &self,
         dst: &mut impl DeviceBufferMut<T>,
         src: &impl DeviceBuffer<T>,
     ) -> Result<()> {
         let bytes = src.num_bytes();
-        if dst.len() != src.len() || bytes > MEMCPY_MAX_BYTES {
+        let (op, most) = self.pick(
+            (&MEMCPY, MEMCPY_MAX_BYTES),
+            (&GROUP_MEMCPY, GROUP_MEMCPY_MAX_BYTES),
+        );
+        if dst.len() != src.len() || bytes > most {
             return Err(invalid(format!(
-                "memcpy needs buffers of equal length, at most {MEMCPY_MAX_BYTES} bytes (got {} \
+                "memcpy needs buffers of equal length, at most {most} bytes on this lane (got {} \
                  and {} elements, {bytes} bytes)",
                 dst.len(),
                 src.len()
@@ -67,16 +92,22 @@ impl Lane {
         };
         // SAFETY: two live buffers of `bytes` bytes in this context, src
         // borrowed, dst borrowed exclusively (so they do not overlap).
-        unsafe { self.call_on_buffers(&MEMCPY, &args, &[&ds, &ss]) }.map(drop)
+        unsafe { self.call_on_buffers(op, &args, &[&ds, &ss]) }.map(drop)
     }
 
     /// Sets every byte of `dst` (at most [`MEMCPY_MAX_BYTES`]) to `byte`
-    /// with one warp of the resident kernel.
+    /// with one warp of the resident kernel ([`MEMSET`]), or with every
+    /// thread of a lane of blocks or groups up to
+    /// [`GROUP_MEMCPY_MAX_BYTES`] ([`GROUP_MEMSET`]).
     pub fn memset<T>(&self, dst: &mut impl DeviceBufferMut<T>, byte: u8) -> Result<()> {
         let bytes = dst.num_bytes();
-        if bytes > MEMCPY_MAX_BYTES {
+        let (op, most) = self.pick(
+            (&MEMSET, MEMCPY_MAX_BYTES),
+            (&GROUP_MEMSET, GROUP_MEMCPY_MAX_BYTES),
+        );
+        if bytes > most {
             return Err(invalid(format!(
-                "memset covers at most {MEMCPY_MAX_BYTES} bytes (got {bytes})"
+                "memset covers at most {most} bytes on this lane (got {bytes})"
             )));
         }
         let ds = dst.stream().clone();
@@ -89,15 +120,17 @@ impl Lane {
         };
         // SAFETY: a live buffer of `bytes` bytes in this context, borrowed
         // exclusively.
-        unsafe { self.call_on_buffers(&MEMSET, &args, &[&ds]) }.map(drop)
+        unsafe { self.call_on_buffers(op, &args, &[&ds]) }.map(drop)
     }
 
     /// The dot product of `x` and `y` (equal lengths, at most [`DOT_MAX_N`]),
-    /// accumulated in `f64` by one warp.
+    /// accumulated in `f64` by one warp ([`DOT`]), or by every thread of a
+    /// lane of blocks or groups up to [`GROUP_MAX_N`] ([`GROUP_DOT`]).
     pub fn dot(&self, x: &impl DeviceBuffer<f32>, y: &impl DeviceBuffer<f32>) -> Result<f64> {
-        if x.len() != y.len() || x.len() > DOT_MAX_N {
+        let (op, most) = self.pick((&DOT, DOT_MAX_N), (&GROUP_DOT, GROUP_MAX_N));
+        if x.len() != y.len() || x.len() > most {
             return Err(invalid(format!(
-                "dot needs x and y of equal length up to {DOT_MAX_N} (got {} and {})",
+                "dot needs x and y of equal length up to {most} on this lane (got {} and {})",
                 x.len(),
                 y.len()
             )));
@@ -112,16 +145,18 @@ impl Lane {
             reserved: 0,
         };
         // SAFETY: two live buffers of n f32s in this context, borrowed.
-        let c = unsafe { self.call_on_buffers(&DOT, &args, &[&xs, &ys])? };
+        let c = unsafe { self.call_on_buffers(op, &args, &[&xs, &ys])? };
         Ok(f64::from_bits(c.value))
     }
 
     /// The sum of `x` (at most [`DOT_MAX_N`] elements), accumulated in `f64`
-    /// by one warp.
+    /// by one warp ([`DOT`]), or by every thread of a lane of blocks or
+    /// groups up to [`GROUP_MAX_N`] ([`GROUP_DOT`]).
     pub fn sum(&self, x: &impl DeviceBuffer<f32>) -> Result<f64> {
-        if x.len() > DOT_MAX_N {
+        let (op, most) = self.pick((&DOT, DOT_MAX_N), (&GROUP_DOT, GROUP_MAX_N));
+        if x.len() > most {
             return Err(invalid(format!(
-                "sum takes at most {DOT_MAX_N} elements (got {})",
+                "sum takes at most {most} elements on this lane (got {})",
                 x.len()
             )));
         }
@@ -134,12 +169,14 @@ impl Lane {
             reserved: 0,
         };
         // SAFETY: a live buffer of n f32s in this context, borrowed.
-        let c = unsafe { self.call_on_buffers(&DOT, &args, &[&xs])? };
+        let c = unsafe { self.call_on_buffers(op, &args, &[&xs])? };
         Ok(f64::from_bits(c.value))
     }
 
     /// `y = A x`, `A` of `rows x cols` `f32`s in row-major order (both at
-    /// most [`GEMV_MAX_DIM`]), by one warp.
+    /// most [`GEMV_MAX_DIM`]), by one warp ([`GEMV`]), or by every warp of
+    /// a lane of blocks or groups up to [`GROUP_GEMV_MAX_DIM`]
+    /// ([`GROUP_GEMV`]).
     pub fn gemv(
         &self,
         a: &impl DeviceBuffer<f32>,
@@ -148,15 +185,16 @@ impl Lane {
         x: &impl DeviceBuffer<f32>,
         y: &mut impl DeviceBufferMut<f32>,
     ) -> Result<()> {
-        if rows > GEMV_MAX_DIM
-            || cols > GEMV_MAX_DIM
-            || a.len() != rows * cols
+        let (op, most) = self.pick((&GEMV, GEMV_MAX_DIM), (&GROUP_GEMV, GROUP_GEMV_MAX_DIM));
+        if rows > most
+            || cols > most
+            || Some(a.len()) != rows.checked_mul(cols)
             || x.len() != cols
             || y.len() != rows
         {
             return Err(invalid(format!(
-                "gemv needs A of rows x cols (both at most {GEMV_MAX_DIM}), x of cols and y of \
-                 rows elements (got {rows} x {cols}, A {}, x {}, y {})",
+                "gemv needs A of rows x cols (both at most {most} on this lane), x of cols and y \
+                 of rows elements (got {rows} x {cols}, A {}, x {}, y {})",
                 a.len(),
                 x.len(),
                 y.len()
@@ -175,13 +213,15 @@ impl Lane {
         };
         // SAFETY: live buffers of the checked lengths in this context, a and x
         // borrowed, y borrowed exclusively.
-        unsafe { self.call_on_buffers(&GEMV, &args, &[&as_, &xs, &ys]) }.map(drop)
+        unsafe { self.call_on_buffers(op, &args, &[&as_, &xs, &ys]) }.map(drop)
     }
 
     /// `y[i] = sum over k < taps of h[k] * x[i + k]` for each of `y`'s `n`
     /// elements (at most [`FIR_MAX_N`]), `h` of 1 to [`FIR_MAX_TAPS`] taps,
-    /// `x` of `n + taps - 1` samples, by one warp. Each output is an
-    /// in-order chain of fused multiply-adds.
+    /// `x` of `n + taps - 1` samples, by one warp ([`FIR`]), or by every
+    /// thread of a lane of blocks or groups up to [`GROUP_MAX_N`] outputs
+    /// ([`GROUP_FIR`]). Each output is an in-order chain of fused
+    /// multiply-adds.
     pub fn fir(
         &self,
         x: &impl DeviceBuffer<f32>,
@@ -189,9 +229,10 @@ impl Lane {
         y: &mut impl DeviceBufferMut<f32>,
     ) -> Result<()> {
         let (n, taps) = (y.len(), h.len());
-        if taps == 0 || taps > FIR_MAX_TAPS || n > FIR_MAX_N || x.len() != n + taps - 1 {
+        let (op, most) = self.pick((&FIR, FIR_MAX_N), (&GROUP_FIR, GROUP_MAX_N));
+        if taps == 0 || taps > FIR_MAX_TAPS || n > most || x.len() != n + taps - 1 {
             return Err(invalid(format!(
-                "fir needs 1 to {FIR_MAX_TAPS} taps, at most {FIR_MAX_N} outputs and n + taps - 1 \
+                "fir needs 1 to {FIR_MAX_TAPS} taps, at most {most} outputs on this lane and n + taps - 1 \
                  samples (got {taps} taps, {n} outputs, {} samples)",
                 x.len()
             )));
@@ -209,6 +250,6 @@ impl Lane {
         };
         // SAFETY: live buffers of the checked lengths in this context, x and
         // h borrowed, y borrowed exclusively.
-        unsafe { self.call_on_buffers(&FIR, &args, &[&xs, &hs, &ys]) }.map(drop)
+        unsafe { self.call_on_buffers(op, &args, &[&xs, &hs, &ys]) }.map(drop)
     }
 }

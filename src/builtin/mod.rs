@@ -5,8 +5,10 @@
 //!
 //! Each op runs on one warp of the resident kernel, so it suits small
 //! inputs, where a kernel launch would cost more than the work: up to the
-//! limits below. For larger inputs an ordinary kernel, spread over the GPU,
-//! wins; `pkq-bench`'s `gemv_crossover` measures where for GEMV.
+//! limits below. Its `GROUP_` twin runs on every thread of a lane of blocks
+//! or groups ([`Width`](crate::Width)), up to the `GROUP_` limits; the safe
+//! calls pick the twin of their lane's width. `pkq-bench`'s `width`
+//! measures both against kernel launches.
 //!
 //! A safe call checks the buffers' lengths against the op's limits and that
 //! they live in the runtime's context, waits for work queued on the
@@ -25,7 +27,8 @@ use crate::layout::{
     GEMV_OFF_A, GEMV_OFF_COLS, GEMV_OFF_ROWS, GEMV_OFF_X, GEMV_OFF_Y, MEMCPY_ARGS_BYTES,
     MEMCPY_OFF_BYTES, MEMCPY_OFF_DST, MEMCPY_OFF_SRC, MEMSET_ARGS_BYTES, MEMSET_OFF_BYTES,
     MEMSET_OFF_DST, MEMSET_OFF_VALUE, OP_AXPY, OP_COPY_IO, OP_DOT, OP_ECHO, OP_FIR, OP_GEMV,
-    OP_GROUP_DOT, OP_GROUP_EMPTY, OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP,
+    OP_GROUP_AXPY, OP_GROUP_DOT, OP_GROUP_EMPTY, OP_GROUP_FIR, OP_GROUP_GEMV, OP_GROUP_MEMCPY,
+    OP_GROUP_MEMSET, OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP,
 };
 use crate::ops::typed::TypedOp;
 
@@ -237,20 +240,48 @@ pub const COPY_IO: TypedOp<CopyIoArgs> = TypedOp::new(OP_COPY_IO, "COPY_IO");
 /// ([`Width`](crate::Width)). Served by lanes of blocks and groups only.
 pub const GROUP_EMPTY: TypedOp<()> = TypedOp::new(OP_GROUP_EMPTY, "GROUP_EMPTY");
 /// [`DOT`] on every thread of a block or group ([`DotArgs`], `n` at most
-/// [`GROUP_DOT_MAX_N`]): each thread sums its strided share, the group adds
+/// [`GROUP_MAX_N`]): each thread sums its strided share, the group adds
 /// them (a group barrier); the value is the `f64` bits. Served by lanes of
-/// blocks and groups only; dereferences device addresses (an unchecked
-/// task).
+/// blocks and groups only, as every `GROUP_` op; dereferences device
+/// addresses (an unchecked task; safe call: [`Lane::dot`](crate::Lane::dot)
+/// on such a lane).
 pub const GROUP_DOT: TypedOp<DotArgs> = TypedOp::with_pointers(OP_GROUP_DOT, "GROUP_DOT");
-/// The longest vectors of one [`GROUP_DOT`] task.
-pub const GROUP_DOT_MAX_N: usize = crate::layout::GROUP_DOT_MAX_N;
+/// [`AXPY`] on every thread of a block or group ([`AxpyArgs`], `n` at most
+/// [`GROUP_MAX_N`]); safe call: [`Lane::axpy`](crate::Lane::axpy) on such
+/// a lane.
+pub const GROUP_AXPY: TypedOp<AxpyArgs> = TypedOp::with_pointers(OP_GROUP_AXPY, "GROUP_AXPY");
+/// [`MEMCPY`] on every thread of a block or group ([`MemcpyArgs`], at most
+/// [`GROUP_MEMCPY_MAX_BYTES`]); safe call:
+/// [`Lane::memcpy`](crate::Lane::memcpy) on such a lane.
+pub const GROUP_MEMCPY: TypedOp<MemcpyArgs> =
+    TypedOp::with_pointers(OP_GROUP_MEMCPY, "GROUP_MEMCPY");
+/// [`MEMSET`] on every thread of a block or group ([`MemsetArgs`], at most
+/// [`GROUP_MEMCPY_MAX_BYTES`]); safe call:
+/// [`Lane::memset`](crate::Lane::memset) on such a lane.
+pub const GROUP_MEMSET: TypedOp<MemsetArgs> =
+    TypedOp::with_pointers(OP_GROUP_MEMSET, "GROUP_MEMSET");
+/// [`GEMV`] on every warp of a block or group ([`GemvArgs`], rows and
+/// columns at most [`GROUP_GEMV_MAX_DIM`]): each warp takes whole rows;
+/// safe call: [`Lane::gemv`](crate::Lane::gemv) on such a lane.
+pub const GROUP_GEMV: TypedOp<GemvArgs> = TypedOp::with_pointers(OP_GROUP_GEMV, "GROUP_GEMV");
+/// [`FIR`] on every thread of a block or group ([`FirArgs`], `n` at most
+/// [`GROUP_MAX_N`], taps at most [`FIR_MAX_TAPS`]); safe call:
+/// [`Lane::fir`](crate::Lane::fir) on such a lane.
+pub const GROUP_FIR: TypedOp<FirArgs> = TypedOp::with_pointers(OP_GROUP_FIR, "GROUP_FIR");
+/// The longest vectors of one [`GROUP_DOT`], [`GROUP_AXPY`] or
+/// [`GROUP_FIR`] task (its outputs, for FIR).
+pub const GROUP_MAX_N: usize = crate::layout::GROUP_MAX_N;
+/// The most bytes one [`GROUP_MEMCPY`] or [`GROUP_MEMSET`] task moves.
+pub const GROUP_MEMCPY_MAX_BYTES: usize = crate::layout::GROUP_MEMCPY_MAX_BYTES;
+/// The largest rows and columns of one [`GROUP_GEMV`] task.
+pub const GROUP_GEMV_MAX_DIM: usize = crate::layout::GROUP_GEMV_MAX_DIM;
 
 /// Every built-in op as declared here (one declaration of ECHO: its two
 /// types are one row): the rows of pkq's kernel's op table
 /// (`PKQ_BUILTIN_OP_TABLE` in `cuda/pkq_ops.cuh`), which the GPU tests
 /// check against the kernel's.
 #[cfg(test)]
-pub(crate) fn signatures() -> [crate::ops::table::Signature; 13] {
+pub(crate) fn signatures() -> [crate::ops::table::Signature; 18] {
     [
         NOP.signature(),
         ECHO_48.signature(),
@@ -265,6 +296,11 @@ pub(crate) fn signatures() -> [crate::ops::table::Signature; 13] {
         COPY_IO.signature(),
         GROUP_EMPTY.signature(),
         GROUP_DOT.signature(),
+        GROUP_AXPY.signature(),
+        GROUP_MEMCPY.signature(),
+        GROUP_MEMSET.signature(),
+        GROUP_GEMV.signature(),
+        GROUP_FIR.signature(),
     ]
 }
 
@@ -282,7 +318,16 @@ pub(crate) fn table_rows() -> Vec<crate::ops::table::OpInfo> {
             arg_align: s.align,
             flags: if s.derefs { OP_DEREFS } else { 0 }
                 | if s.op == OP_ECHO { OP_UP_TO } else { 0 }
-                | if matches!(s.op, OP_GROUP_EMPTY | OP_GROUP_DOT) {
+                | if matches!(
+                    s.op,
+                    OP_GROUP_EMPTY
+                        | OP_GROUP_DOT
+                        | OP_GROUP_AXPY
+                        | OP_GROUP_MEMCPY
+                        | OP_GROUP_MEMSET
+                        | OP_GROUP_GEMV
+                        | OP_GROUP_FIR
+                ) {
                     OP_GROUP
                 } else {
                     0

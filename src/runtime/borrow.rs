@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytemuck::Pod;
 use cudarc::driver::CudaStream;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TaskStatus};
 use crate::ops::TypedOp;
 use crate::runtime::lane::Lane;
 use crate::runtime::liveness::Watch;
@@ -40,8 +40,8 @@ impl Lane {
     /// `examples/custom_handler`). In order: [`Error::InvalidArgument`] unless
     /// every stream is of the runtime's context; waits for work queued on
     /// the streams (`synchronize`); submits; waits for the completion,
-    /// unwatched for stalls. A wait that ends otherwise (a fault, a stop)
-    /// stops the kernel and returns only once it is known to have stopped
+    /// unwatched for stalls. A wait that ends otherwise (a fault, a stop, a
+    /// wide task cut short: [`TaskStatus::Stopped`]) stops the kernel and returns only once it is known to have stopped
     /// (it exited; or, found dead by a device fault, none of its pollers
     /// moved for the stall bound or the stop timeout, whichever is shorter;
     /// or aborts the process if the kernel has not exited once the stop's
@@ -84,7 +84,9 @@ impl Lane {
     pub(crate) fn wait_borrowing(&self, ticket: &mut Ticket) -> Result<Completion> {
         match ticket.wait_watching(None, Watch::Nothing) {
             Ok(c) => Ok(c),
-            Err(e @ Error::Task(_)) => Err(e),
+            // A wide task cut short (Stopped) may still run on its group's
+            // other blocks: that one waits for the kernel below.
+            Err(Error::Task(e)) if e.status != TaskStatus::Stopped => Err(Error::Task(e)),
             Err(e) => {
                 // A fault can be latched while the kernel still lives, and
                 // the task may yet run: the borrows end only once the kernel

@@ -86,6 +86,7 @@ impl std::fmt::Debug for Lane {
             .field("capacity", &self.capacity())
             .field("workers", &self.workers())
             .field("rings", &self.rings())
+            .field("width", &self.width())
             .finish()
     }
 }
@@ -239,6 +240,13 @@ impl Lane {
     /// The CUDA device index.
     pub fn device(&self) -> usize {
         self.shared.settings.device
+    }
+
+    /// The width each of its tasks runs on ([`Builder::width`]): the safe
+    /// calls of the built-in ops (`Lane::gemv` and the others) run the op of
+    /// that width.
+    pub fn width(&self) -> crate::Width {
+        self.shared.settings.width
     }
 
     /// How its tickets and batches wait unless told otherwise:

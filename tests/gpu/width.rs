@@ -9,7 +9,10 @@ use pkq::cudarc::driver::{CudaSlice, DevicePtr};
 pub(crate) const TESTS: &[Test] = tests![
     wide_tasks_random_vs_cpu_beside_narrow_ones,
     lanes_serve_the_ops_of_their_width,
+    wide_builtins_random_vs_cpu,
     wide_lanes_stop_with_tasks_in_flight,
+    wide_calls_cut_short_return_once_the_kernel_stopped,
+    wide_task_past_the_stall_bound,
 ];
 
 /// GROUP_DOT's reference: the exact products summed in f64 (the device's
@@ -233,5 +236,263 @@ pub(crate) fn wide_lanes_stop_with_tasks_in_flight() {
         }
         assert!(t0.elapsed() < Duration::from_secs(10));
     }
+    drop(x);
+}
+
+/// A call on borrowed buffers (`Lane::call_on_buffers`) on a lane of
+/// groups whose task a cancel ends returns only once the kernel is known to
+/// have stopped, whether the wait sees the cancel (`Error::Cancelled`) or
+/// the task cut short (`TaskStatus::Stopped`: the poller stopped waiting
+/// for its group, whose other blocks may run the task on the caller's
+/// buffers until the kernel exits). The task is a GROUP_DOT long enough
+/// (1 GiB read by two warps) that the cancel lands inside it; the liveness
+/// probe, which would latch the cancel for the wait, runs every 20 ms, so
+/// that the wait sees the completion the poller writes when it gives up
+/// (within PKQ_GROUP_STOP_SPINS spins); rounds run until a wait has seen
+/// the task cut short (at most 20).
+pub(crate) fn wide_calls_cut_short_return_once_the_kernel_stopped() {
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let n = GROUP_MAX_N;
+    let x = stream.alloc_zeros::<f32>(n).unwrap();
+    stream.synchronize().unwrap();
+    let mut cut = 0;
+    for _ in 0..20 {
+        let rt = Runtime::builder()
+            .width(Width::Group {
+                blocks: 2,
+                warps: 1,
+            })
+            .probe_interval(Duration::from_millis(20))
+            .build()
+            .unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(5));
+                let _ = rt.cancel();
+            });
+            let (xp, _read) = x.device_ptr(&stream);
+            let args = DotArgs {
+                x: xp,
+                y: 0,
+                n: n as u32,
+                reserved: 0,
+            };
+            // SAFETY: x is a live buffer of n floats in the runtime's
+            // context, borrowed for the call; its stream is the one given.
+            let r = unsafe { rt.call_on_buffers(&GROUP_DOT, &args, &[&stream]) };
+            match &r {
+                Ok(c) => assert_eq!(f64::from_bits(c.value), 0.0),
+                Err(Error::Cancelled) => {}
+                Err(Error::Task(e)) if e.status == TaskStatus::Stopped => cut += 1,
+                Err(e) => panic!("{e:?}"),
+            }
+            if r.is_err() {
+                assert_eq!(
+                    pkq::running_kernels(0).unwrap(),
+                    0,
+                    "the call returned ({r:?}) while the group could still run its task"
+                );
+            }
+        });
+        if cut > 0 {
+            break;
+        }
+    }
+    assert!(
+        cut > 0,
+        "no wait saw a task cut short in 20 rounds: nothing was tested"
+    );
+    drop(x);
+}
+
+/// The safe calls of the built-ins on wide lanes (their `GROUP_` ops): on a
+/// block, a group of 3 blocks and a group of one block per SM, random
+/// vectors of random lengths and offsets (16-byte aligned and not: both
+/// paths of each op) against the CPU: AXPY and FIR bit for bit (the same
+/// fused multiply-adds in the same order), MEMCPY and MEMSET byte for byte,
+/// DOT, SUM and GEMV within their rounding bound; a GEMV of 8192 x 8192 on
+/// the widest; lengths past the wide limits refused on the host.
+pub(crate) fn wide_builtins_random_vs_cpu() {
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let mut rng = Rng::new(0x51de);
+    let vec = |rng: &mut Rng, n: usize| (0..n).map(|_| rng.unit()).collect::<Vec<f32>>();
+    let widths = [
+        Width::Block { warps: 4 },
+        Width::Group {
+            blocks: 3,
+            warps: 2,
+        },
+        Width::Group {
+            blocks: 0,
+            warps: 8,
+        },
+    ];
+    for (wi, width) in widths.into_iter().enumerate() {
+        let rt = Runtime::builder().width(width).build().unwrap();
+        assert_eq!(rt.width(), width);
+        let mut lens: Vec<usize> = vec![0, 1, 3, 4, 5, 127, 4096, 4099, 1 << 20];
+        lens.extend((0..6).map(|_| rng.below(300_000) as usize));
+        for &n in &lens {
+            // 0: 16-byte aligned; 1: 4 bytes past.
+            let off = rng.below(2) as usize;
+            let (x, y) = (vec(&mut rng, n + off), vec(&mut rng, n + off));
+            let a = rng.unit();
+            let xd = stream.clone_htod(&x).unwrap();
+            let mut yd = stream.clone_htod(&y).unwrap();
+            let dot = rt.dot(&xd.slice(off..), &yd.slice(off..)).unwrap();
+            let sum = rt.sum(&xd.slice(off..)).unwrap();
+            let (want, mag) = dot_ref(&x[off..], &y[off..]);
+            assert!(
+                (dot - want).abs() <= 1e-9 * mag.max(1.0),
+                "{width:?} dot {n}+{off}: {dot} vs {want}"
+            );
+            let (want, mag) = dot_ref(&x[off..], &vec![1.0; n]);
+            assert!(
+                (sum - want).abs() <= 1e-9 * mag.max(1.0),
+                "{width:?} sum {n}+{off}: {sum} vs {want}"
+            );
+            rt.axpy(a, &xd.slice(off..), &mut yd.slice_mut(off..))
+                .unwrap();
+            let got = stream.clone_dtoh(&yd).unwrap();
+            for i in off..n + off {
+                assert_eq!(
+                    got[i].to_bits(),
+                    a.mul_add(x[i], y[i]).to_bits(),
+                    "{width:?} axpy {n}+{off}, {i}"
+                );
+            }
+            assert_eq!(
+                got[..off],
+                y[..off],
+                "{width:?} axpy wrote before its range"
+            );
+            // Bytes: copy x's bytes over y's at byte offsets, then set some.
+            let (so, d_o) = (rng.below(17) as usize, rng.below(17) as usize);
+            let bytes = 4 * n;
+            let src: Vec<u8> = (0..bytes + 16).map(|_| rng.next() as u8).collect();
+            let srcd = stream.clone_htod(&src).unwrap();
+            let mut dstd = stream.clone_htod(&vec![0u8; bytes + 16]).unwrap();
+            let len = bytes.saturating_sub(so.max(d_o));
+            rt.memcpy(
+                &mut dstd.slice_mut(d_o..d_o + len),
+                &srcd.slice(so..so + len),
+            )
+            .unwrap();
+            let mut want = vec![0u8; bytes + 16];
+            want[d_o..d_o + len].copy_from_slice(&src[so..so + len]);
+            assert!(
+                stream.clone_dtoh(&dstd).unwrap() == want,
+                "{width:?} memcpy {len} bytes, {so} -> {d_o}"
+            );
+            let byte = rng.next() as u8;
+            rt.memset(&mut dstd.slice_mut(so..so + len / 2), byte)
+                .unwrap();
+            want[so..so + len / 2].fill(byte);
+            assert!(
+                stream.clone_dtoh(&dstd).unwrap() == want,
+                "{width:?} memset {} at {so}",
+                len / 2
+            );
+            // FIR over x, taps from y.
+            let taps = 1 + rng.below(64) as usize;
+            if n >= taps {
+                let outs = n - taps + 1;
+                let hd = stream.clone_htod(&y[..taps]).unwrap();
+                let mut fd = stream.clone_htod(&vec![0f32; outs]).unwrap();
+                rt.fir(&xd.slice(off..), &hd, &mut fd).unwrap();
+                let got = stream.clone_dtoh(&fd).unwrap();
+                for i in 0..outs {
+                    let w = (0..taps).fold(0.0f32, |s, k| y[k].mul_add(x[off + i + k], s));
+                    assert_eq!(
+                        got[i].to_bits(),
+                        w.to_bits(),
+                        "{width:?} fir {outs} outputs, {taps} taps, {i}"
+                    );
+                }
+            }
+        }
+        // GEMV: random shapes (columns a multiple of 4 or not, A at an
+        // offset or not), and 8192 x 8192 on the widest lane.
+        let mut shapes: Vec<(usize, usize)> = vec![(1, 1), (64, 64), (3, 129), (1000, 4)];
+        shapes.extend((0..5).map(|_| (1 + rng.below(700) as usize, 1 + rng.below(700) as usize)));
+        if wi == 2 {
+            shapes.push((8192, 8192));
+        }
+        for (r, c) in shapes {
+            let off = rng.below(2) as usize;
+            let a = vec(&mut rng, r * c + off);
+            let x = vec(&mut rng, c);
+            let ad = stream.clone_htod(&a).unwrap();
+            let xd = stream.clone_htod(&x).unwrap();
+            let mut yd = stream.clone_htod(&vec![0f32; r]).unwrap();
+            rt.gemv(&ad.slice(off..), r, c, &xd, &mut yd).unwrap();
+            let got = stream.clone_dtoh(&yd).unwrap();
+            for i in 0..r {
+                let (w, mag) = dot_ref(&a[off + i * c..off + (i + 1) * c], &x);
+                let bound = 2.0 * c as f64 * f64::from(f32::EPSILON) * mag + 1e-30;
+                assert!(
+                    (f64::from(got[i]) - w).abs() <= bound,
+                    "{width:?} gemv {r}x{c}+{off}, row {i}: {} vs {w}",
+                    got[i]
+                );
+            }
+        }
+        // Past the wide limits: refused on the host.
+        let one = stream.clone_htod(&vec![0f32; 1]).unwrap();
+        let mut out = stream.clone_htod(&vec![0f32; 1]).unwrap();
+        let r = rt.gemv(&one, GROUP_GEMV_MAX_DIM + 1, 0, &one.slice(0..0), &mut out);
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    }
+}
+
+/// A wide task that outlasts the stall bound (a GROUP_DOT of 1 GiB by two
+/// warps; the bound 10 ms: its poller, waiting for its group, does not
+/// beat): a wait returns `Error::Stalled`, leaving the task pending, and a
+/// later wait sees it complete with the right sum; a cancel during another
+/// such task ends it (the sum, Cancelled or Stopped) with nothing hung.
+pub(crate) fn wide_task_past_the_stall_bound() {
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let n = GROUP_MAX_N;
+    let x = stream.alloc_zeros::<f32>(n).unwrap();
+    stream.synchronize().unwrap();
+    let xa = addr(&x, &stream);
+    let rt = Runtime::builder()
+        .width(Width::Group {
+            blocks: 2,
+            warps: 1,
+        })
+        .stall_after(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let mut t = group_dot(&rt, xa, 0, n).unwrap();
+    match t.wait_timeout(Duration::from_secs(10)) {
+        Err(Error::Stalled { .. }) => {}
+        other => panic!("a task of 1 GiB by two warps within 10 ms: {other:?}"),
+    }
+    loop {
+        match t.wait_timeout(Duration::from_secs(10)) {
+            Ok(c) => {
+                assert_eq!(f64::from_bits(c.value), 0.0);
+                break;
+            }
+            Err(Error::Stalled { .. }) => continue,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    let t = group_dot(&rt, xa, 0, n).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let t0 = Instant::now();
+    rt.cancel().unwrap();
+    match t.wait() {
+        Ok(c) => assert_eq!(f64::from_bits(c.value), 0.0),
+        Err(Error::Cancelled) => {}
+        Err(Error::Task(e)) if e.status == TaskStatus::Stopped => {}
+        Err(e) => panic!("{e:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    drop(rt);
     drop(x);
 }

@@ -7,18 +7,28 @@
 //! Workloads: the empty task at every width (1 warp, a block of 8 warps,
 //! 8 blocks, one block per SM: `empty <n> warps, ...`; `empty 1 warps, pkq
 //! warp` is the NOP round trip of the run; a wide lane's NOP, answered by
-//! its poller alone, shows what the hand-off adds), and the dot product of `n`
+//! its poller alone, shows what the hand-off adds); the dot product of `n`
 //! floats in device memory (`dot <n>, ...`: pkq's DOT on a warp up to its
-//! limit, GROUP_DOT on a group of one block per SM; the launch zeroes the
-//! result, runs the kernel and copies the result back). Rows carry p50/p99
-//! and the SMs each used. Writes JSON and an SVG of p50 against size.
+//! limit; GROUP_DOT on a lane of one block and on a lane of one block per
+//! SM, the row `pkq wide` the faster of the two, its `sms` saying which;
+//! the launch zeroes the result, runs the kernel and copies the result
+//! back); and `y = A x` for an `n x n` matrix in device memory (`gemv <n>,
+//! ...`: GEMV on a warp up to its limit, GROUP_GEMV as GROUP_DOT, and
+//! GROUP_GEMV's own row loop launched as a grid of a warp per row; every
+//! wide result must equal the launched one bit for bit). Rows carry p50/p99
+//! and the SMs each used. Writes JSON and an SVG of p50 against size for
+//! each workload (the GEMV's beside the given path, `_gemv` added to its
+//! name).
 //!
 //! `cargo run --release -p pkq-bench --bin width -- --json pkq-bench/results/width.json --svg pkq-bench/results/width.svg`
 
 use std::path::PathBuf;
 
 use clap::Parser;
-use pkq::builtin::{DOT, DotArgs, GROUP_DOT, GROUP_EMPTY, NOP};
+use pkq::builtin::{
+    DOT, DotArgs, GEMV, GROUP_DOT, GROUP_EMPTY, GROUP_GEMV, GROUP_MEMSET, GemvArgs, MEMSET,
+    MemsetArgs, NOP,
+};
 use pkq::cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
     result, sys,
@@ -146,6 +156,47 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
         dots.push((size, launch, graphed, (grid as usize).min(sms)));
     }
+    // GEMV: y = A x, A the first n x n floats of one matrix.
+    let gemv_sizes: Vec<usize> = vec![64, 128, 256, 512, 1024, 2048, 4096, 8192];
+    let g_max = *gemv_sizes.last().unwrap();
+    let ad = stream.clone_htod(
+        &(0..g_max * g_max)
+            .map(|i| ((i * 7 + 3) % 17) as f32 * 0.0625 - 0.5)
+            .collect::<Vec<f32>>(),
+    )?;
+    let gx = stream.clone_htod(&x[..g_max])?;
+    let gy = stream.alloc_zeros::<f32>(g_max)?;
+    let (a_at, gx_at, gy_at) = (addr(&ad, &stream), addr(&gx, &stream), addr(&gy, &stream));
+    let gemv_kernel = pkq_bench::floor::function(0, "pkq_wide_gemv_kernel")?;
+    let mut gemvs = Vec::new();
+    for &size in &gemv_sizes {
+        let grid = size.div_ceil(WARPS as usize) as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (WARPS * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let g = GemvArgs {
+            a: a_at,
+            x: gx_at,
+            y: gy_at,
+            rows: size as u32,
+            cols: size as u32,
+        };
+        let once = || gemv_launch(&stream, &gemv_kernel, &g, cfg);
+        let name = format!("gemv {size}");
+        let launch = Latency::measure(&format!("{name}, launch"), &clock, w, n, || {
+            once()?;
+            stream.synchronize()
+        });
+        let graph = graph_of(&stream, once)?;
+        let graphed = Latency::measure(&format!("{name}, graph"), &clock, w, n, || {
+            graph.launch()?;
+            stream.synchronize()
+        });
+        let y = stream.clone_dtoh(&gy)?[..size].to_vec();
+        gemvs.push((size, launch, graphed, (grid as usize).min(sms), y));
+    }
     stream.synchronize()?;
     let (x_at, y_at) = (addr(&xd, &stream), addr(&yd, &stream));
 
@@ -167,6 +218,65 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &want,
         &clock,
         (w, n),
+    )?;
+    // y is filled with NaNs (all bits set) by pkq's own MEMSET before each
+    // size's check: no copy or memset of the driver's while a resident
+    // kernel runs (one over every SM leaves none room: see `Width::Group`).
+    let time_gemvs = |rt: &Runtime,
+                      (op, fill): (&pkq::TypedOp<GemvArgs>, &pkq::TypedOp<MemsetArgs>),
+                      mechanism: &str,
+                      most: usize| {
+        let mut rows = Vec::new();
+        for (size, _, _, _, want) in gemvs.iter().filter(|g| g.0 <= most) {
+            let g = GemvArgs {
+                a: a_at,
+                x: gx_at,
+                y: gy_at,
+                rows: *size as u32,
+                cols: *size as u32,
+            };
+            // SAFETY: A, x and y hold the bench's n x n, n and n floats
+            // and outlive every task.
+            let call = || {
+                rt.submit(unsafe { op.args(&g).unchecked() })?
+                    .wait()
+                    .map(drop)
+            };
+            let nan = MemsetArgs {
+                dst: gy_at,
+                bytes: 4 * g_max as u64,
+                value: 0xff,
+                reserved: 0,
+            };
+            // SAFETY: gy_at holds g_max floats of this context.
+            rt.submit(unsafe { fill.args(&nan).unchecked() })?.wait()?;
+            call()?;
+            let got = stream.clone_dtoh(&gy)?;
+            for (r, (a, b)) in got.iter().zip(want).enumerate() {
+                // The wide op runs the launched kernel's loop: the same bits.
+                // The warp op adds in another order.
+                let close = if op.op() == GROUP_GEMV.op() {
+                    a.to_bits() == b.to_bits()
+                } else {
+                    (a - b).abs() <= 1e-3 * b.abs().max(1.0)
+                };
+                assert!(
+                    close,
+                    "{mechanism} gemv {size}, row {r}: {a} vs launched {b}"
+                );
+            }
+            let l = Latency::measure(&format!("gemv {size}, {mechanism}"), &clock, w, n, || {
+                call()
+            });
+            rows.push((*size, l));
+        }
+        Ok::<_, Box<dyn std::error::Error>>(rows)
+    };
+    let warp_gemvs = time_gemvs(
+        &nop_rt,
+        (&GEMV, &MEMSET),
+        "pkq warp",
+        pkq::builtin::GEMV_MAX_DIM,
     )?;
     drop(nop_rt);
     let mut wide = Vec::new();
@@ -198,23 +308,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ));
         }
     }
-    let rt = Runtime::builder()
-        .width(Width::Group {
-            blocks: 0,
-            warps: WARPS,
-        })
-        .build()?;
-    let wide_dots = time_dots(
-        &rt,
-        &GROUP_DOT,
-        "pkq wide",
-        sizes.iter().copied(),
-        (x_at, y_at),
-        &want,
-        &clock,
-        (w, n),
-    )?;
-    drop(rt);
+    // pkq wide: the wide ops on a lane of one block (one SM) and on a lane
+    // of one block per SM; each size's row is the faster of the two (its
+    // `sms` says which), as a user picks the lane for the size.
+    let mut wide_dots = Vec::new();
+    let mut wide_gemvs = Vec::new();
+    for (width, used) in [
+        (Width::Block { warps: WARPS }, 1),
+        (
+            Width::Group {
+                blocks: 0,
+                warps: WARPS,
+            },
+            sms,
+        ),
+    ] {
+        let rt = Runtime::builder().width(width).build()?;
+        let dots = time_dots(
+            &rt,
+            &GROUP_DOT,
+            "pkq wide",
+            sizes.iter().copied(),
+            (x_at, y_at),
+            &want,
+            &clock,
+            (w, n),
+        )?;
+        let gemvs = time_gemvs(&rt, (&GROUP_GEMV, &GROUP_MEMSET), "pkq wide", usize::MAX)?;
+        drop(rt);
+        faster(&mut wide_dots, dots, used);
+        faster(&mut wide_gemvs, gemvs, used);
+    }
 
     // Rows, in order, and the head start they keep.
     println!("{:<36} {:>9} {:>9} {:>5}", "", "p50 µs", "p99 µs", "SMs");
@@ -227,8 +351,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             sms
         );
         if let Some(x) = size {
-            let (_, mech) = l.name.split_once(", ").unwrap();
-            point(mech, x, l.p50_us());
+            // A series per workload and mechanism ("dot: launch").
+            let (size, mech) = l.name.split_once(", ").unwrap();
+            let work = size.split(' ').next().unwrap();
+            point(&format!("{work}: {mech}"), x, l.p50_us());
         }
         rows.push(row(l, sms));
     };
@@ -249,8 +375,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let Some((_, l)) = warp_dots.iter().find(|(z, _)| z == size) {
             push(l, 1, Some(*size as f64));
         }
-        let (_, l) = wide_dots.iter().find(|(z, _)| z == size).unwrap();
-        push(l, sms, Some(*size as f64));
+        let (_, l, used) = wide_dots.iter().find(|(z, ..)| z == size).unwrap();
+        push(l, *used, Some(*size as f64));
+        push(launch, *s, Some(*size as f64));
+        push(graph, *s, Some(*size as f64));
+    }
+    for (size, launch, graph, s, _) in &gemvs {
+        if let Some((_, l)) = warp_gemvs.iter().find(|(z, _)| z == size) {
+            push(l, 1, Some(*size as f64));
+        }
+        let (_, l, used) = wide_gemvs.iter().find(|(z, ..)| z == size).unwrap();
+        push(l, *used, Some(*size as f64));
         push(launch, *s, Some(*size as f64));
         push(graph, *s, Some(*size as f64));
     }
@@ -265,12 +400,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (size, launch, _, _) in &dots {
         let best = wide_dots
             .iter()
-            .chain(warp_dots.iter())
-            .filter(|(z, _)| z == size)
+            .map(|(z, l, _)| (z, l))
+            .chain(warp_dots.iter().map(|(z, l)| (z, l)))
+            .filter(|(z, _)| *z == size)
             .map(|(_, l)| l.p50_us())
             .fold(f64::INFINITY, f64::min);
         keeps.insert(
             format!("dot_{size}_ratio"),
+            json!(((launch.p50_us() - best) / head * 1e3).round() / 1e3),
+        );
+    }
+    for (size, launch, ..) in &gemvs {
+        let best = wide_gemvs
+            .iter()
+            .map(|(z, l, _)| (z, l))
+            .chain(warp_gemvs.iter().map(|(z, l)| (z, l)))
+            .filter(|(z, _)| *z == size)
+            .map(|(_, l)| l.p50_us())
+            .fold(f64::INFINITY, f64::min);
+        keeps.insert(
+            format!("gemv_{size}_ratio"),
             json!(((launch.p50_us() - best) / head * 1e3).round() / 1e3),
         );
     }
@@ -280,6 +429,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &args.json {
         write_json(path, &report);
     }
+    let of = |work: &str| -> Vec<(String, Vec<(f64, f64)>)> {
+        let head = format!("{work}: ");
+        series
+            .iter()
+            .filter_map(|(name, points)| {
+                Some((name.strip_prefix(&head)?.to_string(), points.clone()))
+            })
+            .collect()
+    };
     if let Some(path) = &args.svg {
         let x_max = 2.0 * *sizes.last().unwrap() as f64;
         plot_by_size(
@@ -288,10 +446,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "n",
             x_max,
             true,
-            &series,
+            &of("dot"),
+        )?;
+        plot_by_size(
+            &path.with_file_name(format!(
+                "{}_gemv.svg",
+                path.file_stem().unwrap_or_default().to_string_lossy()
+            )),
+            "y = A x, A of n x n floats: p50 by size",
+            "n",
+            2.0 * g_max as f64,
+            true,
+            &of("gemv"),
         )?;
     }
     Ok(())
+}
+
+/// Keeps in `best`, size by size, the faster (by p50) of its row and the
+/// row of `rows`, measured on `sms` SMs.
+fn faster(best: &mut Vec<(usize, Latency, usize)>, rows: Vec<(usize, Latency)>, sms: usize) {
+    for (size, l) in rows {
+        match best.iter_mut().find(|(z, ..)| *z == size) {
+            Some(b) if b.1.p50_us() <= l.p50_us() => {}
+            Some(b) => *b = (size, l, sms),
+            None => best.push((size, l, sms)),
+        }
+    }
 }
 
 /// A task of `op` with `args`, waited for: its value as f64 bits.
@@ -363,6 +544,28 @@ fn dot_launch(
             .arg(y)
             .arg(&n)
             .arg(&out)
+            .launch(cfg)
+    }
+    .map(drop)
+}
+
+/// What a user's GEMV launches: GROUP_GEMV's row loop over `cfg`.
+fn gemv_launch(
+    stream: &Arc<CudaStream>,
+    f: &CudaFunction,
+    g: &GemvArgs,
+    cfg: LaunchConfig,
+) -> Result<(), pkq::cudarc::driver::DriverError> {
+    // SAFETY: pkq_wide_gemv_kernel(const float*, const float*, float*, u32,
+    // u32): A, x and y hold rows x cols, cols and rows floats.
+    unsafe {
+        stream
+            .launch_builder(f)
+            .arg(&g.a)
+            .arg(&g.x)
+            .arg(&g.y)
+            .arg(&g.rows)
+            .arg(&g.cols)
             .launch(cfg)
     }
     .map(drop)
