@@ -18,10 +18,43 @@ __device__ __forceinline__ uint64_t echo_fold(const uint64_t (&a)[PKQ_ARGS_BYTES
     return a[0] ^ rotl(a[1], 8) ^ rotl(a[2], 16) ^ rotl(a[3], 24) ^ rotl(a[4], 32) ^ rotl(a[5], 40);
 }
 
-// AXPY: y[i] = a * x[i] + y[i], i < n <= PKQ_AXPY_MAX_N, one fused multiply-add
-// per element. Loads and stores use the .cg path (L2, not L1): L1 is not
-// coherent and lives as long as the resident kernel, so a plain load could
-// return data that a copy or another kernel replaced since an earlier task.
+// a * x + y, element by element, one fused multiply-add each.
+__device__ __forceinline__ float4 fma4(float a, float4 x, float4 y) {
+    return make_float4(fmaf(a, x.x, y.x), fmaf(a, x.y, y.y), fmaf(a, x.z, y.z), fmaf(a, x.w, y.w));
+}
+
+// y[i] = a * x[i] + y[i] for this thread's i < n: `first`, then every
+// `step`-th, 16 bytes at a time and four in flight where x and y are
+// 16-byte aligned. AXPY's work on a warp (its lane, 32), GROUP_AXPY's on a
+// group (its rank, size). Loads and stores use the .cg path (L2, not L1):
+// L1 is not coherent and lives as long as the resident kernel, so a plain
+// load could return data that a copy or another kernel replaced since an
+// earlier task.
+__device__ __forceinline__ void axpy_strided(float a, const float* __restrict__ x, float* __restrict__ y,
+                                             uint64_t n, uint64_t first, uint64_t step) {
+    uint64_t done = 0;
+    if (((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 15) == 0) {
+        const uint64_t n4 = n / 4;
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        float4* y4 = reinterpret_cast<float4*>(y);
+        uint64_t j = first;
+        for (; j + 3 * step < n4; j += 4 * step) {
+            float4 xv[4], yv[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                xv[k] = __ldcg(x4 + j + k * step);
+                yv[k] = __ldcg(y4 + j + k * step);
+            }
+#pragma unroll
+            for (int k = 0; k < 4; ++k) __stcg(y4 + j + k * step, fma4(a, xv[k], yv[k]));
+        }
+        for (; j < n4; j += step) __stcg(y4 + j, fma4(a, __ldcg(x4 + j), __ldcg(y4 + j)));
+        done = n4 * 4;
+    }
+    for (uint64_t i = done + first; i < n; i += step) __stcg(y + i, fmaf(a, __ldcg(x + i), __ldcg(y + i)));
+}
+
+// AXPY: y[i] = a * x[i] + y[i], i < n <= PKQ_AXPY_MAX_N, on one warp.
 __device__ __forceinline__ Outcome op_axpy(const uint64_t (&args)[PKQ_ARGS_BYTES / 8], uint32_t lane) {
     const float* __restrict__ x = reinterpret_cast<const float*>(args[PKQ_AXPY_OFF_X / 8]);
     float* __restrict__ y = reinterpret_cast<float*>(args[PKQ_AXPY_OFF_Y / 8]);
@@ -32,24 +65,7 @@ __device__ __forceinline__ Outcome op_axpy(const uint64_t (&args)[PKQ_ARGS_BYTES
         ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 3) != 0) {
         return outcome(PKQ_STATUS_BAD_ARGS, 0, false);
     }
-    uint32_t done = 0;
-    if (((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 15) == 0) {
-        const uint32_t n4 = n / 4;
-        const float4* x4 = reinterpret_cast<const float4*>(x);
-        float4* y4 = reinterpret_cast<float4*>(y);
-#pragma unroll 4
-        for (uint32_t i = lane; i < n4; i += 32) {
-            const float4 xv = __ldcg(x4 + i);
-            float4 yv = __ldcg(y4 + i);
-            yv.x = fmaf(a, xv.x, yv.x);
-            yv.y = fmaf(a, xv.y, yv.y);
-            yv.z = fmaf(a, xv.z, yv.z);
-            yv.w = fmaf(a, xv.w, yv.w);
-            __stcg(y4 + i, yv);
-        }
-        done = n4 * 4;
-    }
-    for (uint32_t i = done + lane; i < n; i += 32) __stcg(y + i, fmaf(a, __ldcg(x + i), __ldcg(y + i)));
+    axpy_strided(a, x, y, n, lane, 32);
     return outcome(PKQ_STATUS_OK, 0, true);
 }
 
@@ -385,50 +401,13 @@ __device__ __forceinline__ Outcome op_group_dot(const Context& ctx) {
 
 // GROUP_AXPY: AXPY's arguments, n up to PKQ_GROUP_MAX_N.
 __device__ __forceinline__ Outcome op_group_axpy(const Context& ctx) {
-    const pkq_axpy_args args = ctx.args<pkq_axpy_args>();
-    const uint64_t xa = args.x, ya = args.y;
-    const uint32_t n = args.n;
-    const float a = args.a;
-    if (ctx.group == nullptr || n > PKQ_GROUP_MAX_N || (n > 0 && (xa == 0 || ya == 0)) || ((xa | ya) & 3) != 0) {
+    const pkq_axpy_args a = ctx.args<pkq_axpy_args>();
+    if (ctx.group == nullptr || a.n > PKQ_GROUP_MAX_N || (a.n > 0 && (a.x == 0 || a.y == 0)) ||
+        ((a.x | a.y) & 3) != 0) {
         return fail(PKQ_STATUS_BAD_ARGS);
     }
-    const float* __restrict__ x = reinterpret_cast<const float*>(xa);
-    float* __restrict__ y = reinterpret_cast<float*>(ya);
-    const uint64_t step = ctx.size(), me = ctx.rank();
-    uint64_t done = 0;
-    if (((xa | ya) & 15) == 0) {
-        const uint64_t n4 = n / 4;
-        const float4* x4 = reinterpret_cast<const float4*>(x);
-        float4* y4 = reinterpret_cast<float4*>(y);
-        uint64_t j = me;
-        for (; j + 3 * step < n4; j += 4 * step) {
-            float4 xv[4], yv[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                xv[k] = __ldcg(x4 + j + k * step);
-                yv[k] = __ldcg(y4 + j + k * step);
-            }
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                yv[k].x = fmaf(a, xv[k].x, yv[k].x);
-                yv[k].y = fmaf(a, xv[k].y, yv[k].y);
-                yv[k].z = fmaf(a, xv[k].z, yv[k].z);
-                yv[k].w = fmaf(a, xv[k].w, yv[k].w);
-                __stcg(y4 + j + k * step, yv[k]);
-            }
-        }
-        for (; j < n4; j += step) {
-            const float4 xv = __ldcg(x4 + j);
-            float4 yv = __ldcg(y4 + j);
-            yv.x = fmaf(a, xv.x, yv.x);
-            yv.y = fmaf(a, xv.y, yv.y);
-            yv.z = fmaf(a, xv.z, yv.z);
-            yv.w = fmaf(a, xv.w, yv.w);
-            __stcg(y4 + j, yv);
-        }
-        done = n4 * 4;
-    }
-    for (uint64_t i = done + me; i < n; i += step) __stcg(y + i, fmaf(a, __ldcg(x + i), __ldcg(y + i)));
+    axpy_strided(a.a, reinterpret_cast<const float*>(a.x), reinterpret_cast<float*>(a.y), a.n, ctx.rank(),
+                 ctx.size());
     return ok_after_writes();
 }
 
