@@ -1,5 +1,6 @@
-// pkq_ops.cuh: the built-in ops, each run by one whole warp (mirrors src/ops/op.rs
-// and src/ops/builtin.rs).
+// pkq_ops.cuh: the built-in ops, each run by one whole warp, and their GROUP_
+// twins, run by every thread of a block or group (mirrors src/op.rs and
+// src/builtin/).
 #pragma once
 #include <cstdint>
 
@@ -394,12 +395,12 @@ __device__ __forceinline__ Outcome op_group_dot(const Context& ctx) {
     return ok(bits(warp_sum(total)));
 }
 
-// The group ops below: each thread of the group takes the elements of its
-// rank, then every size()-th (16 bytes at a time where the addresses allow,
-// four in flight), and every participant checks the arguments alike. A
-// task sent unchecked to a lane of warps (no group) is refused.
+// The group ops below: every participant checks the arguments alike, and
+// a task sent unchecked to a lane of warps (no group) is refused; each op
+// says how it splits the work.
 
-// GROUP_AXPY: AXPY's arguments, n up to PKQ_GROUP_MAX_N.
+// GROUP_AXPY: AXPY's arguments, n up to PKQ_GROUP_MAX_N (axpy_strided over
+// the group's threads).
 __device__ __forceinline__ Outcome op_group_axpy(const Context& ctx) {
     const pkq_axpy_args a = ctx.args<pkq_axpy_args>();
     if (ctx.group == nullptr || a.n > PKQ_GROUP_MAX_N || (a.n > 0 && (a.x == 0 || a.y == 0)) ||
@@ -411,7 +412,9 @@ __device__ __forceinline__ Outcome op_group_axpy(const Context& ctx) {
     return ok_after_writes();
 }
 
-// GROUP_MEMCPY: MEMCPY's arguments, bytes up to PKQ_GROUP_MEMCPY_MAX_BYTES.
+// GROUP_MEMCPY: MEMCPY's arguments, bytes up to PKQ_GROUP_MEMCPY_MAX_BYTES:
+// each thread moves the 16-byte pieces of its rank, then every size()-th,
+// four in flight (bytes the same way where an end is not 16-byte aligned).
 __device__ __forceinline__ Outcome op_group_memcpy(const Context& ctx) {
     const pkq_memcpy_args a = ctx.args<pkq_memcpy_args>();
     if (ctx.group == nullptr || a.bytes > PKQ_GROUP_MEMCPY_MAX_BYTES || (a.bytes > 0 && (a.dst == 0 || a.src == 0))) {
@@ -440,7 +443,8 @@ __device__ __forceinline__ Outcome op_group_memcpy(const Context& ctx) {
     return ok_after_writes();
 }
 
-// GROUP_MEMSET: MEMSET's arguments, bytes up to PKQ_GROUP_MEMCPY_MAX_BYTES.
+// GROUP_MEMSET: MEMSET's arguments, bytes up to PKQ_GROUP_MEMCPY_MAX_BYTES:
+// each thread stores the 16-byte pieces of its rank, then every size()-th.
 __device__ __forceinline__ Outcome op_group_memset(const Context& ctx) {
     const pkq_memset_args a = ctx.args<pkq_memset_args>();
     if (ctx.group == nullptr || a.bytes > PKQ_GROUP_MEMCPY_MAX_BYTES || (a.bytes > 0 && a.dst == 0)) {
@@ -519,8 +523,9 @@ __device__ __forceinline__ Outcome op_group_gemv(const Context& ctx) {
 
 // GROUP_FIR: FIR's arguments, n up to PKQ_GROUP_MAX_N: the outputs in
 // tiles of a block's threads, each tile taken by a block (its index, then
-// every blocks-th), which loads the tile's samples into shared memory (one
-// coalesced load a thread, or two), then each thread computes its output
+// every blocks-th), which loads the tile's samples into shared memory
+// (coalesced loads, the block's threads striding the window), then each
+// thread computes its output
 // as an in-order chain of fused multiply-adds over the taps (as FIR and the
 // host's reference).
 __device__ __forceinline__ Outcome op_group_fir(const Context& ctx) {
@@ -529,6 +534,8 @@ __device__ __forceinline__ Outcome op_group_fir(const Context& ctx) {
         (f.n > 0 && (f.x == 0 || f.h == 0 || f.y == 0)) || ((f.x | f.h | f.y) & 3) != 0) {
         return fail(PKQ_STATUS_BAD_ARGS);
     }
+    // No outputs: nothing read (h may be 0); the same on every participant.
+    if (f.n == 0) return ok();
     const float* x = reinterpret_cast<const float*>(f.x);
     const float* h = reinterpret_cast<const float*>(f.h);
     float* y = reinterpret_cast<float*>(f.y);
@@ -536,7 +543,7 @@ __device__ __forceinline__ Outcome op_group_fir(const Context& ctx) {
     __shared__ float window[PKQ_MAX_WARPS_PER_BLOCK * 32 + PKQ_FIR_MAX_TAPS];
     const uint32_t threads = ctx.warps * 32;
     const uint32_t t = ctx.warp * 32 + ctx.lane;
-    if (t < f.taps) taps[t] = ld(h + t);
+    for (uint32_t j = t; j < f.taps; j += threads) taps[j] = ld(h + j);
     const uint64_t samples = static_cast<uint64_t>(f.n) + f.taps - 1;
     const uint64_t tiles = (static_cast<uint64_t>(f.n) + threads - 1) / threads;
     // Uniform across the block: every thread crosses the same barriers.

@@ -41,12 +41,13 @@ impl Lane {
     /// every stream is of the runtime's context; waits for work queued on
     /// the streams (`synchronize`); submits; waits for the completion,
     /// unwatched for stalls. A wait that ends otherwise (a fault, a stop, a
-    /// wide task cut short: [`TaskStatus::Stopped`]) stops the kernel and returns only once it is known to have stopped
-    /// (it exited; or, found dead by a device fault, none of its pollers
-    /// moved for the stall bound or the stop timeout, whichever is shorter;
-    /// or aborts the process if the kernel has not exited once the stop's
-    /// wait and then one more stop timeout are over), so the caller's borrows
-    /// never end while the task could still run. The stream
+    /// wide task cut short: [`TaskStatus::Stopped`], whose group may still
+    /// run it) stops the kernel and returns only once it is known to have
+    /// stopped (it exited; or, found dead by a device fault, none of its
+    /// pollers moved for the stall bound or the stop timeout, whichever is
+    /// shorter; or aborts the process if the kernel has not exited once the
+    /// stop's wait and then one more stop timeout are over), so the caller's
+    /// borrows never end while the task could still run. The stream
     /// synchronizations make it slower than an unchecked call; for state a
     /// handler keeps between tasks, [`Lane::call_on_state`] needs none
     /// (`pkq-bench/results/custom_handler.json` compares the three).
@@ -76,7 +77,8 @@ impl Lane {
 
     /// Waits for a task that uses memory the caller holds borrowed for the
     /// call: unwatched for stalls, and returning otherwise than by its
-    /// completion only once the kernel is known to have stopped
+    /// completion (a wide task's `Stopped` included: its group may still
+    /// run it) only once the kernel is known to have stopped
     /// (`Device::at_rest` after its end;
     /// or aborting the process if it has not exited once the stop's wait,
     /// and then one more stop timeout, are over), so the borrows never end

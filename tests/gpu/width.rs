@@ -307,7 +307,8 @@ pub(crate) fn wide_calls_cut_short_return_once_the_kernel_stopped() {
 }
 
 /// The safe calls of the built-ins on wide lanes (their `GROUP_` ops): on a
-/// block, a group of 3 blocks and a group of one block per SM, random
+/// block of one warp and of four, a group of 3 blocks and a group of one
+/// block per SM, random
 /// vectors of random lengths and offsets (16-byte aligned and not: both
 /// paths of each op) against the CPU: AXPY and FIR bit for bit (the same
 /// fused multiply-adds in the same order), MEMCPY and MEMSET byte for byte,
@@ -319,6 +320,7 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
     let mut rng = Rng::new(0x51de);
     let vec = |rng: &mut Rng, n: usize| (0..n).map(|_| rng.unit()).collect::<Vec<f32>>();
     let widths = [
+        Width::Block { warps: 1 },
         Width::Block { warps: 4 },
         Width::Group {
             blocks: 3,
@@ -395,8 +397,13 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
                 "{width:?} memset {} at {so}",
                 len / 2
             );
-            // FIR over x, taps from y.
-            let taps = 1 + rng.below(64) as usize;
+            // FIR over x, taps from y (more taps than a warp has lanes
+            // on the first length past 64).
+            let taps = if n == 127 {
+                64
+            } else {
+                1 + rng.below(64) as usize
+            };
             if n >= taps {
                 let outs = n - taps + 1;
                 let hd = stream.clone_htod(&y[..taps]).unwrap();
@@ -417,7 +424,7 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
         // offset or not), and 8192 x 8192 on the widest lane.
         let mut shapes: Vec<(usize, usize)> = vec![(1, 1), (64, 64), (3, 129), (1000, 4)];
         shapes.extend((0..5).map(|_| (1 + rng.below(700) as usize, 1 + rng.below(700) as usize)));
-        if wi == 2 {
+        if wi == 3 {
             shapes.push((8192, 8192));
         }
         for (r, c) in shapes {
@@ -439,10 +446,13 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
                 );
             }
         }
-        // Past the wide limits: refused on the host.
-        let one = stream.clone_htod(&vec![0f32; 1]).unwrap();
+        // Past the wide limit, lengths otherwise consistent: refused on the
+        // host.
+        let long = stream
+            .clone_htod(&vec![0f32; GROUP_GEMV_MAX_DIM + 1])
+            .unwrap();
         let mut out = stream.clone_htod(&vec![0f32; 1]).unwrap();
-        let r = rt.gemv(&one, GROUP_GEMV_MAX_DIM + 1, 0, &one.slice(0..0), &mut out);
+        let r = rt.gemv(&long, 1, GROUP_GEMV_MAX_DIM + 1, &long, &mut out);
         assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
     }
 }
