@@ -94,8 +94,10 @@ if [ $run_benches = 1 ]; then
     echo "=== example: $example"
     timeout 120 "$here/examples/$example" || failed+=("$example")
   done
-  echo "=== example: custom_handler_demo"
-  timeout 120 "$here/examples/custom_handler_demo" || failed+=(custom_handler_demo)
+  for example in custom_handler_demo options_demo; do
+    echo "=== example: $example"
+    timeout 120 "$here/examples/$example" || failed+=("$example")
+  done
 fi
 if [ "$soak" != 0 ]; then
   echo "=== soak: $soak s"

@@ -30,7 +30,7 @@ cargo build --release --workspace --exclude pkq-build --tests --bins --examples 
 # What the build scripts made for this build (their own OUT_DIRs, named in
 # the log: target/ may hold others, of other features or NVCC settings):
 # pkq's worker fatbin, pkq-bench's kernels and its programs' handlers, and
-# the custom-handler example's, all built by nvcc.
+# the examples' (custom_handler, options), all built by nvcc.
 python3 - "$log" <<'PY'
 import json, os, re, sys
 runs = [m for m in map(json.loads, open(sys.argv[1]))
@@ -40,7 +40,7 @@ def out_dirs(package):
     # package_id when the package's folder is named as the package).
     pattern = re.compile(rf"/build/{re.escape(package)}-[0-9a-f]+/out$")
     return [m["out_dir"] for m in runs if pattern.search(m.get("out_dir", ""))]
-for package in ("pkq", "pkq-bench", "custom_handler"):
+for package in ("pkq", "pkq-bench", "custom_handler", "options"):
     if not out_dirs(package):
         sys.exit(f"error: the build log shows no run of {package}'s build script")
 for d in out_dirs("pkq"):
@@ -49,6 +49,7 @@ for d in out_dirs("pkq"):
 fatbins = [(d, f) for d in out_dirs("pkq-bench")
            for f in ("bench", "control_loop", "risk_check")]
 fatbins += [(d, "fk") for d in out_dirs("custom_handler")]
+fatbins += [(d, "options") for d in out_dirs("options")]
 for d, name in fatbins:
     path = os.path.join(d, f"{name}.fatbin")
     if os.path.getsize(path) == 0:
@@ -86,7 +87,7 @@ for line in open(log):
             dest = f"bench/{name}"
         else:
             continue
-    elif package == os.path.join("examples", "custom_handler"):
+    elif package in (os.path.join("examples", "custom_handler"), os.path.join("examples", "options")):
         if kind == "bin" and not test:
             dest = f"examples/{name}"
         else:

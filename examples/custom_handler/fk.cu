@@ -10,6 +10,7 @@
 // Op codes of this module (256 and up: below is pkq's).
 #define FK_OP 256
 #define ARM_STEP_OP 257
+#define FK_WIDE_OP 258
 
 // Arguments of FK_OP; the host's `FkArgs` (bytemuck::Pod) is the same struct.
 struct fk_args {
@@ -19,6 +20,8 @@ struct fk_args {
     uint32_t reserved;
 };
 #define FK_MAX_N 4096
+// FK_WIDE_OP takes the same arguments, up to this many configurations.
+#define FK_WIDE_MAX_N (1u << 20)
 
 // The arm kept on the device between tasks (ARM_STEP_OP's state): its joint
 // angles and the transform of its end effector there.
@@ -85,6 +88,20 @@ __device__ __forceinline__ pkq::Outcome fk_batch(const pkq::Context& ctx) {
     return pkq::ok_after_writes(a.n);
 }
 
+// The same batch as a group op (served by a lane of blocks or groups:
+// `Builder::width`): every thread of the group takes configurations rank,
+// rank + size, ... No participant sees another's angles without a group
+// barrier, so none refuses the batch: a configuration with a non-finite
+// angle gets a non-finite transform.
+__device__ __forceinline__ pkq::Outcome fk_wide(const pkq::Context& ctx) {
+    const fk_args a = ctx.args<fk_args>();
+    if (a.n > FK_WIDE_MAX_N || (a.n > 0 && (a.q == 0 || a.pose == 0))) return pkq::fail(PKQ_STATUS_BAD_ARGS);
+    const float* q = reinterpret_cast<const float*>(a.q);
+    float* pose = reinterpret_cast<float*>(a.pose);
+    for (uint32_t i = ctx.rank(); i < a.n; i += ctx.size()) solve(q + 6 * i, pose + 12 * i);
+    return pkq::ok_after_writes(a.n);
+}
+
 // One control step on the arm kept on the device: q += qd * dt, then the new
 // end-effector transform; returns its x coordinate (bits). Lane 0 computes,
 // the warp returns together. Non-finite velocities or a step that leaves the
@@ -123,6 +140,7 @@ struct Handlers {
         switch (ctx.op) {
             case FK_OP: return fk_batch(ctx);
             case ARM_STEP_OP: return arm_step(ctx);
+            case FK_WIDE_OP: return fk_wide(ctx);
             default: return pkq::unknown_op();
         }
     }
@@ -132,7 +150,7 @@ struct Handlers {
 
 PKQ_KERNEL(fk_worker_kernel, fk::Handlers)
 PKQ_OP_TABLE(fk_worker_kernel, PKQ_OP_INFO_POINTERS(FK_OP, fk_args),
-             PKQ_OP_INFO_STATE(ARM_STEP_OP, arm_step_args))
+             PKQ_OP_INFO_STATE(ARM_STEP_OP, arm_step_args), PKQ_OP_INFO_GROUP(FK_WIDE_OP, fk_args))
 
 // The same batch as an ordinary kernel: one thread per configuration.
 extern "C" __global__ void fk_kernel(const float* q, float* pose, uint32_t n) {

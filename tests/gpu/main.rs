@@ -15,6 +15,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod examples;
 mod faults;
 mod isolation;
 mod lifecycle;
@@ -69,6 +70,7 @@ const MODULES: &[&[Test]] = &[
     waiting::TESTS,
     sharing::TESTS,
     width::TESTS,
+    examples::TESTS,
 ];
 
 /// Faults, run in a child process (`PKQ_GPU_CHILD=<name>`).

@@ -15,6 +15,21 @@ pub(crate) const TESTS: &[Test] = tests![
     wide_task_past_the_stall_bound,
 ];
 
+/// Lanes of every wide shape: a block of one warp, a block of 4, a group of
+/// 3 blocks of 2 warps, a group of one block of 8 warps per SM.
+pub(crate) const WIDE: [Width; 4] = [
+    Width::Block { warps: 1 },
+    Width::Block { warps: 4 },
+    Width::Group {
+        blocks: 3,
+        warps: 2,
+    },
+    Width::Group {
+        blocks: 0,
+        warps: 8,
+    },
+];
+
 /// GROUP_DOT's reference: the exact products summed in f64 (the device's
 /// order differs: compared within a bound of the sum of magnitudes).
 fn dot_ref(x: &[f32], y: &[f32]) -> (f64, f64) {
@@ -319,19 +334,7 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
     let stream = ctx.default_stream();
     let mut rng = Rng::new(0x51de);
     let vec = |rng: &mut Rng, n: usize| (0..n).map(|_| rng.unit()).collect::<Vec<f32>>();
-    let widths = [
-        Width::Block { warps: 1 },
-        Width::Block { warps: 4 },
-        Width::Group {
-            blocks: 3,
-            warps: 2,
-        },
-        Width::Group {
-            blocks: 0,
-            warps: 8,
-        },
-    ];
-    for (wi, width) in widths.into_iter().enumerate() {
+    for (wi, width) in WIDE.into_iter().enumerate() {
         let rt = Runtime::builder().width(width).build().unwrap();
         assert_eq!(rt.width(), width);
         let mut lens: Vec<usize> = vec![0, 1, 3, 4, 5, 127, 4096, 4099, 1 << 20];

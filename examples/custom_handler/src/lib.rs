@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
-use pkq::{DeviceBuffer, DeviceBufferMut, Runtime, StateOp, TypedOp};
+use pkq::{DeviceBuffer, DeviceBufferMut, Lane, Runtime, StateOp, TypedOp, Width};
 
 /// fk.cu compiled by this crate's build.rs with `pkq-build`, as a
 /// downstream crate's build.rs would (empty when the crate was built
@@ -38,6 +38,14 @@ pub struct FkArgs {
 pub const FK: TypedOp<FkArgs> = TypedOp::with_pointers(256, "FK");
 /// The largest batch of one task.
 pub const MAX_N: usize = 4096;
+/// The same batch as a group op (fk.cu's `FK_WIDE_OP`): every thread of
+/// the lane's block or group takes configurations, so a lane of blocks or
+/// groups serves it ([`wide_runtime`]). A configuration with a non-finite
+/// angle gets a non-finite transform (no participant sees the others'
+/// angles, so none refuses the batch).
+pub const FK_WIDE: TypedOp<FkArgs> = TypedOp::with_pointers(258, "FK_WIDE");
+/// The largest batch of one [`FK_WIDE`] task.
+pub const WIDE_MAX_N: usize = 1 << 20;
 /// The handler's status for a batch holding a non-finite angle.
 pub const STATUS_NOT_FINITE: u8 = 16;
 
@@ -77,6 +85,16 @@ pub fn runtime() -> pkq::Result<Runtime> {
         .build()
 }
 
+/// A runtime whose lane of `width` (a block or a group:
+/// [`Width::Block`], [`Width::Group`]) serves [`FK_WIDE`], checked at load.
+pub fn wide_runtime(width: Width) -> pkq::Result<Runtime> {
+    Runtime::builder()
+        .module(IMAGE, KERNEL)
+        .width(width)
+        .op(&FK_WIDE)
+        .build()
+}
+
 /// The host's twin of `ARM_STEP_OP`, in `f32` for the angles (as the
 /// device) and `f64` for the transform: the state after the step, or
 /// `None` where the device refuses it (a non-finite angle).
@@ -93,17 +111,23 @@ pub fn arm_step_reference(s: &ArmState, step: &ArmStep) -> Option<ArmState> {
 }
 
 /// The end-effector transforms (`n x 12`) of `q`'s `n` configurations
-/// (`n x 6`), computed by one warp of the resident kernel.
+/// (`n x 6`), computed by one warp of the resident kernel ([`FK`], up to
+/// [`MAX_N`]) on a lane of warps, by every thread of the lane's block or
+/// group ([`FK_WIDE`], up to [`WIDE_MAX_N`]) on a wider lane.
 pub fn forward_kinematics(
-    rt: &Runtime,
+    lane: &Lane,
     q: &impl DeviceBuffer<f32>,
     pose: &mut impl DeviceBufferMut<f32>,
 ) -> pkq::Result<u64> {
+    let (op, most) = match lane.width() {
+        Width::Warp => (&FK, MAX_N),
+        _ => (&FK_WIDE, WIDE_MAX_N),
+    };
     let n = q.len() / 6;
-    if q.len() != 6 * n || pose.len() != 12 * n || n > MAX_N {
+    if q.len() != 6 * n || pose.len() != 12 * n || n > most {
         return Err(pkq::Error::InvalidArgument(format!(
-            "forward_kinematics needs 6 angles and 12 outputs per configuration, at most {MAX_N} \
-             (got {} and {})",
+            "forward_kinematics needs 6 angles and 12 outputs per configuration, at most {most} \
+             on this lane (got {} and {})",
             q.len(),
             pose.len()
         )));
@@ -119,7 +143,7 @@ pub fn forward_kinematics(
     };
     // SAFETY: q and pose are live buffers of the checked lengths, borrowed
     // (pose exclusively) for the call; their streams are passed along.
-    let c = unsafe { rt.call_on_buffers(&FK, &args, &[&qs, &ps])? };
+    let c = unsafe { lane.call_on_buffers(op, &args, &[&qs, &ps])? };
     Ok(c.value)
 }
 

@@ -2,8 +2,8 @@
 //! (`fk.cu`, compiled by this crate's build.rs with `pkq-build` exactly as
 //! a downstream crate's build.rs would), checked against a Rust reference:
 //! batches of configurations on buffers of your own, a refused argument
-//! struct, the handler's own status, and an arm kept on the device between
-//! tasks.
+//! struct, the handler's own status, an arm kept on the device between
+//! tasks, and a batch past one warp's limit served over every SM.
 //!
 //! `cargo run --release -p custom_handler`
 //!
@@ -32,6 +32,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let pd = stream.alloc_zeros::<f32>(12 * n)?;
         bufs.push((n, q, qd, pd));
     }
+    // A batch past one warp's limit, for the wide op.
+    let wide_q = random_angles(16_384, 5);
+    let wide_qd = stream.clone_htod(&wide_q)?;
+    let mut wide_pd = stream.alloc_zeros::<f32>(12 * wide_q.len() / 6)?;
     let mut nan = random_angles(4, 99);
     nan[5] = f32::NAN;
     let nan_d = stream.clone_htod(&nan)?;
@@ -90,5 +94,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         arm.pose[3]
     );
     rt.shutdown()?;
+
+    // The same FK as a group op (FK_WIDE), on a lane of one block of 8
+    // warps per SM: every thread of the group takes configurations.
+    let wide = custom_handler::wide_runtime(pkq::Width::Group {
+        blocks: 0,
+        warps: 8,
+    })?;
+    let n = forward_kinematics(&wide, &wide_qd, &mut wide_pd)?;
+    let err = max_error(&wide_q, &stream.clone_dtoh(&wide_pd)?);
+    println!("n = {n} over every SM: largest error vs the f64 reference {err:.2e}");
+    assert!(err < 1e-4, "wide n = {n}: error {err}");
+    wide.shutdown()?;
     Ok(())
 }

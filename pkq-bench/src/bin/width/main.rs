@@ -15,12 +15,17 @@
 //! back); and `y = A x` for an `n x n` matrix in device memory (`gemv <n>,
 //! ...`: GEMV on a warp up to its limit, GROUP_GEMV as GROUP_DOT, and
 //! GROUP_GEMV's own row loop launched as a grid of a warp per row; every
-//! wide result must equal the launched one bit for bit). Rows carry p50/p99
-//! and the SMs each used. Writes JSON and an SVG of p50 against size for
-//! each workload (the GEMV's beside the given path, `_gemv` added to its
-//! name).
+//! wide result must equal the launched one bit for bit); forward
+//! kinematics of `n` poses and Black-Scholes prices and greeks of `n`
+//! options, the example crates' handlers (`fk <n>, ...`, `options <n>,
+//! ...`: see `examples.rs`). Rows carry p50/p99 and the SMs each used; a
+//! last row the head start each size keeps. Writes JSON and an SVG of p50
+//! against size for each workload (the dot product's at the given path,
+//! the others' beside it, `_<workload>` added to its name).
 //!
 //! `cargo run --release -p pkq-bench --bin width -- --json pkq-bench/results/width.json --svg pkq-bench/results/width.svg`
+
+mod examples;
 
 use std::path::PathBuf;
 
@@ -197,6 +202,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let y = stream.clone_dtoh(&gy)?[..size].to_vec();
         gemvs.push((size, launch, graphed, (grid as usize).min(sms), y));
     }
+    // The example crates' handlers, launched.
+    let workloads = [
+        examples::Workload::fk(&stream)?,
+        examples::Workload::options(&stream)?,
+    ];
+    let mut work_launched = Vec::new();
+    for wl in &workloads {
+        work_launched.push(wl.time_launches(&clock, (w, n), sms, &|f| graph_of(&stream, f))?);
+    }
     stream.synchronize()?;
     let (x_at, y_at) = (addr(&xd, &stream), addr(&yd, &stream));
 
@@ -313,16 +327,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `sms` says which), as a user picks the lane for the size.
     let mut wide_dots = Vec::new();
     let mut wide_gemvs = Vec::new();
-    for (width, used) in [
-        (Width::Block { warps: WARPS }, 1),
-        (
-            Width::Group {
-                blocks: 0,
-                warps: WARPS,
-            },
-            sms,
-        ),
-    ] {
+    for (width, used) in wide_lanes(sms) {
         let rt = Runtime::builder().width(width).build()?;
         let dots = time_dots(
             &rt,
@@ -338,6 +343,46 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         drop(rt);
         faster(&mut wide_dots, dots, used);
         faster(&mut wide_gemvs, gemvs, used);
+    }
+    let mut sweeps = vec![
+        Sweep {
+            work: "dot",
+            caption: "dot product of n floats",
+            launched: dots,
+            warp: warp_dots,
+            wide: wide_dots,
+        },
+        Sweep {
+            work: "gemv",
+            caption: "y = A x, A of n x n floats",
+            launched: gemvs
+                .into_iter()
+                .map(|(z, l, g, s, _)| (z, l, g, s))
+                .collect(),
+            warp: warp_gemvs,
+            wide: wide_gemvs,
+        },
+    ];
+    for (wl, launched) in workloads.iter().zip(work_launched) {
+        let rt = wl.runtime(Width::Warp)?;
+        let warp = wl.time_pkq(&rt, "pkq warp", &clock, (w, n))?;
+        drop(rt);
+        let mut wide = Vec::new();
+        for (width, used) in wide_lanes(sms) {
+            let rt = wl.runtime(width)?;
+            faster(
+                &mut wide,
+                wl.time_pkq(&rt, "pkq wide", &clock, (w, n))?,
+                used,
+            );
+        }
+        sweeps.push(Sweep {
+            work: wl.work,
+            caption: wl.caption,
+            launched,
+            warp,
+            wide,
+        });
     }
 
     // Rows, in order, and the head start they keep.
@@ -371,23 +416,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         push(launch, *s, None);
         push(graph, *s, None);
     }
-    for (size, launch, graph, s) in &dots {
-        if let Some((_, l)) = warp_dots.iter().find(|(z, _)| z == size) {
-            push(l, 1, Some(*size as f64));
+    for sweep in &sweeps {
+        for (size, launch, graph, s) in &sweep.launched {
+            let x = Some(*size as f64);
+            if let Some((_, l)) = sweep.warp.iter().find(|(z, _)| z == size) {
+                push(l, 1, x);
+            }
+            if let Some((_, l, used)) = sweep.wide.iter().find(|(z, ..)| z == size) {
+                push(l, *used, x);
+            }
+            push(launch, *s, x);
+            push(graph, *s, x);
         }
-        let (_, l, used) = wide_dots.iter().find(|(z, ..)| z == size).unwrap();
-        push(l, *used, Some(*size as f64));
-        push(launch, *s, Some(*size as f64));
-        push(graph, *s, Some(*size as f64));
-    }
-    for (size, launch, graph, s, _) in &gemvs {
-        if let Some((_, l)) = warp_gemvs.iter().find(|(z, _)| z == size) {
-            push(l, 1, Some(*size as f64));
-        }
-        let (_, l, used) = wide_gemvs.iter().find(|(z, ..)| z == size).unwrap();
-        push(l, *used, Some(*size as f64));
-        push(launch, *s, Some(*size as f64));
-        push(graph, *s, Some(*size as f64));
     }
     // The head start: launch + sync of the empty kernel less the NOP round
     // trip; at each size, how much of it the best pkq row keeps.
@@ -397,31 +437,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "name".into(),
         json!("head start kept (launch p50 - best pkq p50) / (empty launch p50 - NOP p50)"),
     );
-    for (size, launch, _, _) in &dots {
-        let best = wide_dots
-            .iter()
-            .map(|(z, l, _)| (z, l))
-            .chain(warp_dots.iter().map(|(z, l)| (z, l)))
-            .filter(|(z, _)| *z == size)
-            .map(|(_, l)| l.p50_us())
-            .fold(f64::INFINITY, f64::min);
-        keeps.insert(
-            format!("dot_{size}_ratio"),
-            json!(((launch.p50_us() - best) / head * 1e3).round() / 1e3),
-        );
-    }
-    for (size, launch, ..) in &gemvs {
-        let best = wide_gemvs
-            .iter()
-            .map(|(z, l, _)| (z, l))
-            .chain(warp_gemvs.iter().map(|(z, l)| (z, l)))
-            .filter(|(z, _)| *z == size)
-            .map(|(_, l)| l.p50_us())
-            .fold(f64::INFINITY, f64::min);
-        keeps.insert(
-            format!("gemv_{size}_ratio"),
-            json!(((launch.p50_us() - best) / head * 1e3).round() / 1e3),
-        );
+    for sweep in &sweeps {
+        for (size, launch, ..) in &sweep.launched {
+            let best = sweep
+                .wide
+                .iter()
+                .map(|(z, l, _)| (z, l))
+                .chain(sweep.warp.iter().map(|(z, l)| (z, l)))
+                .filter(|(z, _)| *z == size)
+                .map(|(_, l)| l.p50_us())
+                .fold(f64::INFINITY, f64::min);
+            keeps.insert(
+                format!("{}_{size}_ratio", sweep.work),
+                json!(((launch.p50_us() - best) / head * 1e3).round() / 1e3),
+            );
+        }
     }
     println!("{}", Value::Object(keeps.clone()));
     rows.push(keeps);
@@ -439,28 +469,51 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect()
     };
     if let Some(path) = &args.svg {
-        let x_max = 2.0 * *sizes.last().unwrap() as f64;
-        plot_by_size(
-            path,
-            "dot product of n floats: p50 by size",
-            "n",
-            x_max,
-            true,
-            &of("dot"),
-        )?;
-        plot_by_size(
-            &path.with_file_name(format!(
-                "{}_gemv.svg",
-                path.file_stem().unwrap_or_default().to_string_lossy()
-            )),
-            "y = A x, A of n x n floats: p50 by size",
-            "n",
-            2.0 * g_max as f64,
-            true,
-            &of("gemv"),
-        )?;
+        let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+        for (i, sweep) in sweeps.iter().enumerate() {
+            let at = if i == 0 {
+                path.clone()
+            } else {
+                path.with_file_name(format!("{stem}_{}.svg", sweep.work))
+            };
+            let x_max = 2.0 * sweep.launched.last().map_or(1, |l| l.0) as f64;
+            plot_by_size(
+                &at,
+                &format!("{}: p50 by size", sweep.caption),
+                "n",
+                x_max,
+                true,
+                &of(sweep.work),
+            )?;
+        }
     }
     Ok(())
+}
+
+/// The lanes of pkq wide rows, with the SMs each uses: one block (one
+/// SM), and one block per SM of the device's `sms`.
+fn wide_lanes(sms: usize) -> [(Width, usize); 2] {
+    [
+        (Width::Block { warps: WARPS }, 1),
+        (
+            Width::Group {
+                blocks: 0,
+                warps: WARPS,
+            },
+            sms,
+        ),
+    ]
+}
+
+/// One workload's rows by size: launch + sync, graph + sync and the SMs
+/// they used; pkq on a warp (up to the warp op's limit); pkq wide, the
+/// faster lane's row and its SMs.
+struct Sweep {
+    work: &'static str,
+    caption: &'static str,
+    launched: Vec<examples::Launched>,
+    warp: Vec<(usize, Latency)>,
+    wide: Vec<(usize, Latency, usize)>,
 }
 
 /// Keeps in `best`, size by size, the faster (by p50) of its row and the
