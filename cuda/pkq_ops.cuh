@@ -471,12 +471,43 @@ __device__ __forceinline__ Outcome op_group_memset(const Context& ctx) {
 // bytes at a time, four in flight, where A, x and cols allow), then a warp
 // sum that lane 0 writes. GROUP_GEMV's work, and pkq-bench's launched
 // GEMV's.
+// How many short rows (128 floats at most) a warp of gemv_rows takes at once.
+constexpr uint32_t GEMV_SHORT_ROWS = 8;
+
 __device__ __forceinline__ void gemv_rows(const float* __restrict__ A, const float* __restrict__ x,
                                           float* __restrict__ y, uint32_t rows, uint32_t cols, uint32_t warp,
                                           uint32_t warps, uint32_t lane) {
     const bool wide = ((reinterpret_cast<uintptr_t>(A) | reinterpret_cast<uintptr_t>(x)) & 15) == 0 && (cols & 3) == 0;
     const uint32_t c4 = cols / 4;
     const float4* x4 = reinterpret_cast<const float4*>(x);
+    if (wide && c4 <= 32) {
+        // Short rows (a 16-byte piece a lane at most): GEMV_SHORT_ROWS rows
+        // of the warp's at once, their loads in flight together; each row's
+        // sum as the loop below adds it.
+        constexpr uint32_t R = GEMV_SHORT_ROWS;
+        for (uint32_t r = warp; r < rows; r += R * warps) {
+            float s[R];
+            float4 av[R];
+            const float4 xv = lane < c4 ? __ldcg(x4 + lane) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+            for (uint32_t k = 0; k < R; ++k) {
+                const uint64_t rk = r + static_cast<uint64_t>(k) * warps;
+                av[k] = lane < c4 && rk < rows ? __ldcg(reinterpret_cast<const float4*>(A + rk * cols) + lane)
+                                               : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+#pragma unroll
+            for (uint32_t k = 0; k < R; ++k) {
+                const float s0 = lane < c4 ? fmaf(av[k].x, xv.x, fmaf(av[k].y, xv.y, fmaf(av[k].z, xv.z, fmaf(av[k].w, xv.w, 0.f)))) : 0.f;
+                s[k] = warp_sum((s0 + 0.f) + (0.f + 0.f));
+            }
+#pragma unroll
+            for (uint32_t k = 0; k < R; ++k) {
+                const uint64_t rk = r + static_cast<uint64_t>(k) * warps;
+                if (lane == 0 && rk < rows) __stcg(y + rk, s[k]);
+            }
+        }
+        return;
+    }
     for (uint32_t r = warp; r < rows; r += warps) {
         const float* row = A + static_cast<uint64_t>(r) * cols;
         float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
