@@ -97,34 +97,29 @@ __device__ __forceinline__ void price_one(const price_args a, uint32_t i) {
     __stcg(out + 1, make_float4(g.gamma, g.vega, g.call_theta, g.put_theta));
 }
 
-// Options first, first + stride, ... of the book, PER at a time (independent
-// chains of double-precision work that hide each other's latency: a resident
-// group has fewer threads than a grid sized for the book). Past the book's
-// end a chain prices a stand-in and stores nothing: no thread is left with a
-// tail of options priced one by one.
+// Options first, first + stride, ... of the book. A thread with PER or more
+// options prices PER of them at once (independent chains of double-precision
+// work that hide each other's latency: a resident group has fewer threads
+// than a grid sized for the book), then the rest one by one.
 template <uint32_t PER>
 __device__ __forceinline__ void price_strided(const price_args a, uint32_t first, uint32_t stride) {
-    const float4* book = reinterpret_cast<const float4*>(a.book);
+    uint32_t i = first;
     // No overflow: n is at most PRICE_WIDE_MAX_N, a stride at most a grid's.
-    for (uint32_t i = first; i < a.n; i += PER * stride) {
+    for (; PER > 1 && i + (PER - 1) * stride < a.n; i += PER * stride) {
         float4 in[PER];
 #pragma unroll
-        for (uint32_t k = 0; k < PER; ++k) {
-            const uint32_t j = i + k * stride;
-            in[k] = j < a.n ? __ldcg(book + j) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-        }
+        for (uint32_t k = 0; k < PER; ++k) in[k] = __ldcg(reinterpret_cast<const float4*>(a.book) + i + k * stride);
         greeks g[PER];
 #pragma unroll
         for (uint32_t k = 0; k < PER; ++k) g[k] = price(option_in{in[k].x, in[k].y, in[k].z, in[k].w}, a.rate);
 #pragma unroll
         for (uint32_t k = 0; k < PER; ++k) {
-            const uint32_t j = i + k * stride;
-            if (j >= a.n) break;
-            float4* out = reinterpret_cast<float4*>(a.out) + 2 * j;
+            float4* out = reinterpret_cast<float4*>(a.out) + 2 * (i + k * stride);
             __stcg(out, make_float4(g[k].call, g[k].put, g[k].call_delta, g[k].put_delta));
             __stcg(out + 1, make_float4(g[k].gamma, g[k].vega, g[k].call_theta, g[k].put_theta));
         }
     }
+    for (; i < a.n; i += stride) price_one(a, i);
 }
 
 // Both ops: the arguments checked, then every thread of the task (a warp's
