@@ -104,12 +104,16 @@
 /* Header bits 32..49: the task's input bytes in its slot's input area (IO
    below); bit 49: the task has an input and an output area (an IO task);
    bit 50: its input is plain bytes (PLAIN below); bit 51: the slot's
-   output area held a plain output in the last 255 laps (PLAIN below). */
+   output area held a plain output in the last 255 laps (PLAIN below);
+   bit 52: the task may write host memory (a host buffer of the caller's:
+   `HostBuffer`), so its worker fences at system scope, not GPU scope,
+   between the handler's writes and the completion. */
 #define PKQ_HEADER_IN_SHIFT 32 /* u32 */
 #define PKQ_HEADER_IN_BITS 17 /* u32 */
 #define PKQ_HEADER_IO_BIT 49 /* u32 */
 #define PKQ_HEADER_PLAIN_BIT 50 /* u32 */
 #define PKQ_HEADER_FRESH_BIT 51 /* u32 */
+#define PKQ_HEADER_HOST_BIT 52 /* u32 */
 
 /* ---------------------------------------------------------------------------
  * Completion entry: written by the device worker that ran the task (lane 0

@@ -986,6 +986,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         // A NOP answers at once, an IO task's too (it has no output).
         const bool nop = pack == 0 && (h0 & 0xffff) == PKQ_OP_NOP;
         bool io = false;
+        bool host = false;
         Outcome out;
         if (pack != 0) {
             out = run_pack(p, slot, lane, h0, pack, handlers, beat_if_due, pack);
@@ -997,9 +998,10 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             for (int j = 0; j < PKQ_SLOT_WORDS; ++j) c[j] = __shfl_sync(FULL_MASK, w, j);
             Context ctx = decode_slot(c, lane);
             // Header bits 32..56: an IO task's flag, input length, plain
-            // and fresh bits.
+            // and fresh bits; the host-memory bit.
             const uint32_t h1 = static_cast<uint32_t>(c[0] >> 32) & 0xffffff;
             io = (h1 >> (PKQ_HEADER_IO_BIT - 32)) & 1;
+            host = (h1 >> (PKQ_HEADER_HOST_BIT - 32)) & 1;
             io_task.in_plain = (h1 >> (PKQ_HEADER_PLAIN_BIT - 32)) & 1;
             if ((h1 >> (PKQ_HEADER_FRESH_BIT - 32)) & 1) io_forget(io_task);
             // One call of the handlers for plain and IO tasks (one copy of
@@ -1016,7 +1018,14 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             if (io && areas) io_end(p, slot, lap, lane, io_task, out);
         }
         const uint64_t t_end = globaltimer();
-        if (!nop && __any_sync(FULL_MASK, out.wrote_device_memory)) {
+        if (host) {
+            // The task may have written host memory (header bit
+            // PKQ_HEADER_HOST_BIT): every lane's writes (a wide task's
+            // blocks', acquired above) before the completion at system
+            // scope, for the host that reads them once it sees it.
+            __syncwarp();
+            __threadfence_system();
+        } else if (!nop && __any_sync(FULL_MASK, out.wrote_device_memory)) {
             // Order every lane's device-memory writes before the completion
             // (cumulative through the warp barrier); GPU scope suffices for
             // work the host issues after it sees the completion.

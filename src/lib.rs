@@ -87,8 +87,9 @@ pub use pool::{Keyed, Pool, PoolBuilder, Routing};
 pub use runtime::live_lanes;
 pub use runtime::{
     Batch, Builder, Completion, DeviceBuffer, DeviceBufferMut, DeviceState, ExclusiveProducer,
-    ExclusiveRing, IdlePolicy, Lane, MemoryState, MemoryWatch, MonitorKind, Producer, RingAccess,
-    Runtime, SharedRing, Submission, Submit, TaskResult, Ticket, WaitStrategy, monitor_support,
+    ExclusiveRing, HostBuffer, IdlePolicy, Lane, MemoryState, MemoryWatch, MonitorKind, Producer,
+    RingAccess, Runtime, SharedRing, Submission, Submit, TaskResult, Ticket, WaitStrategy,
+    monitor_support,
 };
 pub use width::Width;
 

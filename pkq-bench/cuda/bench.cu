@@ -51,6 +51,14 @@ extern "C" __global__ void pkq_copy_io_kernel(const uint8_t* in, uint32_t in_len
         out[i] = (i < in_len ? in[i] : 0) ^ static_cast<uint8_t>(key);
 }
 
+// The width bench's payload rows (src/bin/width/payload.rs): `pieces`
+// 16-byte pieces from `in` to `out`, a thread per piece, on device buffers
+// or on mapped host memory.
+extern "C" __global__ void pkq_copy16_kernel(const uint4* in, uint4* out, uint32_t pieces) {
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < pieces) out[i] = __ldcg(in + i);
+}
+
 // `pollers` warps (one block), each polling `words` words of a ring of
 // `lines` ping lines (its own copy of them `copy_stride` words after the
 // last poller's, or all the same with 0) with one load in flight and

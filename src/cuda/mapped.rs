@@ -76,6 +76,12 @@ impl MappedBuffer {
         Words::of(self, from, len).expect("a section inside its mapped allocation")
     }
 
+    /// The host address of its first byte (page-aligned), for memory of
+    /// plain bytes that no [`Words`] view covers (`HostBuffer`).
+    pub(crate) fn host_bytes(&self) -> *mut u8 {
+        self.host.as_ptr().cast()
+    }
+
     /// The device address of word `from`.
     pub(crate) fn device_addr(&self, from: usize) -> u64 {
         assert!(from <= self.words);

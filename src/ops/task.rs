@@ -90,6 +90,9 @@ pub struct Task<'a> {
     pub(crate) args: &'a [u8],
     pub(crate) input: Option<&'a [u8]>,
     pub(crate) check: Check,
+    /// Its worker fences at system scope before the completion
+    /// ([`Task::writing_host_memory`]).
+    pub(crate) host: bool,
 }
 
 impl fmt::Debug for Task<'_> {
@@ -98,6 +101,7 @@ impl fmt::Debug for Task<'_> {
             .field("op", &self.op)
             .field("args", &self.args.len())
             .field("input", &self.input.map(<[u8]>::len))
+            .field("host", &self.host)
             .finish()
     }
 }
@@ -109,6 +113,7 @@ impl<'a> Task<'a> {
             args,
             input: None,
             check,
+            host: false,
         }
     }
 
@@ -149,6 +154,16 @@ impl<'a> Task<'a> {
     /// must also carry the arguments its handler expects.
     pub unsafe fn unchecked(mut self) -> Self {
         self.check = self.check.unchecked();
+        self
+    }
+
+    /// The same task, its handler's writes made visible to the host before
+    /// its completion (a system-scope fence on the device, where a task
+    /// otherwise gets a GPU-scope one): for a task that writes a
+    /// [`HostBuffer`](crate::HostBuffer) (the safe calls mark theirs), so
+    /// the host reads what it wrote once it sees the completion.
+    pub fn writing_host_memory(mut self) -> Self {
+        self.host = true;
         self
     }
 

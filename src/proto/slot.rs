@@ -7,9 +7,9 @@
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    ARGS_BYTES, CHUNK_BITS, CQE_OUTPUT, CQE_PLAIN, CQE_WORDS, HEADER_FRESH_BIT, HEADER_IN_SHIFT,
-    HEADER_IO_BIT, HEADER_LEN_SHIFT, HEADER_PACK_SHIFT, HEADER_PLAIN_BIT, IO_PLAIN_MIN_BYTES,
-    PACK_ARG_BYTES, SLOT_WORDS, TAG_SHIFT,
+    ARGS_BYTES, CHUNK_BITS, CQE_OUTPUT, CQE_PLAIN, CQE_WORDS, HEADER_FRESH_BIT, HEADER_HOST_BIT,
+    HEADER_IN_SHIFT, HEADER_IO_BIT, HEADER_LEN_SHIFT, HEADER_PACK_SHIFT, HEADER_PLAIN_BIT,
+    IO_PLAIN_MIN_BYTES, PACK_ARG_BYTES, SLOT_WORDS, TAG_SHIFT,
 };
 
 pub(crate) const CHUNK_MASK: u64 = (1 << CHUNK_BITS) - 1;
@@ -139,6 +139,14 @@ impl SlotImage {
         self
     }
 
+    /// The same task, its worker told to fence at system scope before the
+    /// completion: the task may write host memory (`HEADER_HOST_BIT`).
+    #[inline(always)]
+    pub(crate) fn host(mut self, host: bool) -> Self {
+        self.0[0] |= u64::from(host) << HEADER_HOST_BIT;
+        self
+    }
+
     /// The header of a pack (see PACKS in `cuda/pkq_layout.h`): `count`
     /// tasks of `op` with `len` argument bytes each, in the pack arguments.
     #[inline(always)]
@@ -170,6 +178,8 @@ pub(crate) struct DecodedSlot {
     /// Its slot's output area held a plain output in the last 255 laps
     /// (`HEADER_FRESH_BIT`).
     pub fresh: bool,
+    /// It may write host memory (`HEADER_HOST_BIT`).
+    pub host: bool,
     pub args: [u64; ARGS_BYTES / 8],
 }
 
@@ -190,6 +200,7 @@ impl DecodedSlot {
             }),
             plain: p[0] >> HEADER_PLAIN_BIT & 1 == 1,
             fresh: p[0] >> HEADER_FRESH_BIT & 1 == 1,
+            host: p[0] >> HEADER_HOST_BIT & 1 == 1,
             args: p[1..].try_into().unwrap(),
         })
     }
@@ -298,10 +309,16 @@ mod tests {
             let args: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
             let op = rng.next() as u16;
             let tag = rng.next() as u8;
-            let img = SlotImage::new(op, &args).unwrap();
+            let host = rng.next() % 2 == 1;
+            let img = SlotImage::new(op, &args).unwrap().host(host);
             let words: [u64; SLOT_WORDS] = std::array::from_fn(|k| img.word(k, tag));
             let d = DecodedSlot::decode(&words, tag).unwrap();
-            assert_eq!((d.op, d.len), (op, len), "case {i}");
+            assert_eq!((d.op, d.len, d.host), (op, len, host), "case {i}");
+            assert_eq!(
+                (d.pack, d.io, d.plain, d.fresh),
+                (0, None, false, false),
+                "case {i}"
+            );
             assert_eq!(d.arg_bytes(), args, "case {i}");
             // A slot whose words carry another lap's tag, even one, is not whole.
             let mut torn = words;

@@ -10,6 +10,7 @@ use cudarc::driver::CudaStream;
 
 use crate::error::{Error, Result, TaskStatus};
 use crate::ops::TypedOp;
+use crate::runtime::host_buffer::is_host_stream;
 use crate::runtime::lane::Lane;
 use crate::runtime::liveness::Watch;
 use crate::runtime::submit::Submit;
@@ -39,7 +40,9 @@ impl Lane {
     /// every safe buffer call here, for writing your own (see
     /// `examples/custom_handler`). In order: [`Error::InvalidArgument`] unless
     /// every stream is of the runtime's context; waits for work queued on
-    /// the streams (`synchronize`); submits; waits for the completion,
+    /// the streams (`synchronize`); submits (marked
+    /// [`Task::writing_host_memory`](crate::Task::writing_host_memory) where
+    /// a stream is a [`HostBuffer`](crate::HostBuffer)'s); waits for the completion,
     /// unwatched for stalls. A wait that ends otherwise (a fault, a stop, a
     /// wide task cut short: [`TaskStatus::Stopped`], whose group may still
     /// run it) stops the kernel and returns only once it is known to have
@@ -71,7 +74,15 @@ impl Lane {
             }
         }
         // SAFETY: the caller vouches for the addresses (see above).
-        let mut ticket = self.submit(unsafe { op.args(args).unchecked() })?;
+        let task = unsafe { op.args(args).unchecked() };
+        // A host buffer among them: what the handler writes there is
+        // visible to the host once it sees the completion.
+        let task = if streams.iter().any(|s| is_host_stream(s)) {
+            task.writing_host_memory()
+        } else {
+            task
+        };
+        let mut ticket = self.submit(task)?;
         self.wait_borrowing(&mut ticket)
     }
 

@@ -2,6 +2,8 @@
 
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
+use crate::runtime::host_buffer::HostBuffer;
+
 #[cfg(doc)]
 use crate::Lane;
 
@@ -10,7 +12,8 @@ mod sealed {
 }
 
 /// A device buffer a safe call reads: one of cudarc's own slices and
-/// views, and no other type. The safe buffer calls ([`Lane::axpy`],
+/// views, or a [`HostBuffer`] (host memory the device addresses), and no
+/// other type. The safe buffer calls ([`Lane::axpy`],
 /// [`Lane::memcpy`], ...) take it.
 ///
 /// Those calls hand a buffer's address and length to a handler that reads
@@ -19,7 +22,8 @@ mod sealed {
 /// implement, with any `len()`, address or stream; a safe call that took
 /// them would let safe code make the device write past a buffer. The traits
 /// here are sealed: only [`CudaSlice`], [`CudaView`] and [`CudaViewMut`]
-/// implement them, whose lengths and addresses cudarc keeps true.
+/// implement them, whose lengths and addresses cudarc keeps true, and
+/// pkq's own [`HostBuffer`].
 ///
 /// ```no_run
 /// # fn main() -> pkq::Result<()> {
@@ -68,17 +72,20 @@ mod sealed {
 /// ```
 pub trait DeviceBuffer<T>: DevicePtr<T> + sealed::Sealed {}
 
-/// A device buffer a safe call writes: a [`CudaSlice`] or [`CudaViewMut`]
-/// (sealed, as [`DeviceBuffer`]).
+/// A device buffer a safe call writes: a [`CudaSlice`], [`CudaViewMut`]
+/// or [`HostBuffer`] (sealed, as [`DeviceBuffer`]).
 pub trait DeviceBufferMut<T>: DevicePtrMut<T> + sealed::Sealed {}
 
 impl<T> sealed::Sealed for CudaSlice<T> {}
+impl<T> sealed::Sealed for HostBuffer<T> {}
 impl<T> sealed::Sealed for CudaView<'_, T> {}
 impl<T> sealed::Sealed for CudaViewMut<'_, T> {}
 
 impl<T> DeviceBuffer<T> for CudaSlice<T> {}
+impl<T> DeviceBuffer<T> for HostBuffer<T> {}
 impl<T> DeviceBuffer<T> for CudaView<'_, T> {}
 impl<T> DeviceBuffer<T> for CudaViewMut<'_, T> {}
 
 impl<T> DeviceBufferMut<T> for CudaSlice<T> {}
+impl<T> DeviceBufferMut<T> for HostBuffer<T> {}
 impl<T> DeviceBufferMut<T> for CudaViewMut<'_, T> {}

@@ -146,7 +146,7 @@ impl Submission for Task<'_> {
     #[inline]
     fn send<R: RingAccess>(self, ring: RingPtr, room: Room) -> Result<Ticket> {
         let shared = ring.shared();
-        let image = SlotImage::new(self.op.0, self.args)?;
+        let image = SlotImage::new(self.op.0, self.args)?.host(self.host);
         self.check.apply(&shared.ops, self.op, self.args.len())?;
         let queue = ring.queue();
         let image = match self.input {

@@ -13,6 +13,7 @@ pub(crate) const TESTS: &[Test] = tests![
     wide_lanes_stop_with_tasks_in_flight,
     wide_calls_cut_short_return_once_the_kernel_stopped,
     wide_task_past_the_stall_bound,
+    host_buffers_random_vs_cpu,
 ];
 
 /// Lanes of every wide shape: a block of one warp, a block of 4, a group of
@@ -508,4 +509,103 @@ pub(crate) fn wide_task_past_the_stall_bound() {
     assert!(t0.elapsed() < Duration::from_secs(10));
     drop(rt);
     drop(x);
+}
+
+/// Host buffers (`HostBuffer`) at every width: filled in place, handed to
+/// the safe calls as device buffers are (MEMCPY host to host, device to
+/// host and host to device, AXPY and DOT on host memory, the options
+/// example's pricer on a host book), each result read from the slice
+/// right after the call and checked against the CPU; 200 laps of one
+/// buffer pair with a new fill each (what the device wrote is in the slice
+/// once the call returns); lengths checked; an empty buffer refused.
+pub(crate) fn host_buffers_random_vs_cpu() {
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let mut rng = Rng::new(0x4b);
+    assert!(matches!(
+        pkq::HostBuffer::<u8>::new(0, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    let book = options::random_book(5_000, 9);
+    let book_d = stream.clone_htod(&book).unwrap();
+    let mut dev = stream.clone_htod(&vec![0u8; 1 << 20]).unwrap();
+    for width in std::iter::once(Width::Warp).chain(WIDE) {
+        let rt = Runtime::builder().width(width).build().unwrap();
+        let most = if width == Width::Warp {
+            pkq::builtin::MEMCPY_MAX_BYTES
+        } else {
+            1 << 20
+        };
+        for n in [1usize, 15, 4096, most, 1 + rng.below(most as u64) as usize] {
+            let mut a = rt.host_buffer::<u8>(n).unwrap();
+            let mut b = rt.host_buffer::<u8>(n).unwrap();
+            assert!(b.iter().all(|&v| v == 0), "zeroed");
+            a.iter_mut().for_each(|v| *v = rng.next() as u8);
+            rt.memcpy(&mut b, &a).unwrap();
+            assert!(a[..] == b[..], "{width:?} host to host, {n} bytes");
+            let mut d = dev.slice_mut(..n);
+            rt.memcpy(&mut d, &a).unwrap();
+            b.fill(0);
+            rt.memcpy(&mut b, &d).unwrap();
+            assert!(a[..] == b[..], "{width:?} through the device, {n} bytes");
+        }
+        // Laps of one pair: each fill, copied, read back at once.
+        let mut a = rt.host_buffer::<u64>(512).unwrap();
+        let mut b = rt.host_buffer::<u64>(512).unwrap();
+        for lap in 0..200u64 {
+            a.iter_mut()
+                .enumerate()
+                .for_each(|(i, v)| *v = lap << 32 | i as u64);
+            rt.memcpy(&mut b, &a).unwrap();
+            assert!(a[..] == b[..], "{width:?} lap {lap}");
+        }
+        assert!(matches!(
+            rt.memcpy(&mut b, &rt.host_buffer::<u64>(511).unwrap()),
+            Err(Error::InvalidArgument(_))
+        ));
+        // AXPY and DOT on host memory.
+        let n = 1 + rng.below(60_000) as usize;
+        let mut x = rt.host_buffer::<f32>(n).unwrap();
+        let mut y = rt.host_buffer::<f32>(n).unwrap();
+        x.iter_mut().for_each(|v| *v = rng.unit());
+        y.iter_mut().for_each(|v| *v = rng.unit());
+        let (x0, y0) = (x.to_vec(), y.to_vec());
+        let a = rng.unit();
+        if n <= pkq::builtin::AXPY_MAX_N || width != Width::Warp {
+            rt.axpy(a, &x, &mut y).unwrap();
+            for i in 0..n {
+                assert_eq!(y[i], a.mul_add(x0[i], y0[i]), "{width:?} axpy {i} of {n}");
+            }
+        }
+        if n <= pkq::builtin::DOT_MAX_N || width != Width::Warp {
+            let (want, mag) = dot_ref(&x, &y);
+            let got = rt.dot(&x, &y).unwrap();
+            assert!(
+                (got - want).abs() <= 1e-9 * mag.max(1.0),
+                "{width:?} dot {n}"
+            );
+        }
+        drop(rt);
+        if options::IMAGE.is_empty() {
+            continue;
+        }
+        // A module's own call on host buffers: the book priced in place.
+        let rt = options::runtime(width).unwrap();
+        let n = if width == Width::Warp {
+            1_000
+        } else {
+            book.len()
+        };
+        let mut hb = rt.host_buffer::<options::OptionIn>(n).unwrap();
+        hb.copy_from_slice(&book[..n]);
+        let mut out = rt.host_buffer::<options::Greeks>(n).unwrap();
+        options::price(&rt, 0.02, &hb, &mut out).unwrap();
+        let err = options::max_rel_error(&book[..n], 0.02, &out);
+        assert!(err <= 1e-5, "{width:?} options on host buffers: {err}");
+        // And a device book into host room.
+        out.fill(options::Greeks::default());
+        options::price(&rt, 0.02, &book_d.slice(..n), &mut out).unwrap();
+        let err = options::max_rel_error(&book[..n], 0.02, &out);
+        assert!(err <= 1e-5, "{width:?} options into a host buffer: {err}");
+    }
 }

@@ -56,11 +56,14 @@ enum Kind {
     },
 }
 
-type BoxError = Box<dyn std::error::Error>;
+pub type BoxError = Box<dyn std::error::Error>;
 
 /// What makes a graph of the launches a closure issues (main's `graph_of`).
 pub type GraphOf<'a> =
     dyn Fn(&dyn Fn() -> Result<(), DriverError>) -> Result<CudaGraph, BoxError> + 'a;
+
+/// One size's row of a mechanism and the SMs it used.
+pub type OnSms = (usize, Latency, usize);
 
 /// One size's measurements: launch + sync, graph + sync, the SMs the
 /// launch used.

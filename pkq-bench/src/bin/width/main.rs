@@ -18,14 +18,18 @@
 //! wide result must equal the launched one bit for bit); forward
 //! kinematics of `n` poses and Black-Scholes prices and greeks of `n`
 //! options, the example crates' handlers (`fk <n>, ...`, `options <n>,
-//! ...`: see `examples.rs`). Rows carry p50/p99 and the SMs each used; a
-//! last row the head start each size keeps. Writes JSON and an SVG of p50
-//! against size for each workload (the dot product's at the given path,
-//! the others' beside it, `_<workload>` added to its name).
+//! ...`: see `examples.rs`); and payloads of `n` bytes each way through
+//! host memory (`payload <n> B, ...`: see `payload.rs`, with a zero-copy
+//! launch row). Rows carry p50/p99 and the SMs each used; a last row the
+//! head start each size keeps (and for payloads, the best pkq p50 over the
+//! zero-copy launch's). Writes JSON and an SVG of p50 against size for
+//! each workload (the dot product's at the given path, the others' beside
+//! it, `_<workload>` added to its name).
 //!
 //! `cargo run --release -p pkq-bench --bin width -- --json pkq-bench/results/width.json --svg pkq-bench/results/width.svg`
 
 mod examples;
+mod payload;
 
 use std::path::PathBuf;
 
@@ -211,6 +215,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for wl in &workloads {
         work_launched.push(wl.time_launches(&clock, (w, n), sms, &|f| graph_of(&stream, f))?);
     }
+    // Payloads through host memory, launched.
+    let mut payload = payload::Payload::new(&stream)?;
+    let (pay_launched, zero_copy) =
+        payload.time_launches(&clock, (w, n), sms, &|f| graph_of(&stream, f))?;
     stream.synchronize()?;
     let (x_at, y_at) = (addr(&xd, &stream), addr(&yd, &stream));
 
@@ -292,6 +300,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "pkq warp",
         pkq::builtin::GEMV_MAX_DIM,
     )?;
+    let warp_pay = payload.time_pkq(&nop_rt, "pkq warp", &clock, (w, n))?;
     drop(nop_rt);
     let mut wide = Vec::new();
     let mut poller_alone = None;
@@ -327,6 +336,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `sms` says which), as a user picks the lane for the size.
     let mut wide_dots = Vec::new();
     let mut wide_gemvs = Vec::new();
+    let mut wide_pay = Vec::new();
     for (width, used) in wide_lanes(sms) {
         let rt = Runtime::builder().width(width).build()?;
         let dots = time_dots(
@@ -340,9 +350,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (w, n),
         )?;
         let gemvs = time_gemvs(&rt, (&GROUP_GEMV, &GROUP_MEMSET), "pkq wide", usize::MAX)?;
+        let pays = payload.time_pkq(&rt, "pkq wide", &clock, (w, n))?;
         drop(rt);
         faster(&mut wide_dots, dots, used);
         faster(&mut wide_gemvs, gemvs, used);
+        faster(&mut wide_pay, pays, used);
     }
     let mut sweeps = vec![
         Sweep {
@@ -351,6 +363,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             launched: dots,
             warp: warp_dots,
             wide: wide_dots,
+            extra: Vec::new(),
         },
         Sweep {
             work: "gemv",
@@ -361,6 +374,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect(),
             warp: warp_gemvs,
             wide: wide_gemvs,
+            extra: Vec::new(),
+        },
+        Sweep {
+            work: "payload",
+            caption: "n bytes from host memory to host memory",
+            launched: pay_launched,
+            warp: warp_pay,
+            wide: wide_pay,
+            extra: zero_copy,
         },
     ];
     for (wl, launched) in workloads.iter().zip(work_launched) {
@@ -382,6 +404,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             launched,
             warp,
             wide,
+            extra: Vec::new(),
         });
     }
 
@@ -427,6 +450,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             push(launch, *s, x);
             push(graph, *s, x);
+            if let Some((_, l, used)) = sweep.extra.iter().find(|(z, ..)| z == size) {
+                push(l, *used, x);
+            }
         }
     }
     // The head start: launch + sync of the empty kernel less the NOP round
@@ -451,6 +477,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 format!("{}_{size}_ratio", sweep.work),
                 json!(((launch.p50_us() - best) / head * 1e3).round() / 1e3),
             );
+            // Against the zero-copy launch on the same host memory: best
+            // pkq p50 / its p50.
+            if let Some((_, zc, _)) = sweep.extra.iter().find(|(z, ..)| z == size) {
+                keeps.insert(
+                    format!("{}_{size}_vs_zero_copy", sweep.work),
+                    json!((best / zc.p50_us() * 1e3).round() / 1e3),
+                );
+            }
         }
     }
     println!("{}", Value::Object(keeps.clone()));
@@ -514,6 +548,8 @@ struct Sweep {
     launched: Vec<examples::Launched>,
     warp: Vec<(usize, Latency)>,
     wide: Vec<(usize, Latency, usize)>,
+    /// Another mechanism's rows (the payload's zero-copy launch) and SMs.
+    extra: Vec<(usize, Latency, usize)>,
 }
 
 /// Keeps in `best`, size by size, the faster (by p50) of its row and the

@@ -1,0 +1,184 @@
+//! Host buffers ([`HostBuffer`]): pinned host memory mapped into the
+//! device's address space, which pkq allocates and the caller fills and
+//! reads in place, handed to a task's handler by the safe buffer calls
+//! with its length (the registered buffers of io_uring).
+
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex};
+
+use bytemuck::Pod;
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
+
+use crate::cuda::mapped::MappedBuffer;
+use crate::error::{Error, Result};
+use crate::runtime::lane::Lane;
+
+/// Pinned host memory of `len` elements of `T`, mapped into the device's
+/// address space: the caller reads and writes it as a slice (it derefs to
+/// `[T]`), and a task's handler reads and writes the same bytes across
+/// PCIe, with no copy into or out of pkq's IO areas and no size limit but
+/// the op's. Made zeroed by [`Lane::host_buffer`].
+///
+/// The safe buffer calls ([`Lane::memcpy`], [`Lane::axpy`], ... and a
+/// module's own calls on [`DeviceBuffer`](crate::DeviceBuffer)s) take it
+/// as they take a device buffer: its length is checked against the op's,
+/// it is borrowed for the call (exclusively where the handler writes it),
+/// and the task is marked [`Task::writing_host_memory`](crate::Task::writing_host_memory),
+/// so what the handler wrote is in the slice once the call returns.
+/// Bandwidth is what the handler keeps in flight over the round trip: a
+/// wide lane's ops ([`Width`](crate::Width)) move it with every thread.
+///
+/// ```no_run
+/// # fn main() -> pkq::Result<()> {
+/// let rt = pkq::Runtime::builder()
+///     .width(pkq::Width::Group { blocks: 8, warps: 8 })
+///     .build()?;
+/// let mut input = rt.host_buffer::<u8>(64 << 10)?;
+/// let mut output = rt.host_buffer::<u8>(64 << 10)?;
+/// input.fill(7); // in place: no copy to send
+/// rt.memcpy(&mut output, &input)?; // the device reads and writes host memory
+/// assert!(output.iter().all(|&b| b == 7));
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Its memory is released when it drops (while a resident kernel runs in
+/// its context, once none does: freeing pinned memory waits for every
+/// kernel of the context).
+pub struct HostBuffer<T> {
+    memory: Arc<MappedBuffer>,
+    len: usize,
+    /// Its context's host-buffer stream (see [`host_stream`]).
+    stream: Arc<CudaStream>,
+    _type: PhantomData<T>,
+}
+
+// SAFETY: the buffer owns its memory (plain bytes, `T: Send`); the device
+// touches it only during a call that borrows the buffer.
+unsafe impl<T: Send> Send for HostBuffer<T> {}
+// SAFETY: shared access is reads only, on the host and on the device.
+unsafe impl<T: Sync> Sync for HostBuffer<T> {}
+
+impl<T> std::fmt::Debug for HostBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostBuffer")
+            .field("len", &self.len)
+            .field("device_addr", &self.memory.device_addr(0))
+            .finish()
+    }
+}
+
+/// The stream every host buffer of `ctx` names (one per context; no work
+/// is queued on it but the caller's own): a call on buffers whose streams
+/// include it may write host memory ([`is_host_stream`]).
+fn host_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
+    let mut streams = HOST_STREAMS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = streams.iter().find(|s| Arc::ptr_eq(s.context(), ctx)) {
+        return Ok(Arc::clone(s));
+    }
+    let s = ctx.new_stream()?;
+    streams.push(Arc::clone(&s));
+    Ok(s)
+}
+
+static HOST_STREAMS: Mutex<Vec<Arc<CudaStream>>> = Mutex::new(Vec::new());
+
+/// Whether `stream` is the host buffers' stream of its context: a call on
+/// buffers of this stream hands the device host memory.
+pub(crate) fn is_host_stream(stream: &Arc<CudaStream>) -> bool {
+    HOST_STREAMS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|s| Arc::ptr_eq(s, stream))
+}
+
+impl Lane {
+    /// A [`HostBuffer`] of `len` zeroed elements of `T` in the context of
+    /// this lane's device ([`HostBuffer::new`]).
+    pub fn host_buffer<T: Pod>(&self, len: usize) -> Result<HostBuffer<T>> {
+        HostBuffer::new(self.shared.settings.device, len)
+    }
+}
+
+impl<T: Pod> HostBuffer<T> {
+    /// `len` zeroed elements of `T` (at least one element of at least one
+    /// byte, else [`Error::InvalidArgument`]) in device `device`'s primary
+    /// context, where pkq's runtimes run (before or while they run).
+    /// Allocating pinned memory may take milliseconds: make buffers up
+    /// front and reuse them.
+    pub fn new(device: usize, len: usize) -> Result<Self> {
+        let size = std::mem::size_of::<T>();
+        let bytes = len.checked_mul(size).filter(|&b| b > 0).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "a host buffer holds at least one element of at least one byte, \
+                 and at most usize::MAX bytes (asked: {len} of {size} bytes)"
+            ))
+        })?;
+        // Page-aligned: any Pod type's alignment (a page's at most) holds.
+        let ctx = crate::cuda::driver::context(device)?;
+        let memory = MappedBuffer::new(&ctx, bytes.div_ceil(8))?;
+        Ok(HostBuffer {
+            memory,
+            len,
+            stream: host_stream(&ctx)?,
+            _type: PhantomData,
+        })
+    }
+
+    /// Its elements.
+    pub fn as_slice(&self) -> &[T] {
+        // SAFETY: `len` elements of T (Pod: any bytes are a value) live,
+        // page-aligned, at the host address until drop; the device writes
+        // them only during a call that borrows the buffer exclusively, so
+        // not while this shared borrow lives.
+        unsafe { std::slice::from_raw_parts(self.memory.host_bytes().cast::<T>(), self.len) }
+    }
+
+    /// Its elements, to fill in place.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: as in `as_slice`; the exclusive borrow keeps every task
+        // (and every other view) off the buffer while it lives.
+        unsafe { std::slice::from_raw_parts_mut(self.memory.host_bytes().cast::<T>(), self.len) }
+    }
+}
+
+impl<T: Pod> Deref for HostBuffer<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+impl<T: Pod> DerefMut for HostBuffer<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.as_mut_slice()
+    }
+}
+
+impl<T> DeviceSlice<T> for HostBuffer<T> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+}
+
+impl<T> DevicePtr<T> for HostBuffer<T> {
+    /// Its device address. The guard synchronizes `stream` when it drops:
+    /// work that cudarc queues on the buffer is done before its borrow
+    /// ends (the host may touch the bytes as soon as it does).
+    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
+        (self.memory.device_addr(0), SyncOnDrop::Sync(Some(stream)))
+    }
+}
+
+impl<T> DevicePtrMut<T> for HostBuffer<T> {
+    /// As [`DevicePtr::device_ptr`].
+    fn device_ptr_mut<'a>(&'a mut self, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
+        (self.memory.device_addr(0), SyncOnDrop::Sync(Some(stream)))
+    }
+}
