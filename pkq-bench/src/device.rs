@@ -26,13 +26,14 @@ use crate::{Error, Result, error_name};
 /// Every kernel of `cuda/bench.cu`, each loaded (`cuFuncLoad`) with the
 /// module: a kernel whose code the driver loads lazily, at its first launch,
 /// would have that launch wait for the context's running kernels.
-pub(crate) const KERNELS: [&str; 13] = [
+pub(crate) const KERNELS: [&str; 14] = [
     "pkq_floor_kernel",
     "pkq_costs_kernel",
     "pkq_access_rate_kernel",
     "pkq_bulk_kernel",
     "pkq_empty_kernel",
     "pkq_copy_io_kernel",
+    "pkq_copy16_kernel",
     "pkq_gemv_kernel",
     "pkq_app_gemv_kernel",
     "pkq_spin_stamp_kernel",

@@ -74,7 +74,11 @@ impl<T> std::fmt::Debug for HostBuffer<T> {
 /// include it may write host memory ([`is_host_stream`]).
 fn host_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
     let mut streams = HOST_STREAMS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(s) = streams.iter().find(|s| Arc::ptr_eq(s.context(), ctx)) {
+    // By the driver's handle: every `open` makes another Arc of it.
+    if let Some(s) = streams
+        .iter()
+        .find(|s| s.context().cu_ctx() == ctx.cu_ctx())
+    {
         return Ok(Arc::clone(s));
     }
     let s = ctx.new_stream()?;
@@ -116,8 +120,11 @@ impl<T: Pod> HostBuffer<T> {
                  and at most usize::MAX bytes (asked: {len} of {size} bytes)"
             ))
         })?;
-        // Page-aligned: any Pod type's alignment (a page's at most) holds.
-        let ctx = crate::cuda::driver::context(device)?;
+        // pkq's own handle (cudarc's event tracking off: a first stream of a
+        // tracking handle synchronizes the context, which waits for every
+        // resident kernel there). Page-aligned memory: any Pod type's
+        // alignment (a page's at most) holds.
+        let ctx = crate::cuda::driver::open(device)?;
         let memory = MappedBuffer::new(&ctx, bytes.div_ceil(8))?;
         Ok(HostBuffer {
             memory,
