@@ -11,9 +11,10 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, DriverError, sys};
+use cudarc::driver::{CudaContext, CudaStream, DriverError, sys};
 
 use crate::proto::words::{Backing, Words};
+use crate::sync::statics::{Mutex, lock};
 
 /// An allocation of 8-byte words that the host and the device both address.
 /// Shared as an `Arc`: every view of it ([`Words`]) and the kernel that
@@ -114,4 +115,28 @@ impl Drop for MappedBuffer {
             )
         };
     }
+}
+
+/// The stream every host buffer (`HostBuffer`) of `ctx` names: one per
+/// context, on which pkq queues nothing; a call on buffers whose streams
+/// include it hands the device host memory ([`is_host_stream`]).
+pub(crate) fn host_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>, DriverError> {
+    let mut streams = lock(&HOST_STREAMS);
+    // By the driver's handle: every `driver::open` makes another Arc of it.
+    if let Some(s) = streams
+        .iter()
+        .find(|s| s.context().cu_ctx() == ctx.cu_ctx())
+    {
+        return Ok(Arc::clone(s));
+    }
+    let s = ctx.new_stream()?;
+    streams.push(Arc::clone(&s));
+    Ok(s)
+}
+
+static HOST_STREAMS: Mutex<Vec<Arc<CudaStream>>> = Mutex::new(Vec::new());
+
+/// Whether `stream` is a context's host-buffer stream ([`host_stream`]).
+pub(crate) fn is_host_stream(stream: &Arc<CudaStream>) -> bool {
+    lock(&HOST_STREAMS).iter().any(|s| Arc::ptr_eq(s, stream))
 }

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use bytemuck::Pod;
 use cudarc::driver::CudaStream;
 
+use crate::cuda::mapped::is_host_stream;
 use crate::error::{Error, Result, TaskStatus};
 use crate::ops::TypedOp;
-use crate::runtime::host_buffer::is_host_stream;
 use crate::runtime::lane::Lane;
 use crate::runtime::liveness::Watch;
 use crate::runtime::submit::Submit;

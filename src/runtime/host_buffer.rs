@@ -5,12 +5,12 @@
 
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytemuck::Pod;
-use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
 
-use crate::cuda::mapped::MappedBuffer;
+use crate::cuda::mapped::{MappedBuffer, host_stream};
 use crate::error::{Error, Result};
 use crate::runtime::lane::Lane;
 
@@ -49,7 +49,7 @@ use crate::runtime::lane::Lane;
 pub struct HostBuffer<T> {
     memory: Arc<MappedBuffer>,
     len: usize,
-    /// Its context's host-buffer stream (see [`host_stream`]).
+    /// Its context's host-buffer stream (`cuda::mapped::host_stream`).
     stream: Arc<CudaStream>,
     _type: PhantomData<T>,
 }
@@ -67,35 +67,6 @@ impl<T> std::fmt::Debug for HostBuffer<T> {
             .field("device_addr", &self.memory.device_addr(0))
             .finish()
     }
-}
-
-/// The stream every host buffer of `ctx` names (one per context; no work
-/// is queued on it but the caller's own): a call on buffers whose streams
-/// include it may write host memory ([`is_host_stream`]).
-fn host_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
-    let mut streams = HOST_STREAMS.lock().unwrap_or_else(|e| e.into_inner());
-    // By the driver's handle: every `open` makes another Arc of it.
-    if let Some(s) = streams
-        .iter()
-        .find(|s| s.context().cu_ctx() == ctx.cu_ctx())
-    {
-        return Ok(Arc::clone(s));
-    }
-    let s = ctx.new_stream()?;
-    streams.push(Arc::clone(&s));
-    Ok(s)
-}
-
-static HOST_STREAMS: Mutex<Vec<Arc<CudaStream>>> = Mutex::new(Vec::new());
-
-/// Whether `stream` is the host buffers' stream of its context: a call on
-/// buffers of this stream hands the device host memory.
-pub(crate) fn is_host_stream(stream: &Arc<CudaStream>) -> bool {
-    HOST_STREAMS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .any(|s| Arc::ptr_eq(s, stream))
 }
 
 impl Lane {
