@@ -1,13 +1,14 @@
 //! The safe calls of the built-in ops on cudarc buffers: the op of the
 //! lane's width (a warp op, or its `GROUP_` twin on a lane of blocks or
 //! groups), lengths checked against that op's limits on the host, the
-//! buffers' context checked and their streams synchronized, the task waited
-//! for ([`Lane::call_on_buffers`]).
+//! buffers' context checked and the streams of device buffers synchronized
+//! (a [`HostBuffer`](crate::HostBuffer)'s needs none), the task waited for
+//! as [`Lane::call_on_buffers`] waits.
 
 use crate::builtin::*;
 use crate::error::{Error, Result};
 use crate::ops::TypedOp;
-use crate::runtime::buffers::{DeviceBuffer, DeviceBufferMut};
+use crate::runtime::buffers::{DeviceBuffer, DeviceBufferMut, lend, lend_mut};
 use crate::runtime::lane::Lane;
 
 fn invalid(what: String) -> Error {
@@ -34,8 +35,9 @@ impl Lane {
     /// thread of a lane of blocks or groups up to [`GROUP_MAX_N`]
     /// ([`GROUP_AXPY`]); returns once it is done.
     ///
-    /// Work queued on the buffers' own streams is waited for first (their
-    /// streams are synchronized), so the task sees what came before.
+    /// Work queued on the buffers' own streams is waited for first (the
+    /// streams of device buffers are synchronized; a host buffer's work
+    /// ended with its borrow), so the task sees what came before.
     pub fn axpy(
         &self,
         a: f32,
@@ -52,12 +54,17 @@ impl Lane {
         }
         let (xs, ys) = (x.stream().clone(), y.stream().clone());
         let n = x.len() as u32;
-        let (xp, _x_read) = x.device_ptr(&xs);
-        let (yp, _y_write) = y.device_ptr_mut(&ys);
-        let args = AxpyArgs { x: xp, y: yp, n, a };
+        let x_lent = lend(x, &xs);
+        let y_lent = lend_mut(y, &ys);
+        let args = AxpyArgs {
+            x: x_lent.addr,
+            y: y_lent.addr,
+            n,
+            a,
+        };
         // SAFETY: x and y are live buffers of n f32s in this context, x
         // borrowed and y borrowed exclusively for the call.
-        unsafe { self.call_on_buffers(op, &args, &[&xs, &ys]) }.map(drop)
+        unsafe { self.call_lent(op, &args, &[&x_lent, &y_lent]) }.map(drop)
     }
 
     /// Copies `src` into `dst` (equal lengths, at most [`MEMCPY_MAX_BYTES`]
@@ -83,16 +90,16 @@ impl Lane {
             )));
         }
         let (ds, ss) = (dst.stream().clone(), src.stream().clone());
-        let (sp, _read) = src.device_ptr(&ss);
-        let (dp, _write) = dst.device_ptr_mut(&ds);
+        let s_lent = lend(src, &ss);
+        let d_lent = lend_mut(dst, &ds);
         let args = MemcpyArgs {
-            dst: dp,
-            src: sp,
+            dst: d_lent.addr,
+            src: s_lent.addr,
             bytes: bytes as u64,
         };
         // SAFETY: two live buffers of `bytes` bytes in this context, src
         // borrowed, dst borrowed exclusively (so they do not overlap).
-        unsafe { self.call_on_buffers(op, &args, &[&ds, &ss]) }.map(drop)
+        unsafe { self.call_lent(op, &args, &[&s_lent, &d_lent]) }.map(drop)
     }
 
     /// Sets every byte of `dst` (at most [`MEMCPY_MAX_BYTES`]) to `byte`
@@ -111,16 +118,16 @@ impl Lane {
             )));
         }
         let ds = dst.stream().clone();
-        let (dp, _write) = dst.device_ptr_mut(&ds);
+        let d_lent = lend_mut(dst, &ds);
         let args = MemsetArgs {
-            dst: dp,
+            dst: d_lent.addr,
             bytes: bytes as u64,
             value: byte as u32,
             reserved: 0,
         };
         // SAFETY: a live buffer of `bytes` bytes in this context, borrowed
         // exclusively.
-        unsafe { self.call_on_buffers(op, &args, &[&ds]) }.map(drop)
+        unsafe { self.call_lent(op, &args, &[&d_lent]) }.map(drop)
     }
 
     /// The dot product of `x` and `y` (equal lengths, at most [`DOT_MAX_N`]),
@@ -136,16 +143,16 @@ impl Lane {
             )));
         }
         let (xs, ys) = (x.stream().clone(), y.stream().clone());
-        let (xp, _x) = x.device_ptr(&xs);
-        let (yp, _y) = y.device_ptr(&ys);
+        let x_lent = lend(x, &xs);
+        let y_lent = lend(y, &ys);
         let args = DotArgs {
-            x: xp,
-            y: yp,
+            x: x_lent.addr,
+            y: y_lent.addr,
             n: x.len() as u32,
             reserved: 0,
         };
         // SAFETY: two live buffers of n f32s in this context, borrowed.
-        let c = unsafe { self.call_on_buffers(op, &args, &[&xs, &ys])? };
+        let c = unsafe { self.call_lent(op, &args, &[&x_lent, &y_lent])? };
         Ok(f64::from_bits(c.value))
     }
 
@@ -161,15 +168,15 @@ impl Lane {
             )));
         }
         let xs = x.stream().clone();
-        let (xp, _x) = x.device_ptr(&xs);
+        let x_lent = lend(x, &xs);
         let args = DotArgs {
-            x: xp,
+            x: x_lent.addr,
             y: 0,
             n: x.len() as u32,
             reserved: 0,
         };
         // SAFETY: a live buffer of n f32s in this context, borrowed.
-        let c = unsafe { self.call_on_buffers(op, &args, &[&xs])? };
+        let c = unsafe { self.call_lent(op, &args, &[&x_lent])? };
         Ok(f64::from_bits(c.value))
     }
 
@@ -201,19 +208,19 @@ impl Lane {
             )));
         }
         let (as_, xs, ys) = (a.stream().clone(), x.stream().clone(), y.stream().clone());
-        let (ap, _a) = a.device_ptr(&as_);
-        let (xp, _x) = x.device_ptr(&xs);
-        let (yp, _y) = y.device_ptr_mut(&ys);
+        let a_lent = lend(a, &as_);
+        let x_lent = lend(x, &xs);
+        let y_lent = lend_mut(y, &ys);
         let args = GemvArgs {
-            a: ap,
-            x: xp,
-            y: yp,
+            a: a_lent.addr,
+            x: x_lent.addr,
+            y: y_lent.addr,
             rows: rows as u32,
             cols: cols as u32,
         };
         // SAFETY: live buffers of the checked lengths in this context, a and x
         // borrowed, y borrowed exclusively.
-        unsafe { self.call_on_buffers(op, &args, &[&as_, &xs, &ys]) }.map(drop)
+        unsafe { self.call_lent(op, &args, &[&a_lent, &x_lent, &y_lent]) }.map(drop)
     }
 
     /// `y[i] = sum over k < taps of h[k] * x[i + k]` for each of `y`'s `n`
@@ -238,18 +245,18 @@ impl Lane {
             )));
         }
         let (xs, hs, ys) = (x.stream().clone(), h.stream().clone(), y.stream().clone());
-        let (xp, _x) = x.device_ptr(&xs);
-        let (hp, _h) = h.device_ptr(&hs);
-        let (yp, _y) = y.device_ptr_mut(&ys);
+        let x_lent = lend(x, &xs);
+        let h_lent = lend(h, &hs);
+        let y_lent = lend_mut(y, &ys);
         let args = FirArgs {
-            x: xp,
-            h: hp,
-            y: yp,
+            x: x_lent.addr,
+            h: h_lent.addr,
+            y: y_lent.addr,
             n: n as u32,
             taps: taps as u32,
         };
         // SAFETY: live buffers of the checked lengths in this context, x and
         // h borrowed, y borrowed exclusively.
-        unsafe { self.call_on_buffers(op, &args, &[&xs, &hs, &ys]) }.map(drop)
+        unsafe { self.call_lent(op, &args, &[&x_lent, &h_lent, &y_lent]) }.map(drop)
     }
 }

@@ -1,6 +1,10 @@
 //! The device buffers the safe buffer calls accept (see [`DeviceBuffer`]).
 
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
+use std::sync::Arc;
+
+use cudarc::driver::{
+    CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, SyncOnDrop,
+};
 
 use crate::runtime::host_buffer::HostBuffer;
 
@@ -8,7 +12,13 @@ use crate::runtime::host_buffer::HostBuffer;
 use crate::Lane;
 
 mod sealed {
-    pub trait Sealed {}
+    pub trait Sealed {
+        /// The device address of a [`HostBuffer`](super::HostBuffer);
+        /// `None` for device memory.
+        fn host_address(&self) -> Option<u64> {
+            None
+        }
+    }
 }
 
 /// A device buffer a safe call reads: one of cudarc's own slices and
@@ -77,7 +87,11 @@ pub trait DeviceBuffer<T>: DevicePtr<T> + sealed::Sealed {}
 pub trait DeviceBufferMut<T>: DevicePtrMut<T> + sealed::Sealed {}
 
 impl<T> sealed::Sealed for CudaSlice<T> {}
-impl<T> sealed::Sealed for HostBuffer<T> {}
+impl<T> sealed::Sealed for HostBuffer<T> {
+    fn host_address(&self) -> Option<u64> {
+        Some(self.device_addr())
+    }
+}
 impl<T> sealed::Sealed for CudaView<'_, T> {}
 impl<T> sealed::Sealed for CudaViewMut<'_, T> {}
 
@@ -89,3 +103,61 @@ impl<T> DeviceBuffer<T> for CudaViewMut<'_, T> {}
 impl<T> DeviceBufferMut<T> for CudaSlice<T> {}
 impl<T> DeviceBufferMut<T> for HostBuffer<T> {}
 impl<T> DeviceBufferMut<T> for CudaViewMut<'_, T> {}
+
+/// A buffer lent to one task of a safe call: its device address; for
+/// device memory, its stream (synchronized before the task) and cudarc's
+/// guard (dropped after the call). A host buffer needs neither: work that
+/// cudarc queued on it ended when that borrow did (its guard synchronizes
+/// the stream the work went to), and the host reaches it only through a
+/// borrow, which the call holds.
+pub(crate) struct Lent<'a> {
+    pub(crate) addr: u64,
+    pub(crate) stream: &'a Arc<CudaStream>,
+    pub(crate) host: bool,
+    _guard: Option<SyncOnDrop<'a>>,
+}
+
+/// `b` lent for reading, `stream` its own (a clone of `b.stream()`).
+pub(crate) fn lend<'a, T>(b: &'a impl DeviceBuffer<T>, stream: &'a Arc<CudaStream>) -> Lent<'a> {
+    match b.host_address() {
+        Some(addr) => Lent {
+            addr,
+            stream,
+            host: true,
+            _guard: None,
+        },
+        None => {
+            let (addr, guard) = b.device_ptr(stream);
+            Lent {
+                addr,
+                stream,
+                host: false,
+                _guard: Some(guard),
+            }
+        }
+    }
+}
+
+/// `b` lent for writing, `stream` its own (a clone of `b.stream()`).
+pub(crate) fn lend_mut<'a, T>(
+    b: &'a mut impl DeviceBufferMut<T>,
+    stream: &'a Arc<CudaStream>,
+) -> Lent<'a> {
+    match b.host_address() {
+        Some(addr) => Lent {
+            addr,
+            stream,
+            host: true,
+            _guard: None,
+        },
+        None => {
+            let (addr, guard) = b.device_ptr_mut(stream);
+            Lent {
+                addr,
+                stream,
+                host: false,
+                _guard: Some(guard),
+            }
+        }
+    }
+}

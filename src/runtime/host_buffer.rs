@@ -25,7 +25,11 @@ use crate::runtime::lane::Lane;
 /// as they take a device buffer: its length is checked against the op's,
 /// it is borrowed for the call (exclusively where the handler writes it),
 /// and the task is marked [`Task::writing_host_memory`](crate::Task::writing_host_memory),
-/// so what the handler wrote is in the slice once the call returns.
+/// so what the handler wrote is in the slice once the call returns. The
+/// built-ins' calls synchronize no stream for it (work that cudarc queued
+/// on it ended when that borrow did: its guard, from
+/// [`DevicePtr::device_ptr`], synchronizes the stream the work went to);
+/// [`Lane::call_on_buffers`] synchronizes every stream it is given.
 /// Bandwidth is what the handler keeps in flight over the round trip: a
 /// wide lane's ops ([`Width`](crate::Width)) move it with every thread.
 ///
@@ -122,6 +126,13 @@ impl<T: Pod> HostBuffer<T> {
     }
 }
 
+impl<T> HostBuffer<T> {
+    /// The buffer's address in the device's address space.
+    pub(crate) fn device_addr(&self) -> u64 {
+        self.memory.device_addr(0)
+    }
+}
+
 impl<T: Pod> Deref for HostBuffer<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
@@ -150,13 +161,13 @@ impl<T> DevicePtr<T> for HostBuffer<T> {
     /// work that cudarc queues on the buffer is done before its borrow
     /// ends (the host may touch the bytes as soon as it does).
     fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
-        (self.memory.device_addr(0), SyncOnDrop::Sync(Some(stream)))
+        (self.device_addr(), SyncOnDrop::Sync(Some(stream)))
     }
 }
 
 impl<T> DevicePtrMut<T> for HostBuffer<T> {
     /// As [`DevicePtr::device_ptr`].
     fn device_ptr_mut<'a>(&'a mut self, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
-        (self.memory.device_addr(0), SyncOnDrop::Sync(Some(stream)))
+        (self.device_addr(), SyncOnDrop::Sync(Some(stream)))
     }
 }

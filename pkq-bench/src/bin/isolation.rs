@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use pkq::cudarc::driver::{CudaFunction, CudaStream, DevicePtr, LaunchConfig, PushKernelArg, sys};
-use pkq::{Error, IdlePolicy, Runtime};
+use pkq::{Error, IdlePolicy, Runtime, Width};
 use pkq_bench::support::{
     Clock, Latency, Pacer, at_least_one, pin_helper, plot_percentiles, report, start, write_json,
 };
@@ -333,6 +333,17 @@ fn idle_configs() -> Vec<(String, pkq::Builder)> {
         ),
         ("bulk lane of 32, backoff to 20 us".into(), bench_bulk()),
         (
+            format!(
+                "wide lane over every SM, quiet after {} ms (the default)",
+                IdlePolicy::DEFAULT_QUIET_AFTER.as_millis()
+            ),
+            Runtime::builder().width(EVERY_SM),
+        ),
+        (
+            "wide lane over every SM, backoff to 5 us".into(),
+            Runtime::builder().width(EVERY_SM).idle(backoff(5)),
+        ),
+        (
             "latency lane quiet + bulk lane of 32 backoff to 20 us".into(),
             Runtime::builder().add_lane(bench_bulk()),
         ),
@@ -342,6 +353,12 @@ fn idle_configs() -> Vec<(String, pkq::Builder)> {
         ),
     ]
 }
+
+/// A lane of groups of a block of eight warps on each SM of the partition.
+const EVERY_SM: Width = Width::Group {
+    blocks: 0,
+    warps: 8,
+};
 
 /// The pause before each task of the rows "idle policy".
 const IDLE_PAUSE: Duration = Duration::from_millis(15);
