@@ -124,28 +124,21 @@ struct GroupHandlers {
         uint64_t gen = 0;
         if (c.lane == 0) {
             gen = ++*handed;
+            if (group->blocks > 1) {
+                uint64_t* w = group_word(group, PKQ_GROUP_OFF_TASK);
+                __stcg(reinterpret_cast<unsigned long long*>(w), static_cast<unsigned long long>(c.op | (c.len << 16)));
+#pragma unroll
+                for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j)
+                    __stcg(reinterpret_cast<unsigned long long*>(w + 1 + j), c.words[j]);
+                // The task before its generation (a release store: the
+                // ordering between data and its flag).
+                store_release_gpu(group_word(group, PKQ_GROUP_OFF_GEN), gen);
+            }
             task->op = c.op;
             task->len = c.len;
             task->quit = 0;
 #pragma unroll
             for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) task->words[j] = c.words[j];
-        }
-        // What lane 0 saw (the last task's arrivals) before every lane's
-        // fence below.
-        __syncwarp();
-        gen = __shfl_sync(0xffffffffu, gen, 0);
-        if (group->blocks > 1 && c.lane < PKQ_GROUP_TASK_WORDS) {
-            // This lane's half of the task, tagged with the generation,
-            // after a fence (a release: every word stands alone, so the
-            // stores need no order among themselves).
-            const uint32_t word = c.lane / 2;
-            uint64_t v = static_cast<uint64_t>(c.op | (c.len << 16));
-#pragma unroll
-            for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j)
-                if (word == static_cast<uint32_t>(j + 1)) v = c.words[j];
-            const uint64_t half = (c.lane & 1) ? v >> 32 : v & 0xffffffffu;
-            fence_acq_rel_gpu();
-            store_relaxed_gpu(group_word(group, PKQ_GROUP_OFF_TASK) + c.lane, (gen << 32) | half);
         }
         __syncwarp();
         block_barrier(BAR_TASK, threads);
@@ -183,27 +176,19 @@ template <class Handlers>
 __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank, volatile BlockTask* task,
                                              GroupSync* group, const Handlers& handlers) {
     const uint32_t threads = blockDim.x;
-    const bool fetcher = rank != 0 && threadIdx.x < 32;
-    const uint32_t lane = threadIdx.x & 31;
+    const bool fetcher = rank != 0 && threadIdx.x == 0;
     uint64_t seen = 0;
     uint64_t idle_since = 0;
     uint32_t sleep_ns = 0;
     for (;;) {
         if (fetcher) {
-            // Line 0, a word a lane: the task's tagged words, then QUIT.
-            const uint64_t* line = group_word(group, PKQ_GROUP_OFF_TASK);
-            const uint64_t* quit = group_word(group, PKQ_GROUP_OFF_QUIT);
-            const uint32_t want = static_cast<uint32_t>(seen + 1);
-            uint64_t v = 0;
-            bool left = false;
+            const uint64_t* gen_word = group_word(group, PKQ_GROUP_OFF_GEN);
+            uint64_t gen;
             // The idle policy's naps between looks once idle (Backoff; Quiet
             // naps up to 1 us), none under Spin. Exit: the poller's QUIT.
             for (;;) {
-                if (lane < PKQ_GROUP_TASK_WORDS) v = load_relaxed_gpu(line + lane);
-                else if (lane == PKQ_GROUP_TASK_WORDS) v = load_relaxed_gpu(quit);
-                left = (__shfl_sync(0xffffffffu, v, PKQ_GROUP_TASK_WORDS) & PKQ_GROUP_QUIT) != 0;
-                const bool mine = lane >= PKQ_GROUP_TASK_WORDS || static_cast<uint32_t>(v >> 32) == want;
-                if (left || __all_sync(0xffffffffu, mine)) break;
+                gen = load_acquire_gpu(gen_word);
+                if (gen != seen) break;
                 if (p.idle_spin_ns != 0) {
                     const uint64_t now = globaltimer();
                     if (idle_since == 0) {
@@ -217,33 +202,28 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
             }
             idle_since = 0;
             sleep_ns = 0;
-            // An acquire: what the poller saw before its stores, after.
-            fence_acq_rel_gpu();
-            // Word j of the task from lanes 2j (low half) and 2j + 1.
-            const uint32_t lo = __shfl_sync(0xffffffffu, static_cast<uint32_t>(v), (2 * lane) & 31);
-            const uint32_t hi = __shfl_sync(0xffffffffu, static_cast<uint32_t>(v), (2 * lane + 1) & 31);
-            const uint64_t word = (static_cast<uint64_t>(hi) << 32) | lo;
-            if (left) {
-                if (lane == 0) task->quit = 1;
+            seen = gen;
+            if (gen & PKQ_GROUP_QUIT) {
+                task->quit = 1;
             } else {
-                seen += 1;
-                if (lane == 0) {
-                    task->op = static_cast<uint32_t>(word & 0xffff);
-                    task->len = static_cast<uint32_t>(word >> 16);
-                    task->quit = 0;
-                } else if (lane <= PKQ_ARGS_BYTES / 8) {
-                    task->words[lane - 1] = word;
-                }
+                const unsigned long long* w =
+                    reinterpret_cast<const unsigned long long*>(group_word(group, PKQ_GROUP_OFF_TASK));
+                const uint64_t h = __ldcg(w);
+                task->op = static_cast<uint32_t>(h & 0xffff);
+                task->len = static_cast<uint32_t>(h >> 16);
+                task->quit = 0;
+#pragma unroll
+                for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) task->words[j] = __ldcg(w + 1 + j);
             }
         }
-        // Warp 0 converged before the barrier.
+        // Warp 0 converged after its thread 0's wait, before the barrier.
         if (threadIdx.x < 32) __syncwarp();
         block_barrier(BAR_TASK, threads);
         if (task->quit) return;
         const Context ctx = group_context(task, group, rank);
         (void)handlers(ctx);
         block_barrier(BAR_DONE, threads);
-        if (fetcher && lane == 0) {
+        if (fetcher) {
             // Every thread's writes (cumulative through the block barrier)
             // before the arrival the poller acquires (a release add).
             add_release_gpu(group_word(group, PKQ_GROUP_OFF_ARRIVALS), 1);

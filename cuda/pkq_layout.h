@@ -493,24 +493,17 @@
  * more than one) through device memory, never through the host. Per worker, `groups` holds PKQ_GROUP_BYTES of device memory, zeroed
  * by the host before the launch (copies, not a kernel), written by the
  * device alone:
- *   QUIT and TASK (line 0, written by the poller only): QUIT is 0 until
- *     the poller left its loop, PKQ_GROUP_QUIT then (a release store).
- *     TASK is the task in PKQ_GROUP_TASK_WORDS tagged words: the task's
- *     header word (op | len << 16) and its six argument words, in halves,
- *     each word holding its half in the low 32 bits and the task's
- *     generation (the number of tasks handed to the group so far, mod
- *     2^32) in the high 32 (tagged words: a reader that finds every tag
- *     at the generation it waits for has that task's words, each stored
- *     whole; the writer's stores need no order among themselves). The
- *     poller's lanes each fence (GPU-scope acq_rel) before their relaxed
- *     store (a release: what the poller saw before, the last task's
- *     arrivals included, comes first); warp 0 of blocks 1.. reads the whole
- *     line, one word a lane, with relaxed GPU-scope loads (L2) until every
- *     tag is the next generation or QUIT is set, then fences (an acquire).
+ *   GEN (line 0, written by the poller only): the number of tasks handed to
+ *     the group so far, or PKQ_GROUP_QUIT once the poller left its loop; the
+ *     task's header word (op | len << 16) and its six argument words follow
+ *     it, written before it, which a GPU-scope release store orders (the
+ *     ordering between data and its flag). Blocks 1.. read GEN with acquire
+ *     loads (L2), then the task words through L2 (__ldcg: L1 is not
+ *     coherent).
  *   ARRIVALS (line 1): a GPU-scope release add of one by block r > 0 after
  *     each task it ran (cumulative: its threads' writes, seen through the
  *     block barrier, come first); the poller waits until it is (blocks - 1)
- *     times the generation, with acquire loads, before it completes the task: every
+ *     times GEN, with acquire loads, before it completes the task: every
  *     participant finished, its writes visible.
  *   BARRIER (line 2): the group barrier of handlers (Context::sync_group):
  *     each block adds one per crossing, as ARRIVALS, and waits until it is
@@ -534,9 +527,8 @@
  * tasks' words, and no result of part of the group is published).
  * ------------------------------------------------------------------------- */
 #define PKQ_GROUP_BYTES 8704
-#define PKQ_GROUP_OFF_QUIT 0
+#define PKQ_GROUP_OFF_GEN 0
 #define PKQ_GROUP_OFF_TASK 8
-#define PKQ_GROUP_TASK_WORDS 14 /* u32 */
 #define PKQ_GROUP_OFF_ARRIVALS 128
 #define PKQ_GROUP_OFF_BARRIER 256
 #define PKQ_GROUP_OFF_ABANDONED 384
@@ -713,8 +705,7 @@ static_assert(offsetof(pkq_params, io_out_bytes) == PKQ_PARAMS_OFF_IO_OUT_BYTES,
 static_assert(offsetof(pkq_params, groups) == PKQ_PARAMS_OFF_GROUPS, "pkq_params.groups");
 static_assert(offsetof(pkq_params, group_blocks) == PKQ_PARAMS_OFF_GROUP_BLOCKS, "pkq_params.group_blocks");
 static_assert(offsetof(pkq_params, group_warps) == PKQ_PARAMS_OFF_GROUP_WARPS, "pkq_params.group_warps");
-static_assert(PKQ_GROUP_TASK_WORDS * 4 == 8 + PKQ_ARGS_BYTES, "a tagged word per half of the task");
-static_assert(PKQ_GROUP_OFF_TASK + PKQ_GROUP_TASK_WORDS * 8 <= PKQ_GROUP_OFF_ARRIVALS, "a task fits line 0");
+static_assert(PKQ_GROUP_OFF_TASK + 7 * 8 <= PKQ_GROUP_OFF_ARRIVALS, "a task fits line 0");
 static_assert(PKQ_GROUP_OFF_SCRATCH + PKQ_GROUP_SCRATCH_BYTES == PKQ_GROUP_BYTES, "group bytes");
 static_assert(PKQ_PACK_TASKS == 32, "a pack is one task per lane");
 

@@ -208,9 +208,6 @@ __device__ __forceinline__ uint64_t load_relaxed_gpu(const uint64_t* p) {
     asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
-// A GPU-scope acquire-release fence: with a relaxed store after it, a
-// release; after a relaxed load, an acquire.
-__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 // GPU-scope release store, and release add (no value back), of device
 // memory: the thread's earlier writes, and those it saw through a block
 // barrier, before the word (cumulative).

@@ -203,23 +203,46 @@ __device__ __forceinline__ T warp_sum(T v) {
     return v;
 }
 
-// MEMCPY: 16-byte moves when both ends allow, bytes otherwise.
+// Copies `bytes` from `src` to `dst` (which do not overlap): this thread's
+// 16-byte pieces, `first` then every `step`-th, sixteen loads in flight,
+// then four, then one, where both ends are 16-byte aligned; bytes the same
+// way otherwise. The bytes in flight are the bandwidth (host memory is a
+// PCIe round trip away). MEMCPY's work on a warp (its lane, 32),
+// GROUP_MEMCPY's on a group (its rank, size).
+template <int K>
+__device__ __forceinline__ void copy_pieces(int4* __restrict__ d16, const int4* __restrict__ s16, uint64_t n16,
+                                            uint64_t& j, uint64_t step) {
+    for (; j + (K - 1) * step < n16; j += K * step) {
+        int4 v[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) v[k] = __ldcg(s16 + j + k * step);
+#pragma unroll
+        for (int k = 0; k < K; ++k) __stcg(d16 + j + k * step, v[k]);
+    }
+}
+__device__ __forceinline__ void copy_strided(uint8_t* __restrict__ dst, const uint8_t* __restrict__ src,
+                                             uint64_t bytes, uint64_t first, uint64_t step) {
+    uint64_t done = 0;
+    if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0) {
+        const uint64_t n16 = bytes / 16;
+        int4* d16 = reinterpret_cast<int4*>(dst);
+        const int4* s16 = reinterpret_cast<const int4*>(src);
+        uint64_t j = first;
+        copy_pieces<16>(d16, s16, n16, j, step);
+        copy_pieces<4>(d16, s16, n16, j, step);
+        copy_pieces<1>(d16, s16, n16, j, step);
+        done = n16 * 16;
+    }
+    for (uint64_t i = done + first; i < bytes; i += step) dst[i] = __ldcg(src + i);
+}
+
+// MEMCPY: `bytes` from `src` to `dst` on one warp (copy_strided).
 __device__ __forceinline__ Outcome op_memcpy(const Context& ctx) {
     const pkq_memcpy_args a = ctx.args<pkq_memcpy_args>();
     if (a.bytes > PKQ_MEMCPY_MAX_BYTES || (a.bytes > 0 && (a.dst == 0 || a.src == 0))) {
         return fail(PKQ_STATUS_BAD_ARGS);
     }
-    uint8_t* dst = reinterpret_cast<uint8_t*>(a.dst);
-    const uint8_t* src = reinterpret_cast<const uint8_t*>(a.src);
-    uint64_t done = 0;
-    if (((a.dst | a.src) & 15) == 0) {
-        const uint64_t n16 = a.bytes / 16;
-        for (uint64_t i = ctx.lane; i < n16; i += 32) {
-            __stcg(reinterpret_cast<int4*>(dst) + i, __ldcg(reinterpret_cast<const int4*>(src) + i));
-        }
-        done = n16 * 16;
-    }
-    for (uint64_t i = done + ctx.lane; i < a.bytes; i += 32) dst[i] = __ldcg(src + i);
+    copy_strided(reinterpret_cast<uint8_t*>(a.dst), reinterpret_cast<const uint8_t*>(a.src), a.bytes, ctx.lane, 32);
     return ok_after_writes();
 }
 
@@ -412,34 +435,15 @@ __device__ __forceinline__ Outcome op_group_axpy(const Context& ctx) {
     return ok_after_writes();
 }
 
-// GROUP_MEMCPY: MEMCPY's arguments, bytes up to PKQ_GROUP_MEMCPY_MAX_BYTES:
-// each thread moves the 16-byte pieces of its rank, then every size()-th,
-// four in flight (bytes the same way where an end is not 16-byte aligned).
+// GROUP_MEMCPY: MEMCPY's arguments, bytes up to PKQ_GROUP_MEMCPY_MAX_BYTES,
+// on every thread of the group (copy_strided: its rank, size).
 __device__ __forceinline__ Outcome op_group_memcpy(const Context& ctx) {
     const pkq_memcpy_args a = ctx.args<pkq_memcpy_args>();
     if (ctx.group == nullptr || a.bytes > PKQ_GROUP_MEMCPY_MAX_BYTES || (a.bytes > 0 && (a.dst == 0 || a.src == 0))) {
         return fail(PKQ_STATUS_BAD_ARGS);
     }
-    uint8_t* dst = reinterpret_cast<uint8_t*>(a.dst);
-    const uint8_t* src = reinterpret_cast<const uint8_t*>(a.src);
-    const uint64_t step = ctx.size(), me = ctx.rank();
-    uint64_t done = 0;
-    if (((a.dst | a.src) & 15) == 0) {
-        const uint64_t n16 = a.bytes / 16;
-        const int4* s16 = reinterpret_cast<const int4*>(src);
-        int4* d16 = reinterpret_cast<int4*>(dst);
-        uint64_t j = me;
-        for (; j + 3 * step < n16; j += 4 * step) {
-            int4 v[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) v[k] = __ldcg(s16 + j + k * step);
-#pragma unroll
-            for (int k = 0; k < 4; ++k) __stcg(d16 + j + k * step, v[k]);
-        }
-        for (; j < n16; j += step) __stcg(d16 + j, __ldcg(s16 + j));
-        done = n16 * 16;
-    }
-    for (uint64_t i = done + me; i < a.bytes; i += step) dst[i] = __ldcg(src + i);
+    copy_strided(reinterpret_cast<uint8_t*>(a.dst), reinterpret_cast<const uint8_t*>(a.src), a.bytes, ctx.rank(),
+                 ctx.size());
     return ok_after_writes();
 }
 

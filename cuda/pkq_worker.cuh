@@ -1098,7 +1098,7 @@ __device__ __forceinline__ void run_group(const pkq_params& p, const Handlers& h
               around);
         // The poller left: so do the others (after its last task's arrivals).
         if ((threadIdx.x & 31) == 0) {
-            if (p.group_blocks > 1) store_release_gpu(group_word(&group, PKQ_GROUP_OFF_QUIT), PKQ_GROUP_QUIT);
+            if (p.group_blocks > 1) store_release_gpu(group_word(&group, PKQ_GROUP_OFF_GEN), PKQ_GROUP_QUIT);
             task.quit = 1;
         }
         __syncwarp();
