@@ -117,25 +117,33 @@ pub(crate) struct Lent<'a> {
     _guard: Option<SyncOnDrop<'a>>,
 }
 
-/// `b` lent for reading, `stream` its own (a clone of `b.stream()`).
-pub(crate) fn lend<'a, T>(b: &'a impl DeviceBuffer<T>, stream: &'a Arc<CudaStream>) -> Lent<'a> {
-    match b.host_address() {
-        Some(addr) => Lent {
+impl<'a> Lent<'a> {
+    /// A host buffer at `host` (its device address), else device memory
+    /// whose address and guard `device_ptr` gives.
+    fn new(
+        host: Option<u64>,
+        stream: &'a Arc<CudaStream>,
+        device_ptr: impl FnOnce() -> (u64, SyncOnDrop<'a>),
+    ) -> Self {
+        let (addr, guard) = match host {
+            Some(addr) => (addr, None),
+            None => {
+                let (addr, guard) = device_ptr();
+                (addr, Some(guard))
+            }
+        };
+        Lent {
             addr,
             stream,
-            host: true,
-            _guard: None,
-        },
-        None => {
-            let (addr, guard) = b.device_ptr(stream);
-            Lent {
-                addr,
-                stream,
-                host: false,
-                _guard: Some(guard),
-            }
+            host: host.is_some(),
+            _guard: guard,
         }
     }
+}
+
+/// `b` lent for reading, `stream` its own (a clone of `b.stream()`).
+pub(crate) fn lend<'a, T>(b: &'a impl DeviceBuffer<T>, stream: &'a Arc<CudaStream>) -> Lent<'a> {
+    Lent::new(b.host_address(), stream, || b.device_ptr(stream))
 }
 
 /// `b` lent for writing, `stream` its own (a clone of `b.stream()`).
@@ -143,21 +151,6 @@ pub(crate) fn lend_mut<'a, T>(
     b: &'a mut impl DeviceBufferMut<T>,
     stream: &'a Arc<CudaStream>,
 ) -> Lent<'a> {
-    match b.host_address() {
-        Some(addr) => Lent {
-            addr,
-            stream,
-            host: true,
-            _guard: None,
-        },
-        None => {
-            let (addr, guard) = b.device_ptr_mut(stream);
-            Lent {
-                addr,
-                stream,
-                host: false,
-                _guard: Some(guard),
-            }
-        }
-    }
+    let host = b.host_address();
+    Lent::new(host, stream, || b.device_ptr_mut(stream))
 }

@@ -340,15 +340,19 @@ pub(crate) fn wide_calls_cut_short_return_once_the_kernel_stopped() {
 /// paths of each op) against the CPU: AXPY and FIR bit for bit (the same
 /// fused multiply-adds in the same order), MEMCPY and MEMSET byte for byte,
 /// DOT, SUM and GEMV within their rounding bound; a GEMV of 8192 x 8192 on
-/// the widest; lengths past the wide limits refused on the host.
+/// the widest; lengths past the wide limits refused on the host. Under a
+/// sanitizer, a runtime per case, started after its buffers.
 pub(crate) fn wide_builtins_random_vs_cpu() {
     let ctx = pkq::context(0).unwrap();
     let stream = ctx.default_stream();
     let mut rng = Rng::new(0x51de);
     let vec = |rng: &mut Rng, n: usize| (0..n).map(|_| rng.unit()).collect::<Vec<f32>>();
     for (wi, width) in WIDE.into_iter().enumerate() {
-        let rt = Runtime::builder().width(width).build().unwrap();
-        assert_eq!(rt.width(), width);
+        // One runtime for every case; under a sanitizer one per case, built
+        // after the case's buffers (memcheck judges a kernel's accesses by
+        // the allocations made before its launch).
+        let shared = (!under_sanitizer()).then(|| Runtime::builder().width(width).build().unwrap());
+        let build = || Runtime::builder().width(width).build().unwrap();
         let mut lens: Vec<usize> = vec![0, 1, 3, 4, 5, 127, 4096, 4099, 1 << 20];
         lens.extend((0..6).map(|_| rng.below(300_000) as usize));
         for &n in &lens {
@@ -358,6 +362,29 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
             let a = rng.unit();
             let xd = stream.clone_htod(&x).unwrap();
             let mut yd = stream.clone_htod(&y).unwrap();
+            // Bytes: x's bytes copied over y's at byte offsets, then some set.
+            let (so, d_o) = (rng.below(17) as usize, rng.below(17) as usize);
+            let bytes = 4 * n;
+            let src: Vec<u8> = (0..bytes + 16).map(|_| rng.next() as u8).collect();
+            let srcd = stream.clone_htod(&src).unwrap();
+            let mut dstd = stream.clone_htod(&vec![0u8; bytes + 16]).unwrap();
+            // FIR over x, taps from y (more taps than a warp has lanes on the
+            // first length past 64).
+            let taps = if n == 127 {
+                64
+            } else {
+                1 + rng.below(64) as usize
+            };
+            let outs = (n + 1).saturating_sub(taps);
+            let h: Vec<f32> = (0..taps)
+                .map(|k| y.get(k).copied().unwrap_or(0.0))
+                .collect();
+            let hd = stream.clone_htod(&h).unwrap();
+            let mut fd = stream.clone_htod(&vec![0f32; outs.max(1)]).unwrap();
+            stream.synchronize().unwrap();
+            let fresh = shared.is_none().then(build);
+            let rt = shared.as_ref().or(fresh.as_ref()).unwrap();
+            assert_eq!(rt.width(), width);
             let dot = rt.dot(&xd.slice(off..), &yd.slice(off..)).unwrap();
             let sum = rt.sum(&xd.slice(off..)).unwrap();
             let (want, mag) = dot_ref(&x[off..], &y[off..]);
@@ -385,12 +412,6 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
                 y[..off],
                 "{width:?} axpy wrote before its range"
             );
-            // Bytes: copy x's bytes over y's at byte offsets, then set some.
-            let (so, d_o) = (rng.below(17) as usize, rng.below(17) as usize);
-            let bytes = 4 * n;
-            let src: Vec<u8> = (0..bytes + 16).map(|_| rng.next() as u8).collect();
-            let srcd = stream.clone_htod(&src).unwrap();
-            let mut dstd = stream.clone_htod(&vec![0u8; bytes + 16]).unwrap();
             let len = bytes.saturating_sub(so.max(d_o));
             rt.memcpy(
                 &mut dstd.slice_mut(d_o..d_o + len),
@@ -412,21 +433,11 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
                 "{width:?} memset {} at {so}",
                 len / 2
             );
-            // FIR over x, taps from y (more taps than a warp has lanes
-            // on the first length past 64).
-            let taps = if n == 127 {
-                64
-            } else {
-                1 + rng.below(64) as usize
-            };
             if n >= taps {
-                let outs = n - taps + 1;
-                let hd = stream.clone_htod(&y[..taps]).unwrap();
-                let mut fd = stream.clone_htod(&vec![0f32; outs]).unwrap();
                 rt.fir(&xd.slice(off..), &hd, &mut fd).unwrap();
                 let got = stream.clone_dtoh(&fd).unwrap();
                 for i in 0..outs {
-                    let w = (0..taps).fold(0.0f32, |s, k| y[k].mul_add(x[off + i + k], s));
+                    let w = (0..taps).fold(0.0f32, |s, k| h[k].mul_add(x[off + i + k], s));
                     assert_eq!(
                         got[i].to_bits(),
                         w.to_bits(),
@@ -449,6 +460,9 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
             let ad = stream.clone_htod(&a).unwrap();
             let xd = stream.clone_htod(&x).unwrap();
             let mut yd = stream.clone_htod(&vec![0f32; r]).unwrap();
+            stream.synchronize().unwrap();
+            let fresh = shared.is_none().then(build);
+            let rt = shared.as_ref().or(fresh.as_ref()).unwrap();
             rt.gemv(&ad.slice(off..), r, c, &xd, &mut yd).unwrap();
             let got = stream.clone_dtoh(&yd).unwrap();
             for i in 0..r {
@@ -467,6 +481,7 @@ pub(crate) fn wide_builtins_random_vs_cpu() {
             .clone_htod(&vec![0f32; GROUP_GEMV_MAX_DIM + 1])
             .unwrap();
         let mut out = stream.clone_htod(&vec![0f32; 1]).unwrap();
+        let rt = shared.unwrap_or_else(build);
         let r = rt.gemv(&long, 1, GROUP_GEMV_MAX_DIM + 1, &long, &mut out);
         assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
     }
@@ -540,29 +555,37 @@ pub(crate) fn host_buffers_random_vs_cpu() {
     let book = options::random_book(5_000, 9);
     let book_d = stream.clone_htod(&book).unwrap();
     let mut dev = stream.clone_htod(&vec![0u8; 1 << 20]).unwrap();
+    let host = |n| pkq::HostBuffer::<u8>::new(0, n).unwrap();
     for width in std::iter::once(Width::Warp).chain(WIDE) {
-        let rt = Runtime::builder().width(width).build().unwrap();
         let most = if width == Width::Warp {
             pkq::builtin::MEMCPY_MAX_BYTES
         } else {
             1 << 20
         };
-        for n in [1usize, 15, 4096, most, 1 + rng.below(most as u64) as usize] {
-            let mut a = rt.host_buffer::<u8>(n).unwrap();
-            let mut b = rt.host_buffer::<u8>(n).unwrap();
+        // Every buffer a task touches is made before the kernel starts
+        // (memcheck judges a kernel's accesses by the allocations made
+        // before its launch); one refused on the host after.
+        let sizes = [1usize, 15, 4096, most, 1 + rng.below(most as u64) as usize];
+        let mut pairs: Vec<_> = sizes.iter().map(|&n| (host(n), host(n))).collect();
+        let mut a = pkq::HostBuffer::<u64>::new(0, 512).unwrap();
+        let mut b = pkq::HostBuffer::<u64>::new(0, 512).unwrap();
+        let n = 1 + rng.below(60_000) as usize;
+        let mut x = pkq::HostBuffer::<f32>::new(0, n).unwrap();
+        let mut y = pkq::HostBuffer::<f32>::new(0, n).unwrap();
+        let rt = Runtime::builder().width(width).build().unwrap();
+        for (a, b) in &mut pairs {
+            let n = a.len();
             assert!(b.iter().all(|&v| v == 0), "zeroed");
             a.iter_mut().for_each(|v| *v = rng.next() as u8);
-            rt.memcpy(&mut b, &a).unwrap();
+            rt.memcpy(b, a).unwrap();
             assert!(a[..] == b[..], "{width:?} host to host, {n} bytes");
             let mut d = dev.slice_mut(..n);
-            rt.memcpy(&mut d, &a).unwrap();
+            rt.memcpy(&mut d, a).unwrap();
             b.fill(0);
-            rt.memcpy(&mut b, &d).unwrap();
+            rt.memcpy(b, &d).unwrap();
             assert!(a[..] == b[..], "{width:?} through the device, {n} bytes");
         }
         // Laps of one pair: each fill, copied, read back at once.
-        let mut a = rt.host_buffer::<u64>(512).unwrap();
-        let mut b = rt.host_buffer::<u64>(512).unwrap();
         for lap in 0..200u64 {
             a.iter_mut()
                 .enumerate()
@@ -575,9 +598,6 @@ pub(crate) fn host_buffers_random_vs_cpu() {
             Err(Error::InvalidArgument(_))
         ));
         // AXPY and DOT on host memory.
-        let n = 1 + rng.below(60_000) as usize;
-        let mut x = rt.host_buffer::<f32>(n).unwrap();
-        let mut y = rt.host_buffer::<f32>(n).unwrap();
         x.iter_mut().for_each(|v| *v = rng.unit());
         y.iter_mut().for_each(|v| *v = rng.unit());
         let (x0, y0) = (x.to_vec(), y.to_vec());
@@ -601,15 +621,15 @@ pub(crate) fn host_buffers_random_vs_cpu() {
             continue;
         }
         // A module's own call on host buffers: the book priced in place.
-        let rt = options::runtime(width).unwrap();
         let n = if width == Width::Warp {
             1_000
         } else {
             book.len()
         };
-        let mut hb = rt.host_buffer::<options::OptionIn>(n).unwrap();
+        let mut hb = pkq::HostBuffer::<options::OptionIn>::new(0, n).unwrap();
         hb.copy_from_slice(&book[..n]);
-        let mut out = rt.host_buffer::<options::Greeks>(n).unwrap();
+        let mut out = pkq::HostBuffer::<options::Greeks>::new(0, n).unwrap();
+        let rt = options::runtime(width).unwrap();
         options::price(&rt, 0.02, &hb, &mut out).unwrap();
         let err = options::max_rel_error(&book[..n], 0.02, &out);
         assert!(err <= 1e-5, "{width:?} options on host buffers: {err}");
