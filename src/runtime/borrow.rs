@@ -85,9 +85,11 @@ impl Lane {
         unsafe { self.submit_borrowing(op, args, host) }
     }
 
-    /// [`Lane::call_on_buffers`] for the safe calls' lent buffers: the
-    /// streams of device memory synchronized, none for host buffers
-    /// ([`Lent`]), marked as writing host memory where one is lent.
+    /// [`Lane::call_on_buffers`] for the safe calls' lent buffers: each
+    /// distinct stream synchronized once (a host buffer's too: cudarc's
+    /// copies into a slice of pinned memory run on after they return), no
+    /// guard synchronizing after the task for host buffers ([`Lent`]),
+    /// marked as writing host memory where one is lent.
     ///
     /// # Safety
     /// As [`Lane::call_on_buffers`]: `args` holds only the addresses of
@@ -106,11 +108,7 @@ impl Lane {
             return Err(self.other_context(op.name()));
         }
         for (i, l) in lent.iter().enumerate() {
-            if !l.host
-                && !lent[..i]
-                    .iter()
-                    .any(|e| !e.host && Arc::ptr_eq(e.stream, l.stream))
-            {
+            if !lent[..i].iter().any(|e| Arc::ptr_eq(e.stream, l.stream)) {
                 crate::cuda::memory::synchronize(l.stream)?;
             }
         }

@@ -104,12 +104,11 @@ impl<T> DeviceBufferMut<T> for CudaSlice<T> {}
 impl<T> DeviceBufferMut<T> for HostBuffer<T> {}
 impl<T> DeviceBufferMut<T> for CudaViewMut<'_, T> {}
 
-/// A buffer lent to one task of a safe call: its device address; for
-/// device memory, its stream (synchronized before the task) and cudarc's
-/// guard (dropped after the call). A host buffer needs neither: work that
-/// cudarc queued on it ended when that borrow did (its guard synchronizes
-/// the stream the work went to), and the host reaches it only through a
-/// borrow, which the call holds.
+/// A buffer lent to one task of a safe call: its device address, its
+/// stream (synchronized before the task) and, for device memory, cudarc's
+/// guard (dropped after the call). A host buffer needs no guard: the task
+/// has completed when the call returns, and its guard would only
+/// synchronize its stream once more.
 pub(crate) struct Lent<'a> {
     pub(crate) addr: u64,
     pub(crate) stream: &'a Arc<CudaStream>,

@@ -26,10 +26,15 @@ use crate::runtime::lane::Lane;
 /// it is borrowed for the call (exclusively where the handler writes it),
 /// and the task is marked [`Task::writing_host_memory`](crate::Task::writing_host_memory),
 /// so what the handler wrote is in the slice once the call returns. The
-/// built-ins' calls synchronize no stream for it (work that cudarc queued
-/// on it ended when that borrow did: its guard, from
-/// [`DevicePtr::device_ptr`], synchronizes the stream the work went to);
-/// [`Lane::call_on_buffers`] synchronizes every stream it is given.
+/// calls synchronize its stream ([`DeviceSlice::stream`]) before the task,
+/// as a device buffer's, and no more.
+///
+/// It is pinned memory: a cudarc copy into or out of a slice of it
+/// (`stream.memcpy_dtoh(&dev, &mut buf[..])`) is asynchronous and runs on
+/// after the call returns (cudarc treats a `[T]` as pageable memory, whose
+/// copies finish before they return). Queue such copies on the buffer's
+/// own stream, which pkq's calls synchronize, or synchronize their stream
+/// before the buffer's next use, here or on the host.
 /// Bandwidth is what the handler keeps in flight over the round trip: a
 /// wide lane's ops ([`Width`](crate::Width)) move it with every thread.
 ///

@@ -14,6 +14,7 @@ pub(crate) const TESTS: &[Test] = tests![
     wide_calls_cut_short_return_once_the_kernel_stopped,
     wide_task_past_the_stall_bound,
     host_buffers_random_vs_cpu,
+    host_buffer_copies_on_its_stream_come_first,
 ];
 
 /// Lanes of every wide shape: a block of one warp, a block of 4, a group of
@@ -543,7 +544,8 @@ pub(crate) fn wide_task_past_the_stall_bound() {
 /// example's pricer on a host book), each result read from the slice
 /// right after the call and checked against the CPU; 200 laps of one
 /// buffer pair with a new fill each (what the device wrote is in the slice
-/// once the call returns); lengths checked; an empty buffer refused.
+/// once the call returns); lengths checked; an empty buffer refused. The
+/// buffers are made while the runtime runs (before it, under a sanitizer).
 pub(crate) fn host_buffers_random_vs_cpu() {
     let ctx = pkq::context(0).unwrap();
     let stream = ctx.default_stream();
@@ -562,9 +564,11 @@ pub(crate) fn host_buffers_random_vs_cpu() {
         } else {
             1 << 20
         };
-        // Every buffer a task touches is made before the kernel starts
-        // (memcheck judges a kernel's accesses by the allocations made
-        // before its launch); one refused on the host after.
+        // Under a sanitizer every buffer a task touches is made before the
+        // kernel starts (memcheck judges a kernel's accesses by the
+        // allocations made before its launch); otherwise while it runs.
+        let early = under_sanitizer();
+        let started = (!early).then(|| Runtime::builder().width(width).build().unwrap());
         let sizes = [1usize, 15, 4096, most, 1 + rng.below(most as u64) as usize];
         let mut pairs: Vec<_> = sizes.iter().map(|&n| (host(n), host(n))).collect();
         let mut a = pkq::HostBuffer::<u64>::new(0, 512).unwrap();
@@ -572,7 +576,7 @@ pub(crate) fn host_buffers_random_vs_cpu() {
         let n = 1 + rng.below(60_000) as usize;
         let mut x = pkq::HostBuffer::<f32>::new(0, n).unwrap();
         let mut y = pkq::HostBuffer::<f32>::new(0, n).unwrap();
-        let rt = Runtime::builder().width(width).build().unwrap();
+        let rt = started.unwrap_or_else(|| Runtime::builder().width(width).build().unwrap());
         for (a, b) in &mut pairs {
             let n = a.len();
             assert!(b.iter().all(|&v| v == 0), "zeroed");
@@ -626,10 +630,11 @@ pub(crate) fn host_buffers_random_vs_cpu() {
         } else {
             book.len()
         };
+        let started = (!early).then(|| options::runtime(width).unwrap());
         let mut hb = pkq::HostBuffer::<options::OptionIn>::new(0, n).unwrap();
         hb.copy_from_slice(&book[..n]);
         let mut out = pkq::HostBuffer::<options::Greeks>::new(0, n).unwrap();
-        let rt = options::runtime(width).unwrap();
+        let rt = started.unwrap_or_else(|| options::runtime(width).unwrap());
         options::price(&rt, 0.02, &hb, &mut out).unwrap();
         let err = options::max_rel_error(&book[..n], 0.02, &out);
         assert!(err <= 1e-5, "{width:?} options on host buffers: {err}");
@@ -638,5 +643,36 @@ pub(crate) fn host_buffers_random_vs_cpu() {
         options::price(&rt, 0.02, &book_d.slice(..n), &mut out).unwrap();
         let err = options::max_rel_error(&book[..n], 0.02, &out);
         assert!(err <= 1e-5, "{width:?} options into a host buffer: {err}");
+    }
+}
+
+/// A cudarc copy into a host buffer's slice, queued on the buffer's own
+/// stream, runs on after its call returns (pinned memory); a pkq call on
+/// the buffer right after it sees what it copied (the call synchronizes
+/// the buffer's stream first). 16 MiB copies, each of another fill.
+pub(crate) fn host_buffer_copies_on_its_stream_come_first() {
+    let n = 16 << 20;
+    let mut a = pkq::HostBuffer::<u8>::new(0, n).unwrap();
+    let mut b = pkq::HostBuffer::<u8>::new(0, n).unwrap();
+    let hs = pkq::cudarc::driver::DeviceSlice::stream(&a).clone();
+    let fills: Vec<_> = (1..=4u8)
+        .map(|v| hs.clone_htod(&vec![v; n]).unwrap())
+        .collect();
+    hs.synchronize().unwrap();
+    let rt = Runtime::builder()
+        .width(Width::Group {
+            blocks: 0,
+            warps: 8,
+        })
+        .build()
+        .unwrap();
+    for (v, dev) in (1..=4u8).zip(&fills) {
+        hs.memcpy_dtoh(dev, &mut a[..]).unwrap();
+        rt.memcpy(&mut b, &a).unwrap();
+        let stale = b.iter().filter(|&&x| x != v).count();
+        assert_eq!(
+            stale, 0,
+            "fill {v}: {stale} bytes copied before the copy into a ended"
+        );
     }
 }
