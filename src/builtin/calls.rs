@@ -62,7 +62,7 @@ impl Lane {
         };
         // SAFETY: x and y are live buffers of n f32s in this context, x
         // borrowed and y borrowed exclusively for the call.
-        unsafe { self.call_lent(op, &args, &[&x_lent, &y_lent]) }.map(drop)
+        unsafe { self.call_on_buffers(op, &args, &[&xs, &ys]) }.map(drop)
     }
 
     /// Copies `src` into `dst` (equal lengths, at most [`MEMCPY_MAX_BYTES`]
@@ -97,7 +97,7 @@ impl Lane {
         };
         // SAFETY: two live buffers of `bytes` bytes in this context, src
         // borrowed, dst borrowed exclusively (so they do not overlap).
-        unsafe { self.call_lent(op, &args, &[&s_lent, &d_lent]) }.map(drop)
+        unsafe { self.call_on_buffers(op, &args, &[&ds, &ss]) }.map(drop)
     }
 
     /// Sets every byte of `dst` (at most [`MEMCPY_MAX_BYTES`]) to `byte`
@@ -125,7 +125,7 @@ impl Lane {
         };
         // SAFETY: a live buffer of `bytes` bytes in this context, borrowed
         // exclusively.
-        unsafe { self.call_lent(op, &args, &[&d_lent]) }.map(drop)
+        unsafe { self.call_on_buffers(op, &args, &[&ds]) }.map(drop)
     }
 
     /// The dot product of `x` and `y` (equal lengths, at most [`DOT_MAX_N`]),
@@ -150,7 +150,7 @@ impl Lane {
             reserved: 0,
         };
         // SAFETY: two live buffers of n f32s in this context, borrowed.
-        let c = unsafe { self.call_lent(op, &args, &[&x_lent, &y_lent])? };
+        let c = unsafe { self.call_on_buffers(op, &args, &[&xs, &ys])? };
         Ok(f64::from_bits(c.value))
     }
 
@@ -174,7 +174,7 @@ impl Lane {
             reserved: 0,
         };
         // SAFETY: a live buffer of n f32s in this context, borrowed.
-        let c = unsafe { self.call_lent(op, &args, &[&x_lent])? };
+        let c = unsafe { self.call_on_buffers(op, &args, &[&xs])? };
         Ok(f64::from_bits(c.value))
     }
 
@@ -218,7 +218,7 @@ impl Lane {
         };
         // SAFETY: live buffers of the checked lengths in this context, a and x
         // borrowed, y borrowed exclusively.
-        unsafe { self.call_lent(op, &args, &[&a_lent, &x_lent, &y_lent]) }.map(drop)
+        unsafe { self.call_on_buffers(op, &args, &[&as_, &xs, &ys]) }.map(drop)
     }
 
     /// `y[i] = sum over k < taps of h[k] * x[i + k]` for each of `y`'s `n`
@@ -255,6 +255,6 @@ impl Lane {
         };
         // SAFETY: live buffers of the checked lengths in this context, x and
         // h borrowed, y borrowed exclusively.
-        unsafe { self.call_lent(op, &args, &[&x_lent, &h_lent, &y_lent]) }.map(drop)
+        unsafe { self.call_on_buffers(op, &args, &[&xs, &hs, &ys]) }.map(drop)
     }
 }

@@ -11,7 +11,6 @@ use cudarc::driver::CudaStream;
 use crate::cuda::mapped::is_host_stream;
 use crate::error::{Error, Result, TaskStatus};
 use crate::ops::TypedOp;
-use crate::runtime::buffers::Lent;
 use crate::runtime::lane::Lane;
 use crate::runtime::liveness::Watch;
 use crate::runtime::submit::Submit;
@@ -30,15 +29,11 @@ impl Lane {
         if streams.iter().all(of_ours) {
             Ok(())
         } else {
-            Err(self.other_context(op))
+            Err(Error::InvalidArgument(format!(
+                "{op} buffers must live in the runtime's context (device {}'s primary context)",
+                self.shared.settings.device
+            )))
         }
-    }
-
-    fn other_context(&self, op: &str) -> Error {
-        Error::InvalidArgument(format!(
-            "{op} buffers must live in the runtime's context (device {}'s primary context)",
-            self.shared.settings.device
-        ))
     }
 
     /// Runs one task of `op` on device buffers and waits for it: the core of
@@ -78,59 +73,11 @@ impl Lane {
                 crate::cuda::memory::synchronize(s)?;
             }
         }
-        // A host buffer among them: what the handler writes there is
-        // visible to the host once it sees the completion.
-        let host = streams.iter().any(|s| is_host_stream(s));
-        // SAFETY: the caller vouches for the addresses (see above).
-        unsafe { self.submit_borrowing(op, args, host) }
-    }
-
-    /// [`Lane::call_on_buffers`] for the safe calls' lent buffers: each
-    /// distinct stream synchronized once (a host buffer's too: cudarc's
-    /// copies into a slice of pinned memory run on after they return), no
-    /// guard synchronizing after the task for host buffers ([`Lent`]),
-    /// marked as writing host memory where one is lent.
-    ///
-    /// # Safety
-    /// As [`Lane::call_on_buffers`]: `args` holds only the addresses of
-    /// `lent`, valid for what `op`'s handler does with them.
-    pub(crate) unsafe fn call_lent<A: Pod>(
-        &self,
-        op: &TypedOp<A>,
-        args: &A,
-        lent: &[&Lent<'_>],
-    ) -> Result<Completion> {
-        let ours = self.shared.device.engine.cuda().map(|k| k.cu_ctx());
-        let of_ours = |l: &&Lent<'_>| {
-            ours.is_some_and(|ctx| crate::cuda::memory::same_context(l.stream, ctx))
-        };
-        if !lent.iter().all(of_ours) {
-            return Err(self.other_context(op.name()));
-        }
-        for (i, l) in lent.iter().enumerate() {
-            if !lent[..i].iter().any(|e| Arc::ptr_eq(e.stream, l.stream)) {
-                crate::cuda::memory::synchronize(l.stream)?;
-            }
-        }
-        let host = lent.iter().any(|l| l.host);
-        // SAFETY: the caller vouches for the addresses (see above).
-        unsafe { self.submit_borrowing(op, args, host) }
-    }
-
-    /// Submits one task of `op` on borrowed memory (marked as writing host
-    /// memory when `host`) and waits for it ([`Lane::wait_borrowing`]).
-    ///
-    /// # Safety
-    /// As [`Lane::call_on_buffers`], the streams' work already waited for.
-    unsafe fn submit_borrowing<A: Pod>(
-        &self,
-        op: &TypedOp<A>,
-        args: &A,
-        host: bool,
-    ) -> Result<Completion> {
         // SAFETY: the caller vouches for the addresses (see above).
         let task = unsafe { op.args(args).unchecked() };
-        let task = if host {
+        // A host buffer among them: what the handler writes there is
+        // visible to the host once it sees the completion.
+        let task = if streams.iter().any(|s| is_host_stream(s)) {
             task.writing_host_memory()
         } else {
             task

@@ -104,45 +104,36 @@ impl<T> DeviceBufferMut<T> for CudaSlice<T> {}
 impl<T> DeviceBufferMut<T> for HostBuffer<T> {}
 impl<T> DeviceBufferMut<T> for CudaViewMut<'_, T> {}
 
-/// A buffer lent to one task of a safe call: its device address, its
-/// stream (synchronized before the task) and, for device memory, cudarc's
-/// guard (dropped after the call). A host buffer needs no guard: the task
-/// has completed when the call returns, and its guard would only
-/// synchronize its stream once more.
+/// A buffer lent to one task of a safe call: its device address and, for
+/// device memory, cudarc's guard (dropped after the call). A host buffer
+/// takes no guard: the task has completed when the call returns, and its
+/// guard would only synchronize its stream once more (the call
+/// synchronizes it before the task, [`Lane::call_on_buffers`]).
 pub(crate) struct Lent<'a> {
     pub(crate) addr: u64,
-    pub(crate) stream: &'a Arc<CudaStream>,
-    pub(crate) host: bool,
     _guard: Option<SyncOnDrop<'a>>,
 }
 
 impl<'a> Lent<'a> {
     /// A host buffer at `host` (its device address), else device memory
     /// whose address and guard `device_ptr` gives.
-    fn new(
-        host: Option<u64>,
-        stream: &'a Arc<CudaStream>,
-        device_ptr: impl FnOnce() -> (u64, SyncOnDrop<'a>),
-    ) -> Self {
-        let (addr, guard) = match host {
-            Some(addr) => (addr, None),
+    fn new(host: Option<u64>, device_ptr: impl FnOnce() -> (u64, SyncOnDrop<'a>)) -> Self {
+        match host {
+            Some(addr) => Lent { addr, _guard: None },
             None => {
                 let (addr, guard) = device_ptr();
-                (addr, Some(guard))
+                Lent {
+                    addr,
+                    _guard: Some(guard),
+                }
             }
-        };
-        Lent {
-            addr,
-            stream,
-            host: host.is_some(),
-            _guard: guard,
         }
     }
 }
 
 /// `b` lent for reading, `stream` its own (a clone of `b.stream()`).
 pub(crate) fn lend<'a, T>(b: &'a impl DeviceBuffer<T>, stream: &'a Arc<CudaStream>) -> Lent<'a> {
-    Lent::new(b.host_address(), stream, || b.device_ptr(stream))
+    Lent::new(b.host_address(), || b.device_ptr(stream))
 }
 
 /// `b` lent for writing, `stream` its own (a clone of `b.stream()`).
@@ -151,5 +142,5 @@ pub(crate) fn lend_mut<'a, T>(
     stream: &'a Arc<CudaStream>,
 ) -> Lent<'a> {
     let host = b.host_address();
-    Lent::new(host, stream, || b.device_ptr_mut(stream))
+    Lent::new(host, || b.device_ptr_mut(stream))
 }
