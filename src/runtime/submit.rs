@@ -143,27 +143,21 @@ impl Submission for Task<'_> {
         self.check.lets_pointers_through().then_some(self.op)
     }
 
-    #[inline]
+    // Inlined into the caller: docs/design/mapped-memory.md#inlined-submit.
+    #[inline(always)]
     fn send<R: RingAccess>(self, ring: RingPtr, room: Room) -> Result<Ticket> {
         let shared = ring.shared();
         let image = SlotImage::new(self.op.0, self.args)?.host(self.host);
         self.check.apply(&shared.ops, self.op, self.args.len())?;
+        if let Some(input) = self.input {
+            return send_io::<R>(ring, self.op, image, input, room);
+        }
         let queue = ring.queue();
-        let image = match self.input {
-            None => image,
-            Some(input) => {
-                check_input(queue, input)?;
-                image.with_input(input.len())
-            }
-        };
         queue.prefetch_reservation();
         shared.check_open()?;
         let seq = reserve::<R>(ring, 1, room)?;
         // Nothing between the reservation and the stores can fail.
-        match self.input {
-            Some(input) => queue.publish(seq, &queue.write_input(seq, input, image)),
-            None => queue.publish(seq, &image),
-        }
+        queue.publish(seq, &image);
         queue.prefetch_next(seq);
         Ok(Ticket::new(ring, seq, self.op))
     }
@@ -220,6 +214,28 @@ impl<A: Pod> Submission for Tasks<'_, A> {
     }
 }
 
+/// [`Submission::send`] of an IO task: `input` goes into its slot's input
+/// area before the slot is published.
+#[inline(never)]
+fn send_io<R: RingAccess>(
+    ring: RingPtr,
+    op: Op,
+    image: SlotImage,
+    input: &[u8],
+    room: Room,
+) -> Result<Ticket> {
+    let queue = ring.queue();
+    check_input(queue, input)?;
+    let image = image.with_input(input.len());
+    queue.prefetch_reservation();
+    ring.shared().check_open()?;
+    let seq = reserve::<R>(ring, 1, room)?;
+    // Nothing between the reservation and the stores can fail.
+    queue.publish(seq, &queue.write_input(seq, input, image));
+    queue.prefetch_next(seq);
+    Ok(Ticket::new(ring, seq, op))
+}
+
 /// Refuses an IO task's input on a runtime without IO areas
 /// ([`Error::InvalidConfig`]) or longer than they hold
 /// ([`Error::PayloadTooLarge`]).
@@ -245,48 +261,58 @@ fn check_input(queue: &Queue, input: &[u8]) -> Result<()> {
 /// producer of access `R` does; while the ring is full, waits for room
 /// (a stall of a worker whose slot it needs ends the wait) or refuses with
 /// [`Error::Full`], as `room` says.
-#[inline]
+#[inline(always)]
 fn reserve<R: RingAccess>(ring: RingPtr, slots: usize, room: Room) -> Result<u64> {
-    let queue = ring.queue();
-    let try_once = || {
-        if R::EXCLUSIVE {
-            queue.try_reserve_held(slots)
-        } else if slots == 1 {
-            queue.try_reserve()
-        } else {
-            queue.try_reserve_many(slots)
-        }
-    };
-    match try_once() {
+    match try_reserve::<R>(ring.queue(), slots) {
         Ok(seq) => Ok(seq),
-        Err(Refusal::Full) if room == Room::Wait => {
-            // SAFETY: the submitter borrows the lane (or the pool that holds
-            // it) for the whole call: its shared state is alive.
-            unsafe {
-                Shared::wait_for(
-                    NonNull::from(ring.shared()),
-                    None,
-                    Watch::Reserving {
-                        ring: ring.ring,
-                        n: slots,
-                    },
-                    WaitStrategy::SpinThenYield,
-                    None,
-                    None,
-                    || match try_once() {
-                        Ok(seq) => Some(Ok(seq)),
-                        Err(Refusal::Full) => None,
-                        Err(r) => Some(Err(r.into())),
-                    },
-                )?
-            }
-        }
-        Err(Refusal::Full) => {
-            // A caller looping on Full must learn if the kernel died.
-            ring.shared().probe_if_due(now())?;
-            Err(Error::Full)
-        }
+        Err(Refusal::Full) => no_room::<R>(ring, slots, room),
         Err(r) => Err(r.into()),
+    }
+}
+
+/// One try at `slots` consecutive slots, as a producer of access `R`.
+#[inline(always)]
+fn try_reserve<R: RingAccess>(queue: &Queue, slots: usize) -> std::result::Result<u64, Refusal> {
+    if R::EXCLUSIVE {
+        queue.try_reserve_held(slots)
+    } else if slots == 1 {
+        queue.try_reserve()
+    } else {
+        queue.try_reserve_many(slots)
+    }
+}
+
+/// What [`reserve`] does when the ring is full: waits for room (retrying
+/// the reservation), or refuses with [`Error::Full`] after a liveness
+/// probe if one is due (a caller looping on `Full` must learn if the
+/// kernel died).
+#[cold]
+#[inline(never)]
+fn no_room<R: RingAccess>(ring: RingPtr, slots: usize, room: Room) -> Result<u64> {
+    if room == Room::Refuse {
+        ring.shared().probe_if_due(now())?;
+        return Err(Error::Full);
+    }
+    let queue = ring.queue();
+    // SAFETY: the submitter borrows the lane (or the pool that holds it)
+    // for the whole call: its shared state is alive.
+    unsafe {
+        Shared::wait_for(
+            NonNull::from(ring.shared()),
+            None,
+            Watch::Reserving {
+                ring: ring.ring,
+                n: slots,
+            },
+            WaitStrategy::SpinThenYield,
+            None,
+            None,
+            || match try_reserve::<R>(queue, slots) {
+                Ok(seq) => Some(Ok(seq)),
+                Err(Refusal::Full) => None,
+                Err(r) => Some(Err(r.into())),
+            },
+        )?
     }
 }
 
