@@ -3,7 +3,8 @@
 # tests (release) and gathers them, with a runner, into one folder, so that
 # a GPU host with the NVIDIA driver but no Rust toolchain runs the whole GPU
 # suite and the benches with one command:   <bundle>/run.sh   (see run.sh --help)
-# Layout: tests/ (pkq's: unit, api, gpu; pkq-bench's: pkq-bench-*),
+# Layout: tests/ (pkq's: unit, api, gpu; pkq-bench's: pkq-bench-*; the C
+# API's test program: pkq-ffi-c-api),
 # examples/ (pkq's examples, the custom-handler demo), bench/ (pkq-bench's
 # programs).
 #
@@ -96,6 +97,11 @@ for line in open(log):
         continue
     shutil.copy2(m["executable"], os.path.join(out, dest))
 PY
+# The C API's test program (pkq-ffi/tests/c/api.c, which `cargo test` builds
+# and runs here without its GPU part), linked against the static library
+# built above: on the GPU host it runs every call on the real kernel.
+cc -std=c11 -Wall -Wextra -Werror -O1 -g -I pkq-ffi/include pkq-ffi/tests/c/api.c \
+    target/release/libpkq_ffi.a -lpthread -ldl -lm -o "$out/tests/pkq-ffi-c-api"
 # Debug info is most of each binary's size; the symbols stay for backtraces.
 strip --strip-debug "$out"/tests/* "$out"/examples/* "$out"/bench/* 2>/dev/null || true
 cp scripts/bundle-run.sh "$out/run.sh"
