@@ -101,7 +101,7 @@ PY
 # and runs here without its GPU part), linked against the static library
 # built above: on the GPU host it runs every call on the real kernel.
 cc -std=c11 -Wall -Wextra -Werror -O1 -g -I pkq-ffi/include pkq-ffi/tests/c/api.c \
-    target/release/libpkq_ffi.a -lpthread -ldl -lm -o "$out/tests/pkq-ffi-c-api"
+    target/release/deps/libpkq_ffi.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc -o "$out/tests/pkq-ffi-c-api"
 # Debug info is most of each binary's size; the symbols stay for backtraces.
 strip --strip-debug "$out"/tests/* "$out"/examples/* "$out"/bench/* 2>/dev/null || true
 cp scripts/bundle-run.sh "$out/run.sh"

@@ -26,10 +26,14 @@
 // pkq's no-op: no arguments, value 0.
 #define PKQ_OP_NOP 0
 
-// Answers its 8-byte argument as the value.
+// Answers its argument (up to 8 bytes, little-endian) as the value. (It
+// takes up to 48 bytes; past 8 it answers a fold of them.)
 #define PKQ_OP_ECHO 1
 
-// Spins on the device for its 8-byte argument's nanoseconds.
+// Spins on the device for its 8-byte argument's nanoseconds and answers
+// how many it spun; more than 10 s is refused (`PKQ_ERR_TASK`,
+// `task_status` 2). A spin past the runtime's stall bound (1 s unless
+// `stall_after_ms` says otherwise) ends a wait with `PKQ_ERR_STALLED`.
 #define PKQ_OP_SPIN 3
 
 // Words of a ticket's storage (`pkq_ticket`).
@@ -90,11 +94,12 @@ typedef enum pkq_status {
 typedef struct pkq_runtime pkq_runtime;
 
 // How to build a runtime (`pkq::Builder`): fill it with
-// `pkq_options_init`, then set what differs. A field left 0 takes pkq's
-// default. `size` is the struct's size as the caller knows it
-// (`sizeof(pkq_options)`, set by `pkq_options_init`): later versions add
-// fields at the end, and a runtime built from a smaller struct takes the
-// defaults of the fields it lacks.
+// `pkq_options_init(&o, sizeof o)`, then set what differs. A field left 0
+// takes pkq's default. `size` is the struct's size as the caller was
+// compiled with: later versions add fields at the end only, read by the
+// library only where the caller's `size` covers them (the others take
+// their defaults), so a program built against an older header keeps
+// working with a newer library.
 typedef struct pkq_options {
   // `sizeof(pkq_options)` as the caller was compiled with.
   uint32_t size;
@@ -116,14 +121,16 @@ typedef struct pkq_options {
 } pkq_options;
 
 // A submitted task's ticket, owned by the caller (on its stack, in its
-// structs): filled by `pkq_submit`, emptied by the call that takes its
-// result (`pkq_wait`, `pkq_poll` once complete, `pkq_wait_timeout` unless
-// it timed out) or by `pkq_ticket_release`. An empty ticket is refused
-// (`PKQ_ERR_NOT_LIVE`). Never copy a live ticket and use both copies; a
-// live ticket that is never taken nor released keeps its slot's result,
-// and its runtime's memory if destroyed, alive.
-// Its fields are pkq's: a caller neither reads nor writes them (a ticket
-// that was zeroed, or never filled, is empty).
+// structs). Zero it before its first use (`pkq_ticket t = {0};`): a
+// zeroed ticket is empty. A submit fills it (and empties it first, so a
+// failed submit leaves it empty); the call that takes its result
+// (`pkq_wait`, `pkq_wait_timeout` and `pkq_poll` once the task ended) or
+// `pkq_ticket_release` empties it. An empty ticket is refused
+// (`PKQ_ERR_NOT_LIVE`). A live ticket may be moved by copying it, after
+// which the old copy is passed to no call again (zero it to make it an
+// empty ticket); one that is never taken nor released keeps its slot's
+// result, and its runtime's memory if destroyed, alive. Its fields are
+// pkq's: a caller neither reads nor writes them.
 typedef struct pkq_ticket {
   // `LIVE` while the ticket holds a task.
   uint64_t private_state;
@@ -141,7 +148,8 @@ typedef struct pkq_completion {
   uint64_t device_end_ns;
   // With `PKQ_ERR_TASK`: the status the handler reported (1 unknown op,
   // 2 bad arguments, 3 stopped before every participant finished, 16
-  // and up a module's own); 0 otherwise.
+  // and up a module's own; `UINT32_MAX` for one this version of pkq
+  // cannot name); 0 otherwise.
   uint32_t task_status;
   uint32_t reserved;
 } pkq_completion;
@@ -166,19 +174,21 @@ size_t pkq_last_error(char *buf, size_t len);
 // for a code this API does not name. Thread-safe.
 const char *pkq_status_name(int32_t status);
 
-// Fills `options` with pkq's defaults: every field 0, `size` set.
-// Thread-safe.
+// Fills the `size` bytes at `options` with pkq's defaults: every field 0,
+// `size` set to the bytes written (`size`, or this version's size of the
+// struct if smaller). Pass `sizeof` of the caller's struct. Thread-safe.
 //
 // # Safety
-// `options` points to a writable `pkq_options` (or is null).
-enum pkq_status pkq_options_init(struct pkq_options *options);
+// `options` points to `size` writable bytes (or is null).
+enum pkq_status pkq_options_init(struct pkq_options *options, size_t size);
 
 // Builds a runtime from `options` (null: pkq's defaults) and starts its
 // kernel; `*out` is its handle on `PKQ_OK`, null otherwise. Thread-safe.
 //
 // # Safety
-// `options` is null or points to a `pkq_options` of at least the size it
-// states; `out` points to a writable pointer (or is null).
+// `options` is null or points to a `pkq_options` whose readable bytes are
+// at least the `size` it states; `out` points to a writable pointer (or is
+// null).
 enum pkq_status pkq_runtime_new(const struct pkq_options *options, struct pkq_runtime **out);
 
 // Shuts the runtime down: new submits are refused (`PKQ_ERR_CLOSED`), every
@@ -197,7 +207,10 @@ enum pkq_status pkq_runtime_shutdown(const struct pkq_runtime *rt);
 // `rt` is null or a live handle from `pkq_runtime_new`.
 enum pkq_status pkq_runtime_cancel(const struct pkq_runtime *rt);
 
-// Frees the runtime (shutting it down first if it runs). Tickets of its
+// Frees the runtime, shutting it down first if it runs: it blocks until its
+// submitted tasks ran and the kernel exited (at most the stop timeout, 10
+// s by default, then the kernel is left to exit; what ended it is not
+// reported: call `pkq_runtime_shutdown` first to learn it). Tickets of its
 // tasks stay valid: their results are kept until they are taken or the
 // tickets released. Null does nothing. No other call of this handle may
 // overlap or follow it.
@@ -209,8 +222,9 @@ void pkq_runtime_destroy(struct pkq_runtime *rt);
 
 // Submits one task of op `op` with the `len` argument bytes at `args`
 // (copied into its slot: at most 48; `args` may be null when `len` is 0),
-// waiting while the ring has no room, and fills `*ticket` (which must not
-// hold a live task: it would be leaked). The op must be in the kernel's op
+// waiting while the ring has no room, and fills `*ticket` (emptied first:
+// a live task it held would be leaked, and a failed submit leaves it
+// empty). The op must be in the kernel's op
 // table with that argument length, and not dereference device addresses
 // (`PKQ_ERR_OP_MISMATCH`, `PKQ_ERR_UNCHECKED_OP`). Thread-safe (per
 // runtime; each thread its own ticket).
@@ -234,20 +248,23 @@ enum pkq_status pkq_try_submit(const struct pkq_runtime *rt,
                                size_t len,
                                struct pkq_ticket *ticket);
 
-// Waits for the ticket's task and takes its result: `PKQ_OK` with `*out`
-// filled, or the error that ended it (`PKQ_ERR_TASK` with
-// `out->task_status`; a fault, a stop, a stall). Never hangs: a dead kernel
-// ends the wait with an error. The ticket is empty after, whatever the
-// status (but `PKQ_ERR_NULL` and `PKQ_ERR_NOT_LIVE`).
+// Waits for the ticket's task, as the runtime's wait strategy says, and
+// takes its result: `PKQ_OK` with `*out` filled, or the error that ended
+// it (`PKQ_ERR_TASK` with `out->task_status`, a device fault, a stop), the
+// ticket emptied; or `PKQ_ERR_STALLED` when the task's worker went silent
+// past the runtime's stall bound, the ticket still holding the task (wait
+// again, or release it). Never hangs: a dead kernel ends the wait with an
+// error, a stuck worker with `PKQ_ERR_STALLED`.
 //
 // # Safety
 // `ticket` and `out` point to a `pkq_ticket` and a writable
 // `pkq_completion`.
 enum pkq_status pkq_wait(struct pkq_ticket *ticket, struct pkq_completion *out);
 
-// `pkq_wait` for at most `timeout_ns` nanoseconds: `PKQ_ERR_TIMEOUT` if the
-// task had not completed by then (the ticket still holds it: wait again,
-// poll, or release it); otherwise as `pkq_wait`, the ticket emptied.
+// `pkq_wait` for at most `timeout_ns` nanoseconds (`UINT64_MAX`: no
+// limit): `PKQ_ERR_TIMEOUT` if the task had not completed by then, the
+// ticket still holding it (wait again, poll, or release it); otherwise as
+// `pkq_wait`.
 //
 // # Safety
 // As `pkq_wait`.
@@ -256,8 +273,11 @@ enum pkq_status pkq_wait_timeout(struct pkq_ticket *ticket,
                                  struct pkq_completion *out);
 
 // Looks once, without waiting: `PKQ_PENDING` while the task has not
-// completed (the ticket still holds it); otherwise as `pkq_wait`, the
-// ticket emptied.
+// completed (the ticket still holds it); otherwise its result or the error
+// that ended it, as `pkq_wait`, the ticket emptied. A poll learns of a dead
+// kernel but not of a stalled worker: polls of a task whose worker is stuck
+// say `PKQ_PENDING` for as long as it is (`pkq_wait_timeout` reports the
+// stall).
 //
 // # Safety
 // As `pkq_wait`.

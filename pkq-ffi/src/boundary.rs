@@ -101,6 +101,11 @@ pub(crate) unsafe fn get_mut<'a, T>(p: *mut T, what: &'static str) -> Result<&'a
 /// `buf` points to `len` writable bytes (or `len` is 0).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pkq_last_error(buf: *mut c_char, len: usize) -> usize {
+    if len > 0 && !buf.is_null() {
+        // SAFETY: `buf` holds `len > 0` bytes (the contract): an empty
+        // message until the copy below writes one.
+        unsafe { *buf = 0 };
+    }
     let copy = |m: &String| {
         if len > 0 && !buf.is_null() {
             let n = m.len().min(len - 1);

@@ -16,14 +16,14 @@
 //! Thread safety: a runtime handle may be used from any number of threads
 //! at once, except [`pkq_runtime_destroy`], which no other call of that
 //! handle may overlap or follow. A ticket is used by one thread at a time;
-//! it may be moved (copied by value and the old copy left unused), never
-//! used through two copies.
+//! it may be moved (copied by value, the old copy passed to no call again),
+//! never used through two copies.
 //!
 //! ```c
 //! pkq_runtime *rt = NULL;
 //! if (pkq_runtime_new(NULL, &rt) != PKQ_OK) { /* pkq_last_error(...) */ }
 //! uint64_t word = 42;
-//! pkq_ticket t;
+//! pkq_ticket t = {0};
 //! pkq_completion c;
 //! if (pkq_submit(rt, PKQ_OP_ECHO, &word, sizeof word, &t) == PKQ_OK &&
 //!     pkq_wait(&t, &c) == PKQ_OK) { /* c.value == 42 */ }

@@ -20,11 +20,12 @@ pub const PKQ_WAIT_PARK: u32 = 3;
 pub const PKQ_WAIT_MONITOR: u32 = 4;
 
 /// How to build a runtime (`pkq::Builder`): fill it with
-/// `pkq_options_init`, then set what differs. A field left 0 takes pkq's
-/// default. `size` is the struct's size as the caller knows it
-/// (`sizeof(pkq_options)`, set by `pkq_options_init`): later versions add
-/// fields at the end, and a runtime built from a smaller struct takes the
-/// defaults of the fields it lacks.
+/// `pkq_options_init(&o, sizeof o)`, then set what differs. A field left 0
+/// takes pkq's default. `size` is the struct's size as the caller was
+/// compiled with: later versions add fields at the end only, read by the
+/// library only where the caller's `size` covers them (the others take
+/// their defaults), so a program built against an older header keeps
+/// working with a newer library.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct pkq_options {
@@ -47,25 +48,77 @@ pub struct pkq_options {
     pub stall_after_ms: u32,
 }
 
-/// The first version's size: the least a caller may pass.
-const V1_SIZE: usize = std::mem::size_of::<pkq_options>();
+/// The first version's size (eight `uint32_t`): the least a caller may
+/// state. It stays this when fields are added.
+const V1_SIZE: usize = 32;
+const _: () = assert!(std::mem::size_of::<pkq_options>() == V1_SIZE);
 
-/// Fills `options` with pkq's defaults: every field 0, `size` set.
-/// Thread-safe.
+/// The defaults, `size` this version's.
+fn defaults() -> pkq_options {
+    pkq_options {
+        size: std::mem::size_of::<pkq_options>() as u32,
+        ..Default::default()
+    }
+}
+
+/// Fills the `size` bytes at `options` with pkq's defaults: every field 0,
+/// `size` set to the bytes written (`size`, or this version's size of the
+/// struct if smaller). Pass `sizeof` of the caller's struct. Thread-safe.
 ///
 /// # Safety
-/// `options` points to a writable `pkq_options` (or is null).
+/// `options` points to `size` writable bytes (or is null).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pkq_options_init(options: *mut pkq_options) -> pkq_status {
+pub unsafe extern "C" fn pkq_options_init(options: *mut pkq_options, size: usize) -> pkq_status {
     call(|| {
-        // SAFETY: the caller's contract.
-        let o = unsafe { get_mut(options, "options") }?;
-        *o = pkq_options {
-            size: V1_SIZE as u32,
-            ..Default::default()
+        if options.is_null() {
+            return Err(Fail::Null("options"));
+        }
+        if size < V1_SIZE {
+            return Err(Fail::Status(
+                pkq_status::PKQ_ERR_INVALID_ARGUMENT,
+                format!("size is {size}: a pkq_options has at least {V1_SIZE} bytes"),
+            ));
+        }
+        let n = size.min(std::mem::size_of::<pkq_options>());
+        let mut d = defaults();
+        d.size = n as u32;
+        // SAFETY: `options` holds `size >= n` writable bytes (the contract);
+        // `d` is a local `pkq_options` of at least `n` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping((&raw const d).cast::<u8>(), options.cast::<u8>(), n)
         };
         Ok(pkq_status::PKQ_OK)
     })
+}
+
+/// The options at `options` as this version reads them: the fields the
+/// caller's `size` covers, the defaults for the rest.
+///
+/// # Safety
+/// `options` is non-null and points to at least as many readable bytes as
+/// its first field (`size`) says, and at least 4.
+unsafe fn read_options(options: *const pkq_options) -> Result<pkq_options, Fail> {
+    // SAFETY: at least the `size` field is readable (the contract).
+    let size = unsafe { options.cast::<u32>().read_unaligned() } as usize;
+    if size < V1_SIZE {
+        return Err(Fail::Status(
+            pkq_status::PKQ_ERR_INVALID_CONFIG,
+            format!(
+                "options.size is {size}: at least {V1_SIZE} (pkq_options_init(&o, sizeof o) sets it)"
+            ),
+        ));
+    }
+    let mut o = defaults();
+    // SAFETY: `size` readable bytes at `options` (the contract), of which
+    // no more than `o` holds are copied.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            options.cast::<u8>(),
+            (&raw mut o).cast::<u8>(),
+            size.min(std::mem::size_of::<pkq_options>()),
+        )
+    };
+    Ok(o)
 }
 
 /// A runtime: pkq's resident kernel on one device and its rings. Opaque;
@@ -83,12 +136,6 @@ impl pkq_runtime {
 /// The builder `o` describes.
 fn builder(o: &pkq_options) -> Result<pkq::Builder, Fail> {
     let bad = |why: String| Fail::Status(pkq_status::PKQ_ERR_INVALID_CONFIG, why);
-    if (o.size as usize) < V1_SIZE {
-        return Err(bad(format!(
-            "options.size is {}: at least {V1_SIZE} (pkq_options_init sets it)",
-            o.size
-        )));
-    }
     let mut b = Runtime::builder().device(o.device as usize);
     if o.workers != 0 {
         b = b.workers(o.workers as usize);
@@ -120,8 +167,9 @@ fn builder(o: &pkq_options) -> Result<pkq::Builder, Fail> {
 /// kernel; `*out` is its handle on `PKQ_OK`, null otherwise. Thread-safe.
 ///
 /// # Safety
-/// `options` is null or points to a `pkq_options` of at least the size it
-/// states; `out` points to a writable pointer (or is null).
+/// `options` is null or points to a `pkq_options` whose readable bytes are
+/// at least the `size` it states; `out` points to a writable pointer (or is
+/// null).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pkq_runtime_new(
     options: *const pkq_options,
@@ -131,13 +179,13 @@ pub unsafe extern "C" fn pkq_runtime_new(
         // SAFETY: the caller's contract.
         let out = unsafe { get_mut(out, "out") }?;
         *out = std::ptr::null_mut();
-        let defaults = pkq_options {
-            size: V1_SIZE as u32,
-            ..Default::default()
+        let o = if options.is_null() {
+            defaults()
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { read_options(options) }?
         };
-        // SAFETY: the caller's contract (null: the defaults).
-        let o = unsafe { options.as_ref() }.unwrap_or(&defaults);
-        let rt = builder(o)?.build()?;
+        let rt = builder(&o)?.build()?;
         *out = Box::into_raw(Box::new(pkq_runtime { rt }));
         Ok(pkq_status::PKQ_OK)
     })
@@ -173,7 +221,10 @@ pub unsafe extern "C" fn pkq_runtime_cancel(rt: *const pkq_runtime) -> pkq_statu
     })
 }
 
-/// Frees the runtime (shutting it down first if it runs). Tickets of its
+/// Frees the runtime, shutting it down first if it runs: it blocks until its
+/// submitted tasks ran and the kernel exited (at most the stop timeout, 10
+/// s by default, then the kernel is left to exit; what ended it is not
+/// reported: call `pkq_runtime_shutdown` first to learn it). Tickets of its
 /// tasks stay valid: their results are kept until they are taken or the
 /// tickets released. Null does nothing. No other call of this handle may
 /// overlap or follow it.

@@ -15,9 +15,13 @@ use crate::status::pkq_status;
 // the header; checked against pkq's below).
 /// pkq's no-op: no arguments, value 0.
 pub const PKQ_OP_NOP: u16 = 0;
-/// Answers its 8-byte argument as the value.
+/// Answers its argument (up to 8 bytes, little-endian) as the value. (It
+/// takes up to 48 bytes; past 8 it answers a fold of them.)
 pub const PKQ_OP_ECHO: u16 = 1;
-/// Spins on the device for its 8-byte argument's nanoseconds.
+/// Spins on the device for its 8-byte argument's nanoseconds and answers
+/// how many it spun; more than 10 s is refused (`PKQ_ERR_TASK`,
+/// `task_status` 2). A spin past the runtime's stall bound (1 s unless
+/// `stall_after_ms` says otherwise) ends a wait with `PKQ_ERR_STALLED`.
 pub const PKQ_OP_SPIN: u16 = 3;
 const _: () = assert!(
     PKQ_OP_NOP == pkq::builtin::NOP.op().0
@@ -37,7 +41,8 @@ pub struct pkq_completion {
     pub device_end_ns: u64,
     /// With `PKQ_ERR_TASK`: the status the handler reported (1 unknown op,
     /// 2 bad arguments, 3 stopped before every participant finished, 16
-    /// and up a module's own); 0 otherwise.
+    /// and up a module's own; `UINT32_MAX` for one this version of pkq
+    /// cannot name); 0 otherwise.
     pub task_status: u32,
     pub reserved: u32,
 }
@@ -46,14 +51,16 @@ pub struct pkq_completion {
 pub const PKQ_TICKET_WORDS: usize = 24;
 
 /// A submitted task's ticket, owned by the caller (on its stack, in its
-/// structs): filled by `pkq_submit`, emptied by the call that takes its
-/// result (`pkq_wait`, `pkq_poll` once complete, `pkq_wait_timeout` unless
-/// it timed out) or by `pkq_ticket_release`. An empty ticket is refused
-/// (`PKQ_ERR_NOT_LIVE`). Never copy a live ticket and use both copies; a
-/// live ticket that is never taken nor released keeps its slot's result,
-/// and its runtime's memory if destroyed, alive.
-/// Its fields are pkq's: a caller neither reads nor writes them (a ticket
-/// that was zeroed, or never filled, is empty).
+/// structs). Zero it before its first use (`pkq_ticket t = {0};`): a
+/// zeroed ticket is empty. A submit fills it (and empties it first, so a
+/// failed submit leaves it empty); the call that takes its result
+/// (`pkq_wait`, `pkq_wait_timeout` and `pkq_poll` once the task ended) or
+/// `pkq_ticket_release` empties it. An empty ticket is refused
+/// (`PKQ_ERR_NOT_LIVE`). A live ticket may be moved by copying it, after
+/// which the old copy is passed to no call again (zero it to make it an
+/// empty ticket); one that is never taken nor released keeps its slot's
+/// result, and its runtime's memory if destroyed, alive. Its fields are
+/// pkq's: a caller neither reads nor writes them.
 #[repr(C)]
 pub struct pkq_ticket {
     /// `LIVE` while the ticket holds a task.
@@ -95,6 +102,9 @@ impl pkq_ticket {
         Ok(unsafe { self.private_storage.as_ptr().cast::<Ticket>().read() })
     }
 }
+
+/// The most argument bytes a task carries in its slot.
+const MAX_ARG_BYTES: usize = 48;
 
 /// Writes `result` into `out`: the status, with `out` filled for a
 /// completion and for a failed task.
@@ -138,13 +148,26 @@ fn submit(
 ) -> pkq_status {
     call(|| {
         // SAFETY: the caller's contract (pkq_submit's).
-        let rt = unsafe { get(rt, "rt") }?;
-        // SAFETY: as above.
         let ticket = unsafe { get_mut(ticket, "ticket") }?;
-        let args: &[u8] = match len {
-            0 => &[],
-            // SAFETY: `args` points to `len` readable bytes (the contract).
-            _ => unsafe { std::slice::from_raw_parts(get(args.cast::<u8>(), "args")?, len) },
+        // Empty from here on: a failed submit leaves no stale task in it.
+        ticket.private_state = 0;
+        // SAFETY: as above.
+        let rt = unsafe { get(rt, "rt") }?;
+        if len > MAX_ARG_BYTES {
+            return Err(Error::PayloadTooLarge {
+                len,
+                max: MAX_ARG_BYTES,
+            }
+            .into());
+        }
+        let args: &[u8] = if len == 0 {
+            &[]
+        } else if args.is_null() {
+            return Err(Fail::Null("args"));
+        } else {
+            // SAFETY: `args` points to `len` readable bytes (the contract),
+            // at most 48.
+            unsafe { std::slice::from_raw_parts(args.cast::<u8>(), len) }
         };
         let task = Task::raw(Op(op), args);
         let rt = rt.runtime();
@@ -160,8 +183,9 @@ fn submit(
 
 /// Submits one task of op `op` with the `len` argument bytes at `args`
 /// (copied into its slot: at most 48; `args` may be null when `len` is 0),
-/// waiting while the ring has no room, and fills `*ticket` (which must not
-/// hold a live task: it would be leaked). The op must be in the kernel's op
+/// waiting while the ring has no room, and fills `*ticket` (emptied first:
+/// a live task it held would be leaked, and a failed submit leaves it
+/// empty). The op must be in the kernel's op
 /// table with that argument length, and not dereference device addresses
 /// (`PKQ_ERR_OP_MISMATCH`, `PKQ_ERR_UNCHECKED_OP`). Thread-safe (per
 /// runtime; each thread its own ticket).
@@ -195,29 +219,27 @@ pub unsafe extern "C" fn pkq_try_submit(
     submit(rt, op, args, len, ticket, false)
 }
 
-/// Waits for the ticket's task and takes its result: `PKQ_OK` with `*out`
-/// filled, or the error that ended it (`PKQ_ERR_TASK` with
-/// `out->task_status`; a fault, a stop, a stall). Never hangs: a dead kernel
-/// ends the wait with an error. The ticket is empty after, whatever the
-/// status (but `PKQ_ERR_NULL` and `PKQ_ERR_NOT_LIVE`).
+/// Waits for the ticket's task, as the runtime's wait strategy says, and
+/// takes its result: `PKQ_OK` with `*out` filled, or the error that ended
+/// it (`PKQ_ERR_TASK` with `out->task_status`, a device fault, a stop), the
+/// ticket emptied; or `PKQ_ERR_STALLED` when the task's worker went silent
+/// past the runtime's stall bound, the ticket still holding the task (wait
+/// again, or release it). Never hangs: a dead kernel ends the wait with an
+/// error, a stuck worker with `PKQ_ERR_STALLED`.
 ///
 /// # Safety
 /// `ticket` and `out` point to a `pkq_ticket` and a writable
 /// `pkq_completion`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pkq_wait(ticket: *mut pkq_ticket, out: *mut pkq_completion) -> pkq_status {
-    call(|| {
-        // SAFETY: the caller's contract.
-        let out = unsafe { get_mut(out, "out") }?;
-        // SAFETY: as above.
-        let t = unsafe { get_mut(ticket, "ticket") }?.take()?;
-        report(t.wait(), out)
-    })
+    // SAFETY: the caller's contract.
+    unsafe { pkq_wait_timeout(ticket, u64::MAX, out) }
 }
 
-/// `pkq_wait` for at most `timeout_ns` nanoseconds: `PKQ_ERR_TIMEOUT` if the
-/// task had not completed by then (the ticket still holds it: wait again,
-/// poll, or release it); otherwise as `pkq_wait`, the ticket emptied.
+/// `pkq_wait` for at most `timeout_ns` nanoseconds (`UINT64_MAX`: no
+/// limit): `PKQ_ERR_TIMEOUT` if the task had not completed by then, the
+/// ticket still holding it (wait again, poll, or release it); otherwise as
+/// `pkq_wait`.
 ///
 /// # Safety
 /// As `pkq_wait`.
@@ -232,13 +254,17 @@ pub unsafe extern "C" fn pkq_wait_timeout(
         let out = unsafe { get_mut(out, "out") }?;
         // SAFETY: as above.
         let ticket = unsafe { get_mut(ticket, "ticket") }?;
-        match ticket
-            .live()?
-            .wait_timeout(Duration::from_nanos(timeout_ns))
-        {
-            Err(Error::Timeout) => {
+        let t = ticket.live()?;
+        let result = if timeout_ns == u64::MAX {
+            t.wait_timeout(Duration::MAX)
+        } else {
+            t.wait_timeout(Duration::from_nanos(timeout_ns))
+        };
+        match result {
+            // The task may still complete: the ticket keeps it.
+            Err(e @ (Error::Timeout | Error::Stalled { .. })) => {
                 *out = pkq_completion::default();
-                Err(Error::Timeout.into())
+                Err(e.into())
             }
             result => {
                 drop(ticket.take()?);
@@ -249,8 +275,11 @@ pub unsafe extern "C" fn pkq_wait_timeout(
 }
 
 /// Looks once, without waiting: `PKQ_PENDING` while the task has not
-/// completed (the ticket still holds it); otherwise as `pkq_wait`, the
-/// ticket emptied.
+/// completed (the ticket still holds it); otherwise its result or the error
+/// that ended it, as `pkq_wait`, the ticket emptied. A poll learns of a dead
+/// kernel but not of a stalled worker: polls of a task whose worker is stuck
+/// say `PKQ_PENDING` for as long as it is (`pkq_wait_timeout` reports the
+/// stall).
 ///
 /// # Safety
 /// As `pkq_wait`.

@@ -1,9 +1,10 @@
 /* pkq's C API from C (tests/c_api.rs compiles and runs this, plain and under
- * AddressSanitizer): every error path without a GPU (null arguments, bad
- * options, empty tickets, the messages), then, where a runtime starts, every
- * call on the real kernel, results checked against what was sent. Exits 0
- * when everything held; prints "GPU part skipped: <why>" when no runtime
- * could start. */
+ * AddressSanitizer; the GPU bundle carries it for the GPU host): every error
+ * path without a GPU (null arguments, bad options, empty tickets, the
+ * messages), then, where a runtime starts, every call on the real kernel,
+ * results checked against what was sent. Exits 0 when everything held;
+ * prints "GPU part skipped: <why>" when no runtime could start, which fails
+ * it when PKQ_REQUIRE_GPU=1. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,12 +58,22 @@ static void errors_without_a_runtime(void) {
     CHECK(strcmp(pkq_status_name(PKQ_ERR_FULL), "PKQ_ERR_FULL") == 0);
     CHECK(strcmp(pkq_status_name(-1), "PKQ_ERR_OTHER") == 0);
 
-    CHECK_STATUS(pkq_options_init(NULL), PKQ_ERR_NULL);
+    CHECK_STATUS(pkq_options_init(NULL, sizeof(pkq_options)), PKQ_ERR_NULL);
     CHECK(last_error_is("options is null"));
     pkq_options o;
-    CHECK_STATUS(pkq_options_init(&o), PKQ_OK);
+    CHECK_STATUS(pkq_options_init(&o, 4), PKQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(pkq_options_init(&o, sizeof o), PKQ_OK);
     CHECK(o.size == sizeof o);
     CHECK(o.workers == 0 && o.wait == PKQ_WAIT_DEFAULT);
+    /* A larger struct (a later header's) gets this version's fields. */
+    struct {
+        pkq_options v1;
+        uint32_t later[4];
+    } wider;
+    memset(&wider, 0xff, sizeof wider);
+    CHECK_STATUS(pkq_options_init(&wider.v1, sizeof wider), PKQ_OK);
+    CHECK(wider.v1.size == sizeof(pkq_options) && wider.later[0] == 0xffffffffu);
+    CHECK_STATUS(pkq_options_init(NULL, sizeof(pkq_options)), PKQ_ERR_NULL);
 
     /* A message longer than the buffer is cut, its whole length returned. */
     char small[4];
@@ -88,8 +99,7 @@ static void errors_without_a_runtime(void) {
     CHECK_STATUS(pkq_runtime_cancel(NULL), PKQ_ERR_NULL);
     pkq_runtime_destroy(NULL);
 
-    pkq_ticket t;
-    memset(&t, 0, sizeof t);
+    pkq_ticket t = {0};
     pkq_completion c;
     uint64_t word = 7;
     CHECK_STATUS(pkq_submit(NULL, PKQ_OP_ECHO, &word, sizeof word, &t), PKQ_ERR_NULL);
@@ -101,11 +111,16 @@ static void errors_without_a_runtime(void) {
     CHECK_STATUS(pkq_poll(&t, &c), PKQ_ERR_NOT_LIVE);
     CHECK_STATUS(pkq_ticket_release(&t), PKQ_OK);
     CHECK_STATUS(pkq_ticket_release(NULL), PKQ_ERR_NULL);
+    /* A failed submit leaves the ticket empty, whatever it held. */
+    memset(&t, 0xab, sizeof t);
+    CHECK_STATUS(pkq_submit(NULL, PKQ_OP_ECHO, &word, sizeof word, &t), PKQ_ERR_NULL);
+    CHECK_STATUS(pkq_ticket_release(&t), PKQ_OK);
+    CHECK_STATUS(pkq_wait(&t, &c), PKQ_ERR_NOT_LIVE);
 }
 
 /* Every call on a live runtime. */
 static void calls_on_a_runtime(pkq_runtime *rt) {
-    pkq_ticket t;
+    pkq_ticket t = {0};
     pkq_completion c;
 
     /* ECHO answers its argument; NOP answers 0. */
@@ -125,6 +140,7 @@ static void calls_on_a_runtime(pkq_runtime *rt) {
     /* Many in flight, taken in another order than submitted. */
     enum { N = 64 };
     pkq_ticket many[N];
+    memset(many, 0, sizeof many);
     uint64_t sent[N];
     for (int i = 0; i < N; ++i) {
         sent[i] = next_random();
@@ -135,17 +151,19 @@ static void calls_on_a_runtime(pkq_runtime *rt) {
         CHECK(c.value == sent[i]);
     }
 
-    /* Poll until done; a timeout keeps the ticket. */
-    uint64_t ns = 2000000; /* 2 ms of spinning on the device */
+    /* Poll until done; a timeout keeps the ticket. The spin (200 ms) is far
+     * longer than the 1 us wait, far shorter than the stall bound (1 s). */
+    uint64_t ns = 200000000;
     CHECK_STATUS(pkq_submit(rt, PKQ_OP_SPIN, &ns, sizeof ns, &t), PKQ_OK);
     CHECK_STATUS(pkq_wait_timeout(&t, 1000, &c), PKQ_ERR_TIMEOUT);
     pkq_status s;
     long polls = 0;
     while ((s = pkq_poll(&t, &c)) == PKQ_PENDING) ++polls;
     CHECK_STATUS(s, PKQ_OK);
-    CHECK(polls > 0);
+    CHECK(polls > 0 && c.value >= ns);
     CHECK_STATUS(pkq_submit(rt, PKQ_OP_SPIN, &ns, sizeof ns, &t), PKQ_OK);
     CHECK_STATUS(pkq_wait_timeout(&t, 10000000000u, &c), PKQ_OK);
+    CHECK(c.value >= ns);
 
     /* Released unread: the task runs on, the ticket is empty. */
     CHECK_STATUS(pkq_submit(rt, PKQ_OP_NOP, NULL, 0, &t), PKQ_OK);
@@ -183,7 +201,7 @@ int main(void) {
         pkq_runtime_destroy(rt);
         /* A ticket outlives its runtime's destroy. */
         CHECK_STATUS(pkq_runtime_new(NULL, &rt), PKQ_OK);
-        pkq_ticket t;
+        pkq_ticket t = {0};
         pkq_completion c;
         uint64_t word = 5;
         CHECK_STATUS(pkq_submit(rt, PKQ_OP_ECHO, &word, sizeof word, &t), PKQ_OK);
@@ -197,6 +215,12 @@ int main(void) {
         char msg[256];
         pkq_last_error(msg, sizeof msg);
         printf("GPU part skipped: %s: %s\n", pkq_status_name(s), msg);
+        /* Where a GPU is expected, a skip is a failure. */
+        const char *require = getenv("PKQ_REQUIRE_GPU");
+        if (require && strcmp(require, "1") == 0) {
+            fprintf(stderr, "PKQ_REQUIRE_GPU=1, but no runtime started\n");
+            ++failures;
+        }
     }
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
