@@ -109,7 +109,7 @@ chmod +x "$out/run.sh"
 git rev-parse HEAD >"$out/COMMIT" 2>/dev/null || echo unknown >"$out/COMMIT"
 if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then echo "(work tree dirty)" >>"$out/COMMIT"; fi
 # One archive of it as well: the binaries each embed the kernels, so it
-# packs to a fraction (what a device tool with a size limit carries):
+# packs to a fraction (for a GPU host reached by a size-limited transfer):
 #   tar xzf <bundle>.tar.gz -C <dir> && <dir>/<bundle>/run.sh
 tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
 du -sh "$out" "$out.tar.gz"

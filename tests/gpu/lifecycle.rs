@@ -488,7 +488,7 @@ pub(crate) fn a_stall_is_reported_on_its_ring() {
 
 /// A worker running long tasks back to back polls once per task; it must
 /// still beat between them, so that only a task longer than the stall bound
-/// is reported (review of 4dc8bec: it beat every 8th poll only).
+/// is reported (a worker that beat every 8th poll only was reported stalled).
 pub(crate) fn back_to_back_long_tasks_are_not_stalls() {
     let rt = Runtime::builder()
         .workers(1)
