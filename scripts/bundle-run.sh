@@ -3,8 +3,9 @@
 # binary (pkq's and pkq-bench's, CPU and GPU tests), then the benches
 # (pkq-bench's programs, in bench/) and the examples, writing results to OUT.
 #
-# Usage: run.sh [--tests] [--benches] [--variants] [--soak SECS] [--out DIR] [--sanitize TOOLS] [-- LATENCY_ARGS...]
+# Usage: run.sh [--tests] [--benches] [--bindings] [--variants] [--soak SECS] [--out DIR] [--sanitize TOOLS] [-- LATENCY_ARGS...]
 #   --tests / --benches   run only those (default: both)
+#   --bindings            only the bindings bench (one of the benches)
 #   --variants            also the design sweep (pkq-bench's latency_variants)
 #   --out DIR             where bench results go (default: $OUT, else ./results)
 #   --soak SECS           pkq-bench's soak for SECS seconds (writes soak.json)
@@ -14,23 +15,24 @@
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/results}"
-run_tests=0 run_benches=0 run_variants=0 soak=0 sanitize=""
+run_tests=0 run_benches=0 run_bindings=0 run_variants=0 soak=0 sanitize=""
 bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) run_tests=1 ;;
     --benches) run_benches=1 ;;
     --variants) run_variants=1 ;;
+    --bindings) run_bindings=1 ;;
     --soak) soak="$2"; shift ;;
     --out) out="$2"; shift ;;
     --sanitize) sanitize="$2"; shift ;;
-    --help|-h) sed -n '2,13p' "$0"; exit 0 ;;
+    --help|-h) sed -n '2,14p' "$0"; exit 0 ;;
     --) shift; bench_args=("$@"); break ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
-if [ $run_tests = 0 ] && [ $run_benches = 0 ] && [ $run_variants = 0 ] && [ "$soak" = 0 ] && [ -z "$sanitize" ]; then
+if [ $run_tests = 0 ] && [ $run_benches = 0 ] && [ $run_bindings = 0 ] && [ $run_variants = 0 ] && [ "$soak" = 0 ] && [ -z "$sanitize" ]; then
   run_tests=1 run_benches=1
 fi
 mkdir -p "$out"
@@ -43,8 +45,17 @@ if [ $run_tests = 1 ]; then
     echo "=== test binary: $name"
     # A bundle runs on a GPU host: the C API's test program fails rather than
     # skip its GPU part (the Rust GPU tests say what they skipped).
-    PKQ_REQUIRE_GPU=1 timeout 600 "$t" || failed+=("$name")
+    PKQ_REQUIRE_GPU=1 PKQ_TEST_FATBIN="$here/fk.fatbin" timeout 600 "$t" || failed+=("$name")
   done
+fi
+# The Python package on this host's Python (a venv that sees its NumPy,
+# CuPy and PyTorch; nothing downloaded): its tests, and the interpreter the
+# bindings bench runs.
+venv="$(mktemp -d)/venv"
+if [ $run_tests = 1 ]; then
+  echo "=== python tests"
+  PKQ_GPU_VENV="$venv" PKQ_TEST_FATBIN="$here/fk.fatbin" PKQ_TEST_KERNEL=fk_worker_kernel \
+    timeout 900 bash "$here/python/run-gpu-tests.sh" "$here"/python/pkq-*.whl || failed+=(python)
 fi
 if [ -n "$sanitize" ]; then
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
@@ -57,6 +68,17 @@ if [ -n "$sanitize" ]; then
     PKQ_UNDER_SANITIZER=1 timeout -k 10 400 "$sanitizer" --tool "$tool" --report-api-errors no \
       --error-exitcode 9 "$here/tests/gpu" || failed+=("gpu under $tool")
   done
+fi
+if [ $run_benches = 1 ] || [ $run_bindings = 1 ]; then
+  echo "=== bench: bindings"
+  if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv --system-site-packages "$venv" \
+      && "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-index \
+        "$here"/python/pkq-*.whl
+  fi
+  timeout 600 "$here/bench/bindings" --c "$here/bindings/round_trip_c" --cpp "$here/bindings/round_trip_cpp" \
+    --python "$venv/bin/python $here/python/round_trip.py" \
+    --json "$out/bindings.json" --svg "$out/bindings.svg" || failed+=(bindings)
 fi
 if [ $run_benches = 1 ]; then
   echo "=== bench: latency"

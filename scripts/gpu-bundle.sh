@@ -4,9 +4,12 @@
 # a GPU host with the NVIDIA driver but no Rust toolchain runs the whole GPU
 # suite and the benches with one command:   <bundle>/run.sh   (see run.sh --help)
 # Layout: tests/ (pkq's: unit, api, gpu; pkq-bench's: pkq-bench-*; the C
-# API's test program: pkq-ffi-c-api),
-# examples/ (pkq's examples, the custom-handler demo), bench/ (pkq-bench's
-# programs).
+# and C++ APIs' test programs: pkq-ffi-c-api, pkq-ffi-cpp-api), examples/
+# (pkq's examples, the custom-handler demo), bench/ (pkq-bench's programs),
+# bindings/ (the bindings bench's C and C++ programs), python/ (the wheel,
+# its tests, their runner, the bindings bench's Python script), fk.fatbin
+# (the custom-handler module, for the module parts of the C, C++ and Python
+# tests).
 #
 # Usage: scripts/gpu-bundle.sh [OUT_DIR]     (default: target/gpu-bundle)
 # Needs nvcc here (see DEVELOPERS.md); the host needs none.
@@ -97,13 +100,38 @@ for line in open(log):
         continue
     shutil.copy2(m["executable"], os.path.join(out, dest))
 PY
-# The C API's test program (pkq-ffi/tests/c/api.c, which `cargo test` builds
-# and runs here without its GPU part), linked against the static library
-# built above: on the GPU host it runs every call on the real kernel.
-cc -std=c11 -Wall -Wextra -Werror -O1 -g -I pkq-ffi/include pkq-ffi/tests/c/api.c \
-    target/release/deps/libpkq_ffi.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc -o "$out/tests/pkq-ffi-c-api"
+# The C and C++ APIs' test programs (pkq-ffi/tests/{c,cpp}, which `cargo
+# test` builds and runs here without their GPU parts), linked against the
+# static library built above: on the GPU host they run every call on the
+# real kernel, the module part on the custom-handler example's fatbin
+# (fk.fatbin, which run.sh names in PKQ_TEST_FATBIN). The bindings bench's C
+# and C++ programs beside them (bindings/).
+mkdir -p "$out/bindings"
+ffi=(-I pkq-ffi/include)
+syslibs=(target/release/deps/libpkq_ffi.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc)
+cc -std=c11 -Wall -Wextra -Werror -O1 -g "${ffi[@]}" pkq-ffi/tests/c/api.c "${syslibs[@]}" -o "$out/tests/pkq-ffi-c-api"
+c++ -std=c++17 -Wall -Wextra -Werror -O1 -g "${ffi[@]}" pkq-ffi/tests/cpp/api.cpp "${syslibs[@]}" -o "$out/tests/pkq-ffi-cpp-api"
+cc -std=c11 -Wall -Wextra -Werror -O2 "${ffi[@]}" pkq-bench/bindings/round_trip.c "${syslibs[@]}" -o "$out/bindings/round_trip_c"
+c++ -std=c++17 -Wall -Wextra -Werror -O2 "${ffi[@]}" pkq-bench/bindings/round_trip.cpp "${syslibs[@]}" -o "$out/bindings/round_trip_cpp"
+python3 - "$log" "$out" <<'PY'
+import json, re, shutil, sys
+for m in map(json.loads, open(sys.argv[1])):
+    if m.get("reason") == "build-script-executed" and re.search(r"/build/custom_handler-[0-9a-f]+/out$", m.get("out_dir", "")):
+        shutil.copy2(m["out_dir"] + "/fk.fatbin", sys.argv[2] + "/fk.fatbin")
+        break
+else:
+    sys.exit("error: no custom_handler build in the log")
+PY
+# The Python package: its wheel (built, with the kernel, by pkq-py's test
+# script, which runs the CPU tests here), its tests and their runner for the
+# GPU host, and the bindings bench's Python script.
+bash pkq-py/run-tests.sh -q
+mkdir -p "$out/python"
+cp target/wheels/pkq-*.whl pkq-py/run-gpu-tests.sh pkq-py/bench/round_trip.py "$out/python/"
+cp -r pkq-py/tests "$out/python/tests"
+rm -rf "$out/python/tests/__pycache__"
 # Debug info is most of each binary's size; the symbols stay for backtraces.
-strip --strip-debug "$out"/tests/* "$out"/examples/* "$out"/bench/* 2>/dev/null || true
+strip --strip-debug "$out"/tests/* "$out"/examples/* "$out"/bench/* "$out"/bindings/* 2>/dev/null || true
 cp scripts/bundle-run.sh "$out/run.sh"
 chmod +x "$out/run.sh"
 git rev-parse HEAD >"$out/COMMIT" 2>/dev/null || echo unknown >"$out/COMMIT"

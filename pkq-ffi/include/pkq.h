@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Words of a batch's storage (`pkq_batch`).
+#define PKQ_BATCH_WORDS 24
+
 // The runtime's wait strategy (`pkq::Builder::wait_strategy`).
 #define PKQ_WAIT_DEFAULT 0
 
@@ -23,6 +26,46 @@
 // there are any (else spin, then yield).
 #define PKQ_WAIT_MONITOR 4
 
+// Each task on one warp (`pkq::Width::Warp`, the default).
+#define PKQ_WIDTH_WARP 0
+
+// Each task on a block of `width_warps` warps (`pkq::Width::Block`).
+#define PKQ_WIDTH_BLOCK 1
+
+// Each task on a group of `width_blocks` blocks (0: one per SM) of
+// `width_warps` warps (`pkq::Width::Group`).
+#define PKQ_WIDTH_GROUP 2
+
+// `state_memory` for a runtime with none (0 takes pkq's default, 1 MiB).
+#define PKQ_STATE_MEMORY_NONE UINT64_MAX
+
+// Route each task to the serving device with the fewest tasks in flight.
+#define PKQ_ROUTE_LEAST_LOADED 0
+
+// Of two serving devices picked at random, the less loaded.
+#define PKQ_ROUTE_POWER_OF_TWO 1
+
+// The serving devices in turn.
+#define PKQ_ROUTE_ROUND_ROBIN 2
+
+// `pkq_producer_new` flag: hold the ring alone (`pkq::ExclusiveProducer`):
+// plain stores reserve its slots, where shared producers use a
+// compare-and-swap; every other submit to the ring is refused
+// (`PKQ_ERR_RING_HELD`) until the producer is destroyed.
+#define PKQ_PRODUCER_EXCLUSIVE 1
+
+// Any ring of the lane (`pkq_producer_new`): the next in turn, or for an
+// exclusive producer the first no other holds.
+#define PKQ_ANY_RING UINT32_MAX
+
+// Submit flag: refuse with `PKQ_ERR_FULL` at once when the ring has no
+// room (else the call waits for room).
+#define PKQ_SUBMIT_TRY 1
+
+// Submit flag for runs of tasks: up to 32 tasks to a slot (a pack: one
+// slot's round trip for all of them) instead of one a slot.
+#define PKQ_SUBMIT_PACKED 2
+
 // pkq's no-op: no arguments, value 0.
 #define PKQ_OP_NOP 0
 
@@ -35,6 +78,17 @@
 // `task_status` 2). A spin past the runtime's stall bound (1 s unless
 // `stall_after_ms` says otherwise) ends a wait with `PKQ_ERR_STALLED`.
 #define PKQ_OP_SPIN 3
+
+// An IO task's op (a runtime with IO areas, `io_input`/`io_output`): its
+// arguments `{uint32_t out_len; uint32_t key;}`; output byte `i` is input
+// byte `i` (0 past the input) XOR `key`'s low byte, `out_len` of them; the
+// value is the sum of the input bytes.
+#define PKQ_OP_COPY_IO 10
+
+// A wide lane's empty task (`PKQ_WIDTH_BLOCK` or `PKQ_WIDTH_GROUP`): no
+// arguments, value 0; every participant runs it (the cost of handing a
+// task to the lane's whole width).
+#define PKQ_OP_GROUP_EMPTY 11
 
 // Words of a ticket's storage (`pkq_ticket`).
 #define PKQ_TICKET_WORDS 24
@@ -89,36 +143,50 @@ typedef enum pkq_status {
   PKQ_ERR_CUDA = 35,
 } pkq_status;
 
+// A pool of runtimes, one per device. Opaque; made by `pkq_pool_new`,
+// freed by `pkq_pool_destroy`. Thread-safe as a runtime is.
+typedef struct pkq_pool pkq_pool;
+
+// A producer: submits to one ring of one lane of a runtime. Opaque; made
+// by `pkq_producer_new`, freed by `pkq_producer_destroy`. A shared one may
+// be used from any number of threads at once; an exclusive one by one
+// thread at a time (any thread).
+typedef struct pkq_producer pkq_producer;
+
 // A runtime: pkq's resident kernel on one device and its rings. Opaque;
 // made by `pkq_runtime_new`, freed by `pkq_runtime_destroy`.
 typedef struct pkq_runtime pkq_runtime;
 
-// How to build a runtime (`pkq::Builder`): fill it with
-// `pkq_options_init(&o, sizeof o)`, then set what differs. A field left 0
-// takes pkq's default. `size` is the struct's size as the caller was
-// compiled with: later versions add fields at the end only, read by the
-// library only where the caller's `size` covers them (the others take
-// their defaults), so a program built against an older header keeps
-// working with a newer library.
-typedef struct pkq_options {
-  // `sizeof(pkq_options)` as the caller was compiled with.
-  uint32_t size;
-  // The CUDA device's index.
-  uint32_t device;
-  // Worker warps (`Builder::workers`).
-  uint32_t workers;
-  // Poller warps per worker: 1, 2, 4 or 8 (`Builder::pollers`).
-  uint32_t pollers;
-  // Submission rings, a power of two (`Builder::rings`).
-  uint32_t rings;
-  // Slots of each ring, a power of two (`Builder::capacity`).
-  uint32_t capacity;
-  // A `PKQ_WAIT_*` value.
-  uint32_t wait;
-  // Milliseconds after which a worker silent while it has a task is
-  // stalled (`Builder::stall_after`).
-  uint32_t stall_after_ms;
-} pkq_options;
+// Bytes of state in the runtime's device memory (`pkq::DeviceState`).
+// Opaque; made by `pkq_state_new`, freed by `pkq_state_destroy`. Used by
+// one thread at a time.
+typedef struct pkq_state pkq_state;
+
+// A submitted run of tasks, owned by the caller as a `pkq_ticket` is:
+// zero it before its first use (`pkq_batch b = {0};`); a submit fills it;
+// `pkq_batch_wait` once every task is done, or `pkq_batch_release`,
+// empties it. Moved by copying, the old copy passed to no call again.
+// Its fields are pkq's.
+typedef struct pkq_batch {
+  uint64_t private_state;
+  uint64_t private_storage[PKQ_BATCH_WORDS];
+} pkq_batch;
+
+// A finished task's result.
+typedef struct pkq_completion {
+  // The handler's 8-byte result (0 for a failed task).
+  uint64_t value;
+  // The GPU's clock (ns) when the task started and when its handler
+  // returned (0 for a failed task).
+  uint64_t device_start_ns;
+  uint64_t device_end_ns;
+  // With `PKQ_ERR_TASK`: the status the handler reported (1 unknown op,
+  // 2 bad arguments, 3 stopped before every participant finished, 16
+  // and up a module's own; `UINT32_MAX` for one this version of pkq
+  // cannot name); 0 otherwise.
+  uint32_t task_status;
+  uint32_t reserved;
+} pkq_completion;
 
 // A submitted task's ticket, owned by the caller (on its stack, in its
 // structs). Zero it before its first use (`pkq_ticket t = {0};`): a
@@ -138,25 +206,121 @@ typedef struct pkq_ticket {
   uint64_t private_storage[PKQ_TICKET_WORDS];
 } pkq_ticket;
 
-// A finished task's result.
-typedef struct pkq_completion {
-  // The handler's 8-byte result (0 for a failed task).
-  uint64_t value;
-  // The GPU's clock (ns) when the task started and when its handler
-  // returned (0 for a failed task).
-  uint64_t device_start_ns;
-  uint64_t device_end_ns;
-  // With `PKQ_ERR_TASK`: the status the handler reported (1 unknown op,
-  // 2 bad arguments, 3 stopped before every participant finished, 16
-  // and up a module's own; `UINT32_MAX` for one this version of pkq
-  // cannot name); 0 otherwise.
-  uint32_t task_status;
-  uint32_t reserved;
-} pkq_completion;
+// A completion callback: `user` as registered, the task's status (as
+// `pkq_wait` would return it; `pkq_last_error` gives its message on the
+// calling thread), its result, and the bytes an IO task's handler wrote
+// (null and 0 for none). `completion` and `output` are valid during the
+// call only. It must return, and must not unwind (a C++ exception thrown
+// out of it aborts the process).
+typedef void (*pkq_callback)(void *user,
+                             enum pkq_status status,
+                             const struct pkq_completion *completion,
+                             const uint8_t *output,
+                             size_t output_len);
+
+// How to build a runtime (`pkq::Builder`): fill it with
+// `pkq_options_init(&o, sizeof o)`, then set what differs. A field left 0
+// (or null) takes pkq's default. `size` is the struct's size as the
+// caller was compiled with: later versions add fields at the end only,
+// read by the library only where the caller's `size` covers them (the
+// others take their defaults), so a program built against an older header
+// keeps working with a newer library. The pointers are read during the
+// call they are passed to, never kept.
+typedef struct pkq_options {
+  // `sizeof(pkq_options)` as the caller was compiled with.
+  uint32_t size;
+  // The CUDA device's index.
+  uint32_t device;
+  // Worker warps (`Builder::workers`).
+  uint32_t workers;
+  // Poller warps per worker: 1, 2, 4 or 8 (`Builder::pollers`).
+  uint32_t pollers;
+  // Submission rings, a power of two (`Builder::rings`).
+  uint32_t rings;
+  // Slots of each ring, a power of two (`Builder::capacity`).
+  uint32_t capacity;
+  // A `PKQ_WAIT_*` value.
+  uint32_t wait;
+  // Milliseconds after which a worker silent while it has a task is
+  // stalled (`Builder::stall_after`).
+  uint32_t stall_after_ms;
+  // Input and output areas of every slot, in bytes, for IO tasks
+  // (`Builder::io`; at most 65536 each; 0 and 0: none).
+  uint32_t io_input;
+  uint32_t io_output;
+  // A `PKQ_WIDTH_*` value: how wide each task runs (`Builder::width`).
+  uint32_t width;
+  // Warps of each block of a `PKQ_WIDTH_BLOCK` or `PKQ_WIDTH_GROUP`
+  // lane (1 to 8; 0: 8).
+  uint32_t width_warps;
+  // Blocks of a `PKQ_WIDTH_GROUP` lane (0: one per SM).
+  uint32_t width_blocks;
+  // Run the kernel on this many SMs only (`Builder::sm_partition`; 0:
+  // all of them).
+  uint32_t sm_partition;
+  // Device memory for states in bytes (`Builder::state_memory`; 0: the
+  // default, `PKQ_STATE_MEMORY_NONE`: none).
+  uint64_t state_memory;
+  // A device module of your own (fatbin, cubin or PTX) in memory,
+  // `module_len` bytes, served instead of pkq's kernel
+  // (`Builder::module`), with `module_kernel` naming its kernel. Copied
+  // by the call.
+  const void *module_image;
+  size_t module_len;
+  // Or the path of a module file (when `module_image` is null), read by
+  // the call. NUL-terminated.
+  const char *module_path;
+  // The kernel of the module (NUL-terminated); required with a module.
+  const char *module_kernel;
+} pkq_options;
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// How many tasks the batch holds, into `*len`. Never blocks.
+//
+// # Safety
+// `batch` points to a `pkq_batch`; `len` to a writable `size_t`.
+enum pkq_status pkq_batch_len(struct pkq_batch *batch, size_t *len);
+
+// Takes the completions that have arrived, without waiting, and puts how
+// many of the batch's tasks are done into `*done`: `PKQ_OK` when all are
+// (then `pkq_batch_wait` returns at once), `PKQ_PENDING` otherwise; or
+// the error that ended the runtime before they completed. The batch keeps
+// its tasks.
+//
+// # Safety
+// `batch` points to a `pkq_batch`; `done` to a writable `size_t`.
+enum pkq_status pkq_batch_poll(struct pkq_batch *batch, size_t *done);
+
+// Waits at most `timeout_ns` (`UINT64_MAX`: no limit) for every task of
+// the batch and writes task `i`'s result to `results[i]` and its status
+// to `statuses[i]` (`PKQ_OK`, or `PKQ_ERR_TASK` with
+// `results[i].task_status`), `count` being the batch's length (else
+// `PKQ_ERR_INVALID_ARGUMENT`, nothing taken). Returns `PKQ_OK` when every
+// task succeeded, `PKQ_ERR_TASK` when one failed, the batch emptied
+// either way. `PKQ_ERR_TIMEOUT` and `PKQ_ERR_STALLED` keep the batch (wait
+// again, or release it), the arrays filled for the tasks done so far and
+// `PKQ_PENDING` for the rest. Another error (a fault, a stop, a cancel)
+// empties it: the tasks done before it have their results, the rest that
+// error as their status. Never hangs, as `pkq_wait`.
+//
+// # Safety
+// `batch` points to a `pkq_batch`; `results` and `statuses` to `count`
+// writable elements each.
+enum pkq_status pkq_batch_wait(struct pkq_batch *batch,
+                               uint64_t timeout_ns,
+                               struct pkq_completion *results,
+                               enum pkq_status *statuses,
+                               size_t count);
+
+// Empties the batch without taking its results (its tasks run on). An
+// empty batch is left as it is (`PKQ_OK`).
+//
+// # Safety
+// `batch` points to a `pkq_batch` (or is null).
+enum pkq_status pkq_batch_release(struct pkq_batch *batch);
 
 // Copies the message of the calling thread's last failed call (empty if
 // none failed) into `buf`, NUL-terminated and cut to `len - 1` bytes, and
@@ -174,22 +338,206 @@ size_t pkq_last_error(char *buf, size_t len);
 // for a code this API does not name. Thread-safe.
 const char *pkq_status_name(int32_t status);
 
-// Fills the `size` bytes at `options` with pkq's defaults: every field 0,
-// `size` set to the bytes written (`size`, or this version's size of the
-// struct if smaller). Pass `sizeof` of the caller's struct. Thread-safe.
+// Calls `callback(user, ...)` once with the ticket's result, when its task
+// is done, and empties the ticket. It runs on the runtime's completion
+// thread (one per lane; every callback of the lane on it, one after
+// another: hand long work elsewhere), or at once on the calling thread if
+// the task is already done or its result taken; a stall or a fault calls
+// it with that error. Every callback registered before
+// `pkq_runtime_destroy` has run when that returns. A callback must not
+// wait for a task of its own runtime, nor destroy it. Null `callback`:
+// `PKQ_ERR_NULL`, the ticket kept. Thread-safe per ticket.
+//
+// # Safety
+// `ticket` points to a `pkq_ticket`; `callback` is safe to call with
+// `user` from another thread, at any time until it was called.
+enum pkq_status pkq_ticket_on_complete(struct pkq_ticket *ticket,
+                                       pkq_callback callback,
+                                       void *user);
+
+// Fills the `size` bytes at `options` with pkq's defaults: every field 0
+// or null, `size` set to the bytes written (`size`, or this version's size
+// of the struct if smaller). Pass `sizeof` of the caller's struct.
+// Thread-safe.
 //
 // # Safety
 // `options` points to `size` writable bytes (or is null).
 enum pkq_status pkq_options_init(struct pkq_options *options, size_t size);
+
+// A pool of a runtime on each of the `count` devices at `devices` (null
+// and 0: every device), each built as `options` says (null: defaults;
+// its `device` is not read), tasks routed as `routing` says (a
+// `PKQ_ROUTE_*` value); `*out` its handle, null on failure. The runtimes
+// already started are stopped when one fails. Thread-safe.
+//
+// # Safety
+// `devices` points to `count` readable `uint32_t` (or `count` is 0);
+// `options` as `pkq_runtime_new`'s; `out` to a writable pointer.
+enum pkq_status pkq_pool_new(const uint32_t *devices,
+                             size_t count,
+                             const struct pkq_options *options,
+                             uint32_t routing,
+                             struct pkq_pool **out);
+
+// `pkq_submit_io` through the pool (`input` null and `input_len` 0 for a
+// task without input; `flags` 0 or `PKQ_SUBMIT_TRY`), routed by its
+// routing. A device that stopped serving is skipped; with none left,
+// `PKQ_ERR_NO_SERVING_DEVICE`.
+//
+// # Safety
+// `pool` is a live handle; otherwise as `pkq_submit_io`.
+enum pkq_status pkq_pool_submit(const struct pkq_pool *pool,
+                                uint16_t op,
+                                const void *args,
+                                size_t len,
+                                const void *input,
+                                size_t input_len,
+                                uint32_t flags,
+                                struct pkq_ticket *ticket);
+
+// `pkq_pool_submit` to the device of `key` while it serves (`pkq::Pool::keyed`):
+// a key's tasks stay on one device, in order per ring. When that device
+// stopped serving: `PKQ_ERR_NOT_SERVING`.
+//
+// # Safety
+// As `pkq_pool_submit`.
+enum pkq_status pkq_pool_submit_keyed(const struct pkq_pool *pool,
+                                      uint64_t key,
+                                      uint16_t op,
+                                      const void *args,
+                                      size_t len,
+                                      const void *input,
+                                      size_t input_len,
+                                      uint32_t flags,
+                                      struct pkq_ticket *ticket);
+
+// `pkq_submit_batch` through the pool: the whole run to one device.
+//
+// # Safety
+// `pool` is a live handle; otherwise as `pkq_submit_batch`.
+enum pkq_status pkq_pool_submit_batch(const struct pkq_pool *pool,
+                                      uint16_t op,
+                                      const void *args,
+                                      size_t size,
+                                      size_t count,
+                                      uint32_t flags,
+                                      struct pkq_batch *batch);
+
+// `PKQ_OK` while a device of the pool serves (those that faulted or
+// stopped are taken out), else `PKQ_ERR_NO_SERVING_DEVICE`; the devices
+// serving into `devices` (`cap` of them at most), how many into `*count`.
+//
+// # Safety
+// `pool` is a live handle; `devices` points to `cap` writable `uint32_t`
+// (or `cap` is 0); `count` to a writable `size_t` (or is null).
+enum pkq_status pkq_pool_health(const struct pkq_pool *pool,
+                                uint32_t *devices,
+                                size_t cap,
+                                size_t *count);
+
+// Shuts every runtime of the pool down, as `pkq_runtime_shutdown`.
+//
+// # Safety
+// `pool` is null or a live handle.
+enum pkq_status pkq_pool_shutdown(const struct pkq_pool *pool);
+
+// Frees the pool, as `pkq_runtime_destroy` frees a runtime, every runtime
+// of it. Null does nothing. No other call of this handle may overlap or
+// follow it.
+//
+// # Safety
+// `pool` is null or a live handle, used by nothing else from now on.
+void pkq_pool_destroy(struct pkq_pool *pool);
+
+// A producer on ring `ring` (or `PKQ_ANY_RING`) of lane `lane` of the
+// runtime (`flags`: 0, or `PKQ_PRODUCER_EXCLUSIVE`); `*out` its handle,
+// null on failure. Refuses a lane or ring out of range
+// (`PKQ_ERR_INVALID_ARGUMENT`), a ring an exclusive producer holds
+// (`PKQ_ERR_RING_HELD`, for an exclusive one), and after shutdown or
+// cancel began (`PKQ_ERR_CLOSED`, for an exclusive one). Destroy it before
+// the runtime. Thread-safe.
+//
+// # Safety
+// `rt` is a live handle; `out` points to a writable pointer.
+enum pkq_status pkq_producer_new(const struct pkq_runtime *rt,
+                                 uint32_t lane,
+                                 uint32_t ring,
+                                 uint32_t flags,
+                                 struct pkq_producer **out);
+
+// The producer's ring, into `*ring`.
+//
+// # Safety
+// `p` is a live handle; `ring` points to a writable `uint32_t`.
+enum pkq_status pkq_producer_ring(const struct pkq_producer *p, uint32_t *ring);
+
+// `pkq_submit_io` through the producer (`input` null and `input_len` 0
+// for a task without input; `flags` 0 or `PKQ_SUBMIT_TRY`): to its ring.
+//
+// # Safety
+// `p` is a live handle, used by no other thread at once if exclusive;
+// otherwise as `pkq_submit_io`.
+enum pkq_status pkq_producer_submit(const struct pkq_producer *p,
+                                    uint16_t op,
+                                    const void *args,
+                                    size_t len,
+                                    const void *input,
+                                    size_t input_len,
+                                    uint32_t flags,
+                                    struct pkq_ticket *ticket);
+
+// `pkq_submit_batch` through the producer: to its ring.
+//
+// # Safety
+// As `pkq_producer_submit`; otherwise as `pkq_submit_batch`.
+enum pkq_status pkq_producer_submit_batch(const struct pkq_producer *p,
+                                          uint16_t op,
+                                          const void *args,
+                                          size_t size,
+                                          size_t count,
+                                          uint32_t flags,
+                                          struct pkq_batch *batch);
+
+// Frees the producer (an exclusive one gives its ring back). Null does
+// nothing. No other call of this handle may overlap or follow it.
+//
+// # Safety
+// `p` is null or a live handle, used by nothing else from now on.
+void pkq_producer_destroy(struct pkq_producer *p);
 
 // Builds a runtime from `options` (null: pkq's defaults) and starts its
 // kernel; `*out` is its handle on `PKQ_OK`, null otherwise. Thread-safe.
 //
 // # Safety
 // `options` is null or points to a `pkq_options` whose readable bytes are
-// at least the `size` it states; `out` points to a writable pointer (or is
-// null).
+// at least the `size` it states, its pointers valid as documented; `out`
+// points to a writable pointer (or is null).
 enum pkq_status pkq_runtime_new(const struct pkq_options *options, struct pkq_runtime **out);
+
+// Builds a runtime of `count` lanes (at least 1), lane `i` as
+// `lanes[i]` says (null: pkq's defaults), and starts its kernels: lane 0
+// is the runtime's own (its device, partition and the rest), each further
+// lane gets its own workers, rings, wait strategy, width, IO areas and
+// module on the same device (`pkq::Builder::add_lane`; a lane naming a
+// partition is refused). Tasks go to lane 0 through `pkq_submit` and the
+// rest, to any lane through a producer (`pkq_producer_new`). A wide lane
+// (`PKQ_WIDTH_BLOCK`, `PKQ_WIDTH_GROUP`) beside the latency lane is the
+// usual use. `*out` as `pkq_runtime_new`. Thread-safe.
+//
+// # Safety
+// `lanes` points to `count` readable pointers, each null or as
+// `pkq_runtime_new`'s `options`; `out` as there.
+enum pkq_status pkq_runtime_new_lanes(const struct pkq_options *const *lanes,
+                                      size_t count,
+                                      struct pkq_runtime **out);
+
+// `PKQ_OK` while the runtime serves; otherwise what ended it (a device
+// fault, a stop, a stalled worker: `PKQ_ERR_STALLED`). Never blocks.
+// Thread-safe.
+//
+// # Safety
+// `rt` is null or a live handle from `pkq_runtime_new`.
+enum pkq_status pkq_runtime_health(const struct pkq_runtime *rt);
 
 // Shuts the runtime down: new submits are refused (`PKQ_ERR_CLOSED`), every
 // submitted task runs, then the kernel exits. The handle stays valid for
@@ -210,9 +558,13 @@ enum pkq_status pkq_runtime_cancel(const struct pkq_runtime *rt);
 // Frees the runtime, shutting it down first if it runs: it blocks until its
 // submitted tasks ran and the kernel exited (at most the stop timeout, 10
 // s by default, then the kernel is left to exit; what ended it is not
-// reported: call `pkq_runtime_shutdown` first to learn it). Tickets of its
-// tasks stay valid: their results are kept until they are taken or the
-// tickets released. Null does nothing. No other call of this handle may
+// reported: call `pkq_runtime_shutdown` first to learn it), and every
+// completion callback of its tasks ran: none runs after this returns.
+// Tickets, batches and states of its tasks stay valid: their results are
+// kept until they are taken or released. Destroy its producers first: a
+// producer still alive keeps the runtime's memory (not its kernel, which
+// this stops) until it is destroyed, and callbacks of its lanes may then
+// run until then. Null does nothing. No other call of this handle may
 // overlap or follow it.
 //
 // # Safety
@@ -220,12 +572,91 @@ enum pkq_status pkq_runtime_cancel(const struct pkq_runtime *rt);
 // else from now on.
 void pkq_runtime_destroy(struct pkq_runtime *rt);
 
+// A state of `len` bytes (at least 1) holding a copy of `init`, in the
+// runtime's state memory (`state_memory`; the copy is waited for here);
+// `*out` its handle, null on failure. Refuses an empty state
+// (`PKQ_ERR_INVALID_ARGUMENT`) and a runtime without room for it
+// (`PKQ_ERR_INVALID_CONFIG`). Thread-safe.
+//
+// # Safety
+// `rt` is a live handle; `init` points to `len` readable bytes; `out` to a
+// writable pointer.
+enum pkq_status pkq_state_new(const struct pkq_runtime *rt,
+                              const void *init,
+                              size_t len,
+                              struct pkq_state **out);
+
+// Copies the state's bytes into `buf` (`len` must be its length; else
+// `PKQ_ERR_INVALID_ARGUMENT`), waiting for the copy.
+//
+// # Safety
+// `state` is a live handle; `buf` points to `len` writable bytes.
+enum pkq_status pkq_state_read(const struct pkq_state *state, void *buf, size_t len);
+
+// Writes `data` (`len` bytes: the state's length) over the state,
+// waiting for the copy.
+//
+// # Safety
+// `state` is a live handle; `data` points to `len` readable bytes.
+enum pkq_status pkq_state_write(struct pkq_state *state, const void *data, size_t len);
+
+// Runs one task of state op `op` (declared on the device with
+// `PKQ_OP_INFO_STATE`, its arguments the `len` bytes at `args`, at most
+// 32) on `state`, on the runtime's lane 0, and waits for it; the result in
+// `*out` as `pkq_wait`. Checked against the op table first
+// (`PKQ_ERR_OP_MISMATCH`, nothing submitted). A wait that ends otherwise
+// than with the task's result (a fault, a stop) returns once the kernel
+// is known to have stopped: the state is never used by a task after this
+// returns.
+//
+// # Safety
+// `rt` and `state` are live handles, the state made on that runtime;
+// `args` points to `len` readable bytes; `out` to a writable
+// `pkq_completion`.
+enum pkq_status pkq_call_on_state(const struct pkq_runtime *rt,
+                                  struct pkq_state *state,
+                                  uint16_t op,
+                                  const void *args,
+                                  size_t len,
+                                  struct pkq_completion *out);
+
+// `pkq_call_on_state` as an IO task (a runtime with IO areas): the
+// `input_len` bytes at `input` in its slot's input area, and the bytes
+// its handler wrote copied into `buf` (`cap` bytes), their count in
+// `*out_len`. An output longer than `cap` returns
+// `PKQ_ERR_PAYLOAD_TOO_LARGE`, `*out` filled, `*out_len` its length and
+// `cap` bytes of it in `buf` (give a buffer as large as the runtime's
+// `io_output`).
+//
+// # Safety
+// As `pkq_call_on_state`; `input` points to `input_len` readable bytes;
+// `buf` to `cap` writable bytes; `out_len` to a writable `size_t`.
+enum pkq_status pkq_call_on_state_io(const struct pkq_runtime *rt,
+                                     struct pkq_state *state,
+                                     uint16_t op,
+                                     const void *args,
+                                     size_t len,
+                                     const void *input,
+                                     size_t input_len,
+                                     struct pkq_completion *out,
+                                     uint8_t *buf,
+                                     size_t cap,
+                                     size_t *out_len);
+
+// Frees the state (its device memory goes back to the runtime's state
+// memory once the runtime, or its last state, is gone). Null does
+// nothing. No other call of this handle may overlap or follow it.
+//
+// # Safety
+// `state` is null or a live handle, used by nothing else from now on.
+void pkq_state_destroy(struct pkq_state *state);
+
 // Submits one task of op `op` with the `len` argument bytes at `args`
-// (copied into its slot: at most 48; `args` may be null when `len` is 0),
-// waiting while the ring has no room, and fills `*ticket` (emptied first:
-// a live task it held would be leaked, and a failed submit leaves it
-// empty). The op must be in the kernel's op
-// table with that argument length, and not dereference device addresses
+// (copied into its slot: at most 48; `args` may be null when `len` is 0)
+// to the runtime's lane 0, waiting while the ring has no room, and fills
+// `*ticket` (emptied first: a live task it held would be leaked, and a
+// failed submit leaves it empty). The op must be in the kernel's op table
+// with that argument length, and not dereference device addresses
 // (`PKQ_ERR_OP_MISMATCH`, `PKQ_ERR_UNCHECKED_OP`). Thread-safe (per
 // runtime; each thread its own ticket).
 //
@@ -247,6 +678,45 @@ enum pkq_status pkq_try_submit(const struct pkq_runtime *rt,
                                const void *args,
                                size_t len,
                                struct pkq_ticket *ticket);
+
+// Submits an IO task (a runtime with IO areas: `io_input`, `io_output`):
+// as `pkq_submit` (`flags`: 0 or `PKQ_SUBMIT_TRY`), with the `input_len`
+// bytes at `input` copied into its slot's input area, where its handler
+// reads them; `pkq_wait_output` returns what it wrote. More input than
+// the areas hold is refused (`PKQ_ERR_PAYLOAD_TOO_LARGE`), a runtime
+// without them too (`PKQ_ERR_INVALID_CONFIG`). Thread-safe.
+//
+// # Safety
+// As `pkq_submit`; `input` points to `input_len` readable bytes (or
+// `input_len` is 0).
+enum pkq_status pkq_submit_io(const struct pkq_runtime *rt,
+                              uint16_t op,
+                              const void *args,
+                              size_t len,
+                              const void *input,
+                              size_t input_len,
+                              uint32_t flags,
+                              struct pkq_ticket *ticket);
+
+// Submits `count` tasks of op `op` to the runtime's lane 0 with one
+// reservation, task `i`'s arguments the `size` bytes (at most 48) at
+// `args + i * size`, and fills `*batch` (emptied first): a slot each, or
+// with `PKQ_SUBMIT_PACKED` up to 32 to a slot; with `PKQ_SUBMIT_TRY`,
+// `PKQ_ERR_FULL` at once when the ring lacks room for them all, else
+// waits for it. Checked against the op table as `pkq_submit`; a run
+// larger than the ring is refused (`PKQ_ERR_INVALID_ARGUMENT`).
+// Thread-safe.
+//
+// # Safety
+// `rt` is a live handle; `args` points to `count * size` readable bytes
+// (or that is 0); `batch` to a writable `pkq_batch`.
+enum pkq_status pkq_submit_batch(const struct pkq_runtime *rt,
+                                 uint16_t op,
+                                 const void *args,
+                                 size_t size,
+                                 size_t count,
+                                 uint32_t flags,
+                                 struct pkq_batch *batch);
 
 // Waits for the ticket's task, as the runtime's wait strategy says, and
 // takes its result: `PKQ_OK` with `*out` filled, or the error that ended
@@ -290,6 +760,32 @@ enum pkq_status pkq_poll(struct pkq_ticket *ticket, struct pkq_completion *out);
 // # Safety
 // `ticket` points to a `pkq_ticket` (or is null).
 enum pkq_status pkq_ticket_release(struct pkq_ticket *ticket);
+
+// `pkq_wait_timeout` for an IO task (`pkq_submit_io`), with the bytes its
+// handler wrote copied into `buf` (`cap` bytes) and their count in
+// `*out_len` (0 for a task that wrote none, or no IO task). An output
+// longer than `cap` is not cut: `PKQ_ERR_PAYLOAD_TOO_LARGE`, `*out_len`
+// its length, and the ticket keeps the result (call again with a buffer
+// that large). Otherwise as `pkq_wait_timeout`.
+//
+// # Safety
+// As `pkq_wait`; `buf` points to `cap` writable bytes (or `cap` is 0);
+// `out_len` to a writable `size_t`.
+enum pkq_status pkq_wait_output(struct pkq_ticket *ticket,
+                                uint64_t timeout_ns,
+                                struct pkq_completion *out,
+                                uint8_t *buf,
+                                size_t cap,
+                                size_t *out_len);
+
+// Sets how waits on this ticket wait (a `PKQ_WAIT_*` value other than
+// `PKQ_WAIT_DEFAULT`, which is refused: a ticket starts with its
+// runtime's): a long task may park while the runtime spins. The ticket
+// keeps its task.
+//
+// # Safety
+// `ticket` points to a `pkq_ticket` (or is null).
+enum pkq_status pkq_ticket_set_wait(struct pkq_ticket *ticket, uint32_t wait);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -30,7 +30,7 @@ thread_local! {
     static LAST: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-fn remember(message: String) {
+fn keep(message: String) {
     // A thread being torn down has no slot left: the message is lost, the
     // status still says what happened.
     let _ = LAST.try_with(|last| *last.borrow_mut() = message);
@@ -44,19 +44,7 @@ pub(crate) fn call(f: impl FnOnce() -> Result<pkq_status, Fail>) -> pkq_status {
     // reported, not resumed.
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(status)) => status,
-        Ok(Err(fail)) => {
-            let (status, message) = match fail {
-                Fail::Null(what) => (pkq_status::PKQ_ERR_NULL, format!("{what} is null")),
-                Fail::NotLive => (
-                    pkq_status::PKQ_ERR_NOT_LIVE,
-                    "the ticket holds no task (never submitted, or already taken)".into(),
-                ),
-                Fail::Status(status, message) => (status, message),
-                Fail::Pkq(e) => (pkq_status::of(&e), e.to_string()),
-            };
-            remember(message);
-            status
-        }
+        Ok(Err(fail)) => remember(fail),
         Err(payload) => {
             let what = payload
                 .downcast_ref::<&str>()
@@ -65,10 +53,43 @@ pub(crate) fn call(f: impl FnOnce() -> Result<pkq_status, Fail>) -> pkq_status {
                 .unwrap_or_else(|| "a panic without a message".into());
             // The payload's own drop may panic: forget it rather than unwind.
             std::mem::forget(payload);
-            remember(format!("pkq panicked: {what}"));
+            keep(format!("pkq panicked: {what}"));
             pkq_status::PKQ_ERR_PANIC
         }
     }
+}
+
+/// The status of `fail`, its message kept for [`pkq_last_error`] on this
+/// thread.
+pub(crate) fn remember(fail: Fail) -> pkq_status {
+    let (status, message) = match fail {
+        Fail::Null(what) => (pkq_status::PKQ_ERR_NULL, format!("{what} is null")),
+        Fail::NotLive => (
+            pkq_status::PKQ_ERR_NOT_LIVE,
+            "the ticket or batch holds no task (never submitted, or already taken)".into(),
+        ),
+        Fail::Status(status, message) => (status, message),
+        Fail::Pkq(e) => (pkq_status::of(&e), e.to_string()),
+    };
+    keep(message);
+    status
+}
+
+/// Frees a handle made by `Box::into_raw` (null: nothing), a panic of its
+/// drop caught and reported as nothing: the destroy calls return no status.
+///
+/// # Safety
+/// `p` is null or came from `Box::into_raw` of a `Box<T>`, given back once,
+/// used by nothing else from now on.
+pub(crate) unsafe fn free<T>(p: *mut T) {
+    if p.is_null() {
+        return;
+    }
+    call(|| {
+        // SAFETY: the caller's contract.
+        drop(unsafe { Box::from_raw(p) });
+        Ok(pkq_status::PKQ_OK)
+    });
 }
 
 /// `p` as a reference, or [`Fail::Null`] naming it.

@@ -34,19 +34,52 @@
 // The C names are the API's.
 #![allow(non_camel_case_types)]
 
+mod batch;
 mod boundary;
+mod callback;
+mod held;
+mod options;
+mod pool;
+mod producer;
 mod runtime;
+mod state;
 mod status;
+mod submit;
 mod ticket;
 
+pub use batch::{
+    PKQ_BATCH_WORDS, pkq_batch, pkq_batch_len, pkq_batch_poll, pkq_batch_release, pkq_batch_wait,
+};
 pub use boundary::{pkq_last_error, pkq_status_name};
+pub use callback::{pkq_callback, pkq_ticket_on_complete};
+pub use options::{
+    PKQ_STATE_MEMORY_NONE, PKQ_WAIT_DEFAULT, PKQ_WAIT_MONITOR, PKQ_WAIT_PARK, PKQ_WAIT_SPIN,
+    PKQ_WAIT_SPIN_THEN_YIELD, PKQ_WIDTH_BLOCK, PKQ_WIDTH_GROUP, PKQ_WIDTH_WARP, pkq_options,
+    pkq_options_init,
+};
+pub use pool::{
+    PKQ_ROUTE_LEAST_LOADED, PKQ_ROUTE_POWER_OF_TWO, PKQ_ROUTE_ROUND_ROBIN, pkq_pool,
+    pkq_pool_destroy, pkq_pool_health, pkq_pool_new, pkq_pool_shutdown, pkq_pool_submit,
+    pkq_pool_submit_batch, pkq_pool_submit_keyed,
+};
+pub use producer::{
+    PKQ_ANY_RING, PKQ_PRODUCER_EXCLUSIVE, pkq_producer, pkq_producer_destroy, pkq_producer_new,
+    pkq_producer_ring, pkq_producer_submit, pkq_producer_submit_batch,
+};
 pub use runtime::{
-    PKQ_WAIT_DEFAULT, PKQ_WAIT_MONITOR, PKQ_WAIT_PARK, PKQ_WAIT_SPIN, PKQ_WAIT_SPIN_THEN_YIELD,
-    pkq_options, pkq_options_init, pkq_runtime, pkq_runtime_cancel, pkq_runtime_destroy,
-    pkq_runtime_new, pkq_runtime_shutdown,
+    pkq_runtime, pkq_runtime_cancel, pkq_runtime_destroy, pkq_runtime_health, pkq_runtime_new,
+    pkq_runtime_new_lanes, pkq_runtime_shutdown,
+};
+pub use state::{
+    pkq_call_on_state, pkq_call_on_state_io, pkq_state, pkq_state_destroy, pkq_state_new,
+    pkq_state_read, pkq_state_write,
 };
 pub use status::pkq_status;
+pub use submit::{
+    PKQ_SUBMIT_PACKED, PKQ_SUBMIT_TRY, pkq_submit, pkq_submit_batch, pkq_submit_io, pkq_try_submit,
+};
 pub use ticket::{
-    PKQ_OP_ECHO, PKQ_OP_NOP, PKQ_OP_SPIN, PKQ_TICKET_WORDS, pkq_completion, pkq_poll, pkq_submit,
-    pkq_ticket, pkq_ticket_release, pkq_try_submit, pkq_wait, pkq_wait_timeout,
+    PKQ_OP_COPY_IO, PKQ_OP_ECHO, PKQ_OP_GROUP_EMPTY, PKQ_OP_NOP, PKQ_OP_SPIN, PKQ_TICKET_WORDS,
+    pkq_completion, pkq_poll, pkq_ticket, pkq_ticket_release, pkq_ticket_set_wait, pkq_wait,
+    pkq_wait_output, pkq_wait_timeout,
 };

@@ -1,166 +1,19 @@
-//! Runtimes: the options a C caller builds one with, and its handle.
+//! Runtimes: their handle, built from options, one lane or several.
 
-use std::time::Duration;
+use std::sync::Arc;
 
-use pkq::{Runtime, WaitStrategy};
+use pkq::Runtime;
 
 use crate::boundary::{Fail, call, get, get_mut};
+use crate::options::{builder, pkq_options, read_options};
 use crate::status::pkq_status;
-
-/// The runtime's wait strategy (`pkq::Builder::wait_strategy`).
-pub const PKQ_WAIT_DEFAULT: u32 = 0;
-/// Spin until the task completes.
-pub const PKQ_WAIT_SPIN: u32 = 1;
-/// Spin, then yield the thread between polls.
-pub const PKQ_WAIT_SPIN_THEN_YIELD: u32 = 2;
-/// Sleep until pkq's completion thread wakes the waiter.
-pub const PKQ_WAIT_PARK: u32 = 3;
-/// Wait on the completion word with the CPU's monitor instructions where
-/// there are any (else spin, then yield).
-pub const PKQ_WAIT_MONITOR: u32 = 4;
-
-/// How to build a runtime (`pkq::Builder`): fill it with
-/// `pkq_options_init(&o, sizeof o)`, then set what differs. A field left 0
-/// takes pkq's default. `size` is the struct's size as the caller was
-/// compiled with: later versions add fields at the end only, read by the
-/// library only where the caller's `size` covers them (the others take
-/// their defaults), so a program built against an older header keeps
-/// working with a newer library.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct pkq_options {
-    /// `sizeof(pkq_options)` as the caller was compiled with.
-    pub size: u32,
-    /// The CUDA device's index.
-    pub device: u32,
-    /// Worker warps (`Builder::workers`).
-    pub workers: u32,
-    /// Poller warps per worker: 1, 2, 4 or 8 (`Builder::pollers`).
-    pub pollers: u32,
-    /// Submission rings, a power of two (`Builder::rings`).
-    pub rings: u32,
-    /// Slots of each ring, a power of two (`Builder::capacity`).
-    pub capacity: u32,
-    /// A `PKQ_WAIT_*` value.
-    pub wait: u32,
-    /// Milliseconds after which a worker silent while it has a task is
-    /// stalled (`Builder::stall_after`).
-    pub stall_after_ms: u32,
-}
-
-/// The first version's size (eight `uint32_t`): the least a caller may
-/// state. It stays this when fields are added.
-const V1_SIZE: usize = 32;
-const _: () = assert!(std::mem::size_of::<pkq_options>() == V1_SIZE);
-
-/// The defaults, `size` this version's.
-fn defaults() -> pkq_options {
-    pkq_options {
-        size: std::mem::size_of::<pkq_options>() as u32,
-        ..Default::default()
-    }
-}
-
-/// Fills the `size` bytes at `options` with pkq's defaults: every field 0,
-/// `size` set to the bytes written (`size`, or this version's size of the
-/// struct if smaller). Pass `sizeof` of the caller's struct. Thread-safe.
-///
-/// # Safety
-/// `options` points to `size` writable bytes (or is null).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pkq_options_init(options: *mut pkq_options, size: usize) -> pkq_status {
-    call(|| {
-        if options.is_null() {
-            return Err(Fail::Null("options"));
-        }
-        if size < V1_SIZE {
-            return Err(Fail::Status(
-                pkq_status::PKQ_ERR_INVALID_ARGUMENT,
-                format!("size is {size}: a pkq_options has at least {V1_SIZE} bytes"),
-            ));
-        }
-        let n = size.min(std::mem::size_of::<pkq_options>());
-        let mut d = defaults();
-        d.size = n as u32;
-        // SAFETY: `options` holds `size >= n` writable bytes (the contract);
-        // `d` is a local `pkq_options` of at least `n` bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping((&raw const d).cast::<u8>(), options.cast::<u8>(), n)
-        };
-        Ok(pkq_status::PKQ_OK)
-    })
-}
-
-/// The options at `options` as this version reads them: the fields the
-/// caller's `size` covers, the defaults for the rest.
-///
-/// # Safety
-/// `options` is non-null and points to at least as many readable bytes as
-/// its first field (`size`) says, and at least 4.
-unsafe fn read_options(options: *const pkq_options) -> Result<pkq_options, Fail> {
-    // SAFETY: at least the `size` field is readable (the contract).
-    let size = unsafe { options.cast::<u32>().read_unaligned() } as usize;
-    if size < V1_SIZE {
-        return Err(Fail::Status(
-            pkq_status::PKQ_ERR_INVALID_CONFIG,
-            format!(
-                "options.size is {size}: at least {V1_SIZE} (pkq_options_init(&o, sizeof o) sets it)"
-            ),
-        ));
-    }
-    let mut o = defaults();
-    // SAFETY: `size` readable bytes at `options` (the contract), of which
-    // no more than `o` holds are copied.
-    unsafe {
-        std::ptr::copy_nonoverlapping(
-            options.cast::<u8>(),
-            (&raw mut o).cast::<u8>(),
-            size.min(std::mem::size_of::<pkq_options>()),
-        )
-    };
-    Ok(o)
-}
 
 /// A runtime: pkq's resident kernel on one device and its rings. Opaque;
 /// made by `pkq_runtime_new`, freed by `pkq_runtime_destroy`.
 pub struct pkq_runtime {
-    rt: Runtime,
-}
-
-impl pkq_runtime {
-    pub(crate) fn runtime(&self) -> &Runtime {
-        &self.rt
-    }
-}
-
-/// The builder `o` describes.
-fn builder(o: &pkq_options) -> Result<pkq::Builder, Fail> {
-    let bad = |why: String| Fail::Status(pkq_status::PKQ_ERR_INVALID_CONFIG, why);
-    let mut b = Runtime::builder().device(o.device as usize);
-    if o.workers != 0 {
-        b = b.workers(o.workers as usize);
-    }
-    if o.pollers != 0 {
-        b = b.pollers(o.pollers);
-    }
-    if o.rings != 0 {
-        b = b.rings(o.rings as usize);
-    }
-    if o.capacity != 0 {
-        b = b.capacity(o.capacity as usize);
-    }
-    if o.stall_after_ms != 0 {
-        b = b.stall_after(Duration::from_millis(o.stall_after_ms.into()));
-    }
-    b = match o.wait {
-        PKQ_WAIT_DEFAULT => b,
-        PKQ_WAIT_SPIN => b.wait_strategy(WaitStrategy::Spin),
-        PKQ_WAIT_SPIN_THEN_YIELD => b.wait_strategy(WaitStrategy::SpinThenYield),
-        PKQ_WAIT_PARK => b.wait_strategy(WaitStrategy::Park),
-        PKQ_WAIT_MONITOR => b.wait_strategy(WaitStrategy::Monitor),
-        w => return Err(bad(format!("options.wait is {w}: not a PKQ_WAIT_* value"))),
-    };
-    Ok(b)
+    /// Shared with the runtime's producers (`pkq_producer`), which borrow
+    /// from it.
+    pub(crate) rt: Arc<Runtime>,
 }
 
 /// Builds a runtime from `options` (null: pkq's defaults) and starts its
@@ -168,25 +21,79 @@ fn builder(o: &pkq_options) -> Result<pkq::Builder, Fail> {
 ///
 /// # Safety
 /// `options` is null or points to a `pkq_options` whose readable bytes are
-/// at least the `size` it states; `out` points to a writable pointer (or is
-/// null).
+/// at least the `size` it states, its pointers valid as documented; `out`
+/// points to a writable pointer (or is null).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pkq_runtime_new(
     options: *const pkq_options,
+    out: *mut *mut pkq_runtime,
+) -> pkq_status {
+    // SAFETY: the caller's contract: one lane, its options at `options`.
+    unsafe { pkq_runtime_new_lanes(&raw const options, 1, out) }
+}
+
+/// Builds a runtime of `count` lanes (at least 1), lane `i` as
+/// `lanes[i]` says (null: pkq's defaults), and starts its kernels: lane 0
+/// is the runtime's own (its device, partition and the rest), each further
+/// lane gets its own workers, rings, wait strategy, width, IO areas and
+/// module on the same device (`pkq::Builder::add_lane`; a lane naming a
+/// partition is refused). Tasks go to lane 0 through `pkq_submit` and the
+/// rest, to any lane through a producer (`pkq_producer_new`). A wide lane
+/// (`PKQ_WIDTH_BLOCK`, `PKQ_WIDTH_GROUP`) beside the latency lane is the
+/// usual use. `*out` as `pkq_runtime_new`. Thread-safe.
+///
+/// # Safety
+/// `lanes` points to `count` readable pointers, each null or as
+/// `pkq_runtime_new`'s `options`; `out` as there.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pkq_runtime_new_lanes(
+    lanes: *const *const pkq_options,
+    count: usize,
     out: *mut *mut pkq_runtime,
 ) -> pkq_status {
     call(|| {
         // SAFETY: the caller's contract.
         let out = unsafe { get_mut(out, "out") }?;
         *out = std::ptr::null_mut();
-        let o = if options.is_null() {
-            defaults()
-        } else {
-            // SAFETY: the caller's contract.
-            unsafe { read_options(options) }?
-        };
-        let rt = builder(&o)?.build()?;
-        *out = Box::into_raw(Box::new(pkq_runtime { rt }));
+        if lanes.is_null() {
+            return Err(Fail::Null("lanes"));
+        }
+        if count == 0 {
+            return Err(Fail::Status(
+                pkq_status::PKQ_ERR_INVALID_CONFIG,
+                "a runtime has at least one lane".into(),
+            ));
+        }
+        // SAFETY: `count` readable pointers (the contract).
+        let lanes = unsafe { std::slice::from_raw_parts(lanes, count) };
+        let mut b: Option<pkq::Builder> = None;
+        for &o in lanes {
+            // SAFETY: null or a valid pkq_options (the contract).
+            let o = unsafe { read_options(o) }?;
+            // SAFETY: its pointers valid as documented (the contract).
+            let lane = unsafe { builder(&o) }?;
+            b = Some(match b {
+                None => lane,
+                Some(b) => b.add_lane(lane),
+            });
+        }
+        let rt = b.expect("count >= 1").build()?;
+        *out = Box::into_raw(Box::new(pkq_runtime { rt: Arc::new(rt) }));
+        Ok(pkq_status::PKQ_OK)
+    })
+}
+
+/// `PKQ_OK` while the runtime serves; otherwise what ended it (a device
+/// fault, a stop, a stalled worker: `PKQ_ERR_STALLED`). Never blocks.
+/// Thread-safe.
+///
+/// # Safety
+/// `rt` is null or a live handle from `pkq_runtime_new`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pkq_runtime_health(rt: *const pkq_runtime) -> pkq_status {
+    call(|| {
+        // SAFETY: the caller's contract.
+        unsafe { get(rt, "rt") }?.rt.health()?;
         Ok(pkq_status::PKQ_OK)
     })
 }
@@ -224,9 +131,13 @@ pub unsafe extern "C" fn pkq_runtime_cancel(rt: *const pkq_runtime) -> pkq_statu
 /// Frees the runtime, shutting it down first if it runs: it blocks until its
 /// submitted tasks ran and the kernel exited (at most the stop timeout, 10
 /// s by default, then the kernel is left to exit; what ended it is not
-/// reported: call `pkq_runtime_shutdown` first to learn it). Tickets of its
-/// tasks stay valid: their results are kept until they are taken or the
-/// tickets released. Null does nothing. No other call of this handle may
+/// reported: call `pkq_runtime_shutdown` first to learn it), and every
+/// completion callback of its tasks ran: none runs after this returns.
+/// Tickets, batches and states of its tasks stay valid: their results are
+/// kept until they are taken or released. Destroy its producers first: a
+/// producer still alive keeps the runtime's memory (not its kernel, which
+/// this stops) until it is destroyed, and callbacks of its lanes may then
+/// run until then. Null does nothing. No other call of this handle may
 /// overlap or follow it.
 ///
 /// # Safety
@@ -242,7 +153,12 @@ pub unsafe extern "C" fn pkq_runtime_destroy(rt: *mut pkq_runtime) {
     call(|| {
         // SAFETY: from `Box::into_raw` in `pkq_runtime_new`, given back once
         // (the caller's contract).
-        drop(unsafe { Box::from_raw(rt) });
+        let rt = unsafe { Box::from_raw(rt) };
+        // The last handle drops the runtime, which stops it; with a
+        // producer alive, stop it here all the same.
+        if let Err(rt) = Arc::try_unwrap(rt.rt) {
+            let _ = rt.shutdown();
+        }
         Ok(pkq_status::PKQ_OK)
     });
 }

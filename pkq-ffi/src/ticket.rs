@@ -1,14 +1,14 @@
 //! Tasks by op code and raw argument bytes, and their tickets: plain
 //! structs the caller owns, holding pkq's `Ticket` in place.
 
-use std::ffi::c_void;
 use std::mem::{align_of, size_of};
 use std::time::Duration;
 
-use pkq::{Error, Op, Submit, Task, TaskStatus, Ticket};
+use pkq::{Error, TaskStatus, Ticket};
 
-use crate::boundary::{Fail, call, get, get_mut};
-use crate::runtime::pkq_runtime;
+use crate::boundary::{Fail, call, get_mut};
+use crate::held::Held;
+use crate::options::{PKQ_WAIT_DEFAULT, wait_strategy};
 use crate::status::pkq_status;
 
 // pkq's built-in ops a C caller needs no device addresses for (literals, for
@@ -23,10 +23,21 @@ pub const PKQ_OP_ECHO: u16 = 1;
 /// `task_status` 2). A spin past the runtime's stall bound (1 s unless
 /// `stall_after_ms` says otherwise) ends a wait with `PKQ_ERR_STALLED`.
 pub const PKQ_OP_SPIN: u16 = 3;
+/// An IO task's op (a runtime with IO areas, `io_input`/`io_output`): its
+/// arguments `{uint32_t out_len; uint32_t key;}`; output byte `i` is input
+/// byte `i` (0 past the input) XOR `key`'s low byte, `out_len` of them; the
+/// value is the sum of the input bytes.
+pub const PKQ_OP_COPY_IO: u16 = 10;
+/// A wide lane's empty task (`PKQ_WIDTH_BLOCK` or `PKQ_WIDTH_GROUP`): no
+/// arguments, value 0; every participant runs it (the cost of handing a
+/// task to the lane's whole width).
+pub const PKQ_OP_GROUP_EMPTY: u16 = 11;
 const _: () = assert!(
     PKQ_OP_NOP == pkq::builtin::NOP.op().0
         && PKQ_OP_ECHO == pkq::builtin::ECHO.op().0
         && PKQ_OP_SPIN == pkq::builtin::SPIN.op().0
+        && PKQ_OP_COPY_IO == pkq::builtin::COPY_IO.op().0
+        && PKQ_OP_GROUP_EMPTY == pkq::builtin::GROUP_EMPTY.op().0
 );
 
 /// A finished task's result.
@@ -69,46 +80,24 @@ pub struct pkq_ticket {
     private_storage: [u64; PKQ_TICKET_WORDS],
 }
 
-/// `state` of a ticket that holds a task ("pkqtickt").
-const LIVE: u64 = 0x706b_7174_6963_6b74;
-
 const _: () = assert!(size_of::<Ticket>() <= PKQ_TICKET_WORDS * 8 && align_of::<Ticket>() <= 8);
 
-impl pkq_ticket {
-    /// Puts `t` into this ticket's storage.
-    fn fill(&mut self, t: Ticket) {
-        // SAFETY: the storage is large and aligned enough for a `Ticket`
-        // (the assertion above), and holds none (the caller's ticket is
-        // written over: a live one would leak, never be used twice).
-        unsafe { self.private_storage.as_mut_ptr().cast::<Ticket>().write(t) };
-        self.private_state = LIVE;
-    }
+// SAFETY: the state word and storage are the ticket's own; the storage is
+// large and aligned enough for a `Ticket` (asserted above).
+unsafe impl Held for pkq_ticket {
+    type Item = Ticket;
 
-    /// The ticket held, in place.
-    fn live(&mut self) -> Result<&mut Ticket, Fail> {
-        if self.private_state != LIVE {
-            return Err(Fail::NotLive);
-        }
-        // SAFETY: `LIVE`: `fill` wrote a `Ticket` there and nothing took it.
-        Ok(unsafe { &mut *self.private_storage.as_mut_ptr().cast::<Ticket>() })
-    }
-
-    /// Takes the ticket held out; the ticket is empty after.
-    fn take(&mut self) -> Result<Ticket, Fail> {
-        self.live()?;
-        self.private_state = 0;
-        // SAFETY: it was live (checked above), and is marked empty: read
-        // once.
-        Ok(unsafe { self.private_storage.as_ptr().cast::<Ticket>().read() })
+    fn parts(&mut self) -> (&mut u64, *mut Ticket) {
+        (
+            &mut self.private_state,
+            self.private_storage.as_mut_ptr().cast(),
+        )
     }
 }
 
-/// The most argument bytes a task carries in its slot.
-const MAX_ARG_BYTES: usize = 48;
-
 /// Writes `result` into `out`: the status, with `out` filled for a
 /// completion and for a failed task.
-fn report(
+pub(crate) fn report(
     result: pkq::Result<pkq::Completion>,
     out: &mut pkq_completion,
 ) -> Result<pkq_status, Fail> {
@@ -132,91 +121,6 @@ fn report(
         }
         Err(e) => Err(e.into()),
     }
-}
-
-/// Submits one task of `op` with `len` argument bytes at `args` (at most 48;
-/// checked against the kernel's op table as `pkq::Task::raw` is) and fills
-/// `ticket`. `submit` waits while the ring is full; `try_submit` says
-/// `PKQ_ERR_FULL`.
-fn submit(
-    rt: *const pkq_runtime,
-    op: u16,
-    args: *const c_void,
-    len: usize,
-    ticket: *mut pkq_ticket,
-    wait_for_room: bool,
-) -> pkq_status {
-    call(|| {
-        // SAFETY: the caller's contract (pkq_submit's).
-        let ticket = unsafe { get_mut(ticket, "ticket") }?;
-        // Empty from here on: a failed submit leaves no stale task in it.
-        ticket.private_state = 0;
-        // SAFETY: as above.
-        let rt = unsafe { get(rt, "rt") }?;
-        if len > MAX_ARG_BYTES {
-            return Err(Error::PayloadTooLarge {
-                len,
-                max: MAX_ARG_BYTES,
-            }
-            .into());
-        }
-        let args: &[u8] = if len == 0 {
-            &[]
-        } else if args.is_null() {
-            return Err(Fail::Null("args"));
-        } else {
-            // SAFETY: `args` points to `len` readable bytes (the contract),
-            // at most 48.
-            unsafe { std::slice::from_raw_parts(args.cast::<u8>(), len) }
-        };
-        let task = Task::raw(Op(op), args);
-        let rt = rt.runtime();
-        let t = if wait_for_room {
-            rt.submit(task)
-        } else {
-            rt.try_submit(task)
-        }?;
-        ticket.fill(t);
-        Ok(pkq_status::PKQ_OK)
-    })
-}
-
-/// Submits one task of op `op` with the `len` argument bytes at `args`
-/// (copied into its slot: at most 48; `args` may be null when `len` is 0),
-/// waiting while the ring has no room, and fills `*ticket` (emptied first:
-/// a live task it held would be leaked, and a failed submit leaves it
-/// empty). The op must be in the kernel's op
-/// table with that argument length, and not dereference device addresses
-/// (`PKQ_ERR_OP_MISMATCH`, `PKQ_ERR_UNCHECKED_OP`). Thread-safe (per
-/// runtime; each thread its own ticket).
-///
-/// # Safety
-/// `rt` is a live handle; `args` points to `len` readable bytes (or `len`
-/// is 0); `ticket` points to a writable `pkq_ticket`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pkq_submit(
-    rt: *const pkq_runtime,
-    op: u16,
-    args: *const c_void,
-    len: usize,
-    ticket: *mut pkq_ticket,
-) -> pkq_status {
-    submit(rt, op, args, len, ticket, true)
-}
-
-/// `pkq_submit`, but `PKQ_ERR_FULL` at once when the ring has no room.
-///
-/// # Safety
-/// As `pkq_submit`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pkq_try_submit(
-    rt: *const pkq_runtime,
-    op: u16,
-    args: *const c_void,
-    len: usize,
-    ticket: *mut pkq_ticket,
-) -> pkq_status {
-    submit(rt, op, args, len, ticket, false)
 }
 
 /// Waits for the ticket's task, as the runtime's wait strategy says, and
@@ -255,11 +159,7 @@ pub unsafe extern "C" fn pkq_wait_timeout(
         // SAFETY: as above.
         let ticket = unsafe { get_mut(ticket, "ticket") }?;
         let t = ticket.live()?;
-        let result = if timeout_ns == u64::MAX {
-            t.wait_timeout(Duration::MAX)
-        } else {
-            t.wait_timeout(Duration::from_nanos(timeout_ns))
-        };
+        let result = t.wait_timeout(timeout(timeout_ns));
         match result {
             // The task may still complete: the ticket keeps it.
             Err(e @ (Error::Timeout | Error::Stalled { .. })) => {
@@ -314,9 +214,101 @@ pub unsafe extern "C" fn pkq_ticket_release(ticket: *mut pkq_ticket) -> pkq_stat
     call(|| {
         // SAFETY: the caller's contract.
         let ticket = unsafe { get_mut(ticket, "ticket") }?;
-        if ticket.private_state == LIVE {
-            drop(ticket.take()?);
-        }
+        ticket.release();
         Ok(pkq_status::PKQ_OK)
     })
+}
+
+/// `pkq_wait_timeout` for an IO task (`pkq_submit_io`), with the bytes its
+/// handler wrote copied into `buf` (`cap` bytes) and their count in
+/// `*out_len` (0 for a task that wrote none, or no IO task). An output
+/// longer than `cap` is not cut: `PKQ_ERR_PAYLOAD_TOO_LARGE`, `*out_len`
+/// its length, and the ticket keeps the result (call again with a buffer
+/// that large). Otherwise as `pkq_wait_timeout`.
+///
+/// # Safety
+/// As `pkq_wait`; `buf` points to `cap` writable bytes (or `cap` is 0);
+/// `out_len` to a writable `size_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pkq_wait_output(
+    ticket: *mut pkq_ticket,
+    timeout_ns: u64,
+    out: *mut pkq_completion,
+    buf: *mut u8,
+    cap: usize,
+    out_len: *mut usize,
+) -> pkq_status {
+    call(|| {
+        // SAFETY: the caller's contract.
+        let out = unsafe { get_mut(out, "out") }?;
+        // SAFETY: as above.
+        let out_len = unsafe { get_mut(out_len, "out_len") }?;
+        *out_len = 0;
+        if cap > 0 && buf.is_null() {
+            return Err(Fail::Null("buf"));
+        }
+        // SAFETY: as above.
+        let ticket = unsafe { get_mut(ticket, "ticket") }?;
+        let t = ticket.live()?;
+        let result = t.wait_timeout(timeout(timeout_ns));
+        if let Err(e @ (Error::Timeout | Error::Stalled { .. })) = result {
+            *out = pkq_completion::default();
+            return Err(e.into());
+        }
+        // A result is kept by the ticket: a second call sees it again.
+        let output = t.output().unwrap_or(&[]);
+        *out_len = output.len();
+        if output.len() > cap {
+            *out = pkq_completion::default();
+            return Err(Fail::Status(
+                pkq_status::PKQ_ERR_PAYLOAD_TOO_LARGE,
+                format!(
+                    "the task wrote {} output bytes, the buffer holds {cap}: the ticket keeps them",
+                    output.len()
+                ),
+            ));
+        }
+        if !output.is_empty() {
+            // SAFETY: `buf` holds `cap >= output.len()` writable bytes (the
+            // contract), apart from pkq's output.
+            unsafe { std::ptr::copy_nonoverlapping(output.as_ptr(), buf, output.len()) };
+        }
+        drop(ticket.take()?);
+        report(result, out)
+    })
+}
+
+/// Sets how waits on this ticket wait (a `PKQ_WAIT_*` value other than
+/// `PKQ_WAIT_DEFAULT`, which is refused: a ticket starts with its
+/// runtime's): a long task may park while the runtime spins. The ticket
+/// keeps its task.
+///
+/// # Safety
+/// `ticket` points to a `pkq_ticket` (or is null).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pkq_ticket_set_wait(ticket: *mut pkq_ticket, wait: u32) -> pkq_status {
+    call(|| {
+        // SAFETY: the caller's contract.
+        let ticket = unsafe { get_mut(ticket, "ticket") }?;
+        if wait == PKQ_WAIT_DEFAULT {
+            return Err(Fail::Status(
+                pkq_status::PKQ_ERR_INVALID_ARGUMENT,
+                "PKQ_WAIT_DEFAULT: a ticket takes its runtime's strategy when submitted; name one"
+                    .into(),
+            ));
+        }
+        let strategy = wait_strategy(wait)?;
+        let t = ticket.take()?;
+        ticket.fill(t.with_wait(strategy));
+        Ok(pkq_status::PKQ_OK)
+    })
+}
+
+/// The wait's limit: `UINT64_MAX` none.
+pub(crate) fn timeout(ns: u64) -> Duration {
+    if ns == u64::MAX {
+        Duration::MAX
+    } else {
+        Duration::from_nanos(ns)
+    }
 }

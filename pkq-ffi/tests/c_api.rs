@@ -1,8 +1,11 @@
-//! The C API from C: `tests/c/api.c`, compiled with the `cc` crate's
-//! compiler (`-Wall -Werror`, C11) against `include/pkq.h` and this crate's
-//! static library, then run; once plain and once under AddressSanitizer.
-//! Without a GPU the program checks every error path and says that its GPU
-//! part was skipped (printed here, never counted as run).
+//! The C API from C and C++: `tests/c/api.c` (C11, against `include/pkq.h`)
+//! and `tests/cpp/api.cpp` (C++17, against `include/pkq.hpp`), compiled with
+//! the `cc` crate's compilers (`-Wall -Wextra -Werror`) and this crate's
+//! static library, then run: the C program plain and under
+//! AddressSanitizer, the C++ one with exceptions, without them, and under
+//! AddressSanitizer. Without a GPU each program checks every error path and
+//! says that its GPU part was skipped (printed here, never counted as
+//! run).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,24 +25,45 @@ fn static_lib() -> PathBuf {
     lib
 }
 
-/// Compiles `tests/c/api.c` into `out` with `extra` flags.
-fn compile(out: &Path, extra: &[&str]) {
+/// The C program, or the C++ one.
+#[derive(Clone, Copy)]
+enum Lang {
+    C,
+    Cpp,
+}
+
+/// Compiles the `lang` program into `out` with `extra` flags.
+fn compile(lang: Lang, out: &Path, extra: &[&str]) {
+    let source = match lang {
+        Lang::C => "pkq-ffi/tests/c/api.c",
+        Lang::Cpp => "pkq-ffi/tests/cpp/api.cpp",
+    };
+    compile_source(lang, source, out, extra);
+}
+
+/// Compiles `source` (a path from the repository's root) into `out`.
+fn compile_source(lang: Lang, source: &str, out: &Path, extra: &[&str]) {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let target = env!("PKQ_FFI_TARGET");
     let compiler = cc::Build::new()
+        .cpp(matches!(lang, Lang::Cpp))
         .target(target)
         .host(target)
         .opt_level(1)
         .cargo_metadata(false)
         .warnings_into_errors(true)
         .try_get_compiler()
-        .expect("a C compiler");
+        .expect("a C and a C++ compiler");
+    let std = match lang {
+        Lang::C => "-std=c11",
+        Lang::Cpp => "-std=c++17",
+    };
     let mut cmd = compiler.to_command();
-    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g"])
+    cmd.args([std, "-Wall", "-Wextra", "-Werror", "-g"])
         .args(extra)
         .arg("-I")
         .arg(manifest.join("include"))
-        .arg(manifest.join("tests/c/api.c"))
+        .arg(manifest.join("..").join(source))
         .arg(static_lib())
         // What the static library needs of the system (rustc
         // --print native-static-libs, linux-gnu).
@@ -55,10 +79,10 @@ fn compile(out: &Path, extra: &[&str]) {
         .arg("-o")
         .arg(out);
     let status = cmd.status().expect("the C compiler runs");
-    assert!(status.success(), "compiling tests/c/api.c failed: {cmd:?}");
+    assert!(status.success(), "compiling {source} failed: {cmd:?}");
 }
 
-fn run(exe: &Path, env: &[(&str, &str)]) {
+fn run(exe: &Path, env: &[(&str, &str)], passed: &str) {
     let out = Command::new(exe)
         .envs(env.iter().copied())
         .output()
@@ -78,27 +102,62 @@ fn run(exe: &Path, env: &[(&str, &str)]) {
         exe.display(),
         out.status
     );
-    assert!(stdout.contains("C API checks passed"));
+    assert!(stdout.contains(passed));
+}
+
+/// The CUDA driver reserves address space where ASan's shadow gap lies,
+/// and keeps allocations to the end of the process: neither is the C
+/// API's (google/sanitizers#629).
+const ASAN: &[(&str, &str)] = &[("ASAN_OPTIONS", "protect_shadow_gap=0:detect_leaks=0")];
+const ASAN_FLAGS: &[&str] = &["-fsanitize=address", "-fno-omit-frame-pointer"];
+
+fn check(lang: Lang, name: &str, flags: &[&str], env: &[(&str, &str)]) {
+    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    compile(lang, &exe, flags);
+    let passed = match lang {
+        Lang::C => "C API checks passed",
+        Lang::Cpp => "C++ API checks passed",
+    };
+    run(&exe, env, passed);
 }
 
 #[test]
 fn c_program_checks_every_call() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let exe = dir.join("pkq_c_api");
-    compile(&exe, &[]);
-    run(&exe, &[]);
+    check(Lang::C, "pkq_c_api", &[], &[]);
 }
 
 #[test]
 fn c_program_under_address_sanitizer() {
+    check(Lang::C, "pkq_c_api_asan", ASAN_FLAGS, ASAN);
+}
+
+#[test]
+fn cpp_program_checks_every_wrapper() {
+    check(Lang::Cpp, "pkq_cpp_api", &[], &[]);
+}
+
+#[test]
+fn cpp_program_without_exceptions() {
+    check(Lang::Cpp, "pkq_cpp_api_noexcept", &["-fno-exceptions"], &[]);
+}
+
+#[test]
+fn cpp_program_under_address_sanitizer() {
+    check(Lang::Cpp, "pkq_cpp_api_asan", ASAN_FLAGS, ASAN);
+}
+
+/// The examples and the bench's programs in C and C++ build, warnings
+/// refused (they need a GPU to run: the GPU bundle runs the bench's).
+#[test]
+fn examples_and_bench_programs_compile() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let exe = dir.join("pkq_c_api_asan");
-    compile(&exe, &["-fsanitize=address", "-fno-omit-frame-pointer"]);
-    // The CUDA driver reserves address space where ASan's shadow gap lies,
-    // and keeps allocations to the end of the process: neither is the C
-    // API's (google/sanitizers#629).
-    run(
-        &exe,
-        &[("ASAN_OPTIONS", "protect_shadow_gap=0:detect_leaks=0")],
-    );
+    for (lang, source) in [
+        (Lang::C, "examples/c/round_trip.c"),
+        (Lang::Cpp, "examples/cpp/hot_loop.cpp"),
+        (Lang::C, "pkq-bench/bindings/round_trip.c"),
+        (Lang::Cpp, "pkq-bench/bindings/round_trip.cpp"),
+    ] {
+        let name = source.replace('/', "_");
+        compile_source(lang, source, &dir.join(name), &[]);
+    }
 }

@@ -1,0 +1,239 @@
+//! The same round trip (a NOP task submitted and waited for, on a default
+//! runtime) from Rust, C, C++ and Python (sync and asyncio), beside a CuPy
+//! `RawKernel` launch + stream sync and a PyTorch op + stream sync: what a
+//! Python user would otherwise pick. Each language runs in a process of its
+//! own, one after another, for `--rounds` rounds (their samples pooled), its
+//! thread pinned to the last core once its runtime runs, timed by its
+//! language's monotonic clock. One run, on a GPU host with the programs
+//! the GPU bundle builds (`scripts/gpu-bundle.sh`) and the wheel installed:
+//!
+//!     bindings --c round_trip_c --cpp round_trip_cpp \
+//!       --python "python3 pkq-py/bench/round_trip.py" \
+//!       --json pkq-bench/results/bindings.json --svg pkq-bench/results/bindings.svg
+//!
+//! The C and C++ programs (`pkq-bench/bindings/`) take `SAMPLES WARMUP OUT`
+//! and write each sample's nanoseconds to OUT, one a line; the Python script
+//! takes `--samples --warmup --raw DIR` and writes one such file per row it
+//! measured (`DIR/<row>.txt`, the row named in its first line `# <name>`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use clap::Parser;
+use pkq::builtin::NOP;
+use pkq::{Runtime, Submit};
+use pkq_bench::support::{Latency, at_least_one, pin, plot_percentiles, report, write_json};
+use serde_json::json;
+
+#[derive(Parser)]
+#[command(about = "the round trip from Rust, C, C++ and Python, beside CuPy and PyTorch")]
+struct Args {
+    /// Timed round trips per language and round.
+    #[arg(long, default_value_t = 20_000, value_parser = at_least_one)]
+    samples: usize,
+    /// Untimed round trips first, per language and round.
+    #[arg(long, default_value_t = 2_000)]
+    warmup: usize,
+    /// Rounds over the languages (their samples pooled per row).
+    #[arg(long, default_value_t = 2, value_parser = at_least_one)]
+    rounds: usize,
+    /// The C program (pkq-bench/bindings/round_trip.c, built).
+    #[arg(long)]
+    c: PathBuf,
+    /// The C++ program (pkq-bench/bindings/round_trip.cpp, built).
+    #[arg(long)]
+    cpp: PathBuf,
+    /// The command running pkq-py/bench/round_trip.py (split at spaces).
+    #[arg(long)]
+    python: String,
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[arg(long)]
+    svg: Option<PathBuf>,
+}
+
+/// The rows, in the order of the report.
+const ROWS: [&str; 7] = [
+    "round trip, rust",
+    "round trip, c",
+    "round trip, cpp",
+    "round trip, python",
+    "round trip, python asyncio",
+    "cupy launch + sync",
+    "torch op + sync",
+];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let info = pkq::device_info(args.device)?;
+    println!(
+        "{} ({}), pkq {}; {} rounds of {} samples ({} warm-up) per language",
+        info.name,
+        info.driver,
+        pkq::build_info::GIT_COMMIT,
+        args.rounds,
+        args.samples,
+        args.warmup
+    );
+    let dir = std::env::temp_dir().join(format!("pkq-bindings-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut rows: Vec<Latency> = ROWS.iter().map(|n| Latency::new(n)).collect();
+    let mut absent: Vec<String> = Vec::new();
+    for round in 0..args.rounds {
+        println!("round {}", round + 1);
+        rust_round_trips(&args, &mut rows[0])?;
+        for (k, program) in [(1, &args.c), (2, &args.cpp)] {
+            let out = dir.join(format!("{k}.txt"));
+            run(Command::new(program)
+                .arg(args.samples.to_string())
+                .arg(args.warmup.to_string())
+                .arg(&out))?;
+            read_samples(&out, &mut rows[k])?;
+        }
+        let raw = dir.join(format!("python-{round}"));
+        std::fs::create_dir_all(&raw)?;
+        let mut words = args.python.split_whitespace();
+        let mut cmd = Command::new(words.next().ok_or("--python is empty")?);
+        cmd.args(words)
+            .arg("--samples")
+            .arg(args.samples.to_string())
+            .arg("--warmup")
+            .arg(args.warmup.to_string())
+            .arg("--raw")
+            .arg(&raw);
+        run(&mut cmd)?;
+        for entry in std::fs::read_dir(&raw)? {
+            let path = entry?.path();
+            let text = std::fs::read_to_string(&path)?;
+            let name = text
+                .lines()
+                .next()
+                .and_then(|l| l.strip_prefix("# "))
+                .ok_or_else(|| format!("{}: no '# <row>' first line", path.display()))?;
+            let k = ROWS
+                .iter()
+                .position(|r| *r == name)
+                .ok_or_else(|| format!("{}: unknown row {name:?}", path.display()))?;
+            read_samples(&path, &mut rows[k])?;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let rust_p50 = rows[0].p50_us();
+    let cupy_p50 = rows[5].p50_us();
+    let python_p50 = rows[3].p50_us();
+    let mut out = Vec::new();
+    for l in &rows {
+        if l.hist.is_empty() {
+            println!("{}: not measured (the Python script says why)", l.name);
+            absent.push(l.name.clone());
+            continue;
+        }
+        let mut row = l.row("us");
+        let p50 = l.p50_us();
+        row.insert("x_rust_p50".into(), json!(ratio(p50, rust_p50)));
+        if l.name.starts_with("round trip, python") && !rows[5].hist.is_empty() {
+            row.insert("x_cupy_p50".into(), json!(ratio(p50, cupy_p50)));
+        }
+        if l.name == "round trip, python asyncio" {
+            row.insert("x_python_p50".into(), json!(ratio(p50, python_p50)));
+        }
+        println!(
+            "{:<28} p50 {:>8.3} µs  p99 {:>8.3} µs  ({:.3}x Rust)",
+            l.name,
+            p50,
+            l.quantile_us(0.99),
+            ratio(p50, rust_p50)
+        );
+        out.push(row);
+    }
+    let mut rep = report(&info, out);
+    if !absent.is_empty() {
+        rep["not_measured"] = json!(absent);
+    }
+    if let Some(path) = &args.json {
+        write_json(path, &rep);
+    }
+    if let Some(path) = &args.svg {
+        let measured: Vec<&Latency> = rows.iter().filter(|l| !l.hist.is_empty()).collect();
+        plot_percentiles(
+            path,
+            "one round trip by language, and CuPy/PyTorch's launch + stream sync",
+            &measured,
+        );
+    }
+    Ok(())
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    (a / b * 1000.0).round() / 1000.0
+}
+
+/// Rust's round trips, timed as the other languages' are (the monotonic
+/// clock around submit + wait), on a runtime of its own.
+fn rust_round_trips(args: &Args, into: &mut Latency) -> pkq::Result<()> {
+    let rt = Runtime::builder().device(args.device).build()?;
+    // Pinned once the runtime runs, as the other programs pin theirs; the
+    // affinity is given back for the programs this process starts.
+    let before = core_affinity::get_core_ids();
+    pin(None);
+    let result = (|| {
+        for i in 0..args.warmup + args.samples {
+            let t0 = Instant::now();
+            rt.submit(NOP.args(&()))?.wait()?;
+            let ns = t0.elapsed().as_nanos() as u64;
+            if i >= args.warmup {
+                into.record_ns(ns);
+            }
+        }
+        rt.shutdown()
+    })();
+    unpin(before);
+    result
+}
+
+/// Lets the calling thread run on every core in `cores` again.
+fn unpin(cores: Option<Vec<core_affinity::CoreId>>) {
+    #[cfg(target_os = "linux")]
+    if let Some(cores) = cores {
+        // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET and
+        // sched_setaffinity get a valid set of the size passed, for the
+        // calling thread (0).
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for c in cores {
+                libc::CPU_SET(c.id, &mut set);
+            }
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cores;
+}
+
+fn run(cmd: &mut Command) -> Result<(), Box<dyn std::error::Error>> {
+    let status = cmd.status().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if !status.success() {
+        return Err(format!("{cmd:?}: {status}").into());
+    }
+    Ok(())
+}
+
+/// Records the nanoseconds in `path` (one a line; `#` lines skipped).
+fn read_samples(path: &Path, into: &mut Latency) -> Result<(), Box<dyn std::error::Error>> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut n = 0;
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        into.record_ns(line.trim().parse()?);
+        n += 1;
+    }
+    if n == 0 {
+        return Err(format!("{}: no samples", path.display()).into());
+    }
+    Ok(())
+}
