@@ -48,14 +48,14 @@ if [ $run_tests = 1 ]; then
     PKQ_REQUIRE_GPU=1 PKQ_TEST_FATBIN="$here/fk.fatbin" timeout 600 "$t" || failed+=("$name")
   done
 fi
-# The Python package on this host's Python (a venv that sees its NumPy,
-# CuPy and PyTorch; nothing downloaded): its tests, and the interpreter the
-# bindings bench runs.
-venv="$(mktemp -d)/venv"
+# The Python package on this host's Python, beside its NumPy, CuPy and
+# PyTorch (unpacked into a folder of its own; nothing downloaded): its
+# tests, and the bindings bench's Python rows.
+site="$(mktemp -d)/site"
 if [ $run_tests = 1 ]; then
   echo "=== python tests"
-  PKQ_GPU_VENV="$venv" PKQ_TEST_FATBIN="$here/fk.fatbin" PKQ_TEST_KERNEL=fk_worker_kernel \
-    timeout 900 bash "$here/python/run-gpu-tests.sh" "$here"/python/pkq-*.whl || failed+=(python)
+  PKQ_GPU_SITE="$site" PKQ_TEST_FATBIN="$here/fk.fatbin" PKQ_TEST_KERNEL=fk_worker_kernel \
+    timeout 900 bash "$here/python/run-gpu-tests.sh" "$here"/python/pkq-*.whl -rP || failed+=(python)
 fi
 if [ -n "$sanitize" ]; then
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
@@ -71,13 +71,12 @@ if [ -n "$sanitize" ]; then
 fi
 if [ $run_benches = 1 ] || [ $run_bindings = 1 ]; then
   echo "=== bench: bindings"
-  if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv --system-site-packages "$venv" \
-      && "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-index \
-        "$here"/python/pkq-*.whl
+  if [ ! -d "$site/pkq" ]; then
+    python3 -m pip install --quiet --disable-pip-version-check --no-deps --no-index --target "$site" \
+      "$here"/python/pkq-*.whl
   fi
   timeout 600 "$here/bench/bindings" --c "$here/bindings/round_trip_c" --cpp "$here/bindings/round_trip_cpp" \
-    --python "$venv/bin/python $here/python/round_trip.py" \
+    --python "env PYTHONPATH=$site python3 $here/python/round_trip.py" \
     --json "$out/bindings.json" --svg "$out/bindings.svg" || failed+=(bindings)
 fi
 if [ $run_benches = 1 ]; then

@@ -464,6 +464,38 @@ fn render_pool() -> String {
     out
 }
 
+/// The bindings table: the round trip from each language, and CuPy's and
+/// PyTorch's launch + stream sync.
+fn render_bindings() -> String {
+    let Some(r) = results("bindings.json") else {
+        return "(no `bindings.json` committed yet)\n".into();
+    };
+    let mut out = format!("`bindings.json` ({}):\n\n", header(&r));
+    let x = |v: &Value| v.as_f64().map_or("-".into(), |v| format!("{v:.2}x"));
+    out += "| row | p50 µs | p99 µs | p99.9 µs | p50 against Rust | against CuPy |\n|---|---:|---:|---:|---:|---:|\n";
+    for row in rows(&r) {
+        out += &format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            row["name"].as_str().unwrap_or("?"),
+            f(&row["p50_us"]),
+            f(&row["p99_us"]),
+            f(&row["p99_9_us"]),
+            x(&row["x_rust_p50"]),
+            x(&row["x_cupy_p50"]),
+        );
+    }
+    out
+}
+
+#[test]
+fn bindings_table_matches_committed_results() {
+    check_block(
+        "bindings",
+        &render_bindings(),
+        "pkq-bench/results/bindings.json",
+    );
+}
+
 #[test]
 fn pool_section_matches_committed_results() {
     check_block("pool", &render_pool(), "pkq-bench/results/pool.json");

@@ -435,7 +435,9 @@ enum pkq_status pkq_pool_health(const struct pkq_pool *pool,
                                 size_t cap,
                                 size_t *count);
 
-// Shuts every runtime of the pool down, as `pkq_runtime_shutdown`.
+// Shuts every runtime of the pool down, as `pkq_runtime_shutdown`; the
+// pool's submits are refused from then on (`PKQ_ERR_NO_SERVING_DEVICE`:
+// no device serves).
 //
 // # Safety
 // `pool` is null or a live handle.
@@ -472,7 +474,7 @@ enum pkq_status pkq_producer_new(const struct pkq_runtime *rt,
 enum pkq_status pkq_producer_ring(const struct pkq_producer *p, uint32_t *ring);
 
 // `pkq_submit_io` through the producer (`input` null and `input_len` 0
-// for a task without input; `flags` 0 or `PKQ_SUBMIT_TRY`): to its ring.
+// for a task without input, as there; `flags` 0 or `PKQ_SUBMIT_TRY`): to its ring.
 //
 // # Safety
 // `p` is a live handle, used by no other thread at once if exclusive;
@@ -682,9 +684,11 @@ enum pkq_status pkq_try_submit(const struct pkq_runtime *rt,
 // Submits an IO task (a runtime with IO areas: `io_input`, `io_output`):
 // as `pkq_submit` (`flags`: 0 or `PKQ_SUBMIT_TRY`), with the `input_len`
 // bytes at `input` copied into its slot's input area, where its handler
-// reads them; `pkq_wait_output` returns what it wrote. More input than
-// the areas hold is refused (`PKQ_ERR_PAYLOAD_TOO_LARGE`), a runtime
-// without them too (`PKQ_ERR_INVALID_CONFIG`). Thread-safe.
+// reads them; `pkq_wait_output` returns what it wrote. A non-null `input`
+// of 0 bytes is an IO task with empty input; a null one of 0 bytes, a
+// task without input (as `pkq_submit`). More input than the areas hold is
+// refused (`PKQ_ERR_PAYLOAD_TOO_LARGE`), an IO task on a runtime without
+// them too (`PKQ_ERR_INVALID_CONFIG`). Thread-safe.
 //
 // # Safety
 // As `pkq_submit`; `input` points to `input_len` readable bytes (or

@@ -9,7 +9,7 @@ use crate::batch::pkq_batch;
 use crate::boundary::{Fail, call, free, get, get_mut};
 use crate::options::{builder, pkq_options, read_options};
 use crate::status::pkq_status;
-use crate::submit::{many, one};
+use crate::submit::{io, many, one};
 use crate::ticket::pkq_ticket;
 
 /// Route each task to the serving device with the fewest tasks in flight.
@@ -95,7 +95,7 @@ pub unsafe extern "C" fn pkq_pool_submit(
     ticket: *mut pkq_ticket,
 ) -> pkq_status {
     call(|| {
-        let input = (!input.is_null() || input_len > 0).then_some((input, input_len));
+        let input = io(input, input_len);
         // SAFETY: the caller's contract.
         let to = unsafe { get(pool, "pool") }.map(|p| &p.pool);
         // SAFETY: as above.
@@ -122,7 +122,7 @@ pub unsafe extern "C" fn pkq_pool_submit_keyed(
     ticket: *mut pkq_ticket,
 ) -> pkq_status {
     call(|| {
-        let input = (!input.is_null() || input_len > 0).then_some((input, input_len));
+        let input = io(input, input_len);
         // SAFETY: the caller's contract.
         let keyed = unsafe { get(pool, "pool") }.map(|p| p.pool.keyed(key));
         let to = keyed.as_ref().map_err(|_| Fail::Null("pool"));
@@ -187,7 +187,9 @@ pub unsafe extern "C" fn pkq_pool_health(
     })
 }
 
-/// Shuts every runtime of the pool down, as `pkq_runtime_shutdown`.
+/// Shuts every runtime of the pool down, as `pkq_runtime_shutdown`; the
+/// pool's submits are refused from then on (`PKQ_ERR_NO_SERVING_DEVICE`:
+/// no device serves).
 ///
 /// # Safety
 /// `pool` is null or a live handle.

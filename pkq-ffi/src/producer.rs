@@ -10,7 +10,7 @@ use crate::batch::pkq_batch;
 use crate::boundary::{Fail, call, free, get, get_mut};
 use crate::runtime::pkq_runtime;
 use crate::status::pkq_status;
-use crate::submit::{many, one};
+use crate::submit::{io, many, one};
 use crate::ticket::pkq_ticket;
 
 /// `pkq_producer_new` flag: hold the ring alone (`pkq::ExclusiveProducer`):
@@ -110,7 +110,7 @@ pub unsafe extern "C" fn pkq_producer_ring(p: *const pkq_producer, ring: *mut u3
 }
 
 /// `pkq_submit_io` through the producer (`input` null and `input_len` 0
-/// for a task without input; `flags` 0 or `PKQ_SUBMIT_TRY`): to its ring.
+/// for a task without input, as there; `flags` 0 or `PKQ_SUBMIT_TRY`): to its ring.
 ///
 /// # Safety
 /// `p` is a live handle, used by no other thread at once if exclusive;
@@ -129,7 +129,7 @@ pub unsafe extern "C" fn pkq_producer_submit(
     call(|| {
         // SAFETY: the caller's contract.
         let p = unsafe { get(p, "producer") };
-        let input = (!input.is_null() || input_len > 0).then_some((input, input_len));
+        let input = io(input, input_len);
         let a = (args, len);
         // SAFETY: as above.
         match p.map(|p| &p.access) {

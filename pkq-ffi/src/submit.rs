@@ -43,6 +43,12 @@ pub(crate) unsafe fn bytes<'a>(
     }
 }
 
+/// A submit's input: none for a null `input` of 0 bytes (a task without
+/// input), else an IO task's (which may be empty).
+pub(crate) fn io(input: *const c_void, len: usize) -> Option<(*const c_void, usize)> {
+    (!input.is_null() || len > 0).then_some((input, len))
+}
+
 /// The flags a call takes, the others refused.
 fn check_flags(flags: u32, allowed: u32) -> Result<(), Fail> {
     if flags & !allowed != 0 {
@@ -224,9 +230,11 @@ pub unsafe extern "C" fn pkq_try_submit(
 /// Submits an IO task (a runtime with IO areas: `io_input`, `io_output`):
 /// as `pkq_submit` (`flags`: 0 or `PKQ_SUBMIT_TRY`), with the `input_len`
 /// bytes at `input` copied into its slot's input area, where its handler
-/// reads them; `pkq_wait_output` returns what it wrote. More input than
-/// the areas hold is refused (`PKQ_ERR_PAYLOAD_TOO_LARGE`), a runtime
-/// without them too (`PKQ_ERR_INVALID_CONFIG`). Thread-safe.
+/// reads them; `pkq_wait_output` returns what it wrote. A non-null `input`
+/// of 0 bytes is an IO task with empty input; a null one of 0 bytes, a
+/// task without input (as `pkq_submit`). More input than the areas hold is
+/// refused (`PKQ_ERR_PAYLOAD_TOO_LARGE`), an IO task on a runtime without
+/// them too (`PKQ_ERR_INVALID_CONFIG`). Thread-safe.
 ///
 /// # Safety
 /// As `pkq_submit`; `input` points to `input_len` readable bytes (or
@@ -243,9 +251,17 @@ pub unsafe extern "C" fn pkq_submit_io(
     ticket: *mut pkq_ticket,
 ) -> pkq_status {
     call(|| {
-        let input = Some((input, input_len));
         // SAFETY: the caller's contract.
-        unsafe { one(runtime(rt), op, (args, len), input, flags, ticket) }
+        unsafe {
+            one(
+                runtime(rt),
+                op,
+                (args, len),
+                io(input, input_len),
+                flags,
+                ticket,
+            )
+        }
     })
 }
 

@@ -23,6 +23,7 @@ use pyo3::prelude::*;
 fn _pkq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<runtime::PyRuntime>()?;
     m.add_class::<tasks::PyTicket>()?;
+    m.add_class::<tasks::Awaiting>()?;
     m.add_class::<tasks::PyBatch>()?;
     m.add_class::<tasks::PyCompletion>()?;
     errors::register(m)?;

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use pkq::{Batch, Completion, Error, Ticket};
+use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyList};
@@ -133,20 +134,109 @@ impl PyTicket {
         }
     }
 
-    /// Takes the ticket for a future: resolves `fut` of `loop_` from pkq's
-    /// completion thread, with the completion or `(completion, output)`.
-    fn arm<'py>(&mut self, py: Python<'py>, with_output: bool) -> PyResult<Bound<'py, PyAny>> {
-        // The running loop first: without one, the ticket is kept.
+    /// Takes the ticket for an await in the running loop (without one, the
+    /// ticket is kept and asyncio's `RuntimeError` raised).
+    fn awaiting(&mut self, py: Python<'_>, with_output: bool) -> PyResult<Awaiting> {
         let get_loop = GET_RUNNING_LOOP.import(py, "asyncio", "get_running_loop")?;
-        let event_loop = get_loop.call0()?;
-        let fut = event_loop.call_method0("create_future")?;
+        let event_loop = get_loop.call0()?.unbind();
         let t = self.t.take().ok_or_else(|| consumed(py, "ticket"))?;
+        Ok(Awaiting {
+            t: Some(t),
+            event_loop,
+            fut: None,
+            with_output,
+        })
+    }
+}
+
+/// How long an awaited ticket is polled, without the GIL and without
+/// yielding to the loop, before its future is handed to pkq's completion
+/// thread: a task done by then (a round trip takes a few µs) costs no
+/// thread hand-off and no wake-up of the loop.
+const AWAIT_SPIN: Duration = Duration::from_micros(20);
+
+/// An `await` of a ticket: its first step polls the task for up to
+/// [`AWAIT_SPIN`]; a task not done by then gets a future of the loop,
+/// resolved from pkq's completion thread through
+/// `loop.call_soon_threadsafe`, which the step yields to the loop (as an
+/// asyncio future's own `__await__` does).
+#[pyclass(module = "pkq._pkq", name = "_Awaiting")]
+pub struct Awaiting {
+    t: Option<Ticket>,
+    event_loop: Py<PyAny>,
+    fut: Option<Py<PyAny>>,
+    with_output: bool,
+}
+
+impl Awaiting {
+    /// The value an await returns: the completion, or `(completion,
+    /// output)` for `wait_output_async`.
+    fn value<'py>(
+        &self,
+        py: Python<'py>,
+        c: Completion,
+        t: &Ticket,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let c = Bound::new(py, PyCompletion::from(c))?;
+        if self.with_output {
+            let out = PyBytes::new(py, t.output().unwrap_or_default());
+            Ok((c, out).into_pyobject(py)?.into_any())
+        } else {
+            Ok(c.into_any())
+        }
+    }
+}
+
+/// Ends an await with `value`.
+fn done(value: Bound<'_, PyAny>) -> PyErr {
+    // One argument: a tuple value stays whole (StopIteration(*args)).
+    PyStopIteration::new_err((value.unbind(),))
+}
+
+#[pymethods]
+impl Awaiting {
+    /// Itself: it is its own iterator.
+    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// Itself.
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// One step of the await: its value (as `StopIteration`), or the future
+    /// to wait on.
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(fut) = &self.fut {
+            // Resumed once the future is done: its result, or its error.
+            let r = fut.bind(py).call_method0("result")?;
+            return Err(done(r));
+        }
+        let mut t = self.t.take().ok_or_else(|| consumed(py, "ticket"))?;
+        let polled = py.detach(|| {
+            let until = std::time::Instant::now() + AWAIT_SPIN;
+            loop {
+                match t.try_result() {
+                    Ok(None) if std::time::Instant::now() < until => std::hint::spin_loop(),
+                    other => break other,
+                }
+            }
+        });
+        match polled {
+            Ok(Some(c)) => return Err(done(self.value(py, c, &t)?)),
+            Err(e) => return Err(to_py(py, e)),
+            Ok(None) => {}
+        }
+        let event_loop = self.event_loop.bind(py);
+        let fut = event_loop.call_method0("create_future")?;
         let target = Target {
-            event_loop: event_loop.unbind(),
+            event_loop: self.event_loop.clone_ref(py),
             fut: fut.clone().unbind(),
         };
         // Without the GIL: where no completion thread can take the callback
         // (the runtime was dropped), pkq runs it here, once the task is done.
+        let with_output = self.with_output;
         py.detach(move || {
             if with_output {
                 t.on_output(move |r| target.deliver(r.map(|(c, out)| (c, Some(out)))));
@@ -154,6 +244,10 @@ impl PyTicket {
                 t.on_complete(move |r| target.deliver(r.map(|c| (c, None))));
             }
         });
+        // What a future's own `__await__` does before it yields itself: the
+        // asyncio task then waits for it.
+        fut.setattr("_asyncio_future_blocking", true)?;
+        self.fut = Some(fut.clone().unbind());
         Ok(fut)
     }
 }
@@ -293,19 +387,21 @@ impl PyTicket {
     }
 
     /// `await ticket` in a running asyncio loop: the task's `Completion`
-    /// (or its error raised), delivered from pkq's completion thread with
+    /// (or its error raised). The await first polls the task for up to 20
+    /// µs without yielding to the loop (a round trip takes a few); a task
+    /// not done by then is delivered from pkq's completion thread with
     /// `loop.call_soon_threadsafe`. Consumes the ticket at once (raises
     /// `TicketConsumed` for a consumed one; without a running loop the
     /// ticket is kept and `RuntimeError` raised). Cancelling the awaiting
     /// task leaves the task to run on unobserved.
-    fn __await__<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.arm(py, false)?.call_method0("__await__")
+    fn __await__(&mut self, py: Python<'_>) -> PyResult<Awaiting> {
+        self.awaiting(py, false)
     }
 
     /// `await ticket.wait_output_async()`: as `__await__`, for an IO task:
-    /// `(Completion, bytes)`. Returns an asyncio future of the running loop.
-    fn wait_output_async<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.arm(py, true)
+    /// `(Completion, bytes)`. Returns an awaitable.
+    fn wait_output_async(&mut self, py: Python<'_>) -> PyResult<Awaiting> {
+        self.awaiting(py, true)
     }
 
     fn __repr__(&self) -> String {

@@ -16,6 +16,11 @@ import pkq
 _REASON: list[str | None] = []
 
 
+def pytest_configure(config):
+    """Registers the ``gpu`` mark (also where pyproject.toml is not read)."""
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU")
+
+
 def gpu_missing() -> str | None:
     """Why no GPU test can run here (None: one can), found once."""
     if not _REASON:

@@ -35,8 +35,9 @@ struct Args {
     /// Untimed round trips first, per language and round.
     #[arg(long, default_value_t = 2_000)]
     warmup: usize,
-    /// Rounds over the languages (their samples pooled per row).
-    #[arg(long, default_value_t = 2, value_parser = at_least_one)]
+    /// Rounds over the languages (their samples pooled per row): drift of
+    /// the machine over the run reaches every row alike.
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
     rounds: usize,
     /// The C program (pkq-bench/bindings/round_trip.c, built).
     #[arg(long)]

@@ -572,7 +572,7 @@ static void pools(void) {
     CHECK_STATUS(pkq_pool_health(pool, serving, 4, &n), PKQ_OK);
     CHECK(n == 1 && serving[0] == 0);
     CHECK_STATUS(pkq_pool_shutdown(pool), PKQ_OK);
-    CHECK_STATUS(pkq_pool_submit(pool, PKQ_OP_NOP, NULL, 0, NULL, 0, 0, &t), PKQ_ERR_CLOSED);
+    CHECK_STATUS(pkq_pool_submit(pool, PKQ_OP_NOP, NULL, 0, NULL, 0, 0, &t), PKQ_ERR_NO_SERVING_DEVICE);
     pkq_pool_destroy(pool);
 }
 

@@ -152,7 +152,7 @@ static void on_a_runtime(pkq::Runtime &rt) {
 
 static void lanes_producers_io_pools() {
     pkq::Runtime rt;
-    CHECK_STATUS(pkq::Runtime::create(rt, {pkq::Options().io(128, 128).rings(2),
+    CHECK_STATUS(pkq::Runtime::create(rt, {pkq::Options().io(128, 128).rings(2).workers(2),
                                            pkq::Options().group(8, 4).workers(1)}),
                  PKQ_OK);
     if (!rt) return;

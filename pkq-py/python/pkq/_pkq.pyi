@@ -3,7 +3,7 @@
 import asyncio
 import os
 from collections.abc import Generator
-from typing import Any, Final, Literal
+from typing import Any, Final, Generic, Literal, TypeVar
 
 from typing_extensions import Buffer
 
@@ -64,6 +64,16 @@ class Completion:
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
 
+_T = TypeVar("_T")
+
+class _Awaiting(Generic[_T]):
+    """An await of a ticket in progress (what `await ticket` and
+    `ticket.wait_output_async()` run)."""
+
+    def __await__(self) -> Generator[Any, None, _T]: ...
+    def __iter__(self) -> _Awaiting[_T]: ...
+    def __next__(self) -> Any: ...
+
 class Ticket:
     """The handle of one submitted task: wait, poll, or await it. Consumed by the call that takes its result."""
 
@@ -84,10 +94,10 @@ class Ticket:
         """None while the task runs; else its Completion (or its error raised), the ticket consumed."""
     def release(self) -> None:
         """Lets go of the task without its result; the ticket is consumed."""
-    def wait_output_async(self) -> asyncio.Future[tuple[Completion, bytes]]:
-        """An asyncio future of the running loop for an IO task's (Completion, bytes)."""
+    def wait_output_async(self) -> _Awaiting[tuple[Completion, bytes]]:
+        """Awaits an IO task in a running asyncio loop: its (Completion, bytes)."""
     def __await__(self) -> Generator[Any, None, Completion]:
-        """Awaits the task in a running asyncio loop (resolved from pkq's completion thread)."""
+        """Awaits the task in a running asyncio loop (polled for up to 20 us, then resolved from pkq's completion thread)."""
 
 class Batch:
     """The handle of a run of tasks of one op, in submission order."""
