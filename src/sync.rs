@@ -83,6 +83,18 @@ pub(crate) fn now() -> std::time::Instant {
     std::time::Instant::now()
 }
 
+/// The deadline `timeout` from now; `None` (no deadline) for a timeout too
+/// long to add, and for `Duration::MAX` without reading the clock (a wait
+/// without limit through a call that takes a timeout costs no clock read).
+#[inline]
+pub(crate) fn deadline_after(timeout: std::time::Duration) -> Option<std::time::Instant> {
+    if timeout == std::time::Duration::MAX {
+        None
+    } else {
+        now().checked_add(timeout)
+    }
+}
+
 /// Process-wide statics: std's atomics and locks in every build, loom's
 /// included (a loom object cannot outlive one execution of a model; a
 /// model may touch these, the count of live lanes and the thread's ring,

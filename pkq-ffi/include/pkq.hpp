@@ -297,6 +297,11 @@ public:
 
     Status submit_raw(uint16_t op, const void *args, size_t len, const void *input,
                       size_t input_len, uint32_t flags, Ticket &t) noexcept {
+        if (input == nullptr && input_len == 0 && (flags & ~PKQ_SUBMIT_TRY) == 0) {
+            // The C API's own calls for a task without input.
+            return (flags & PKQ_SUBMIT_TRY) ? pkq_try_submit(rt_, op, args, len, t.raw())
+                                            : pkq_submit(rt_, op, args, len, t.raw());
+        }
         return pkq_submit_io(rt_, op, args, len, input, input_len, flags, t.raw());
     }
     Status submit_batch_raw(uint16_t op, const void *args, size_t size, size_t count,

@@ -19,7 +19,7 @@ use crate::runtime::shared::Shared;
 use crate::runtime::ticket::{Completion, outcome_of, status_of};
 use crate::runtime::wait::reactor::Armed;
 use crate::runtime::wait::strategy::{Target, WaitStrategy};
-use crate::sync::now;
+use crate::sync::{deadline_after, now};
 
 /// What one task of a batch came to: its completion, or how its handler
 /// failed (the [`TaskError`] a [`Ticket`](crate::Ticket) reports as
@@ -205,7 +205,7 @@ impl Batch {
     /// # Ok(()) }
     /// ```
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Vec<TaskResult>> {
-        self.wait_until(now().checked_add(timeout))
+        self.wait_until(deadline_after(timeout))
     }
 
     fn wait_until(&mut self, deadline: Option<Instant>) -> Result<Vec<TaskResult>> {

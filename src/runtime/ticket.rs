@@ -13,7 +13,7 @@ use crate::runtime::liveness::Watch;
 use crate::runtime::shared::Shared;
 use crate::runtime::wait::reactor::Armed;
 use crate::runtime::wait::strategy::{Target, WaitStrategy};
-use crate::sync::now;
+use crate::sync::{deadline_after, now};
 
 /// A finished task's inline result and the device's timestamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,7 +235,7 @@ impl Ticket {
     /// A timeout too long to add to now (such as `Duration::MAX`) waits
     /// without a deadline.
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Completion> {
-        self.wait_until(now().checked_add(timeout))
+        self.wait_until(deadline_after(timeout))
     }
 
     /// Waits, watching the task's worker for a stall.

@@ -30,14 +30,16 @@ use serde_json::json;
 #[command(about = "the round trip from Rust, C, C++ and Python, beside CuPy and PyTorch")]
 struct Args {
     /// Timed round trips per language and round.
-    #[arg(long, default_value_t = 20_000, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 10_000, value_parser = at_least_one)]
     samples: usize,
     /// Untimed round trips first, per language and round.
     #[arg(long, default_value_t = 2_000)]
     warmup: usize,
-    /// Rounds over the languages (their samples pooled per row): drift of
-    /// the machine over the run reaches every row alike.
-    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
+    /// Rounds over the languages (their samples pooled per row), each
+    /// starting one language further on: drift of the machine over the run,
+    /// and what differs between one process and the next (where its rings
+    /// land), reach every row alike.
+    #[arg(long, default_value_t = 8, value_parser = at_least_one)]
     rounds: usize,
     /// The C program (pkq-bench/bindings/round_trip.c, built).
     #[arg(long)]
@@ -85,40 +87,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut absent: Vec<String> = Vec::new();
     for round in 0..args.rounds {
         println!("round {}", round + 1);
-        rust_round_trips(&args, &mut rows[0])?;
-        for (k, program) in [(1, &args.c), (2, &args.cpp)] {
-            let out = dir.join(format!("{k}.txt"));
-            run(Command::new(program)
-                .arg(args.samples.to_string())
-                .arg(args.warmup.to_string())
-                .arg(&out))?;
-            read_samples(&out, &mut rows[k])?;
-        }
-        let raw = dir.join(format!("python-{round}"));
-        std::fs::create_dir_all(&raw)?;
-        let mut words = args.python.split_whitespace();
-        let mut cmd = Command::new(words.next().ok_or("--python is empty")?);
-        cmd.args(words)
-            .arg("--samples")
-            .arg(args.samples.to_string())
-            .arg("--warmup")
-            .arg(args.warmup.to_string())
-            .arg("--raw")
-            .arg(&raw);
-        run(&mut cmd)?;
-        for entry in std::fs::read_dir(&raw)? {
-            let path = entry?.path();
-            let text = std::fs::read_to_string(&path)?;
-            let name = text
-                .lines()
-                .next()
-                .and_then(|l| l.strip_prefix("# "))
-                .ok_or_else(|| format!("{}: no '# <row>' first line", path.display()))?;
-            let k = ROWS
-                .iter()
-                .position(|r| *r == name)
-                .ok_or_else(|| format!("{}: unknown row {name:?}", path.display()))?;
-            read_samples(&path, &mut rows[k])?;
+        for step in 0..3 {
+            match (round + step) % 3 {
+                0 => {
+                    let mut l = Latency::new(ROWS[0]);
+                    rust_round_trips(&args, &mut l)?;
+                    note(&l);
+                    rows[0].absorb(&l);
+                }
+                1 => {
+                    for (k, program) in [(1, &args.c), (2, &args.cpp)] {
+                        let out = dir.join(format!("{k}.txt"));
+                        run(Command::new(program)
+                            .arg(args.samples.to_string())
+                            .arg(args.warmup.to_string())
+                            .arg(&out))?;
+                        let mut l = Latency::new(ROWS[k]);
+                        read_samples(&out, &mut l)?;
+                        note(&l);
+                        rows[k].absorb(&l);
+                    }
+                }
+                _ => python(&args, &dir.join(format!("python-{round}")), &mut rows)?,
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -164,6 +155,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "one round trip by language, and CuPy/PyTorch's launch + stream sync",
             &measured,
         );
+    }
+    Ok(())
+}
+
+/// Prints one process's p50 (the pooled rows hide how they spread).
+fn note(l: &Latency) {
+    println!("{:<28} p50 {:>8.3} µs", l.name, l.p50_us());
+}
+
+/// One run of the Python script: its rows' samples into `rows`.
+fn python(args: &Args, raw: &Path, rows: &mut [Latency]) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(raw)?;
+    let mut words = args.python.split_whitespace();
+    let mut cmd = Command::new(words.next().ok_or("--python is empty")?);
+    cmd.args(words)
+        .arg("--samples")
+        .arg(args.samples.to_string())
+        .arg("--warmup")
+        .arg(args.warmup.to_string())
+        .arg("--raw")
+        .arg(raw);
+    run(&mut cmd)?;
+    for entry in std::fs::read_dir(raw)? {
+        let path = entry?.path();
+        let text = std::fs::read_to_string(&path)?;
+        let name = text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# "))
+            .ok_or_else(|| format!("{}: no '# <row>' first line", path.display()))?;
+        let k = ROWS
+            .iter()
+            .position(|r| *r == name)
+            .ok_or_else(|| format!("{}: unknown row {name:?}", path.display()))?;
+        read_samples(&path, &mut rows[k])?;
     }
     Ok(())
 }
