@@ -1,10 +1,10 @@
 //! The same round trip (a NOP task submitted and waited for, on a default
 //! runtime) from Rust, C, C++ and Python (sync and asyncio), beside a CuPy
 //! `RawKernel` launch + stream sync and a PyTorch op + stream sync: what a
-//! Python user would otherwise pick. Each language runs in a process of its
-//! own, one after another, for `--rounds` rounds (their samples pooled), its
-//! thread pinned to the last core once its runtime runs, timed by its
-//! language's monotonic clock. One run, on a GPU host with the programs
+//! Python user would otherwise pick. Each language runs in a fresh process
+//! of its own (Rust's: this program started again), one after another, for
+//! `--rounds` rounds (their samples pooled), its thread pinned to the last
+//! core once its runtime runs, timed by its language's monotonic clock. One run, on a GPU host with the programs
 //! the GPU bundle builds (`scripts/gpu-bundle.sh`) and the wheel installed:
 //!
 //!     bindings --c round_trip_c --cpp round_trip_cpp \
@@ -32,8 +32,9 @@ struct Args {
     /// Timed round trips per language and round.
     #[arg(long, default_value_t = 10_000, value_parser = at_least_one)]
     samples: usize,
-    /// Untimed round trips first, per language and round.
-    #[arg(long, default_value_t = 2_000)]
+    /// Untimed round trips first, per language and round: a fresh
+    /// process's driver settles over the first tens of milliseconds.
+    #[arg(long, default_value_t = 20_000)]
     warmup: usize,
     /// Rounds over the languages (their samples pooled per row), each
     /// starting one language further on: drift of the machine over the run,
@@ -56,6 +57,11 @@ struct Args {
     json: Option<PathBuf>,
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// Internal: run Rust's round trips in this process and write their
+    /// samples to this file, as the C and C++ programs do (the bench starts
+    /// itself so, so that every language runs in a fresh process).
+    #[arg(long, hide = true)]
+    rust_child: Option<PathBuf>,
 }
 
 /// The rows, in the order of the report.
@@ -71,6 +77,9 @@ const ROWS: [&str; 7] = [
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
+    if let Some(out) = &args.rust_child {
+        return Ok(rust_child(&args, out)?);
+    }
     let info = pkq::device_info(args.device)?;
     println!(
         "{} ({}), pkq {}; {} rounds of {} samples ({} warm-up) per language",
@@ -90,8 +99,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for step in 0..3 {
             match (round + step) % 3 {
                 0 => {
+                    let out = dir.join("0.txt");
+                    run(Command::new(std::env::current_exe()?)
+                        .args(["--c", "-", "--cpp", "-", "--python", "-"])
+                        .arg("--samples")
+                        .arg(args.samples.to_string())
+                        .arg("--warmup")
+                        .arg(args.warmup.to_string())
+                        .arg("--device")
+                        .arg(args.device.to_string())
+                        .arg("--rust-child")
+                        .arg(&out))?;
                     let mut l = Latency::new(ROWS[0]);
-                    rust_round_trips(&args, &mut l)?;
+                    read_samples(&out, &mut l)?;
                     note(&l);
                     rows[0].absorb(&l);
                 }
@@ -199,45 +219,24 @@ fn ratio(a: f64, b: f64) -> f64 {
 }
 
 /// Rust's round trips, timed as the other languages' are (the monotonic
-/// clock around submit + wait), on a runtime of its own.
-fn rust_round_trips(args: &Args, into: &mut Latency) -> pkq::Result<()> {
+/// clock around submit + wait), on a runtime of its own in this process,
+/// the thread pinned once it runs; their nanoseconds to `out`, one a line.
+fn rust_child(args: &Args, out: &Path) -> pkq::Result<()> {
     let rt = Runtime::builder().device(args.device).build()?;
-    // Pinned once the runtime runs, as the other programs pin theirs; the
-    // affinity is given back for the programs this process starts.
-    let before = core_affinity::get_core_ids();
     pin(None);
-    let result = (|| {
-        for i in 0..args.warmup + args.samples {
-            let t0 = Instant::now();
-            rt.submit(NOP.args(&()))?.wait()?;
-            let ns = t0.elapsed().as_nanos() as u64;
-            if i >= args.warmup {
-                into.record_ns(ns);
-            }
-        }
-        rt.shutdown()
-    })();
-    unpin(before);
-    result
-}
-
-/// Lets the calling thread run on every core in `cores` again.
-fn unpin(cores: Option<Vec<core_affinity::CoreId>>) {
-    #[cfg(target_os = "linux")]
-    if let Some(cores) = cores {
-        // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET and
-        // sched_setaffinity get a valid set of the size passed, for the
-        // calling thread (0).
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            for c in cores {
-                libc::CPU_SET(c.id, &mut set);
-            }
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    let mut ns = Vec::with_capacity(args.samples);
+    for i in 0..args.warmup + args.samples {
+        let t0 = Instant::now();
+        rt.submit(NOP.args(&()))?.wait()?;
+        let dt = t0.elapsed().as_nanos() as u64;
+        if i >= args.warmup {
+            ns.push(dt);
         }
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = cores;
+    rt.shutdown()?;
+    let text: String = ns.iter().map(|v| format!("{v}\n")).collect();
+    std::fs::write(out, text)
+        .map_err(|e| pkq::Error::InvalidArgument(format!("{}: {e}", out.display())))
 }
 
 fn run(cmd: &mut Command) -> Result<(), Box<dyn std::error::Error>> {
