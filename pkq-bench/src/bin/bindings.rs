@@ -40,7 +40,7 @@ struct Args {
     /// starting one language further on: drift of the machine over the run,
     /// and what differs between one process and the next (where its rings
     /// land), reach every row alike.
-    #[arg(long, default_value_t = 8, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 16, value_parser = at_least_one)]
     rounds: usize,
     /// The C program (pkq-bench/bindings/round_trip.c, built).
     #[arg(long)]
