@@ -210,8 +210,8 @@ typedef struct pkq_ticket {
 // `pkq_wait` would return it; `pkq_last_error` gives its message on the
 // calling thread), its result, and the bytes an IO task's handler wrote
 // (null and 0 for none). `completion` and `output` are valid during the
-// call only. It must return, and must not unwind (a C++ exception thrown
-// out of it aborts the process).
+// call only. It must return; an exception thrown out of it (C++) aborts
+// the process.
 typedef void (*pkq_callback)(void *user,
                              enum pkq_status status,
                              const struct pkq_completion *completion,

@@ -216,18 +216,22 @@ private:
 };
 
 /// What submits: the submit calls shared by Runtime, Producer and Pool.
-/// `Self` gives `submit_raw` and `submit_batch_raw`.
+/// `Self` gives `submit_raw` and `submit_batch_raw`. A submit into a Ticket
+/// or Batch that still holds tasks releases them first (the C API would
+/// leave them to their slots).
 template <class Self>
 class Submitter {
 public:
     /// A task without arguments.
     Status submit(uint16_t op, Ticket &t, uint32_t flags = 0) noexcept {
+        t.release();
         return self().submit_raw(op, nullptr, 0, nullptr, 0, flags, t);
     }
     /// A task whose arguments are `args`'s bytes (at most 48).
     template <class A>
     Status submit(uint16_t op, const A &args, Ticket &t, uint32_t flags = 0) noexcept {
         detail::check_args<A>();
+        t.release();
         return self().submit_raw(op, &args, sizeof args, nullptr, 0, flags, t);
     }
     /// PKQ_SUBMIT_TRY: PKQ_ERR_FULL at once when the ring has no room.
@@ -240,6 +244,7 @@ public:
     Status submit_io(uint16_t op, const A &args, const void *input, size_t input_len, Ticket &t,
                      uint32_t flags = 0) noexcept {
         detail::check_args<A>();
+        t.release();
         return self().submit_raw(op, &args, sizeof args, input, input_len, flags, t);
     }
     /// `count` tasks, task i's arguments `args[i]` (PKQ_SUBMIT_PACKED: up
@@ -248,6 +253,7 @@ public:
     Status submit_batch(uint16_t op, const A *args, size_t count, Batch &b,
                         uint32_t flags = 0) noexcept {
         detail::check_args<A>();
+        b.release();
         return self().submit_batch_raw(op, args, sizeof(A), count, flags, b);
     }
 
@@ -453,6 +459,7 @@ public:
     Status submit_keyed(uint64_t key, uint16_t op, const A &args, Ticket &t,
                         uint32_t flags = 0) noexcept {
         detail::check_args<A>();
+        t.release();
         return pkq_pool_submit_keyed(p_, key, op, &args, sizeof args, nullptr, 0, flags, t.raw());
     }
     Status health() const noexcept { return pkq_pool_health(p_, nullptr, 0, nullptr); }

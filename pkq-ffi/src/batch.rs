@@ -118,14 +118,13 @@ pub unsafe extern "C" fn pkq_batch_wait(
                 format!("count is {count}: the batch holds {} tasks", b.len()),
             ));
         }
-        // SAFETY: `count` writable elements each (the contract).
+        // SAFETY: `count` writable elements (the contract); a completion is
+        // plain integers, valid whatever the caller left there.
         let results = unsafe { std::slice::from_raw_parts_mut(results, count) };
-        // SAFETY: as above.
-        let statuses = unsafe { std::slice::from_raw_parts_mut(statuses, count) };
         let outcome = b.wait_timeout(timeout(timeout_ns));
         let mut failed = false;
         for (i, r) in b.results().iter().enumerate() {
-            statuses[i] = match r {
+            let status = match r {
                 Some(r) => {
                     let s = report((*r).map_err(Error::Task), &mut results[i]);
                     failed |= s.is_err();
@@ -141,6 +140,10 @@ pub unsafe extern "C" fn pkq_batch_wait(
                     }
                 }
             };
+            // SAFETY: `i < count` writable elements (the contract), written
+            // without reading what the caller left there (any bits, not
+            // necessarily a `pkq_status`).
+            unsafe { statuses.add(i).write(status) };
         }
         match outcome {
             Err(e @ (Error::Timeout | Error::Stalled { .. })) => Err(e.into()),

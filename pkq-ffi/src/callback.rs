@@ -12,10 +12,10 @@ use crate::ticket::{pkq_completion, pkq_ticket, report};
 /// `pkq_wait` would return it; `pkq_last_error` gives its message on the
 /// calling thread), its result, and the bytes an IO task's handler wrote
 /// (null and 0 for none). `completion` and `output` are valid during the
-/// call only. It must return, and must not unwind (a C++ exception thrown
-/// out of it aborts the process).
+/// call only. It must return; an exception thrown out of it (C++) aborts
+/// the process.
 pub type pkq_callback = Option<
-    unsafe extern "C" fn(
+    unsafe extern "C-unwind" fn(
         user: *mut c_void,
         status: pkq_status,
         completion: *const pkq_completion,
@@ -70,9 +70,17 @@ pub unsafe extern "C" fn pkq_ticket_on_complete(
             } else {
                 (output.as_ptr(), output.len())
             };
-            // SAFETY: a C function the caller registered for this, with its
-            // user data (the contract); the pointers live through the call.
-            unsafe { f(user.0, status, &c, p, n) };
+            // An unwind out of the caller's function (a C++ exception) must
+            // not reach pkq's completion thread: the process aborts.
+            let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                // SAFETY: a C function the caller registered for this, with
+                // its user data (the contract); the pointers live through
+                // the call.
+                unsafe { f(user.0, status, &c, p, n) }
+            }));
+            if called.is_err() {
+                std::process::abort();
+            }
         });
         Ok(pkq_status::PKQ_OK)
     })

@@ -297,7 +297,12 @@ pub unsafe extern "C" fn pkq_ticket_set_wait(ticket: *mut pkq_ticket, wait: u32)
                     .into(),
             ));
         }
-        let strategy = wait_strategy(wait)?;
+        let strategy = wait_strategy(wait).map_err(|_| {
+            Fail::Status(
+                pkq_status::PKQ_ERR_INVALID_ARGUMENT,
+                format!("wait strategy {wait}: not a PKQ_WAIT_* value"),
+            )
+        })?;
         let t = ticket.take()?;
         ticket.fill(t.with_wait(strategy));
         Ok(pkq_status::PKQ_OK)

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
-use pkq::{Op, Runtime, Submit, Task, Tasks, WaitStrategy};
+use pkq::{Error, Op, Runtime, Submit, Task, Tasks, WaitStrategy};
 use pyo3::prelude::*;
 use pyo3::types::PyInt;
 
@@ -160,23 +160,29 @@ impl PyRuntime {
     ) -> PyResult<PyTicket> {
         let rt = self.rt(py)?;
         let t = match args {
-            None => submit_with(rt, Task::raw(Op(op), &[]), wait_for_room),
+            None => submit_with(py, rt, Task::raw(Op(op), &[]), wait_for_room),
             Some(a) => {
                 let a = bytes_of(a)?;
-                submit_with(rt, Task::raw(Op(op), a.as_slice()), wait_for_room)
+                submit_with(py, rt, Task::raw(Op(op), a.as_slice()), wait_for_room)
             }
         };
         t.py(py).map(PyTicket::new)
     }
 }
 
-/// `submit` or `try_submit`.
+/// `submit` or `try_submit`. A submit that must wait for room waits
+/// without the GIL: the room comes from tickets other Python threads take,
+/// and from pkq's completion thread, which takes the GIL to resolve awaits.
 #[inline]
-fn submit_with(rt: &Runtime, task: Task<'_>, wait_for_room: bool) -> pkq::Result<pkq::Ticket> {
-    if wait_for_room {
-        rt.submit(task)
-    } else {
-        rt.try_submit(task)
+fn submit_with(
+    py: Python<'_>,
+    rt: &Runtime,
+    task: Task<'_>,
+    wait_for_room: bool,
+) -> pkq::Result<pkq::Ticket> {
+    match rt.try_submit(task) {
+        Err(Error::Full) if wait_for_room => py.detach(|| rt.submit(task)),
+        r => r,
     }
 }
 
@@ -314,7 +320,7 @@ impl PyRuntime {
         let a = bytes_of(args)?;
         let i = bytes_of(input)?;
         let task = Task::raw(Op(op), a.as_slice()).with_input(i.as_slice());
-        rt.submit(task).py(py).map(PyTicket::new)
+        submit_with(py, rt, task, true).py(py).map(PyTicket::new)
     }
 
     /// Submits one task and waits for it, without the GIL: its value (an

@@ -83,6 +83,30 @@ def test_try_submit_full():
         assert all(t.wait().value == 0 for t in held)
 
 
+def test_a_submit_waiting_for_room_lets_other_threads_free_it():
+    # A ring of 64 slots filled behind a long task; one thread's submit
+    # then waits for room, which comes only once the main thread takes the
+    # tickets: that wait must not hold the GIL.
+    with pkq.Runtime(capacity=64) as rt:
+        long = rt.submit(pkq.SPIN, 100 * MS)
+        held = []
+        while True:
+            try:
+                held.append(rt.try_submit(pkq.NOP))
+            except pkq.Full:
+                break
+        got = []
+        waiter = threading.Thread(target=lambda: got.append(rt.submit(pkq.ECHO, 5).wait().value))
+        waiter.start()
+        time.sleep(0.05)  # the waiter is in its wait for room
+        assert long.wait().value >= 100 * MS
+        for t in held:
+            t.wait()
+        waiter.join(timeout=10)
+        assert not waiter.is_alive(), "the submit waiting for room kept the GIL"
+        assert got == [5]
+
+
 def test_batches_and_packs_of_numpy_arrays(rt):
     np = pytest.importorskip("numpy")
     rng = np.random.default_rng(3)

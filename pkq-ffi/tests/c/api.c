@@ -409,7 +409,7 @@ static void wait_strategies(void) {
             CHECK_STATUS(pkq_wait(&t, &c), PKQ_OK);
             CHECK(c.value == w);
         }
-        CHECK_STATUS(pkq_ticket_set_wait(&t, 9), PKQ_ERR_INVALID_CONFIG);
+        CHECK_STATUS(pkq_ticket_set_wait(&t, 9), PKQ_ERR_INVALID_ARGUMENT);
         pkq_runtime_destroy(rt);
     }
 }

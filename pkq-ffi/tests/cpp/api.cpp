@@ -5,6 +5,7 @@
 // against what was sent. Prints "GPU part skipped: <why>" when no runtime
 // starts, which fails it when PKQ_REQUIRE_GPU=1.
 #include <atomic>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -150,6 +151,36 @@ static void on_a_runtime(pkq::Runtime &rt) {
     CHECK(once && wrong.load() == 0);
 }
 
+// Submitting again into a Ticket (or Batch) that holds a task releases that
+// task: a small ring keeps serving however often one ticket is reused.
+static void reused_handles() {
+    pkq::Runtime rt;
+    CHECK_STATUS(pkq::Runtime::create(rt, pkq::Options().capacity(16)), PKQ_OK);
+    if (!rt) return;
+    pkq::Ticket t;
+    pkq::Batch b;
+    uint64_t words[4] = {1, 2, 3, 4};
+    int refused = 0;
+    for (int i = 0; i < 2000 && refused == 0; ++i) {
+        // Room comes back as the released tasks complete: retry a full ring
+        // for up to a second, then count it refused.
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        pkq::Status s;
+        while ((s = rt.submit(PKQ_OP_NOP, t, PKQ_SUBMIT_TRY)) == PKQ_ERR_FULL &&
+               std::chrono::steady_clock::now() < until) {
+        }
+        if (s != PKQ_OK) ++refused;
+        if (i % 4 == 0) {
+            s = rt.submit_batch(PKQ_OP_ECHO, words, 4, b, PKQ_SUBMIT_TRY);
+            while (s == PKQ_ERR_FULL && std::chrono::steady_clock::now() < until) {
+                s = rt.submit_batch(PKQ_OP_ECHO, words, 4, b, PKQ_SUBMIT_TRY);
+            }
+            if (s != PKQ_OK) ++refused;
+        }
+    }
+    CHECK(refused == 0);
+}
+
 static void lanes_producers_io_pools() {
     pkq::Runtime rt;
     CHECK_STATUS(pkq::Runtime::create(rt, {pkq::Options().io(128, 128).rings(2).workers(2),
@@ -252,6 +283,7 @@ int main() {
     pkq::Status s = pkq::Runtime::create(rt);
     if (s == PKQ_OK) {
         on_a_runtime(rt);
+        reused_handles();
         lanes_producers_io_pools();
         if (!module_and_state()) {
             std::printf("module part skipped: PKQ_TEST_FATBIN names no module\n");
