@@ -27,9 +27,11 @@ fi
 log=target/gpu-bundle-build.jsonl
 mkdir -p target
 # pkq's tests and examples, the custom-handler demo, pkq-bench's bench
-# programs and tests (pkq-build's tests check the build helper, not the GPU:
+# programs and tests, and every library (pkq-ffi's static library, which the
+# C and C++ programs below link: a build of named targets alone leaves it
+# as it was) (pkq-build's tests check the build helper, not the GPU:
 # they stay home).
-cargo build --release --workspace --exclude pkq-build --tests --bins --examples \
+cargo build --release --workspace --exclude pkq-build --lib --tests --bins --examples \
     --message-format=json-render-diagnostics >"$log"
 # What the build scripts made for this build (their own OUT_DIRs, named in
 # the log: target/ may hold others, of other features or NVCC settings):
