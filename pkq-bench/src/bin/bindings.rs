@@ -30,7 +30,7 @@ use serde_json::json;
 #[command(about = "the round trip from Rust, C, C++ and Python, beside CuPy and PyTorch")]
 struct Args {
     /// Timed round trips per language and round.
-    #[arg(long, default_value_t = 10_000, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 4_000, value_parser = at_least_one)]
     samples: usize,
     /// Untimed round trips first, per language and round: a fresh
     /// process's driver settles over the first tens of milliseconds.
@@ -39,8 +39,11 @@ struct Args {
     /// Rounds over the languages (their samples pooled per row), each
     /// starting one language further on: drift of the machine over the run,
     /// and what differs between one process and the next (where its rings
-    /// land), reach every row alike.
-    #[arg(long, default_value_t = 16, value_parser = at_least_one)]
+    /// land), reach every row alike. One process's p50 spreads over more
+    /// than the languages differ by (each row says how far:
+    /// `process_p50_min_us`, `process_p50_max_us`), so many short rounds
+    /// pin a row's p50 down better than a few long ones.
+    #[arg(long, default_value_t = 48, value_parser = at_least_one)]
     rounds: usize,
     /// The C program (pkq-bench/bindings/round_trip.c, built).
     #[arg(long)]
@@ -93,6 +96,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("pkq-bindings-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut rows: Vec<Latency> = ROWS.iter().map(|n| Latency::new(n)).collect();
+    // Each row's p50 in each process (one a round).
+    let mut spread: Vec<Vec<f64>> = vec![Vec::new(); ROWS.len()];
     let mut absent: Vec<String> = Vec::new();
     for round in 0..args.rounds {
         println!("round {}", round + 1);
@@ -112,7 +117,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         .arg(&out))?;
                     let mut l = Latency::new(ROWS[0]);
                     read_samples(&out, &mut l)?;
-                    note(&l);
+                    note(&l, &mut spread[0]);
                     rows[0].absorb(&l);
                 }
                 1 => {
@@ -124,11 +129,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             .arg(&out))?;
                         let mut l = Latency::new(ROWS[k]);
                         read_samples(&out, &mut l)?;
-                        note(&l);
+                        note(&l, &mut spread[k]);
                         rows[k].absorb(&l);
                     }
                 }
-                _ => python(&args, &dir.join(format!("python-{round}")), &mut rows)?,
+                _ => python(
+                    &args,
+                    &dir.join(format!("python-{round}")),
+                    &mut rows,
+                    &mut spread,
+                )?,
             }
         }
     }
@@ -137,7 +147,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cupy_p50 = rows[5].p50_us();
     let python_p50 = rows[3].p50_us();
     let mut out = Vec::new();
-    for l in &rows {
+    for (l, p50s) in rows.iter().zip(&spread) {
         if l.hist.is_empty() {
             println!("{}: not measured (the Python script says why)", l.name);
             absent.push(l.name.clone());
@@ -145,6 +155,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let mut row = l.row("us");
         let p50 = l.p50_us();
+        let (lo, hi) = p50s.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+        row.insert("processes".into(), json!(p50s.len()));
+        row.insert("process_p50_min_us".into(), json!(ratio(lo, 1.0)));
+        row.insert("process_p50_max_us".into(), json!(ratio(hi, 1.0)));
         row.insert("x_rust_p50".into(), json!(ratio(p50, rust_p50)));
         if l.name.starts_with("round trip, python") && !rows[5].hist.is_empty() {
             row.insert("x_cupy_p50".into(), json!(ratio(p50, cupy_p50)));
@@ -179,13 +195,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Prints one process's p50 (the pooled rows hide how they spread).
-fn note(l: &Latency) {
+/// Prints one process's p50 and keeps it in `p50s` (the pooled rows hide
+/// how they spread).
+fn note(l: &Latency, p50s: &mut Vec<f64>) {
     println!("{:<28} p50 {:>8.3} µs", l.name, l.p50_us());
+    p50s.push(l.p50_us());
 }
 
 /// One run of the Python script: its rows' samples into `rows`.
-fn python(args: &Args, raw: &Path, rows: &mut [Latency]) -> Result<(), Box<dyn std::error::Error>> {
+fn python(
+    args: &Args,
+    raw: &Path,
+    rows: &mut [Latency],
+    spread: &mut [Vec<f64>],
+) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(raw)?;
     let mut words = args.python.split_whitespace();
     let mut cmd = Command::new(words.next().ok_or("--python is empty")?);
@@ -209,7 +232,10 @@ fn python(args: &Args, raw: &Path, rows: &mut [Latency]) -> Result<(), Box<dyn s
             .iter()
             .position(|r| *r == name)
             .ok_or_else(|| format!("{}: unknown row {name:?}", path.display()))?;
-        read_samples(&path, &mut rows[k])?;
+        let mut l = Latency::new(ROWS[k]);
+        read_samples(&path, &mut l)?;
+        spread[k].push(l.p50_us());
+        rows[k].absorb(&l);
     }
     Ok(())
 }
