@@ -128,7 +128,8 @@
  * tasks whose status is not PKQ_STATUS_OK and the times span all of them;
  * each task's result is in the slot's pack results. Byte 26: flags
  * (PKQ_CQE_OUTPUT: an IO task's output is in its slot's output area;
- * PKQ_CQE_PLAIN with it: as plain bytes, PLAIN below).
+ * PKQ_CQE_PLAIN with it: as plain bytes, PLAIN below). Byte 27: the poller
+ * warp of the worker that ran the task (for the host's trace records).
  * ------------------------------------------------------------------------- */
 #define PKQ_CQE_OUTPUT 1 /* u8 */
 #define PKQ_CQE_PLAIN 2 /* u8 */

@@ -68,10 +68,11 @@ __device__ __forceinline__ Context decode_slot(const uint64_t (&c)[PKQ_SLOT_WORD
 // and its completion.
 __device__ __forceinline__ void store_completion(uint64_t* entry, uint32_t tag, uint32_t status,
                                                  uint32_t pack, uint64_t value, uint64_t t_start,
-                                                 uint64_t t_end, uint32_t flags = 0) {
+                                                 uint64_t t_end, uint32_t flags, uint32_t poller) {
     static_assert(PKQ_CQE_WORDS == 4, "an entry is two 16-byte halves");
-    const uint64_t w[PKQ_CQE_WORDS] = {
-        value, t_start, t_end, (status & 0xffu) | ((pack & 0xffu) << 8) | ((flags & 0xffu) << 16)};
+    const uint64_t w[PKQ_CQE_WORDS] = {value, t_start, t_end,
+                                       (status & 0xffu) | ((pack & 0xffu) << 8) |
+                                           ((flags & 0xffu) << 16) | ((poller & 0xffu) << 24)};
     store2_sys(entry, tagged(chunk_of<0>(w), tag), tagged(chunk_of<1>(w), tag));
     store2_sys(entry + 2, tagged(chunk_of<2>(w), tag), tagged(chunk_of<3>(w), tag));
 }

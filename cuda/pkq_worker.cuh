@@ -1037,7 +1037,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                                        ? PKQ_CQE_OUTPUT | (io_task.out_plain ? PKQ_CQE_PLAIN : 0)
                                        : 0;
             store_completion(cq + slot * PKQ_CQE_WORDS, tag, out.status, pack, out.value, t_start,
-                             t_end, flags);
+                             t_end, flags, poller);
         }
         if (io && io_task.seen != nullptr) io_note(p, lap, lane, io_task);
         if (shared_claims) {

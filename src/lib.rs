@@ -71,6 +71,7 @@ mod ptxas;
 mod runtime;
 mod sync;
 pub mod timing;
+pub mod trace;
 mod width;
 
 pub use cuda::driver::{DeviceInfo, context, device_count, device_info};

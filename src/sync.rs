@@ -95,6 +95,86 @@ pub(crate) fn deadline_after(timeout: std::time::Duration) -> Option<std::time::
     }
 }
 
+/// A small number for the calling thread, for a trace's host tracks: the
+/// order in which threads first asked for one (a count of its own: the
+/// ring a thread submits to is not picked by it).
+#[inline(always)]
+pub(crate) fn thread_number() -> u32 {
+    use statics::AtomicUsize;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local!(static NUMBER: u32 = NEXT.fetch_add(1, Ordering::Relaxed) as u32);
+    NUMBER.with(|n| *n)
+}
+
+/// The host's cheapest steady clock, in ticks of its own (a trace's host
+/// stamps; [`TickRate`] turns them into nanoseconds): x86-64's time-stamp
+/// counter where the processor says it is invariant (CPUID 0x8000_0007,
+/// EDX bit 8: one rate, in every core and power state), else the
+/// monotonic clock's nanoseconds since the process first read it (and
+/// under Miri and loom, which have no time-stamp counter).
+#[inline(always)]
+pub(crate) fn ticks() -> u64 {
+    #[cfg(not(any(miri, loom)))]
+    if tsc::invariant() {
+        // SAFETY: RDTSC exists on every x86-64 processor (the only target:
+        // lib.rs) and has no preconditions.
+        return unsafe { core::arch::x86_64::_rdtsc() };
+    }
+    monotonic_ns()
+}
+
+/// Nanoseconds of the monotonic clock since the process first read it.
+fn monotonic_ns() -> u64 {
+    static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(std::time::Instant::now);
+    std::time::Instant::now().duration_since(epoch).as_nanos() as u64
+}
+
+#[cfg(not(any(miri, loom)))]
+mod tsc {
+    /// Whether the time-stamp counter is invariant (asked once).
+    #[inline(always)]
+    pub(super) fn invariant() -> bool {
+        static INVARIANT: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+            // Leaf 0x8000_0000 says which extended leaves there are.
+            let top = core::arch::x86_64::__cpuid(0x8000_0000).eax;
+            top >= 0x8000_0007 && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0
+        });
+        *INVARIANT
+    }
+}
+
+/// Turns [`ticks`] into nanoseconds: the rate measured against the
+/// monotonic clock between `start` and the reading.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TickRate {
+    tick0: u64,
+    at0: std::time::Instant,
+}
+
+impl TickRate {
+    /// Starts measuring now.
+    pub(crate) fn start() -> Self {
+        Self {
+            at0: std::time::Instant::now(),
+            tick0: ticks(),
+        }
+    }
+
+    /// Nanoseconds per tick, as measured from `start` to now (1 where no
+    /// tick has passed yet).
+    pub(crate) fn ns_per_tick(&self) -> f64 {
+        let ns = self.at0.elapsed().as_nanos() as f64;
+        let dt = ticks().wrapping_sub(self.tick0) as f64;
+        if dt > 0.0 && ns > 0.0 { ns / dt } else { 1.0 }
+    }
+
+    /// The first tick (nanosecond 0 of the host times it gives).
+    pub(crate) fn origin(&self) -> u64 {
+        self.tick0
+    }
+}
+
 /// Process-wide statics: std's atomics and locks in every build, loom's
 /// included (a loom object cannot outlive one execution of a model; a
 /// model may touch these, the count of live lanes and the thread's ring,

@@ -684,3 +684,71 @@ fn readme_paths_exist() {
     }
     assert!(named >= 20, "{named}");
 }
+
+/// The tracing section: what tracing costs (`trace_cost.json`) and where
+/// the traced control loop's misses went (`control_loop_trace.json`).
+fn render_trace() -> String {
+    let Some(r) = results("trace_cost.json") else {
+        return "(no `trace_cost.json` committed yet)\n".into();
+    };
+    let mut out = format!("`trace_cost.json` ({}):\n\n", header(&r));
+    out += "| row | p50 µs | p99 µs | tasks/s | against off |\n|---|---:|---:|---:|---:|\n";
+    for row in rows(&r) {
+        let x = row.get("x_off_p50").or_else(|| row.get("x_off"));
+        out += &format!(
+            "| {} | {} | {} | {} | {} |\n",
+            row["name"].as_str().unwrap_or("?"),
+            f(&row["p50_us"]),
+            f(&row["p99_us"]),
+            n(&row["tasks_per_s"]),
+            x.and_then(Value::as_f64)
+                .map_or("-".into(), |v| format!("{v:.3}x")),
+        );
+    }
+    let Some(c) = results("control_loop_trace.json") else {
+        return out + "\n(no `control_loop_trace.json` committed yet)\n";
+    };
+    let Some(row) = rows(&c)
+        .iter()
+        .find(|r| r.get("misses_by_segment").is_some())
+    else {
+        return out;
+    };
+    let by = row["misses_by_segment"].as_object().expect("segments");
+    let mut parts: Vec<(u64, &str)> = by
+        .iter()
+        .map(|(k, v)| (v.as_u64().unwrap_or(0), k.as_str()))
+        .collect();
+    parts.sort_by_key(|p| std::cmp::Reverse(p.0));
+    out += &format!(
+        "\n`control_loop_trace.json` ({}): of {} ticks, {} missed their deadline; by the \
+         segment that took the most time, {}. The median tick spent {} µs in dispatch, {} µs \
+         in the handler and {} µs before its completion was seen; the missed ones {}, {} and \
+         {} µs (the trace's clock map is within {} ns).\n",
+        header(&c),
+        row["ticks"],
+        row["misses"],
+        parts
+            .iter()
+            .map(|(count, seg)| format!("{count} {seg}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        f(&row["segment_p50_us"]["dispatch"]),
+        f(&row["segment_p50_us"]["handler"]),
+        f(&row["segment_p50_us"]["completion seen"]),
+        f(&row["missed_segment_p50_us"]["dispatch"]),
+        f(&row["missed_segment_p50_us"]["handler"]),
+        f(&row["missed_segment_p50_us"]["completion seen"]),
+        n(&row["clock_bound_ns"]),
+    );
+    out
+}
+
+#[test]
+fn trace_section_matches_committed_results() {
+    check_block(
+        "trace",
+        &render_trace(),
+        "pkq-bench/results/trace_cost.json",
+    );
+}

@@ -54,6 +54,7 @@ pub(crate) use crate::proto::tail::Refusal;
 use crate::proto::tail::Tail;
 use crate::proto::words::Words;
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence};
+use crate::trace::recorder::{Raw, Recorder, SlotStamps};
 
 const DETACHED: u64 = FLAG;
 
@@ -228,6 +229,50 @@ pub(crate) struct Queue {
     /// Host-only: how many completions were ever moved there (counted
     /// under the overflow lock; read for statistics only).
     moved: AtomicU64,
+    /// The runtime's trace recorder and this ring's stamps, if traced.
+    trace: Option<QueueTrace>,
+}
+
+/// What a traced ring keeps (see `crate::trace::recorder`).
+struct QueueTrace {
+    recorder: std::sync::Arc<Recorder>,
+    stamps: SlotStamps,
+    lane: u8,
+    ring: u16,
+}
+
+impl QueueTrace {
+    /// [`Queue::stamp`] with tracing on.
+    #[cold]
+    #[inline(never)]
+    fn stamp(&self, slot: usize, seq: u64, op: u16) {
+        self.stamps.put(slot, Recorder::stamp(seq, op));
+        // The stamp before the slot's stores (free on x86-64).
+        fence(Ordering::Release);
+    }
+
+    /// [`Queue::note`] with tracing on.
+    #[cold]
+    #[inline(never)]
+    fn note(&self, slot: usize, seq: u64, cqe: &Cqe) {
+        if let Some(stamp) = self.stamps.take(slot, seq) {
+            self.recorder.record(Raw {
+                seq,
+                submit_tick: stamp.tick,
+                seen_tick: 0,
+                device_start_ns: cqe.t_start,
+                device_end_ns: cqe.t_end,
+                op: stamp.op,
+                ring: self.ring,
+                lane: self.lane,
+                status: cqe.status,
+                tasks: cqe.pack.max(1),
+                poller: cqe.poller,
+                submit_thread: stamp.thread,
+                seen_thread: 0,
+            });
+        }
+    }
 }
 
 impl Queue {
@@ -269,6 +314,48 @@ impl Queue {
             io: None,
             overflow: Mutex::new(Overflow::default()),
             moved: AtomicU64::new(0),
+            trace: None,
+        }
+    }
+
+    /// The same queue, its tasks recorded by `recorder` while it is on, as
+    /// ring `ring` of lane `lane`.
+    pub(crate) fn with_trace(
+        mut self,
+        recorder: std::sync::Arc<Recorder>,
+        lane: u8,
+        ring: u16,
+    ) -> Self {
+        self.trace = Some(QueueTrace {
+            recorder,
+            stamps: SlotStamps::new(self.geo.capacity()),
+            lane,
+            ring,
+        });
+        self
+    }
+
+    /// Stamps the publish of `seq` for its trace record, if tracing is on
+    /// (the flag inline, the rest out of the submit path).
+    #[inline(always)]
+    fn stamp(&self, seq: u64, image: &SlotImage) {
+        if let Some(t) = &self.trace
+            && t.recorder.is_on()
+        {
+            t.stamp(self.geo.slot(seq), seq, image.0[0] as u16);
+        }
+    }
+
+    /// Records the task of `seq`, whose completion `cqe` the host has just
+    /// read, if tracing is on and its publish was stamped. Of the threads
+    /// that may read one completion (its holder, a producer that needs the
+    /// slot, the runtime's drop), the one that takes the stamp records it.
+    #[inline(always)]
+    fn note(&self, seq: u64, cqe: &Cqe) {
+        if let Some(t) = &self.trace
+            && t.recorder.is_on()
+        {
+            t.note(self.geo.slot(seq), seq, cqe);
         }
     }
 
@@ -357,7 +444,13 @@ impl Queue {
         // A pack's results are read while the slot is still owned: once the
         // compare-and-swap frees it, a producer of the next lap may reserve
         // it and the device overwrite them.
-        let done = (owner & DETACHED == 0).then(|| self.completed(prev, cqe));
+        let done = if owner & DETACHED == 0 {
+            Some(self.completed(prev, cqe))
+        } else {
+            // Nobody will read it; its trace record is written all the same.
+            self.note(prev, &cqe);
+            None
+        };
         let mut moved = self.overflow();
         if turn
             .compare_exchange(owner, next, Ordering::AcqRel, Ordering::Acquire)
@@ -484,6 +577,7 @@ impl Queue {
             }
         }
         let store = |sq: &Words| store_slot(sq, at, image, tag);
+        self.stamp(seq, image);
         // The slot, then its copies (none with one poller per worker; one
         // loop over both as one chain measured slower). Copy 0 becomes
         // visible before the others: the release fence keeps the compiler
@@ -596,6 +690,7 @@ impl Queue {
     /// result words, when it is a pack (read now: the caller frees the
     /// slot next).
     fn completed(&self, seq: u64, cqe: Cqe) -> Completed {
+        self.note(seq, &cqe);
         // Whole: `poll` saw every word (the same lap's, which stays until
         // the slot is freed).
         let output = self.output(seq, &cqe);
@@ -722,6 +817,7 @@ impl Queue {
             status: 0,
             pack: values.len().min(PACK_TASKS) as u8,
             flags: 0,
+            poller: 0,
             value: 0,
             t_start: 0,
             t_end: 0,

@@ -222,6 +222,8 @@ pub(crate) struct Cqe {
     pub pack: u8,
     /// `CQE_OUTPUT`: an IO task's output is in its slot's output area.
     pub flags: u8,
+    /// The poller warp of its worker that ran it.
+    pub poller: u8,
     pub value: u64,
     pub t_start: u64,
     pub t_end: u64,
@@ -236,6 +238,7 @@ impl Cqe {
             status: 0,
             pack: 0,
             flags: 0,
+            poller: 0,
             value,
             t_start: 0,
             t_end: 0,
@@ -262,7 +265,10 @@ impl Cqe {
             self.value,
             self.t_start,
             self.t_end,
-            u64::from(self.status) | u64::from(self.pack) << 8 | u64::from(self.flags) << 16,
+            u64::from(self.status)
+                | u64::from(self.pack) << 8
+                | u64::from(self.flags) << 16
+                | u64::from(self.poller) << 24,
         ]);
         c.map(|c| tagged(c, tag))
     }
@@ -281,6 +287,7 @@ impl Cqe {
             status: p[3] as u8,
             pack: (p[3] >> 8) as u8,
             flags: (p[3] >> 16) as u8,
+            poller: (p[3] >> 24) as u8,
         })
     }
 }
@@ -356,6 +363,7 @@ mod tests {
                 status: rng.next() as u8,
                 pack: rng.next() as u8,
                 flags: rng.next() as u8,
+                poller: rng.next() as u8,
                 value: rng.next(),
                 t_start: rng.next(),
                 t_end: rng.next(),

@@ -222,6 +222,7 @@ impl SoftDevice {
             status: STATUS_OK,
             pack: 0,
             flags: 0,
+            poller: 0,
             value: 0,
             t_start: seq,
             t_end: seq,

@@ -209,6 +209,7 @@ impl Batch {
     }
 
     fn wait_until(&mut self, deadline: Option<Instant>) -> Result<Vec<TaskResult>> {
+        let _range = crate::trace::nvtx::range(c"pkq wait");
         // With every task taken (or none to take), the batch owns no slot
         // and may hold no share: the runtime's memory may be gone.
         // One wait across the slots: its strategy's spin, and the probes,

@@ -56,6 +56,8 @@ pub struct Builder {
     pub(crate) lanes: Vec<Builder>,
     pub(crate) completion_cpu: Option<usize>,
     pub(crate) width: Width,
+    /// Trace records kept ([`Builder::trace`]); `None`: off at build.
+    pub(crate) trace: Option<usize>,
 }
 
 impl Default for Builder {
@@ -82,6 +84,7 @@ impl Default for Builder {
             lanes: Vec::new(),
             completion_cpu: None,
             width: Width::Warp,
+            trace: None,
         }
     }
 }
@@ -502,6 +505,30 @@ impl Builder {
         self
     }
 
+    /// Records every task from the start, keeping up to `records` of them
+    /// (see [`crate::trace`]: each takes 64 bytes, allocated at the build;
+    /// once full, records are counted as dropped). More than
+    /// [`MAX_TRACE_RECORDS`](crate::trace::MAX_TRACE_RECORDS) is
+    /// [`Error::InvalidConfig`]; memory the system will not give,
+    /// [`Error::InvalidConfig`] at the build too. Without
+    /// it, the runtime keeps up to [`DEFAULT_TRACE_RECORDS`](crate::trace::DEFAULT_TRACE_RECORDS)
+    /// once [`Runtime::set_tracing`](crate::Runtime::set_tracing) switches
+    /// tracing on. The whole runtime's (a lane's own is ignored).
+    ///
+    /// ```no_run
+    /// # fn main() -> pkq::Result<()> {
+    /// use pkq::{Runtime, Submit, builtin::NOP};
+    /// let rt = Runtime::builder().trace(1 << 20).build()?;
+    /// rt.submit(NOP.args(&()))?.wait()?;
+    /// rt.trace().write("pkq.pftrace").expect("written");
+    /// # Ok(()) }
+    /// ```
+    #[must_use = "a builder starts nothing until `build` is called"]
+    pub fn trace(mut self, records: usize) -> Self {
+        self.trace = Some(records);
+        self
+    }
+
     /// How the runtime's tickets and batches wait for their results unless
     /// told otherwise ([`Ticket::with_wait`](crate::Ticket::with_wait)).
     /// Default [`WaitStrategy::SpinThenYield`]; see [`WaitStrategy`] for
@@ -583,6 +610,14 @@ impl Builder {
         if let Image::Caller(bytes) = &self.image {
             crate::cuda::image::check_caller(bytes)?;
             crate::cuda::image::check_name(&self.kernel)?;
+        }
+        if let Some(n) = self.trace
+            && n > crate::trace::MAX_TRACE_RECORDS
+        {
+            return Err(Error::InvalidConfig(format!(
+                "trace({n}): at most {} records (64 bytes each)",
+                crate::trace::MAX_TRACE_RECORDS
+            )));
         }
         if self.sm_partition == Some(0) {
             return Err(Error::InvalidConfig(

@@ -68,6 +68,8 @@ pub struct Runtime {
     pub(crate) lanes: Box<[Lane]>,
     /// The SMs it runs on, if not the whole device.
     pub(crate) partition: Option<SmPartition>,
+    /// Its trace (`crate::trace`).
+    pub(crate) tracer: crate::trace::Tracer,
 }
 
 /// One lane of a [`Runtime`]: a resident kernel with its own rings,
@@ -162,6 +164,7 @@ impl Runtime {
     /// [`Error::Stalled`](crate::Error::Stalled) while it runs on (a task
     /// still running), `KernelStopped` once it exits.
     pub fn shutdown(&self) -> Result<()> {
+        let _range = crate::trace::nvtx::range(c"pkq shutdown");
         // Every lane refuses new tasks at once; then each drains and stops.
         for lane in self.lanes.iter() {
             lane.shared.announce_shutdown();

@@ -11,7 +11,8 @@
 //!   looks that need several owners), [`rings`], [`device`] with
 //!   [`liveness`] and [`engine`], [`lifecycle`] (stops, orphans), [`handle`]
 //!   (the handles' pointer), [`memory`] (the memory's end);
-//! * waiting: [`wait`];
+//! * waiting: [`wait`]; tracing: [`tracing`] (`crate::trace`'s recorder,
+//!   per runtime);
 //! * calls that lend the device memory: [`borrow`] (buffers), [`state`]
 //!   (device state), [`buffers`] (the buffer types they take).
 
@@ -38,6 +39,7 @@ pub(crate) mod state;
 pub(crate) mod stop;
 pub(crate) mod submit;
 pub(crate) mod ticket;
+pub(crate) mod tracing;
 pub(crate) mod wait;
 
 pub use batch::{Batch, TaskResult};

@@ -5,6 +5,9 @@ use crate::proto::plan::Plan;
 use crate::proto::queue::Queue;
 use crate::proto::words::Words;
 use crate::sync::{AtomicUsize, Ordering};
+use crate::trace::LaneShape;
+use crate::trace::recorder::Recorder;
+use std::sync::Arc;
 
 /// The rings of one lane (see `Builder::rings`).
 pub(crate) struct Rings {
@@ -21,12 +24,31 @@ pub(crate) struct Rings {
 impl Rings {
     /// The rings `plan` lays out over `h2d` and `d2h` (the queues write
     /// every slot's first tags: the device starts after).
-    pub(crate) fn new(plan: &Plan, h2d: &Words, d2h: &Words) -> Self {
+    pub(crate) fn new(
+        plan: &Plan,
+        h2d: &Words,
+        d2h: &Words,
+        (recorder, lane): (&Arc<Recorder>, u8),
+    ) -> Self {
         Self {
-            queues: plan.queues(h2d, d2h),
+            queues: plan
+                .queues(h2d, d2h)
+                .into_iter()
+                .enumerate()
+                .map(|(r, q)| q.with_trace(recorder.clone(), lane, r as u16))
+                .collect(),
             start_seq: plan.start_seq,
             ring_worker_mask: (plan.workers / plan.rings) as u64 - 1,
             next_producer: AtomicUsize::new(0),
+        }
+    }
+
+    /// What a trace needs to name the worker of each record.
+    pub(crate) fn shape(&self) -> LaneShape {
+        LaneShape {
+            rings: self.queues.len(),
+            start_seq: self.start_seq,
+            ring_worker_mask: self.ring_worker_mask,
         }
     }
 

@@ -22,6 +22,7 @@ use crate::runtime::rings::Rings;
 use crate::runtime::wait::WaitStrategy;
 use crate::runtime::wait::reactor::Registry;
 use crate::sync::{Ordering, now};
+use crate::trace::recorder::Recorder;
 
 /// The settings a lane's shared state keeps (from its `Builder`).
 #[derive(Clone, Copy, Debug)]
@@ -65,10 +66,11 @@ impl Shared {
         ops: OpTable,
         engine: Engine,
         state: Option<Arc<crate::runtime::arena::StateArena>>,
+        trace: (&Arc<Recorder>, u8),
     ) -> Arc<Self> {
         let witness = Witness::new(&engine);
         Arc::new(Shared {
-            rings: Rings::new(plan, &h2d, &d2h),
+            rings: Rings::new(plan, &h2d, &d2h, trace),
             device: Device::new(
                 plan.control(&h2d, &d2h),
                 plan.workers,

@@ -22,6 +22,7 @@ use crate::runtime::idle::IdlePolicy;
 use crate::runtime::lane::{Lane, Runtime};
 use crate::runtime::shared::Shared;
 use crate::sync::now;
+use crate::trace::recorder::Recorder;
 use std::time::Duration;
 
 impl Builder {
@@ -40,6 +41,7 @@ impl Builder {
     /// with [`Builder::op`]), or the CUDA error of a failed driver call. A lane that fails to start fails
     /// the build; the lanes started before it are stopped.
     pub fn build(self) -> Result<Runtime> {
+        let _range = crate::trace::nvtx::range(c"pkq build");
         self.check_before_driver()?;
         let ctx = driver::open(self.device)?;
         let partition = match self.sm_partition {
@@ -53,21 +55,20 @@ impl Builder {
         }
         let mut taken = 0.0;
         let alone = self.lanes.is_empty();
+        let recorder = self.recorder()?;
         // A lane that fails to start drops those started before it, which
         // stops them.
         let mut lanes = Vec::with_capacity(1 + self.lanes.len());
-        lanes.push(self.start(&ctx, partition.as_ref(), &mut taken, alone)?);
-        for lane in &self.lanes {
+        lanes.push(self.start(&ctx, partition.as_ref(), &mut taken, alone, (&recorder, 0))?);
+        for (i, lane) in self.lanes.iter().enumerate() {
             let mut lane = lane.clone().device(self.device);
             if lane.completion_cpu.is_none() {
                 lane.completion_cpu = self.completion_cpu;
             }
-            lanes.push(lane.start(&ctx, partition.as_ref(), &mut taken, alone)?);
+            let trace = (&recorder, (i + 1) as u8);
+            lanes.push(lane.start(&ctx, partition.as_ref(), &mut taken, alone, trace)?);
         }
-        Ok(Runtime {
-            lanes: lanes.into_boxed_slice(),
-            partition,
-        })
+        Ok(Runtime::new(lanes, partition, recorder))
     }
 
     /// Starts this builder's kernel on `ctx` (in `partition`'s SMs if
@@ -83,6 +84,7 @@ impl Builder {
         partition: Option<&SmPartition>,
         taken: &mut f64,
         alone: bool,
+        trace: (&Arc<Recorder>, u8),
     ) -> Result<Lane> {
         let plan = self.plan()?;
         let ctx = ctx.clone();
@@ -202,6 +204,7 @@ impl Builder {
             ops,
             Engine::Cuda(kernel),
             state,
+            trace,
         );
         let kernel = shared
             .device
@@ -235,18 +238,16 @@ impl Builder {
     /// poller, or a stepped poller under loom, is what its tests afford);
     /// lanes each on a software device of their own.
     pub(crate) fn build_soft(mut self, threads: bool) -> Result<Runtime> {
-        let mut lanes = vec![self.start_soft(threads)?];
-        for lane in std::mem::take(&mut self.lanes) {
-            lanes.push(lane.start_soft(threads)?);
+        let recorder = self.recorder()?;
+        let mut lanes = vec![self.start_soft(threads, (&recorder, 0))?];
+        for (i, lane) in std::mem::take(&mut self.lanes).into_iter().enumerate() {
+            lanes.push(lane.start_soft(threads, (&recorder, (i + 1) as u8))?);
         }
-        Ok(Runtime {
-            lanes: lanes.into_boxed_slice(),
-            partition: None,
-        })
+        Ok(Runtime::new(lanes, None, recorder))
     }
 
     /// One lane of [`Builder::build_soft`].
-    fn start_soft(&self, threads: bool) -> Result<Lane> {
+    fn start_soft(&self, threads: bool, trace: (&Arc<Recorder>, u8)) -> Result<Lane> {
         let mut b = self.clone();
         use crate::proto::words::Words;
         b.validate()?;
@@ -268,6 +269,7 @@ impl Builder {
             ops,
             Engine::Soft(device.clone()),
             None,
+            trace,
         );
         #[cfg(not(loom))]
         if threads {

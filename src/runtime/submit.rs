@@ -89,6 +89,7 @@ pub trait Submit: sealed::Route {
     /// device fault, a stop, or [`Error::Stalled`] for a worker whose slot
     /// it needs.
     fn submit<T: Submission>(&self, task: T) -> Result<T::Handle> {
+        let _range = crate::trace::nvtx::range(c"pkq submit");
         self.route(task, Room::Wait)
     }
 
@@ -96,6 +97,7 @@ pub trait Submit: sealed::Route {
     /// [`Error::Full`] (or, a liveness probe being due, what ended the
     /// kernel: a caller looping on `Full` learns of a dead kernel).
     fn try_submit<T: Submission>(&self, task: T) -> Result<T::Handle> {
+        let _range = crate::trace::nvtx::range(c"pkq try_submit");
         self.route(task, Room::Refuse)
     }
 

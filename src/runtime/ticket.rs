@@ -240,6 +240,7 @@ impl Ticket {
 
     /// Waits, watching the task's worker for a stall.
     fn wait_until(&mut self, deadline: Option<Instant>) -> Result<Completion> {
+        let _range = crate::trace::nvtx::range(c"pkq wait");
         if let Some(o) = self.outcome {
             // Taken: the runtime's memory may be gone.
             return Ok(o?);

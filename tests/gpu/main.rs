@@ -24,6 +24,7 @@ mod pool;
 mod protocol;
 mod ptx;
 mod sharing;
+mod tracing;
 mod waiting;
 mod width;
 
@@ -69,6 +70,7 @@ const MODULES: &[&[Test]] = &[
     faults::TESTS,
     waiting::TESTS,
     sharing::TESTS,
+    tracing::TESTS,
     width::TESTS,
     examples::TESTS,
 ];

@@ -13,7 +13,7 @@ pub(crate) fn state_io_random_vs_cpu() {
         return skip("pkq-bench was built without nvcc, so control.cu was not compiled");
     }
     use control::{CtlState, FRAME_BYTES, Frame};
-    let rt = control::runtime().unwrap();
+    let rt = control::runtime(None).unwrap();
     let frame_of = |rng: &mut Rng| -> Frame { std::array::from_fn(|_| 2.0 * rng.unit() - 1.0) };
     let close = |a: &[f32], b: &[f32]| {
         a.iter()
@@ -128,7 +128,7 @@ pub(crate) fn risk_check_random_vs_cpu() {
     if risk::IMAGE.is_empty() {
         return skip("pkq-bench was built without nvcc, so book.cu was not compiled");
     }
-    let rt = risk::runtime().unwrap();
+    let rt = risk::runtime(None).unwrap();
     let mut want = risk::Book::new(9);
     let mut state = rt.state(&[want]).unwrap();
     let mut rng = risk::Rng(0x1234_5678_9abc_def1);

@@ -65,6 +65,7 @@ pub(super) fn io_queue(cap: usize, most: (usize, usize)) -> (Queue, Words, Words
 pub(super) fn complete_io(q: &Queue, out: &Words, seq: u64, output: &[u8], entry_first: bool) {
     let cqe = Cqe {
         flags: crate::layout::CQE_OUTPUT,
+        poller: 0,
         ..Cqe::ok(output.len() as u64)
     };
     let (words, lap) = (q.io.as_ref().unwrap().out_words, q.geo.lap(seq));

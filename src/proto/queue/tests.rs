@@ -54,6 +54,7 @@ pub(crate) fn device_worker(
             status: 0,
             pack: task.pack as u8,
             flags: 0,
+            poller: 0,
             value,
             t_start: seq,
             t_end: seq,
@@ -549,6 +550,7 @@ fn an_output_of_256_laps_before_is_not_taken_for_this_laps() {
         seq,
         &Cqe {
             flags: crate::layout::CQE_OUTPUT,
+            poller: 0,
             ..Cqe::ok(0)
         },
     );

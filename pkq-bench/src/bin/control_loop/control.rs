@@ -54,14 +54,18 @@ pub const STEP: StateOp<CtlState, ()> = StateOp::new(256, "CTL_STEP");
 
 /// The latency setting (one worker of eight pollers) serving control.cu's
 /// kernel, with IO areas of one frame in and one tick's outputs back.
-pub fn runtime() -> pkq::Result<Runtime> {
-    Runtime::builder()
+pub fn runtime(trace_records: Option<usize>) -> pkq::Result<Runtime> {
+    let b = Runtime::builder()
         .module(IMAGE, KERNEL)
         .state_op(&STEP)
         .workers(1)
         .pollers(8)
-        .io(FRAME_BYTES, OUT_BYTES)
-        .build()
+        .io(FRAME_BYTES, OUT_BYTES);
+    match trace_records {
+        Some(n) => b.trace(n),
+        None => b,
+    }
+    .build()
 }
 
 impl CtlState {

@@ -20,6 +20,17 @@
 //! after the tick was due (a late start counts).
 //!
 //! `cargo run --release -p pkq-bench --bin control_loop -- --json pkq-bench/results/control_loop.json --svg pkq-bench/results/control_loop.svg`
+//!
+//! With `--trace FILE`, pkq's run at the highest rate is traced
+//! (`pkq::trace`; Perfetto's format, or Chrome's JSON for a name ending in
+//! `.json`), and each missed tick is put down to the segment of the tick
+//! that took the most time: the late start, the host's own work (building
+//! the frame, applying the commands), the dispatch (submit to device
+//! start), the handler, or the completion's way back (device end to seen).
+//! The counts go into the pkq row (`misses_by_segment`); `--trace-svg`
+//! draws the few milliseconds around the worst miss, the misses marked:
+//!
+//! `control_loop --mechanisms pkq --rates 10 --ticks 1000000 --trace control_loop.pftrace --trace-svg pkq-bench/results/control_loop_trace.svg --json pkq-bench/results/control_loop_trace.json`
 
 mod control;
 
@@ -57,6 +68,12 @@ struct Args {
     /// Latency over time at the highest rate.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// Trace pkq's run at the highest rate into this file.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// With `--trace`: a picture of the milliseconds around the worst miss.
+    #[arg(long)]
+    trace_svg: Option<PathBuf>,
 }
 
 /// Ticks checked against the host's reference at the start of each run.
@@ -358,7 +375,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     stream.synchronize()?;
 
     // pkq: the latency setting, one IO task on device state per tick.
-    let rt = control::runtime()?;
+    let top = args.rates.iter().copied().fold(f64::MIN, f64::max);
+    let traced = args.trace.is_some() || args.trace_svg.is_some();
+    let top_ticks = ticks_at(args.rates.iter().position(|&r| r == top).unwrap_or(0));
+    let rt = control::runtime(traced.then(|| (top_ticks + CHECKED + WARMUP) as usize))?;
+    rt.set_tracing(false)?;
     let pkq_rates = if args.mechanisms.iter().any(|m| m == "pkq") {
         &args.rates[..]
     } else {
@@ -369,6 +390,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut state = rt.state(&[CtlState::new(dt, 5)])?;
         let mut stepped = 0u64;
         let name = format!("control loop {} kHz, pkq", trim(rate));
+        let trace_this = traced && rate == top;
+        rt.set_tracing(trace_this)?;
         let run = run_loop(name, &clock, rate, ticks_at(i), CHECKED, |frame, out| {
             let (c, bytes) =
                 rt.call_on_state_io(&control::STEP, &mut state, &(), bytemuck::bytes_of(frame))?;
@@ -384,7 +407,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             bytemuck::bytes_of_mut(out).copy_from_slice(&bytes);
             Ok(c.device_time().as_nanos() as u64)
         })?;
-        finish(&mut runs, rate, run);
+        rt.set_tracing(false)?;
+        if trace_this {
+            let trace = rt.trace();
+            let mut row = run.row();
+            explain_misses(&trace, &run, &args, &mut row)?;
+            print_row(&row);
+            runs.push((rate, run, row));
+        } else {
+            finish(&mut runs, rate, run);
+        }
     }
     rt.shutdown()?;
 
@@ -439,6 +471,146 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|(_, run, _)| run)
             .collect();
         plot(path, top, &series)?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// The segments of a tick, in the order they happen.
+const SEGMENTS: [&str; 5] = [
+    "late start",
+    "host",
+    "dispatch",
+    "handler",
+    "completion seen",
+];
+
+/// Puts each missed tick of `run` (pkq's, traced) down to its largest
+/// segment; writes the trace (and its picture) where `args` says; adds the
+/// counts (and each segment's median over missed and over all ticks) to
+/// `row`.
+fn explain_misses(
+    trace: &pkq::trace::Trace,
+    run: &Run,
+    args: &Args,
+    row: &mut Map<String, Value>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let ticks = run.latency_ns.len();
+    let records = trace.records();
+    if trace.dropped() != 0 || records.len() < ticks {
+        return Err(format!(
+            "the trace kept {} records and dropped {}: fewer than the {ticks} ticks",
+            records.len(),
+            trace.dropped()
+        )
+        .into());
+    }
+    // One task a tick on one thread: the last `ticks` records, by submit
+    // time, are the paced ticks in order.
+    let paced = &records[records.len() - ticks..];
+    let bound = run.period_ns / 5;
+    // Per tick, each segment's nanoseconds.
+    let segments = |k: usize| -> Option<[f64; 5]> {
+        let r = &paced[k];
+        let s = trace.segments(r)?;
+        let round = r.seen_ns - r.submit_ns;
+        Some([
+            f64::from(run.jitter_ns[k]),
+            // The rest of the tick: the frame built, the submit and wait
+            // calls outside the round trip, the commands applied.
+            f64::from(run.due_ns[k]) - f64::from(run.jitter_ns[k]) - round,
+            s.dispatch_ns,
+            s.handler_ns,
+            s.seen_ns,
+        ])
+    };
+    let missed: Vec<usize> = (0..ticks)
+        .filter(|&k| u64::from(run.due_ns[k]) > bound)
+        .collect();
+    let mut counts = [0usize; 5];
+    let mut per_missed: [Vec<f64>; 5] = Default::default();
+    for &k in &missed {
+        let seg = segments(k).ok_or("the trace has no clock map")?;
+        let top = (0..5).max_by(|&a, &b| seg[a].total_cmp(&seg[b])).unwrap();
+        counts[top] += 1;
+        for (v, s) in per_missed.iter_mut().zip(seg) {
+            v.push(s);
+        }
+    }
+    let mut per_all: [Vec<f64>; 5] = Default::default();
+    for k in (0..ticks).step_by((ticks / 100_000).max(1)) {
+        if let Some(seg) = segments(k) {
+            for (v, s) in per_all.iter_mut().zip(seg) {
+                v.push(s);
+            }
+        }
+    }
+    let median_us = |v: &mut Vec<f64>| -> Value {
+        if v.is_empty() {
+            return Value::Null;
+        }
+        v.sort_by(f64::total_cmp);
+        json!((v[v.len() / 2] / 10.0).round() / 100.0)
+    };
+    let mut by = Map::new();
+    let mut missed_median = Map::new();
+    let mut all_median = Map::new();
+    for (i, name) in SEGMENTS.iter().enumerate() {
+        by.insert(name.to_string(), json!(counts[i]));
+        missed_median.insert(name.to_string(), median_us(&mut per_missed[i]));
+        all_median.insert(name.to_string(), median_us(&mut per_all[i]));
+    }
+    row.insert("misses_by_segment".into(), Value::Object(by));
+    row.insert("missed_segment_p50_us".into(), Value::Object(missed_median));
+    row.insert("segment_p50_us".into(), Value::Object(all_median));
+    let map = trace.clock_map().ok_or("the trace has no clock map")?;
+    row.insert("clock_bound_ns".into(), json!(map.error_bound_ns.round()));
+    row.insert("trace_records".into(), json!(records.len()));
+    println!(
+        "misses by segment: {}",
+        SEGMENTS
+            .iter()
+            .zip(counts)
+            .map(|(n, c)| format!("{n} {c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if let Some(path) = &args.trace {
+        trace.write(path)?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.trace_svg {
+        // The worst miss (or the worst tick, with none), and a few
+        // milliseconds around it.
+        let worst = missed
+            .iter()
+            .copied()
+            .max_by_key(|&k| run.due_ns[k])
+            .or_else(|| (0..ticks).max_by_key(|&k| run.due_ns[k]))
+            .unwrap_or(0);
+        let at = paced[worst].submit_ns;
+        let half = 8.0 * run.period_ns as f64;
+        let marks: Vec<(f64, String)> = missed
+            .iter()
+            .map(|&k| {
+                let seg = segments(k).unwrap_or_default();
+                let top = (0..5).max_by(|&a, &b| seg[a].total_cmp(&seg[b])).unwrap();
+                (
+                    paced[k].submit_ns,
+                    format!(
+                        "missed by {:.0} µs: {}",
+                        (f64::from(run.due_ns[k]) - bound as f64) / 1e3,
+                        SEGMENTS[top]
+                    ),
+                )
+            })
+            .collect();
+        let title = format!(
+            "{}: {} ms around its worst tick, from its trace (misses marked)",
+            run.name,
+            trim(2.0 * half / 1e6)
+        );
+        std::fs::write(path, trace.to_svg(at - half, at + half, &marks, &title))?;
         println!("wrote {}", path.display());
     }
     Ok(())

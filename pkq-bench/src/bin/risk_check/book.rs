@@ -58,13 +58,17 @@ pub const CHECK: StateOp<Book, Order> = StateOp::new(256, "RISK_CHECK");
 
 /// The latency setting (one worker of eight pollers) serving book.cu's
 /// kernel.
-pub fn runtime() -> pkq::Result<Runtime> {
-    Runtime::builder()
+pub fn runtime(trace_records: Option<usize>) -> pkq::Result<Runtime> {
+    let b = Runtime::builder()
         .module(IMAGE, KERNEL)
         .state_op(&CHECK)
         .workers(1)
-        .pollers(8)
-        .build()
+        .pollers(8);
+    match trace_records {
+        Some(n) => b.trace(n),
+        None => b,
+    }
+    .build()
 }
 
 impl Book {

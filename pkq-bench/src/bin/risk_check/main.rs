@@ -14,6 +14,10 @@
 //! host's check of the decisions comes after the timing).
 //!
 //! `cargo run --release -p pkq-bench --bin risk_check -- --json pkq-bench/results/risk_check.json`
+//!
+//! `--trace FILE` records every pkq task of the run (`pkq::trace`) and
+//! writes them to FILE (Perfetto's format, or Chrome's JSON for a name
+//! ending in `.json`).
 
 mod book;
 
@@ -41,6 +45,9 @@ struct Args {
     core: Option<usize>,
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Trace pkq's tasks into this file.
+    #[arg(long)]
+    trace: Option<PathBuf>,
 }
 
 // SAFETY: `Order` is `repr(C)` plain data of the layout of book.cu's
@@ -215,7 +222,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     stream.synchronize()?;
 
-    let rt = book::runtime()?;
+    // Every task of the run: the steady orders, the back-to-back ones, and
+    // the checks' warm-up.
+    let rt = book::runtime(args.trace.as_ref().map(|_| 2 * args.orders + 100_000))?;
     let state = std::cell::RefCell::new(rt.state(&[Book::new(3)])?);
     let pkq_run = run(
         "risk check, pkq",
@@ -229,6 +238,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
         || Ok(state.borrow_mut().write(&[Book::new(3)])?),
     )?;
+    if let Some(path) = &args.trace {
+        let trace = rt.trace();
+        trace.write(path)?;
+        println!(
+            "wrote {}: {} tasks, {} dropped",
+            path.display(),
+            trace.records().len(),
+            trace.dropped()
+        );
+    }
     rt.shutdown()?;
 
     let rows = vec![

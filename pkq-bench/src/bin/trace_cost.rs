@@ -1,0 +1,177 @@
+//! What tracing (`pkq::trace`) costs: one runtime's round trip (a NOP
+//! task, submit + wait) and its packed throughput (NOP tasks in packed
+//! batches, a window of them in flight, one thread), tracing off and on in
+//! alternating rounds on the same runtime (`Runtime::set_tracing`), with a
+//! buffer large enough that no record is dropped (the JSON says how many
+//! were kept and dropped).
+//!
+//! `cargo run --release -p pkq-bench --bin trace_cost -- --json pkq-bench/results/trace_cost.json --svg pkq-bench/results/trace_cost.svg`
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use pkq::builtin::NOP;
+use pkq::{Runtime, Submit};
+use pkq_bench::support::{Latency, at_least_one, plot_percentiles, report, start, write_json};
+use serde_json::json;
+
+#[derive(Parser)]
+#[command(about = "the round trip and packed throughput with tracing off and on")]
+struct Args {
+    /// Rounds of each (off and on alternate, each round starting with the
+    /// other one).
+    #[arg(long, default_value_t = 16, value_parser = at_least_one)]
+    rounds: usize,
+    /// Timed round trips per round.
+    #[arg(long, default_value_t = 20_000, value_parser = at_least_one)]
+    samples: usize,
+    /// Untimed round trips before each round.
+    #[arg(long, default_value_t = 2_000)]
+    warmup: usize,
+    /// Seconds of packed throughput per round.
+    #[arg(long, default_value_t = 0.1)]
+    packed_secs: f64,
+    /// Tasks per packed batch (32 to a slot).
+    #[arg(long, default_value_t = 4096, value_parser = at_least_one)]
+    packed: usize,
+    /// Records the runtime keeps.
+    #[arg(long, default_value_t = 1 << 23)]
+    records: usize,
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[arg(long)]
+    svg: Option<PathBuf>,
+}
+
+/// Packed NOP tasks per second for `secs`, two batches in flight.
+fn packed_rate(rt: &Runtime, per_batch: usize, secs: f64) -> f64 {
+    let args = vec![(); per_batch];
+    let mut q: VecDeque<pkq::Batch> = VecDeque::new();
+    let mut done = 0u64;
+    let t0 = Instant::now();
+    let until = Duration::from_secs_f64(secs);
+    while t0.elapsed() < until {
+        if q.len() >= 2 {
+            let mut b = q.pop_front().unwrap();
+            let r = b.wait().unwrap();
+            assert!(r.iter().all(Result::is_ok));
+            done += r.len() as u64;
+        }
+        q.push_back(rt.submit(NOP.packed(&args)).unwrap());
+    }
+    for mut b in q {
+        done += b.wait().unwrap().len() as u64;
+    }
+    done as f64 / t0.elapsed().as_secs_f64()
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let (clock, info) = start(None, args.device)?;
+    let rt = Runtime::builder()
+        .device(args.device)
+        .trace(args.records)
+        .build()?;
+    rt.set_tracing(false)?;
+    let mut rtt = [
+        Latency::new("round trip, tracing off"),
+        Latency::new("round trip, tracing on"),
+    ];
+    let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..args.rounds {
+        for step in 0..2 {
+            let on = (round + step) % 2;
+            rt.set_tracing(on == 1)?;
+            let l = Latency::measure(
+                &rtt[on].name.clone(),
+                &clock,
+                args.warmup,
+                args.samples,
+                || rt.submit(NOP.args(&())).and_then(|t| t.wait()).map(|_| ()),
+            );
+            rtt[on].absorb(&l);
+            let rate = packed_rate(&rt, args.packed, args.packed_secs);
+            rates[on].push(rate);
+            println!(
+                "round {:>2} tracing {:<3} round trip p50 {:>7.3} µs  packed {:>6.1} M tasks/s",
+                round + 1,
+                if on == 1 { "on" } else { "off" },
+                l.p50_us(),
+                rate / 1e6
+            );
+        }
+    }
+    rt.set_tracing(false)?;
+    let trace = rt.trace();
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let rate = [median(&mut rates[0]), median(&mut rates[1])];
+    let mut rows = Vec::new();
+    for (on, l) in rtt.iter().enumerate() {
+        let mut row = l.row("us");
+        row.insert(
+            "x_off_p50".into(),
+            json!((l.p50_us() / rtt[0].p50_us() * 1000.0).round() / 1000.0),
+        );
+        if on == 1 {
+            row.insert("records_kept".into(), json!(trace.records().len()));
+            row.insert("records_dropped".into(), json!(trace.dropped()));
+        }
+        println!(
+            "{:<28} p50 {:>8.3} µs  p99 {:>8.3} µs",
+            l.name,
+            l.p50_us(),
+            l.quantile_us(0.99)
+        );
+        rows.push(row);
+    }
+    for (on, name) in [
+        "packed throughput, tracing off",
+        "packed throughput, tracing on",
+    ]
+    .iter()
+    .enumerate()
+    {
+        println!(
+            "{name:<34} {:>8.1} M tasks/s (median of {} rounds)",
+            rate[on] / 1e6,
+            args.rounds
+        );
+        rows.push(
+            json!({
+                "name": name,
+                "tasks_per_s": rate[on].round(),
+                "x_off": (rate[on] / rate[0] * 1000.0).round() / 1000.0,
+                "rounds": args.rounds,
+                "tasks_per_batch": args.packed,
+            })
+            .as_object()
+            .unwrap()
+            .clone(),
+        );
+    }
+    println!(
+        "trace: {} records kept, {} dropped",
+        trace.records().len(),
+        trace.dropped()
+    );
+    rt.shutdown()?;
+    let rep = report(&info, rows);
+    if let Some(path) = &args.json {
+        write_json(path, &rep);
+    }
+    if let Some(path) = &args.svg {
+        plot_percentiles(
+            path,
+            "one round trip, tracing off and on",
+            &[&rtt[0], &rtt[1]],
+        );
+    }
+    Ok(())
+}

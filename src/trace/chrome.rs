@@ -1,0 +1,132 @@
+//! Chrome's trace-event JSON (the "JSON Array Format" with a
+//! `traceEvents` object): process 1 holds a thread per host thread, process
+//! 2 a thread per device worker; each task is a submit and a seen event on
+//! its host threads and a slice on its worker, joined by a flow.
+
+use std::fmt::Write;
+
+use super::{Trace, op_name};
+
+/// Process ids of the two sides.
+const HOST_PID: u32 = 1;
+const GPU_PID: u32 = 2;
+
+pub(super) fn encode(t: &Trace) -> String {
+    let us = |ns: f64| ns / 1000.0;
+    let mut ev: Vec<String> = Vec::with_capacity(t.records.len() * 5 + 16);
+    let gpu_name = match t.clock_map() {
+        Some(m) => format!(
+            "GPU (device times mapped onto the host clock, within {:.0} ns)",
+            m.error_bound_ns
+        ),
+        None => "GPU (device clock, unmapped: too few records)".into(),
+    };
+    ev.push(meta(HOST_PID, None, "process_name", "host"));
+    ev.push(meta(GPU_PID, None, "process_name", &gpu_name));
+    let (threads, workers) = super::tracks(t.records.iter());
+    for th in threads {
+        ev.push(meta(
+            HOST_PID,
+            Some(th),
+            "thread_name",
+            &format!("host thread {th}"),
+        ));
+    }
+    for &(lane, w) in &workers {
+        ev.push(meta(
+            GPU_PID,
+            Some(worker_tid(lane, w)),
+            "thread_name",
+            &format!("lane {lane} worker {w}"),
+        ));
+    }
+    for (id, r) in t.records.iter().enumerate() {
+        let name = json_str(&op_name(r.op));
+        let args = format!(
+            "{{\"seq\":{},\"lane\":{},\"ring\":{},\"worker\":{},\"poller\":{},\"status\":{},\"tasks\":{}}}",
+            r.seq, r.lane, r.ring, r.worker, r.poller, r.status, r.tasks
+        );
+        ev.push(format!(
+            "{{\"name\":\"submit {name}\",\"cat\":\"host\",\"ph\":\"X\",\"pid\":{HOST_PID},\"tid\":{},\"ts\":{:.3},\"dur\":0.001,\"args\":{args}}}",
+            r.submit_thread,
+            us(r.submit_ns)
+        ));
+        ev.push(flow("s", id, HOST_PID, r.submit_thread, us(r.submit_ns)));
+        if let (Some(start), Some(end)) = (
+            t.device_to_host_ns(r.device_start_ns),
+            t.device_to_host_ns(r.device_end_ns),
+        ) {
+            let tid = worker_tid(r.lane, r.worker);
+            let seg = t.segments(r).expect("a clock map");
+            ev.push(format!(
+                "{{\"name\":\"{name}\",\"cat\":\"device\",\"ph\":\"X\",\"pid\":{GPU_PID},\"tid\":{tid},\"ts\":{:.3},\"dur\":{:.3},\"args\":{{\"seq\":{},\"dispatch_ns\":{:.0},\"handler_ns\":{:.0},\"seen_ns\":{:.0},\"device_start_ns\":{},\"device_end_ns\":{}}}}}",
+                us(start),
+                us((end - start).max(1.0)),
+                r.seq,
+                seg.dispatch_ns,
+                seg.handler_ns,
+                seg.seen_ns,
+                r.device_start_ns,
+                r.device_end_ns
+            ));
+            ev.push(flow("t", id, GPU_PID, tid, us(start)));
+        }
+        ev.push(format!(
+            "{{\"name\":\"seen {name}\",\"cat\":\"host\",\"ph\":\"X\",\"pid\":{HOST_PID},\"tid\":{},\"ts\":{:.3},\"dur\":0.001,\"args\":{args}}}",
+            r.seen_thread,
+            us(r.seen_ns)
+        ));
+        ev.push(flow("f", id, HOST_PID, r.seen_thread, us(r.seen_ns)));
+    }
+    let mut out = String::with_capacity(ev.iter().map(|e| e.len() + 2).sum::<usize>() + 256);
+    out.push_str("{\"traceEvents\":[\n");
+    out.push_str(&ev.join(",\n"));
+    let _ = write!(
+        out,
+        "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"producer\":\"pkq\",\"records\":{},\"dropped\":{},\"unfinished\":{},\"capacity\":{},\"clock\":\"host ns from the trace's origin; device times mapped\",\"clock_error_bound_ns\":{}}}}}\n",
+        t.records.len(),
+        t.dropped,
+        t.unfinished,
+        t.capacity,
+        t.clock_map()
+            .map_or("null".into(), |m| format!("{:.1}", m.error_bound_ns))
+    );
+    out
+}
+
+/// The thread id of a device worker's track in the GPU process.
+fn worker_tid(lane: usize, worker: usize) -> u32 {
+    (lane as u32) << 16 | worker as u32
+}
+
+fn meta(pid: u32, tid: Option<u32>, what: &str, name: &str) -> String {
+    format!(
+        "{{\"name\":\"{what}\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}",
+        tid.unwrap_or(0),
+        json_str(name)
+    )
+}
+
+/// A flow event: `s` start, `t` step, `f` finish (bound to the enclosing
+/// slice).
+fn flow(ph: &str, id: usize, pid: u32, tid: u32, ts: f64) -> String {
+    format!(
+        "{{\"name\":\"task\",\"cat\":\"flow\",\"ph\":\"{ph}\",\"id\":{id},\"pid\":{pid},\"tid\":{tid},\"ts\":{ts:.3},\"bp\":\"e\"}}"
+    )
+}
+
+/// `s` escaped for a JSON string's inside.
+fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}

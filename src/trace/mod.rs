@@ -1,0 +1,342 @@
+//! A timeline of every task: when the host submitted it, when the device
+//! ran it, and when the host saw its completion, for Perfetto
+//! ([`Trace::to_perfetto`]) or any viewer of Chrome's trace-event JSON
+//! ([`Trace::to_chrome_json`]).
+//!
+//! Tracing is off unless switched on, per runtime
+//! ([`Builder::trace`](crate::Builder::trace) at build, or
+//! [`Runtime::set_tracing`](crate::Runtime::set_tracing) at any time). Off,
+//! a submit and a completion each read one flag more. On, a producer
+//! stamps each slot it publishes (the host clock, its thread, the op) and
+//! the thread that reads a completion writes the task's record into a
+//! buffer of the runtime's, bounded by the capacity the builder named.
+//! Once the buffer is full, records are counted ([`Trace::dropped`]) and
+//! not kept: the first ones stay.
+//!
+//! A task is recorded once, when tracing was on both when it was published
+//! and when the host read its completion: its ticket or batch did, or a
+//! producer that needed its slot moved the completion aside (the record's
+//! seen time and thread are then that producer's). A task whose ticket was
+//! dropped unread is recorded when a producer next needs its slot; one
+//! whose completion nobody has read yet is not in a snapshot.
+//!
+//! [`Runtime::trace`](crate::Runtime::trace) takes a snapshot. Its device
+//! times are the GPU's `%globaltimer`; the snapshot maps them onto the
+//! host's clock with a [`ClockMap`] fitted to the records themselves (every
+//! record is a round trip: submit before the device start, completion seen
+//! after the device end), and says how far that map may be off
+//! ([`ClockMap::error_bound_ns`]).
+//!
+//! ```no_run
+//! # fn main() -> pkq::Result<()> {
+//! use pkq::{Runtime, Submit, builtin::NOP};
+//! let rt = Runtime::builder().trace(100_000).build()?;
+//! for _ in 0..1000 {
+//!     rt.submit(NOP.args(&()))?.wait()?;
+//! }
+//! let trace = rt.trace();
+//! assert_eq!(trace.records().len() as u64 + trace.dropped(), 1000);
+//! std::fs::write("pkq.pftrace", trace.to_perfetto()).unwrap();
+//! # Ok(())
+//! # }
+//! ```
+
+/// The most records a runtime keeps (8 GiB of them).
+pub const MAX_TRACE_RECORDS: usize = 1 << 27;
+
+/// The records a runtime keeps unless [`Builder::trace`](crate::Builder::trace)
+/// names another number (64 bytes each: 4 MiB).
+pub const DEFAULT_TRACE_RECORDS: usize = 1 << 16;
+
+mod chrome;
+pub(crate) mod nvtx;
+mod perfetto;
+pub(crate) mod recorder;
+mod svg;
+
+use crate::op::Op;
+use crate::timing::{ClockMap, Exchange};
+
+/// One task (or one slot of a batch's pack, [`TaskRecord::tasks`] tasks)
+/// as a trace recorded it. Host times are nanoseconds from the trace's
+/// origin (the runtime's build); device times are the GPU's clock.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TaskRecord {
+    /// The lane (0: the runtime's own).
+    pub lane: usize,
+    /// The ring of the lane it was submitted to.
+    pub ring: usize,
+    /// The device worker that ran it.
+    pub worker: usize,
+    /// The poller warp of that worker that took it.
+    pub poller: usize,
+    /// Its sequence number in its ring.
+    pub seq: u64,
+    /// Its op.
+    pub op: Op,
+    /// Its status code: 0 for success, else the code
+    /// [`TaskStatus`](crate::TaskStatus) names (for a pack, the pack's).
+    pub status: u8,
+    /// How many tasks the slot held (1, or a pack's count).
+    pub tasks: usize,
+    /// The host thread that submitted it (threads numbered in the order
+    /// they first submitted or took a completion).
+    pub submit_thread: u32,
+    /// The host thread that took its completion.
+    pub seen_thread: u32,
+    /// Host time just before its slot was published.
+    pub submit_ns: f64,
+    /// Host time when its completion was taken.
+    pub seen_ns: f64,
+    /// The GPU's `%globaltimer` when its worker had the whole slot.
+    pub device_start_ns: u64,
+    /// The GPU's `%globaltimer` when its handler returned.
+    pub device_end_ns: u64,
+}
+
+/// The time of a task by segment (host nanoseconds; see
+/// [`Trace::segments`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Segments {
+    /// Submit to device start: the slot's way to the device and the
+    /// worker's pickup (and any tasks ahead of it).
+    pub dispatch_ns: f64,
+    /// Device start to device end: the handler.
+    pub handler_ns: f64,
+    /// Device end to the host taking the completion: the completion's way
+    /// back and the waiter's wake-up.
+    pub seen_ns: f64,
+}
+
+/// The geometry of a lane, to name each record's worker.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LaneShape {
+    pub(crate) rings: usize,
+    pub(crate) start_seq: u64,
+    pub(crate) ring_worker_mask: u64,
+}
+
+/// What a runtime keeps for its trace: the recorder its rings share, the
+/// host clock's rate (measured from the runtime's build on), and its
+/// lanes' shapes.
+pub(crate) struct Tracer {
+    recorder: std::sync::Arc<recorder::Recorder>,
+    rate: crate::sync::TickRate,
+    lanes: Box<[LaneShape]>,
+}
+
+impl Tracer {
+    pub(crate) fn new(
+        recorder: std::sync::Arc<recorder::Recorder>,
+        lanes: Box<[LaneShape]>,
+    ) -> Self {
+        Self {
+            recorder,
+            rate: crate::sync::TickRate::start(),
+            lanes,
+        }
+    }
+
+    pub(crate) fn set_on(&self, on: bool) -> bool {
+        self.recorder.set_on(on)
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.recorder.capacity()
+    }
+
+    pub(crate) fn is_on(&self) -> bool {
+        self.recorder.is_on()
+    }
+
+    /// The records kept so far, as a [`Trace`].
+    pub(crate) fn snapshot(&self) -> Trace {
+        let r = &self.recorder;
+        Trace::new(
+            r.snapshot(),
+            r.capacity(),
+            &self.lanes,
+            self.rate.ns_per_tick(),
+            self.rate.origin(),
+        )
+    }
+}
+
+/// A snapshot of a runtime's trace ([`Runtime::trace`](crate::Runtime::trace)).
+#[derive(Clone, Debug)]
+pub struct Trace {
+    records: Vec<TaskRecord>,
+    dropped: u64,
+    unfinished: u64,
+    capacity: usize,
+    clock: Option<ClockMap>,
+}
+
+impl Trace {
+    /// Builds the snapshot from the recorder's raw records.
+    pub(crate) fn new(
+        snap: recorder::Snapshot,
+        capacity: usize,
+        lanes: &[LaneShape],
+        ns_per_tick: f64,
+        origin: u64,
+    ) -> Self {
+        let host = |tick: u64| tick.wrapping_sub(origin) as i64 as f64 * ns_per_tick;
+        let mut records: Vec<TaskRecord> = snap
+            .records
+            .iter()
+            .map(|r| {
+                let worker = lanes.get(usize::from(r.lane)).map_or(0, |l| {
+                    let in_ring = (r.seq.wrapping_sub(l.start_seq) & l.ring_worker_mask) as usize;
+                    usize::from(r.ring) + l.rings * in_ring
+                });
+                TaskRecord {
+                    lane: usize::from(r.lane),
+                    ring: usize::from(r.ring),
+                    worker,
+                    poller: usize::from(r.poller),
+                    seq: r.seq,
+                    op: Op(r.op),
+                    status: r.status,
+                    tasks: usize::from(r.tasks.max(1)),
+                    submit_thread: r.submit_thread,
+                    seen_thread: r.seen_thread,
+                    submit_ns: host(r.submit_tick),
+                    seen_ns: host(r.seen_tick),
+                    device_start_ns: r.device_start_ns,
+                    device_end_ns: r.device_end_ns,
+                }
+            })
+            .collect();
+        records.sort_by(|a, b| a.submit_ns.total_cmp(&b.submit_ns));
+        let exchanges: Vec<Exchange> = records
+            .iter()
+            .filter(|r| r.submit_ns >= 0.0)
+            .map(|r| Exchange {
+                host_send_ns: r.submit_ns as u64,
+                host_recv_ns: r.seen_ns as u64,
+                device_start_ns: r.device_start_ns,
+                device_end_ns: r.device_end_ns,
+            })
+            .collect();
+        let per_anchor = (exchanges.len() / 64).clamp(16, 4096);
+        Self {
+            clock: ClockMap::fit(&exchanges, per_anchor),
+            records,
+            dropped: snap.dropped,
+            unfinished: snap.unfinished,
+            capacity,
+        }
+    }
+
+    /// The records, by submit time.
+    pub fn records(&self) -> &[TaskRecord] {
+        &self.records
+    }
+
+    /// Records that found the buffer full (not kept): exact.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Records being written when the snapshot was taken (a thread was
+    /// between claiming its entry and finishing it); a later snapshot has
+    /// them.
+    pub fn unfinished(&self) -> u64 {
+        self.unfinished
+    }
+
+    /// The most records the runtime keeps.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The map from the GPU's clock onto the host's, fitted to the
+    /// records (`None` with fewer than two).
+    pub fn clock_map(&self) -> Option<&ClockMap> {
+        self.clock.as_ref()
+    }
+
+    /// A device time on the host's clock (ns from the trace's origin), if
+    /// the trace has a clock map.
+    pub fn device_to_host_ns(&self, device_ns: u64) -> Option<f64> {
+        self.clock.as_ref().map(|m| m.to_host_ns(device_ns))
+    }
+
+    /// Where the time of `r` went, on the host's clock (`None` without a
+    /// clock map). Each segment is within the map's error bound of the
+    /// truth, so one may come out below zero by up to that bound.
+    pub fn segments(&self, r: &TaskRecord) -> Option<Segments> {
+        let start = self.device_to_host_ns(r.device_start_ns)?;
+        let end = self.device_to_host_ns(r.device_end_ns)?;
+        Some(Segments {
+            dispatch_ns: start - r.submit_ns,
+            handler_ns: end - start,
+            seen_ns: r.seen_ns - end,
+        })
+    }
+
+    /// The trace as Perfetto's protobuf (`.pftrace`; open it in the
+    /// Perfetto UI, <https://ui.perfetto.dev>): one track per host thread
+    /// and per device worker, a flow from each submit through its device
+    /// run to its completion. Device times are mapped onto the host's
+    /// clock (the map's error bound is in the GPU track's name).
+    pub fn to_perfetto(&self) -> Vec<u8> {
+        perfetto::encode(self)
+    }
+
+    /// The trace as Chrome's trace-event JSON (`chrome://tracing`, and the
+    /// Perfetto UI too): the same tracks and flows as
+    /// [`Trace::to_perfetto`], in microseconds.
+    pub fn to_chrome_json(&self) -> String {
+        chrome::encode(self)
+    }
+
+    /// A picture (SVG) of the host times `from_ns..to_ns`: a row per host
+    /// thread (each task's dispatch and its completion's way back) and per
+    /// device worker (its handler), with `marks` (host time, label) drawn
+    /// as vertical lines, under `title`.
+    pub fn to_svg(&self, from_ns: f64, to_ns: f64, marks: &[(f64, String)], title: &str) -> String {
+        svg::render(self, from_ns, to_ns, marks, title)
+    }
+
+    /// Writes the trace to `path`: Chrome's JSON for a name ending in
+    /// `.json`, Perfetto's protobuf otherwise.
+    pub fn write(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        let path = path.as_ref();
+        if path.extension().is_some_and(|e| e == "json") {
+            std::fs::write(path, self.to_chrome_json())
+        } else {
+            std::fs::write(path, self.to_perfetto())
+        }
+    }
+}
+
+/// The fields of a protobuf message (the tests' reader of exports).
+#[cfg(test)]
+pub(crate) fn wire_fields(b: &[u8]) -> Option<Vec<(u32, perfetto::wire::Value)>> {
+    perfetto::wire::fields(b)
+}
+
+/// The host threads and the (lane, worker)s of `records`, each once, in
+/// order: the tracks of every export.
+pub(crate) fn tracks<'a>(
+    records: impl Iterator<Item = &'a TaskRecord> + Clone,
+) -> (Vec<u32>, Vec<(usize, usize)>) {
+    let mut threads: Vec<u32> = records
+        .clone()
+        .flat_map(|r| [r.submit_thread, r.seen_thread])
+        .collect();
+    threads.sort_unstable();
+    threads.dedup();
+    let mut workers: Vec<(usize, usize)> = records.map(|r| (r.lane, r.worker)).collect();
+    workers.sort_unstable();
+    workers.dedup();
+    (threads, workers)
+}
+
+/// The name of a record's slice: the builtin op's name, else its code.
+pub(crate) fn op_name(op: Op) -> String {
+    op.builtin_name()
+        .map_or_else(|| format!("op {}", op.0), str::to_string)
+}

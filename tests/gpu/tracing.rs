@@ -1,0 +1,140 @@
+//! Traces (`pkq::trace`) of the real kernel: every task of a run recorded
+//! exactly once, from several threads, with tickets, batches and packs;
+//! host submit <= device start <= device end <= host seen, within the
+//! clock map's bound; the drop count exact once the buffer is full; the
+//! exports whole.
+
+use super::*;
+use std::collections::HashMap;
+
+pub(crate) const TESTS: &[Test] = tests![
+    every_task_once_in_time_order_within_the_bound,
+    the_drop_count_is_exact_on_the_device,
+];
+
+/// Random ECHO values from three threads (tickets in a window, batches,
+/// packs), then every record checked against what was submitted.
+pub(crate) fn every_task_once_in_time_order_within_the_bound() {
+    let rt = Runtime::builder()
+        .workers(4)
+        .rings(2)
+        .capacity(256)
+        .trace(1 << 20)
+        .build()
+        .unwrap();
+    let per_thread = 20_000u64;
+    let tasks = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            let (rt, tasks) = (&rt, &tasks);
+            s.spawn(move || {
+                let mut rng = Rng::new(40 + t);
+                let mut window: VecDeque<(u64, pkq::Ticket)> = VecDeque::new();
+                let mut k = 0;
+                while k < per_thread {
+                    match rng.next() % 8 {
+                        // A batch (a slot each) or a packed one (32 a slot).
+                        pick @ (0 | 1) => {
+                            let n = 1 + (rng.next() % 64) as usize;
+                            let vals: Vec<u64> = (0..n).map(|_| rng.next()).collect();
+                            let tasks_of = if pick == 0 {
+                                ECHO.batch(&vals)
+                            } else {
+                                ECHO.packed(&vals)
+                            };
+                            let mut b = rt.submit(tasks_of).unwrap();
+                            let got: Vec<u64> = b
+                                .wait()
+                                .unwrap()
+                                .into_iter()
+                                .map(|r| r.unwrap().value)
+                                .collect();
+                            assert_eq!(got, vals);
+                            tasks.fetch_add(n as u64, Ordering::Relaxed);
+                            k += n as u64;
+                        }
+                        _ => {
+                            let v = rng.next();
+                            window.push_back((v, rt.submit(ECHO.args(&v)).unwrap()));
+                            if window.len() > 8 {
+                                let (v, t) = window.pop_front().unwrap();
+                                assert_eq!(t.wait().unwrap().value, v);
+                            }
+                            tasks.fetch_add(1, Ordering::Relaxed);
+                            k += 1;
+                        }
+                    }
+                }
+                for (v, t) in window {
+                    assert_eq!(t.wait().unwrap().value, v);
+                }
+            });
+        }
+    });
+    let trace = rt.trace();
+    assert_eq!((trace.dropped(), trace.unfinished()), (0, 0));
+    let counted: usize = trace.records().iter().map(|r| r.tasks).sum();
+    assert_eq!(
+        counted as u64,
+        tasks.load(Ordering::Relaxed),
+        "every task once"
+    );
+    let mut keys: HashMap<(usize, u64), usize> = HashMap::new();
+    for r in trace.records() {
+        *keys.entry((r.ring, r.seq)).or_default() += 1;
+        assert_eq!(r.status, 0, "{r:?}");
+        assert!(
+            r.worker < 4 && r.worker % 2 == r.ring && r.poller < 8,
+            "{r:?}"
+        );
+        assert!(r.device_end_ns >= r.device_start_ns, "{r:?}");
+        assert!(r.seen_ns >= r.submit_ns, "{r:?}");
+    }
+    assert!(keys.values().all(|&n| n == 1), "a slot recorded twice");
+    let map = trace.clock_map().expect("a clock map from the records");
+    let bound = map.error_bound_ns;
+    let mut late = 0;
+    for r in trace.records() {
+        let start = trace.device_to_host_ns(r.device_start_ns).unwrap();
+        let end = trace.device_to_host_ns(r.device_end_ns).unwrap();
+        // The map is fitted per stretch: within its bound (and a
+        // nanosecond of rounding) of the true order.
+        if start < r.submit_ns - bound - 1.0 || end > r.seen_ns + bound + 1.0 {
+            late += 1;
+        }
+    }
+    println!(
+        "{} records of {} tasks; clock map bound {:.0} ns (median {:.0}), misfit {:.4}; {} outside the bound",
+        trace.records().len(),
+        counted,
+        bound,
+        map.median_bound_ns,
+        map.misfit_fraction,
+        late
+    );
+    // The map's own misfits (round trips whose interval it misses, the
+    // clocks moving between anchors) are the only ones allowed out.
+    assert!(
+        late as f64 <= (map.misfit_fraction * trace.records().len() as f64).ceil(),
+        "{late} records outside the clock map's bound"
+    );
+    let json: Vec<u8> = trace.to_chrome_json().into_bytes();
+    assert!(json.starts_with(b"{\"traceEvents\":["));
+    assert!(!trace.to_perfetto().is_empty());
+}
+
+/// A buffer of 1000 records and 5000 round trips: the first 1000 kept,
+/// 4000 counted as dropped.
+pub(crate) fn the_drop_count_is_exact_on_the_device() {
+    let rt = Runtime::builder().trace(1000).build().unwrap();
+    let mut rng = Rng::new(7);
+    for _ in 0..5000 {
+        let v = rng.next();
+        assert_eq!(rt.submit(ECHO.args(&v)).unwrap().wait().unwrap().value, v);
+    }
+    let t = rt.trace();
+    assert_eq!((t.records().len(), t.dropped()), (1000, 4000));
+    rt.set_tracing(false).unwrap();
+    rt.submit(NOP.args(&())).unwrap().wait().unwrap();
+    assert_eq!(rt.trace().dropped(), 4000);
+}
