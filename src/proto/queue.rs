@@ -54,7 +54,7 @@ pub(crate) use crate::proto::tail::Refusal;
 use crate::proto::tail::Tail;
 use crate::proto::words::Words;
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence};
-use crate::trace::recorder::{Raw, Recorder, SlotStamps};
+use crate::trace::recorder::{Raw, Recorder, SlotStamps, Stamp};
 
 const DETACHED: u64 = FLAG;
 
@@ -90,6 +90,9 @@ pub(crate) struct Completed {
     pub(crate) results: Option<Box<[u64]>>,
     /// An IO task's output.
     pub(crate) output: Option<Box<[u8]>>,
+    /// Its publish's stamp, while tracing: read with the completion (the
+    /// next lap rewrites it), recorded by the holder that takes it.
+    pub(crate) stamp: Option<Stamp>,
 }
 
 /// What a ticket's or batch's look at its task found.
@@ -251,27 +254,25 @@ impl QueueTrace {
         fence(Ordering::Release);
     }
 
-    /// [`Queue::note`] with tracing on.
+    /// [`Queue::record`] with a stamp.
     #[cold]
     #[inline(never)]
-    fn note(&self, slot: usize, seq: u64, cqe: &Cqe) {
-        if let Some(stamp) = self.stamps.take(slot, seq) {
-            self.recorder.record(Raw {
-                seq,
-                submit_tick: stamp.tick,
-                seen_tick: 0,
-                device_start_ns: cqe.t_start,
-                device_end_ns: cqe.t_end,
-                op: stamp.op,
-                ring: self.ring,
-                lane: self.lane,
-                status: cqe.status,
-                tasks: cqe.pack.max(1),
-                poller: cqe.poller,
-                submit_thread: stamp.thread,
-                seen_thread: 0,
-            });
-        }
+    fn note(&self, seq: u64, stamp: &Stamp, cqe: &Cqe) {
+        self.recorder.record(Raw {
+            seq,
+            submit_tick: stamp.tick,
+            seen_tick: 0,
+            device_start_ns: cqe.t_start,
+            device_end_ns: cqe.t_end,
+            op: stamp.op,
+            ring: self.ring,
+            lane: self.lane,
+            status: cqe.status,
+            tasks: cqe.pack.max(1),
+            poller: cqe.poller,
+            submit_thread: stamp.thread,
+            seen_thread: 0,
+        });
     }
 }
 
@@ -346,16 +347,30 @@ impl Queue {
         }
     }
 
-    /// Records the task of `seq`, whose completion `cqe` the host has just
-    /// read, if tracing is on and its publish was stamped. Of the threads
-    /// that may read one completion (its holder, a producer that needs the
-    /// slot, the runtime's drop), the one that takes the stamp records it.
+    /// The stamp of `seq`'s publish, if tracing is on and it was stamped
+    /// (read with its completion, before the slot is freed).
     #[inline(always)]
-    fn note(&self, seq: u64, cqe: &Cqe) {
-        if let Some(t) = &self.trace
-            && t.recorder.is_on()
-        {
-            t.note(self.geo.slot(seq), seq, cqe);
+    fn stamp_of(&self, seq: u64) -> Option<Stamp> {
+        match &self.trace {
+            Some(t) if t.recorder.is_on() => t.stamps.read(self.geo.slot(seq), seq),
+            _ => None,
+        }
+    }
+
+    /// Records the task of `done` (of `seq`), if it carries a stamp. One
+    /// thread records each task: the holder that takes the completion (from
+    /// its slot, or from the overflow map once a producer moved it there,
+    /// unless it recorded it already, just before it lost the slot to that
+    /// producer), or, for a task whose ticket was dropped, the producer
+    /// that frees its slot.
+    #[inline(always)]
+    fn record(&self, seq: u64, done: &Completed) -> bool {
+        match (&self.trace, &done.stamp) {
+            (Some(t), Some(stamp)) => {
+                t.note(seq, stamp, &done.cqe);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -444,21 +459,31 @@ impl Queue {
         // A pack's results are read while the slot is still owned: once the
         // compare-and-swap frees it, a producer of the next lap may reserve
         // it and the device overwrite them.
-        let done = if owner & DETACHED == 0 {
-            Some(self.completed(prev, cqe))
-        } else {
-            // Nobody will read it; its trace record is written all the same.
-            self.note(prev, &cqe);
-            None
+        let done = (owner & DETACHED == 0).then(|| self.completed(prev, cqe));
+        // Nobody will read a detached task's completion: the producer whose
+        // compare-and-swap frees the slot records it (the stamp read while
+        // the slot is still the lap's; a producer borrows the runtime, so
+        // the queue lives on after the swap).
+        let detached = match &done {
+            None => self.stamp_of(prev),
+            Some(_) => None,
         };
         let mut moved = self.overflow();
         if turn
             .compare_exchange(owner, next, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
-            && let Some(done) = done
         {
-            moved.entries.insert(prev, Some(done));
-            self.moved.fetch_add(1, Ordering::Relaxed);
+            match done {
+                Some(done) => {
+                    moved.entries.insert(prev, Some(done));
+                    self.moved.fetch_add(1, Ordering::Relaxed);
+                }
+                None => {
+                    if let (Some(t), Some(stamp)) = (&self.trace, &detached) {
+                        t.note(prev, stamp, &cqe);
+                    }
+                }
+            }
         }
         true
     }
@@ -690,7 +715,6 @@ impl Queue {
     /// result words, when it is a pack (read now: the caller frees the
     /// slot next).
     fn completed(&self, seq: u64, cqe: Cqe) -> Completed {
-        self.note(seq, &cqe);
         // Whole: `poll` saw every word (the same lap's, which stays until
         // the slot is freed).
         let output = self.output(seq, &cqe);
@@ -707,6 +731,7 @@ impl Queue {
             cqe,
             results,
             output,
+            stamp: self.stamp_of(seq),
         }
     }
 
@@ -854,8 +879,15 @@ impl Queue {
         // used after the compare-and-swap that ends that.
         let q = unsafe { this.as_ref() };
         let turn = &q.turns[q.geo.slot(seq)];
+        let mut recorded = false;
         if let Some(cqe) = q.poll(seq) {
             let done = q.completed(seq, cqe);
+            // Before the compare-and-swap, after which the queue may be
+            // gone. Should the swap lose (a producer moved the completion),
+            // the entry found below is not recorded again; unless the stamp
+            // was gone already (the next lap's), then the producer's copy
+            // of it in the entry is recorded there.
+            recorded = q.record(seq, &done);
             let next = q.geo.next_lap(seq);
             if turn
                 .compare_exchange(seq, next, Ordering::AcqRel, Ordering::Acquire)
@@ -871,7 +903,7 @@ impl Queue {
         // in place once we hold the lock).
         if turn.load(Ordering::Acquire) != seq {
             // SAFETY: still the caller's (the turn moved to the overflow map).
-            return unsafe { Self::take_moved(this, seq) };
+            return unsafe { Self::take_moved(this, seq, recorded) };
         }
         Take::Pending
     }
@@ -882,11 +914,15 @@ impl Queue {
     /// As [`Queue::take_at`]: the entry is the caller's until it is removed
     /// here; the lock is let go before this returns, and the runtime's
     /// drop takes it before it can free the queue.
-    unsafe fn take_moved(this: NonNull<Self>, seq: u64) -> Take {
+    unsafe fn take_moved(this: NonNull<Self>, seq: u64, recorded: bool) -> Take {
         // SAFETY: the caller's entry keeps the queue alive until removed,
         // and the drop that would free it waits for this lock.
         let q = unsafe { this.as_ref() };
         let mut moved = q.overflow();
+        if !recorded && let Some(Some(done)) = moved.entries.get(&seq) {
+            // Under the lock: the queue lives until it is let go.
+            let _ = q.record(seq, done);
+        }
         let taken = match moved.entries.remove(&seq) {
             Some(entry) if moved.orphaned => Take::Orphaned(entry),
             Some(Some(done)) => Take::Done(done),
@@ -927,7 +963,10 @@ impl Queue {
         {
             // Moved to the overflow map between the two looks: drop it there.
             // SAFETY: still the caller's entry.
-            return matches!(unsafe { Self::take_moved(this, seq) }, Take::Orphaned(_));
+            return matches!(
+                unsafe { Self::take_moved(this, seq, false) },
+                Take::Orphaned(_)
+            );
         }
         false
     }

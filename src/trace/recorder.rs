@@ -7,12 +7,12 @@
 //!   producers and takers; a task is recorded when it was on both at its
 //!   publish and when its completion was taken.
 //! * a slot's stamp (`SlotStamps`): written by the producer that publishes
-//!   the slot's lap (it owns the slot then), before the slot's stores, its
-//!   sequence number last (release); taken by one of the threads that read
-//!   that lap's completion (its holder, a producer that needs the slot,
-//!   the runtime's drop) with a compare-and-swap on the sequence number
-//!   (host memory), before the slot is freed: the task is recorded once.
-//!   A stamp of another lap is told by its sequence number and left alone.
+//!   the slot's lap (it owns the slot then), before the slot's stores, as a
+//!   sequence lock (the sequence word marked busy, the rest, the sequence
+//!   number last with release); read by the threads that read that lap's
+//!   completion, before the slot is freed. Which of them records the task
+//!   (once) is `proto::queue`'s: the holder that takes the completion, or,
+//!   for a dropped ticket, the producer that frees the slot.
 //! * `next`: the claim counter, one `fetch_add` a record (host memory,
 //!   host threads only); a claim past the capacity is a dropped record,
 //!   so the count of dropped records is exact.
@@ -40,8 +40,8 @@ pub(crate) struct Stamp {
 
 /// The sequence word of a stamp being rewritten.
 const BUSY: u64 = u64::MAX - 1;
-/// The sequence word of a stamp taken (or never written).
-const TAKEN: u64 = u64::MAX;
+/// The sequence word of a slot never stamped.
+const NONE: u64 = u64::MAX;
 
 /// One stamp per slot of a ring: its sequence number, tick, and op with
 /// thread, in a line's quarter of its own (no stamp straddles two lines).
@@ -56,7 +56,7 @@ impl SlotStamps {
     pub(crate) fn new(slots: usize) -> Self {
         Self {
             words: (0..slots)
-                .map(|_| Stamped(std::array::from_fn(|_| AtomicU64::new(TAKEN))))
+                .map(|_| Stamped(std::array::from_fn(|_| AtomicU64::new(NONE))))
                 .collect(),
         }
     }
@@ -77,24 +77,24 @@ impl SlotStamps {
         w[0].store(s.seq, Ordering::Release);
     }
 
-    /// Takes the stamp of `seq` from `slot`, if its publisher left one and
-    /// no other thread took it: one thread only gets it, and a stamp being
-    /// rewritten for a later lap meanwhile (a reader of this lap that was
-    /// slow, after tracing went off and on again) fails the
-    /// compare-and-swap rather than mixing the two.
+    /// The stamp of `seq` in `slot`, if its publisher left one, read as
+    /// a sequence lock (the sequence number before and after the rest): a
+    /// stamp being rewritten meanwhile for a later lap is not taken for
+    /// this one's.
     #[inline]
-    pub(crate) fn take(&self, slot: usize, seq: u64) -> Option<Stamp> {
+    pub(crate) fn read(&self, slot: usize, seq: u64) -> Option<Stamp> {
         let w = &self.words[slot].0;
         if w[0].load(Ordering::Acquire) != seq {
             return None;
         }
         let tick = w[1].load(Ordering::Relaxed);
         let packed = w[2].load(Ordering::Relaxed);
-        // Orders the two loads before the compare-and-swap: had they seen
-        // a later `put`'s words, the sequence word is no longer `seq`.
+        // Orders the two loads before the second look: had they seen a
+        // later `put`'s words, the sequence word is no longer `seq`.
         fence(Ordering::Acquire);
-        w[0].compare_exchange(seq, TAKEN, Ordering::AcqRel, Ordering::Relaxed)
-            .ok()?;
+        if w[0].load(Ordering::Relaxed) != seq {
+            return None;
+        }
         Some(Stamp {
             seq,
             tick,
@@ -253,6 +253,22 @@ impl Recorder {
         let Some(entry) = usize::try_from(at).ok().and_then(|i| entries.get(i)) else {
             return;
         };
+        // The next entry's line on its way in for writing: the locked
+        // instructions of the next submit would otherwise wait for its
+        // read for ownership.
+        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        if let Some(next) = entries.get(usize::try_from(at).unwrap_or(usize::MAX).wrapping_add(1)) {
+            // SAFETY: `prefetchw` of a valid, aligned address of the
+            // buffer: a cache hint that reads or writes no memory the
+            // program sees (a NOP where unsupported).
+            unsafe {
+                std::arch::asm!(
+                    "prefetchw [{0}]",
+                    in(reg) next.as_ptr(),
+                    options(nostack, preserves_flags, readonly)
+                );
+            }
+        }
         let words = raw.encode();
         for (w, v) in entry[..ENTRY_WORDS - 1].iter().zip(words) {
             w.store(v, Ordering::Relaxed);
@@ -343,7 +359,7 @@ mod tests {
     #[test]
     fn a_stamp_of_another_lap_is_not_taken() {
         let st = SlotStamps::new(4);
-        assert_eq!(st.take(1, 5), None);
+        assert_eq!(st.read(1, 5), None);
         let s = Stamp {
             seq: 5,
             tick: 77,
@@ -351,9 +367,8 @@ mod tests {
             thread: 3,
         };
         st.put(1, s);
-        assert_eq!(st.take(1, 9), None);
-        assert_eq!(st.take(1, 5), Some(s));
-        assert_eq!(st.take(1, 5), None, "taken once");
+        assert_eq!(st.read(1, 9), None);
+        assert_eq!(st.read(1, 5), Some(s));
     }
 
     #[test]
