@@ -136,9 +136,16 @@ mod tsc {
     #[inline(always)]
     pub(super) fn invariant() -> bool {
         static INVARIANT: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
-            // Leaf 0x8000_0000 says which extended leaves there are.
-            let top = core::arch::x86_64::__cpuid(0x8000_0000).eax;
-            top >= 0x8000_0007 && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0
+            // `__cpuid` is an unsafe fn before Rust 1.89 (the MSRV is
+            // older) and safe after, hence the allowance.
+            #[allow(unused_unsafe)]
+            // SAFETY: CPUID is present on every x86_64 processor; leaf
+            // 0x8000_0000 says which extended leaves there are, and leaf
+            // 0x8000_0007 is read only when it is one of them.
+            unsafe {
+                let top = core::arch::x86_64::__cpuid(0x8000_0000).eax;
+                top >= 0x8000_0007 && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0
+            }
         });
         *INVARIANT
     }
