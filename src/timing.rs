@@ -44,10 +44,19 @@ impl Exchange {
         (self.host_send_ns as f64 + self.host_recv_ns as f64) / 2.0
     }
 
-    /// The offset (device - host) if the stamps sat mid-way.
-    fn mid_offset(&self) -> f64 {
-        (self.device_start_ns as f64 + self.device_end_ns as f64) / 2.0 - self.host_mid()
+    /// The offset (device - `origin` - host) if the stamps sat mid-way.
+    fn mid_offset(&self, origin: u64) -> f64 {
+        (since(self.device_start_ns, origin) + since(self.device_end_ns, origin)) / 2.0
+            - self.host_mid()
     }
+}
+
+/// `device_ns - origin` as an `f64`, the difference taken in integers:
+/// `%globaltimer` counts nanoseconds since the epoch (about 1.7e18), where
+/// an `f64` has a step of 256 ns; a difference of hours keeps its
+/// nanoseconds.
+fn since(device_ns: u64, origin: u64) -> f64 {
+    (i128::from(device_ns) - i128::from(origin)) as f64
 }
 
 /// device time = host time + offset(host time): the offset through anchor
@@ -55,7 +64,12 @@ impl Exchange {
 /// clocks' rates differ by parts per million and need not stay put).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClockMap {
-    /// (host time, offset) of each stretch's tightest round trip, by host time.
+    /// The device time the anchors' offsets count from (the first round
+    /// trip's start): every device time is taken relative to it, in
+    /// integers, before it becomes an `f64`.
+    device_origin: u64,
+    /// (host time, offset - `device_origin`) of each stretch's tightest
+    /// round trip, by host time.
     anchors: Vec<(f64, f64)>,
     /// Half the slack of each anchor's round trip: the offset there is
     /// certainly within this of the truth (the stamps lie between send and
@@ -88,17 +102,19 @@ impl ClockMap {
             return None;
         }
         ex.sort_by_key(|e| e.host_send_ns);
+        let origin = ex[0].device_start_ns;
         let tight: Vec<&Exchange> = ex
             .chunks(per_anchor.clamp(1, ex.len()))
             .filter_map(|w| w.iter().min_by_key(|e| e.slack()))
             .collect();
         let anchors: Vec<(f64, f64)> = tight
             .iter()
-            .map(|e| (e.host_mid(), e.mid_offset()))
+            .map(|e| (e.host_mid(), e.mid_offset(origin)))
             .collect();
         let mut halves: Vec<f64> = tight.iter().map(|e| e.slack() as f64 / 2.0).collect();
         halves.sort_by(f64::total_cmp);
         let mut map = Self {
+            device_origin: origin,
             anchors,
             error_bound_ns: *halves.last().unwrap(),
             median_bound_ns: halves[halves.len() / 2],
@@ -107,9 +123,9 @@ impl ClockMap {
         let misfits = ex
             .iter()
             .filter(|e| {
-                let o = map.offset_at(e.host_mid());
-                let lo = e.device_end_ns as f64 - e.host_recv_ns as f64;
-                let hi = e.device_start_ns as f64 - e.host_send_ns as f64;
+                let o = map.relative_offset_at(e.host_mid());
+                let lo = since(e.device_end_ns, origin) - e.host_recv_ns as f64;
+                let hi = since(e.device_start_ns, origin) - e.host_send_ns as f64;
                 o < lo || o > hi
             })
             .count();
@@ -117,8 +133,15 @@ impl ClockMap {
         Some(map)
     }
 
-    /// The offset (device - host, ns) at host time `host_ns`.
+    /// The offset (device - host, ns) at host time `host_ns` (an `f64` of
+    /// the device clock's magnitude: to a few hundred nanoseconds for
+    /// `%globaltimer`; [`ClockMap::to_host_ns`] keeps the nanoseconds).
     pub fn offset_at(&self, host_ns: f64) -> f64 {
+        self.device_origin as f64 + self.relative_offset_at(host_ns)
+    }
+
+    /// [`ClockMap::offset_at`] less the device origin.
+    fn relative_offset_at(&self, host_ns: f64) -> f64 {
         let a = &self.anchors;
         let i = a.partition_point(|&(t, _)| t <= host_ns);
         match (i.checked_sub(1).map(|j| a[j]), a.get(i)) {
@@ -135,9 +158,9 @@ impl ClockMap {
     pub fn to_host_ns(&self, device_ns: u64) -> f64 {
         // Two rounds of "host = device - offset(host)" settle it: the
         // offset moves by nanoseconds per millisecond.
-        let d = device_ns as f64;
-        let first = d - self.offset_at(d - self.anchors[0].1);
-        d - self.offset_at(first)
+        let d = since(device_ns, self.device_origin);
+        let first = d - self.relative_offset_at(d - self.anchors[0].1);
+        d - self.relative_offset_at(first)
     }
 }
 
@@ -187,5 +210,35 @@ mod tests {
     fn too_few_round_trips() {
         assert!(ClockMap::fit(&[], 8).is_none());
         assert!(ClockMap::fit(&synthetic(0.0, 0.0, 1), 8).is_none());
+    }
+    /// Device stamps at `%globaltimer`'s real magnitude (nanoseconds since
+    /// the epoch, about 1.7e18, where an `f64` steps by 256): a mapped span
+    /// keeps its nanoseconds.
+    #[test]
+    fn device_times_since_the_epoch_keep_their_nanoseconds() {
+        let base = 1_700_000_000_000_000_000u64;
+        let ex: Vec<Exchange> = (0..100u64)
+            .map(|i| {
+                let send = 1_000_000 + i * 3_000;
+                Exchange {
+                    host_send_ns: send,
+                    host_recv_ns: send + 102,
+                    device_start_ns: base + send + 1,
+                    device_end_ns: base + send + 101,
+                }
+            })
+            .collect();
+        let m = ClockMap::fit(&ex, 10).unwrap();
+        assert_eq!(m.error_bound_ns, 1.0);
+        assert_eq!(m.misfit_fraction, 0.0);
+        for e in &ex {
+            let start = m.to_host_ns(e.device_start_ns);
+            let end = m.to_host_ns(e.device_end_ns);
+            assert!((end - start - 100.0).abs() < 1e-6, "{start} {end}");
+            assert!(
+                (start - (e.host_send_ns as f64 + 1.0)).abs() <= m.error_bound_ns,
+                "{start} {e:?}"
+            );
+        }
     }
 }

@@ -584,7 +584,7 @@ fn one_way(run: &PkqRun, prefix: &str) -> Result<(ClockMap, Rows), Box<dyn std::
         let end = map.to_host_ns(e.device_end_ns);
         dispatch.push(start - e.host_send_ns as f64);
         pickup.push(start - *submitted as f64);
-        exec.push(e.device_end_ns as f64 - e.device_start_ns as f64);
+        exec.push(e.device_end_ns.saturating_sub(e.device_start_ns) as f64);
         back.push(e.host_recv_ns as f64 - end);
     }
     let mut submit = run.submit.row("ns");
