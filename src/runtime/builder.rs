@@ -513,7 +513,8 @@ impl Builder {
     /// [`Error::InvalidConfig`] at the build too. Without
     /// it, the runtime keeps up to [`DEFAULT_TRACE_RECORDS`](crate::trace::DEFAULT_TRACE_RECORDS)
     /// once [`Runtime::set_tracing`](crate::Runtime::set_tracing) switches
-    /// tracing on. The whole runtime's (a lane's own is ignored).
+    /// tracing on. The whole runtime's: a lane's own
+    /// ([`Builder::add_lane`]) is checked as above, then ignored.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
@@ -658,17 +659,17 @@ impl Builder {
                 self.io.0, self.io.1
             )));
         }
+        if self.stall_after < Duration::from_millis(10) {
+            return Err(Error::InvalidConfig(format!(
+                "stall_after {:?} must be at least 10 ms (workers beat every 0.1 ms, every 8 polls)",
+                self.stall_after
+            )));
+        }
         if self.probe_every > PROBE_AT_MOST || self.probe_every > self.stall_after {
             return Err(Error::InvalidConfig(format!(
                 "probe_interval {:?} must be at most {PROBE_AT_MOST:?} and at most stall_after \
                  ({:?}): waits learn of a fault or a stop only at a probe",
                 self.probe_every, self.stall_after
-            )));
-        }
-        if self.stall_after < Duration::from_millis(10) {
-            return Err(Error::InvalidConfig(format!(
-                "stall_after {:?} must be at least 10 ms (workers beat every 0.1 ms, every 8 polls)",
-                self.stall_after
             )));
         }
         if let IdlePolicy::Quiet { after } = self.idle

@@ -8,8 +8,6 @@ use std::sync::{Arc, Weak};
 use loom::thread;
 
 use crate::builtin::*;
-use crate::op::Op;
-use crate::ops::Task;
 use crate::proto::soft::{SoftDevice, Step};
 use crate::runtime::engine::Engine;
 use crate::runtime::shared::Shared;

@@ -229,4 +229,34 @@ mod tests {
         let svg = t.to_svg(r.submit_ns - 1e4, r.seen_ns + 1e4, &marks, "test");
         assert!(svg.starts_with("<svg") && svg.contains("here") && svg.ends_with("</svg>\n"));
     }
+
+    #[test]
+    fn the_picture_is_xml_for_any_title_label_and_window() {
+        let rt = soft(Runtime::builder().capacity(8).trace(100));
+        for _ in 0..5 {
+            rt.submit(NOP.args(&())).unwrap().wait().unwrap();
+        }
+        let t = rt.trace();
+        let r = &t.records()[2];
+        let marks = [
+            (r.submit_ns, "a\u{1}b<&>".to_string()),
+            (1e308, "far".into()),
+        ];
+        for (from, to) in [
+            (r.submit_ns - 1e4, r.seen_ns + 1e4),
+            (-1e308, 1e308),
+            (f64::NAN, 1.0),
+            (5.0, f64::INFINITY),
+            (3.0, 3.0),
+        ] {
+            let svg = t.to_svg(from, to, &marks, "t\u{0}\u{1b}itle\u{ffff}");
+            let bad: Vec<char> = svg
+                .chars()
+                .filter(|&c| (u32::from(c) < 0x20 && !"\t\n\r".contains(c)) || c == '\u{ffff}')
+                .collect();
+            assert!(bad.is_empty(), "{bad:?}");
+            assert!(!svg.contains("NaN") && !svg.contains("inf"), "{from} {to}");
+            assert!(svg.contains("a\u{fffd}b&lt;&amp;&gt;") || !svg.contains(">a"));
+        }
+    }
 }

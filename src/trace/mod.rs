@@ -14,11 +14,13 @@
 //! not kept: the first ones stay.
 //!
 //! A task is recorded once, when tracing was on both when it was published
-//! and when the host read its completion: its ticket or batch did, or a
-//! producer that needed its slot moved the completion aside (the record's
-//! seen time and thread are then that producer's). A task whose ticket was
-//! dropped unread is recorded when a producer next needs its slot; one
-//! whose completion nobody has read yet is not in a snapshot.
+//! and when the host read its completion: its ticket or batch did (also
+//! when a producer that needed its slot moved the completion aside: the
+//! holder records it when it takes it from there, unless it did just
+//! before it lost the slot). A task whose ticket was dropped unread is
+//! recorded by the producer that next needs its slot (the record's seen
+//! time and thread are then that producer's); one whose completion nobody
+//! has read yet is not in a snapshot.
 //!
 //! [`Runtime::trace`](crate::Runtime::trace) takes a snapshot. Its device
 //! times are the GPU's `%globaltimer`; the snapshot maps them onto the
@@ -79,8 +81,9 @@ pub struct TaskRecord {
     pub status: u8,
     /// How many tasks the slot held (1, or a pack's count).
     pub tasks: usize,
-    /// The host thread that submitted it (threads numbered in the order
-    /// they first submitted or took a completion).
+    /// The host thread that submitted it (the process's threads numbered
+    /// in the order they first submitted or took a completion, on any
+    /// runtime: a later runtime's first thread need not be 0).
     pub submit_thread: u32,
     /// The host thread that took its completion.
     pub seen_thread: u32,

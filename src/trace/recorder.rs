@@ -161,6 +161,36 @@ impl Raw {
     }
 }
 
+/// `n` zeroed entries, from zeroed memory (the system's untouched pages,
+/// not written here: a large buffer costs nothing until records fill it);
+/// `None` where the system will not give the memory.
+#[cfg(not(loom))]
+fn zeroed_entries(n: usize) -> Option<Box<[[AtomicU64; ENTRY_WORDS]]>> {
+    type Entry = [AtomicU64; ENTRY_WORDS];
+    if n == 0 {
+        return Some(Box::new([]));
+    }
+    let layout = std::alloc::Layout::array::<Entry>(n).ok()?;
+    // SAFETY: `layout` has a non-zero size (`n > 0`, entries of 64 bytes).
+    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Entry>();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` is a fresh allocation of the global allocator with the
+    // layout of `[Entry; n]`, which a boxed slice of `n` entries frees with;
+    // all-zero bytes are valid atomics holding 0.
+    Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) })
+}
+
+/// Under loom, whose atomics are not plain words: each made as one.
+#[cfg(loom)]
+fn zeroed_entries(n: usize) -> Option<Box<[[AtomicU64; ENTRY_WORDS]]>> {
+    let mut v: Vec<[AtomicU64; ENTRY_WORDS]> = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.extend((0..n).map(|_| std::array::from_fn(|_| AtomicU64::new(0))));
+    Some(v.into_boxed_slice())
+}
+
 /// What a snapshot of the buffer holds.
 pub(crate) struct Snapshot {
     /// The whole entries, in claim order.
@@ -214,12 +244,10 @@ impl Recorder {
     pub(crate) fn set_on(&self, on: bool) -> bool {
         let _g = lock(&self.switch);
         if on && self.entries.get().is_none() {
-            let mut v: Vec<[AtomicU64; ENTRY_WORDS]> = Vec::new();
-            if v.try_reserve_exact(self.capacity).is_err() {
+            let Some(entries) = zeroed_entries(self.capacity) else {
                 return false;
-            }
-            v.extend((0..self.capacity).map(|_| std::array::from_fn(|_| AtomicU64::new(0))));
-            let _ = self.entries.set(v.into_boxed_slice());
+            };
+            let _ = self.entries.set(entries);
         }
         // A thread that sees `on` (relaxed) may not see the buffer yet:
         // `record` finds it through the `OnceLock` (its own acquire), and
@@ -327,6 +355,18 @@ mod tests {
             submit_thread: 4,
             seen_thread: 0,
         }
+    }
+
+    #[test]
+    fn a_buffer_the_system_will_not_give_leaves_it_off() {
+        // Past what an allocation can be (isize::MAX bytes).
+        let r = Recorder::new(usize::MAX / ENTRY_WORDS / 4);
+        assert!(!r.set_on(true));
+        assert!(!r.is_on());
+        let r = Recorder::new(0);
+        assert!(r.set_on(true));
+        r.record(raw(1));
+        assert_eq!(r.snapshot().dropped, 1);
     }
 
     #[test]

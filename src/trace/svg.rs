@@ -27,8 +27,9 @@ pub(super) fn render(
     marks: &[(f64, String)],
     title: &str,
 ) -> String {
-    // A window that is not a finite stretch of time shows nothing.
-    let (from_ns, to_ns) = if from_ns.is_finite() && to_ns.is_finite() && to_ns > from_ns {
+    // A window that is not a finite stretch of time shows nothing (its
+    // length finite too: (-1e308, 1e308) overflows).
+    let (from_ns, to_ns) = if (to_ns - from_ns).is_finite() && to_ns > from_ns {
         (from_ns, to_ns)
     } else {
         (0.0, 1.0)
@@ -226,9 +227,20 @@ fn trim(v: f64) -> String {
     s.strip_suffix(".0").map_or(s.clone(), str::to_string)
 }
 
+/// `s` as XML character data: markup escaped, and the control characters
+/// XML 1.0 does not allow (even as references) shown as U+FFFD.
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if u32::from(c) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
 }
