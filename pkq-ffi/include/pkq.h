@@ -278,7 +278,8 @@ typedef struct pkq_options {
 extern "C" {
 #endif // __cplusplus
 
-// How many tasks the batch holds, into `*len`. Never blocks.
+// How many tasks the batch holds, into `*len` (0 for an empty batch,
+// which returns `PKQ_ERR_NOT_LIVE`). Never blocks.
 //
 // # Safety
 // `batch` points to a `pkq_batch`; `len` to a writable `size_t`.
@@ -341,9 +342,12 @@ const char *pkq_status_name(int32_t status);
 // Calls `callback(user, ...)` once with the ticket's result, when its task
 // is done, and empties the ticket. It runs on the runtime's completion
 // thread (one per lane; every callback of the lane on it, one after
-// another: hand long work elsewhere), or at once on the calling thread if
-// the task is already done or its result taken; a stall or a fault calls
-// it with that error. Every callback registered before
+// another: hand long work elsewhere), also for a task that completed
+// before this call (the caller's `user` must outlive that call); at once
+// on the calling thread, before this returns, only where no completion
+// thread can take it: a ticket whose result was already taken, one whose
+// runtime was destroyed, or an OS that refused the thread. A stall or a
+// fault calls it with that error. Every callback registered before
 // `pkq_runtime_destroy` has run when that returns. A callback must not
 // wait for a task of its own runtime, nor destroy it. Null `callback`:
 // `PKQ_ERR_NULL`, the ticket kept. Thread-safe per ticket.
@@ -357,8 +361,9 @@ enum pkq_status pkq_ticket_on_complete(struct pkq_ticket *ticket,
 
 // Fills the `size` bytes at `options` with pkq's defaults: every field 0
 // or null, `size` set to the bytes written (`size`, or this version's size
-// of the struct if smaller). Pass `sizeof` of the caller's struct.
-// Thread-safe.
+// of the struct if smaller). Pass `sizeof` of the caller's struct; a size
+// under 32 bytes, or one that ends inside a field (no version's), is
+// `PKQ_ERR_INVALID_ARGUMENT`, nothing written. Thread-safe.
 //
 // # Safety
 // `options` points to `size` writable bytes (or is null).
@@ -395,9 +400,12 @@ enum pkq_status pkq_pool_submit(const struct pkq_pool *pool,
                                 uint32_t flags,
                                 struct pkq_ticket *ticket);
 
-// `pkq_pool_submit` to the device of `key` while it serves (`pkq::Pool::keyed`):
-// a key's tasks stay on one device, in order per ring. When that device
-// stopped serving: `PKQ_ERR_NOT_SERVING`.
+// `pkq_pool_submit` to the device of `key` (`pkq::Pool::keyed`): the same
+// device for the same key while it serves (rendezvous hashing over the
+// serving devices), so a key's tasks keep their order per ring. Once that
+// device stopped serving, the key's tasks go to another serving device
+// (a device taken out moves only its own keys); with none left:
+// `PKQ_ERR_NO_SERVING_DEVICE`.
 //
 // # Safety
 // As `pkq_pool_submit`.
@@ -534,8 +542,10 @@ enum pkq_status pkq_runtime_new_lanes(const struct pkq_options *const *lanes,
                                       struct pkq_runtime **out);
 
 // `PKQ_OK` while the runtime serves; otherwise what ended it (a device
-// fault, a stop, a stalled worker: `PKQ_ERR_STALLED`). Never blocks.
-// Thread-safe.
+// fault, a stop, a stalled worker: `PKQ_ERR_STALLED`). Where the driver
+// reports a device fault that the runtime has not yet judged, it looks
+// again until it has, for about 20 ms at most per lane; otherwise it
+// returns at once. Thread-safe.
 //
 // # Safety
 // `rt` is null or a live handle from `pkq_runtime_new`.
@@ -558,8 +568,9 @@ enum pkq_status pkq_runtime_shutdown(const struct pkq_runtime *rt);
 enum pkq_status pkq_runtime_cancel(const struct pkq_runtime *rt);
 
 // Frees the runtime, shutting it down first if it runs: it blocks until its
-// submitted tasks ran and the kernel exited (at most the stop timeout, 10
-// s by default, then the kernel is left to exit; what ended it is not
+// submitted tasks ran and the kernel exited (for each lane, at most the
+// stop timeout for its tasks and again for its kernel, 10 s each by
+// default, then the kernel is left to exit; what ended it is not
 // reported: call `pkq_runtime_shutdown` first to learn it), and every
 // completion callback of its tasks ran: none runs after this returns.
 // Tickets, batches and states of its tasks stay valid: their results are

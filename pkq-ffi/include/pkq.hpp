@@ -14,7 +14,8 @@
 //
 // Handles are move-only; a moved-from handle is empty, and every call on an
 // empty handle returns PKQ_ERR_NULL (PKQ_ERR_NOT_LIVE for tickets and
-// batches). Thread safety is the C API's (pkq.h): a Runtime, a shared
+// batches), once its other arguments passed the C call's checks (a null
+// buffer or an unknown wait strategy is refused first). Thread safety is the C API's (pkq.h): a Runtime, a shared
 // Producer and a Pool from any number of threads; a Ticket, a Batch, a
 // State and an exclusive Producer from one thread at a time.
 #ifndef PKQ_HPP

@@ -39,7 +39,8 @@ unsafe impl Held for pkq_batch {
     }
 }
 
-/// How many tasks the batch holds, into `*len`. Never blocks.
+/// How many tasks the batch holds, into `*len` (0 for an empty batch,
+/// which returns `PKQ_ERR_NOT_LIVE`). Never blocks.
 ///
 /// # Safety
 /// `batch` points to a `pkq_batch`; `len` to a writable `size_t`.
@@ -48,6 +49,7 @@ pub unsafe extern "C" fn pkq_batch_len(batch: *mut pkq_batch, len: *mut usize) -
     call(|| {
         // SAFETY: the caller's contract.
         let len = unsafe { get_mut(len, "len") }?;
+        *len = 0;
         // SAFETY: as above.
         *len = unsafe { get_mut(batch, "batch") }?.live()?.len();
         Ok(pkq_status::PKQ_OK)

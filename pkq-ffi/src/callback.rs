@@ -33,9 +33,12 @@ unsafe impl Send for User {}
 /// Calls `callback(user, ...)` once with the ticket's result, when its task
 /// is done, and empties the ticket. It runs on the runtime's completion
 /// thread (one per lane; every callback of the lane on it, one after
-/// another: hand long work elsewhere), or at once on the calling thread if
-/// the task is already done or its result taken; a stall or a fault calls
-/// it with that error. Every callback registered before
+/// another: hand long work elsewhere), also for a task that completed
+/// before this call (the caller's `user` must outlive that call); at once
+/// on the calling thread, before this returns, only where no completion
+/// thread can take it: a ticket whose result was already taken, one whose
+/// runtime was destroyed, or an OS that refused the thread. A stall or a
+/// fault calls it with that error. Every callback registered before
 /// `pkq_runtime_destroy` has run when that returns. A callback must not
 /// wait for a task of its own runtime, nor destroy it. Null `callback`:
 /// `PKQ_ERR_NULL`, the ticket kept. Thread-safe per ticket.

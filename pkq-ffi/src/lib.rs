@@ -8,10 +8,16 @@
 //! The calling thread's last error message is kept for
 //! [`pkq_last_error`]. Nothing unwinds across the boundary.
 //!
-//! The submit and wait path allocates nothing and takes no lock of its own
-//! on success: a ticket lives in the caller's [`pkq_ticket`], the task's
-//! result is written into the caller's [`pkq_completion`]. (An error builds
-//! its message.)
+//! A single task's submit and wait (`pkq_submit`, `pkq_try_submit`,
+//! `pkq_wait`, `pkq_wait_timeout`, `pkq_poll`, and a producer's or pool's
+//! same calls) allocate nothing and take no lock of their own on success:
+//! a ticket lives in the caller's [`pkq_ticket`], the task's result is
+//! written into the caller's [`pkq_completion`]. (An error builds its
+//! message.) Others do: a batch keeps its tasks' results in memory of its
+//! own until they are taken, an IO task's output is taken from the device
+//! into pkq's memory before it is copied into the caller's buffer, and a
+//! parked wait (`PKQ_WAIT_PARK`) or a completion callback registers with
+//! the completion thread (an allocation and a lock).
 //!
 //! Thread safety: a runtime handle may be used from any number of threads
 //! at once, except [`pkq_runtime_destroy`], which no other call of that

@@ -124,10 +124,18 @@ impl Default for pkq_options {
     }
 }
 
+/// A size that ends inside a field is no version's: refused rather than
+/// read or write half a field (the 4-byte fields end on multiples of 4, the
+/// 8-byte ones from `state_memory` on multiples of 8).
+fn ends_inside_a_field(size: usize) -> bool {
+    !size.is_multiple_of(4) || (size > STATE_MEMORY_AT && size < PAST && !size.is_multiple_of(8))
+}
+
 /// Fills the `size` bytes at `options` with pkq's defaults: every field 0
 /// or null, `size` set to the bytes written (`size`, or this version's size
-/// of the struct if smaller). Pass `sizeof` of the caller's struct.
-/// Thread-safe.
+/// of the struct if smaller). Pass `sizeof` of the caller's struct; a size
+/// under 32 bytes, or one that ends inside a field (no version's), is
+/// `PKQ_ERR_INVALID_ARGUMENT`, nothing written. Thread-safe.
 ///
 /// # Safety
 /// `options` points to `size` writable bytes (or is null).
@@ -141,6 +149,12 @@ pub unsafe extern "C" fn pkq_options_init(options: *mut pkq_options, size: usize
             return Err(Fail::Status(
                 pkq_status::PKQ_ERR_INVALID_ARGUMENT,
                 format!("size is {size}: a pkq_options has at least {V1_SIZE} bytes"),
+            ));
+        }
+        if ends_inside_a_field(size) {
+            return Err(Fail::Status(
+                pkq_status::PKQ_ERR_INVALID_ARGUMENT,
+                format!("size is {size}: no version of pkq_options has that size"),
             ));
         }
         let n = size.min(std::mem::size_of::<pkq_options>());
@@ -177,11 +191,7 @@ pub(crate) unsafe fn read_options(options: *const pkq_options) -> Result<pkq_opt
             ),
         ));
     }
-    // A size that ends inside a field is no version's: refused rather
-    // than read half a field (the 4-byte fields end on multiples of 4, the
-    // 8-byte ones from `state_memory` on multiples of 8).
-    if !size.is_multiple_of(4) || (size > STATE_MEMORY_AT && size < PAST && !size.is_multiple_of(8))
-    {
+    if ends_inside_a_field(size) {
         return Err(Fail::Status(
             pkq_status::PKQ_ERR_INVALID_CONFIG,
             format!("options.size is {size}: no version of pkq_options has that size"),

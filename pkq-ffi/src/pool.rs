@@ -103,9 +103,12 @@ pub unsafe extern "C" fn pkq_pool_submit(
     })
 }
 
-/// `pkq_pool_submit` to the device of `key` while it serves (`pkq::Pool::keyed`):
-/// a key's tasks stay on one device, in order per ring. When that device
-/// stopped serving: `PKQ_ERR_NOT_SERVING`.
+/// `pkq_pool_submit` to the device of `key` (`pkq::Pool::keyed`): the same
+/// device for the same key while it serves (rendezvous hashing over the
+/// serving devices), so a key's tasks keep their order per ring. Once that
+/// device stopped serving, the key's tasks go to another serving device
+/// (a device taken out moves only its own keys); with none left:
+/// `PKQ_ERR_NO_SERVING_DEVICE`.
 ///
 /// # Safety
 /// As `pkq_pool_submit`.

@@ -84,8 +84,10 @@ pub unsafe extern "C" fn pkq_runtime_new_lanes(
 }
 
 /// `PKQ_OK` while the runtime serves; otherwise what ended it (a device
-/// fault, a stop, a stalled worker: `PKQ_ERR_STALLED`). Never blocks.
-/// Thread-safe.
+/// fault, a stop, a stalled worker: `PKQ_ERR_STALLED`). Where the driver
+/// reports a device fault that the runtime has not yet judged, it looks
+/// again until it has, for about 20 ms at most per lane; otherwise it
+/// returns at once. Thread-safe.
 ///
 /// # Safety
 /// `rt` is null or a live handle from `pkq_runtime_new`.
@@ -129,8 +131,9 @@ pub unsafe extern "C" fn pkq_runtime_cancel(rt: *const pkq_runtime) -> pkq_statu
 }
 
 /// Frees the runtime, shutting it down first if it runs: it blocks until its
-/// submitted tasks ran and the kernel exited (at most the stop timeout, 10
-/// s by default, then the kernel is left to exit; what ended it is not
+/// submitted tasks ran and the kernel exited (for each lane, at most the
+/// stop timeout for its tasks and again for its kernel, 10 s each by
+/// default, then the kernel is left to exit; what ended it is not
 /// reported: call `pkq_runtime_shutdown` first to learn it), and every
 /// completion callback of its tasks ran: none runs after this returns.
 /// Tickets, batches and states of its tasks stay valid: their results are

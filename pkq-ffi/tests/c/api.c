@@ -62,6 +62,11 @@ static void errors_without_a_runtime(void) {
     CHECK(last_error_is("options is null"));
     pkq_options o;
     CHECK_STATUS(pkq_options_init(&o, 4), PKQ_ERR_INVALID_ARGUMENT);
+    /* A size that ends inside a field is no version's: nothing written. */
+    memset(&o, 0xab, sizeof o);
+    CHECK_STATUS(pkq_options_init(&o, 33), PKQ_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(pkq_options_init(&o, 60), PKQ_ERR_INVALID_ARGUMENT);
+    CHECK(o.size == 0xabababab);
     CHECK_STATUS(pkq_options_init(&o, sizeof o), PKQ_OK);
     CHECK(o.size == sizeof o);
     CHECK(o.workers == 0 && o.wait == PKQ_WAIT_DEFAULT);
@@ -153,6 +158,8 @@ static void errors_without_a_runtime(void) {
     pkq_status st[1];
     CHECK_STATUS(pkq_submit_batch(NULL, PKQ_OP_ECHO, &word, 8, 1, 0, &b), PKQ_ERR_NULL);
     CHECK_STATUS(pkq_batch_len(&b, &n), PKQ_ERR_NOT_LIVE);
+    CHECK(n == 0);
+    n = 5;
     CHECK_STATUS(pkq_batch_poll(&b, &n), PKQ_ERR_NOT_LIVE);
     CHECK(n == 0);
     CHECK_STATUS(pkq_batch_wait(&b, 0, &c, st, 1), PKQ_ERR_NOT_LIVE);
