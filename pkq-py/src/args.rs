@@ -16,8 +16,8 @@ pub(crate) enum Bytes<'py> {
     Borrowed(Bound<'py, PyBytes>),
     /// An int's 8 bytes, little-endian.
     Word([u8; 8]),
-    /// `bytes(obj)` of another buffer (bytearray, memoryview, array,
-    /// NumPy array: its raw bytes in C order).
+    /// A copy of another buffer's bytes (bytearray, memoryview, array,
+    /// a NumPy array or scalar: its raw bytes in C order).
     Copied(Bound<'py, PyBytes>),
 }
 
@@ -34,8 +34,10 @@ impl Bytes<'_> {
 
 /// `obj` as argument bytes: `bytes` as is, an int as its 8 little-endian
 /// bytes (0 to 2**64 - 1, or a negative int down to -2**63 in two's
-/// complement), anything else through the buffer protocol (`bytes(obj)`).
-/// `None` is no bytes.
+/// complement), anything else through the buffer protocol (a copy of its
+/// bytes in C order, as `memoryview(obj).tobytes()`: a NumPy scalar or
+/// 0-d array is its dtype's bytes, `np.uint64(3)` the same 8 bytes as
+/// `3`). `None` is no bytes.
 #[inline]
 pub(crate) fn bytes_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bytes<'py>> {
     if let Ok(b) = obj.cast::<PyBytes>() {
@@ -55,7 +57,10 @@ pub(crate) fn bytes_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bytes<'py>> {
             "argument bytes: a str is not bytes (encode it first)",
         ));
     }
-    match py.get_type::<PyBytes>().call1((obj,)) {
+    // The buffer protocol, not `bytes(obj)`: that takes an object with
+    // `__index__` (a NumPy integer) for a count of zero bytes.
+    let copy = pyo3::types::PyMemoryView::from(obj).and_then(|m| m.call_method0("tobytes"));
+    match copy {
         Ok(b) => Ok(Bytes::Copied(b.cast_into::<PyBytes>()?)),
         Err(e) => Err(plain(
             py,

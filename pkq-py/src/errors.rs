@@ -162,7 +162,7 @@ const CLASSES: [Class; 28] = [
     },
     Class {
         name: "TaskError",
-        doc: "The device ran the task and its handler reported a failure: .status (1 unknown op, 2 bad arguments, 3 stopped, 16 and up a module's own), .status_name, .op (the op code) and, for a batch, .index (the task's position).",
+        doc: "The device ran the task and its handler reported a failure: .status (1 unknown op, 2 bad arguments, 3 stopped, 16 and up a module's own), .status_name, .op (the op code) and .index (the task's position in its batch; None for a single task).",
         also: Also::Nothing,
     },
     Class {
@@ -278,7 +278,8 @@ fn status_code(status: pkq::TaskStatus) -> i64 {
     }
 }
 
-/// A failed task as `pkq.TaskError`, with `.index` where it is a batch's.
+/// A failed task as `pkq.TaskError`, with `.index` its position where it is
+/// a batch's (None for a single task's).
 pub(crate) fn task_error(py: Python<'_>, t: pkq::TaskError, index: Option<usize>) -> PyErr {
     let mut msg = t.to_string();
     if let Some(i) = index {
@@ -297,9 +298,7 @@ pub(crate) fn task_error(py: Python<'_>, t: pkq::TaskError, index: Option<usize>
         ),
         ("op", t.op.0.into_pyobject(py).map(|o| o.into_any())),
     ];
-    if let Some(i) = index {
-        attrs.push(("index", i.into_pyobject(py).map(|o| o.into_any())));
-    }
+    attrs.push(("index", index.into_pyobject(py).map(|o| o.into_any())));
     let attrs: Vec<(&str, Bound<'_, PyAny>)> = attrs
         .into_iter()
         .filter_map(|(k, v)| v.ok().map(|v| (k, v)))

@@ -208,8 +208,15 @@ impl PyRuntime {
     /// worker is reported as `Stalled`, `io=(input_bytes, output_bytes)`
     /// IO areas per slot for `submit_io`, `module` a device module of your
     /// own (bytes or a path: fatbin, cubin or PTX) with `kernel` its kernel
-    /// name. Raises `NoDriver`, `NoDevice`, `KernelNotBuilt`,
-    /// `InvalidConfig`, `InvalidModule`, ... (subclasses of `pkq.Error`).
+    /// name. Limits (else `InvalidConfig`): `capacity` a power of two up to
+    /// 2**20; `workers` a power of two up to capacity x rings and pkq's
+    /// `MAX_WORKERS`; `rings` at most `workers`; each `io` area at most
+    /// 65536 bytes; `stall_after` at least 0.01 s. Raises `NoDriver`,
+    /// `NoDevice`, `KernelNotBuilt`, `InvalidConfig`, `InvalidModule`, ...
+    /// (subclasses of `pkq.Error`); before pkq sees them, an int setting
+    /// outside its type (negative, or past 2**32 for `pollers` and 2**64
+    /// for the others) raises Python's `OverflowError`, and a `module` path
+    /// that cannot be read the `OSError` of its reading.
     #[new]
     #[pyo3(signature = (
         device = 0, *, workers = None, pollers = None, rings = None, capacity = None,
@@ -279,9 +286,12 @@ impl PyRuntime {
 
     /// Submits one task of op `op` with raw argument bytes (`bytes`, any
     /// buffer, or an int as 8 little-endian bytes; at most `ARGS_BYTES`),
-    /// waiting while the ring is full, and returns its `Ticket`. The op
-    /// must be in the kernel's op table with that argument length
-    /// (`OpMismatch`), not dereference device addresses (`UncheckedOp`);
+    /// waiting while the ring is full, and returns its `Ticket`. An op the
+    /// kernel's op table lists must get its argument length (`OpMismatch`)
+    /// and not dereference device addresses (`UncheckedOp`); an op it does
+    /// not list is refused (`OpMismatch`) by a kernel of your own
+    /// (`module=`), and sent by pkq's, whose wait then raises `TaskError`
+    /// (status 1, unknown op). `op` past 65535 raises `OverflowError`;
     /// `Closed` after shutdown.
     #[pyo3(signature = (op, args = None))]
     fn submit(
@@ -516,8 +526,9 @@ pub(crate) fn kernel_built() -> bool {
     pkq::kernel_image().is_ok()
 }
 
-/// How many CUDA devices the driver reports (raises `NoDriver` without
-/// one).
+/// How many CUDA devices the driver reports: raises `NoDriver` without a
+/// driver, `NoDevice` where the driver sees no GPU (`CUDA_VISIBLE_DEVICES`
+/// empty, say), `CudaError` where it cannot tell.
 #[pyfunction]
 pub(crate) fn device_count(py: Python<'_>) -> PyResult<usize> {
     py.detach(pkq::device_count).py(py)

@@ -208,9 +208,19 @@ impl Awaiting {
     /// One step of the await: its value (as `StopIteration`), or the future
     /// to wait on.
     fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        if let Some(fut) = &self.fut {
-            // Resumed once the future is done: its result, or its error.
-            let r = fut.bind(py).call_method0("result")?;
+        if let Some(fut) = self.fut.take() {
+            let f = fut.bind(py);
+            if !f.call_method0("done")?.is_truthy()? {
+                // Stepped before the future is done (not by asyncio's
+                // task): it is still what to wait on.
+                let f = f.clone();
+                self.fut = Some(fut);
+                return Ok(f);
+            }
+            // Resumed once the future is done: its result, or its error;
+            // the await is over (a second one raises `TicketConsumed`, as
+            // for a task that was done within the first poll).
+            let r = f.call_method0("result")?;
             return Err(done(r));
         }
         let mut t = self.t.take().ok_or_else(|| consumed(py, "ticket"))?;
@@ -399,7 +409,9 @@ impl PyTicket {
     }
 
     /// `await ticket.wait_output_async()`: as `__await__`, for an IO task:
-    /// `(Completion, bytes)`. Returns an awaitable.
+    /// `(Completion, bytes)`. Returns an awaitable; call it in a running
+    /// loop (else `RuntimeError`, the ticket kept), and await it once (a
+    /// second await raises `TicketConsumed`).
     fn wait_output_async(&mut self, py: Python<'_>) -> PyResult<Awaiting> {
         self.awaiting(py, true)
     }

@@ -58,6 +58,13 @@ def test_task_args_numpy():
     assert pkq.task_args(a) == a.tobytes()
     # A strided view: its elements in order, as bytes(...) gives them.
     assert pkq.task_args(a[::2]) == a[::2].tobytes()
+    # NumPy scalars and 0-d arrays: their dtype's bytes (never bytes(n),
+    # which would be n zero bytes).
+    assert pkq.task_args(np.uint64(3)) == struct.pack("<Q", 3)
+    assert pkq.task_args(np.int64(-2)) == struct.pack("<q", -2)
+    assert pkq.task_args(np.uint32(7)) == struct.pack("<I", 7)
+    assert pkq.task_args(np.array(5, dtype="u8")) == struct.pack("<Q", 5)
+    assert pkq.task_args(np.float64(1.5)) == struct.pack("<d", 1.5)
 
 
 def test_too_many_arg_bytes_is_pkqs_error():
@@ -92,6 +99,9 @@ def test_bad_settings():
         pkq.Runtime(stall_after=-1.0)
     with pytest.raises(pkq.InvalidConfig):
         pkq.Runtime(stall_after=0.0)
+    # Under the 10 ms floor: the message names the setting given.
+    with pytest.raises(pkq.InvalidConfig, match="stall_after"):
+        pkq.Runtime(stall_after=0.0005)
     with pytest.raises((TypeError, ValueError)):
         pkq.Runtime(io=(1,))
     with pytest.raises(OverflowError):

@@ -256,6 +256,21 @@ def test_await_consumes_and_needs_a_loop(rt):
     assert asyncio.run(main()).value == 0
 
 
+def test_an_awaitable_awaited_twice_raises_either_way(rt):
+    # Done within the await's first poll, and delivered by the completion
+    # thread (a 5 ms spin): the second await of the same awaitable raises.
+    async def main(t):
+        aw = t.wait_output_async()  # in the running loop
+        c = await aw
+        with pytest.raises(pkq.TicketConsumed):
+            await aw
+        return c
+
+    for ns in (0, 5_000_000):
+        c, _ = asyncio.run(main(rt.submit(pkq.SPIN, ns)))
+        assert c.value >= ns
+
+
 def test_await_after_the_runtime_closed():
     async def main():
         r = pkq.Runtime()

@@ -33,7 +33,7 @@ def kernel_built() -> bool:
     """Whether this build carries pkq's kernel (nvcc was found when it was compiled)."""
 
 def device_count() -> int:
-    """How many CUDA devices the driver reports (raises NoDriver without one)."""
+    """How many CUDA devices the driver reports (NoDriver without a driver, NoDevice where it sees no GPU)."""
 
 def task_args(args: _Args = None) -> bytes:
     """The argument bytes a task of `args` carries, as submit converts them (PayloadTooLarge past ARGS_BYTES)."""
@@ -261,7 +261,7 @@ class TaskError(Error):
     status: int
     status_name: str
     op: int
-    index: int
+    index: int | None
 
 class DeviceFault(Error):
     """The kernel faulted."""
