@@ -48,6 +48,30 @@ fn invalid_settings_are_refused_before_the_driver_is_touched() {
 }
 
 #[test]
+fn host_buffers_past_what_memory_can_be_are_refused_before_the_driver() {
+    for (r, what) in [
+        (
+            pkq::HostBuffer::<u8>::new(0, usize::MAX).map(drop),
+            "usize::MAX bytes",
+        ),
+        (
+            pkq::HostBuffer::<u64>::new(0, usize::MAX / 8).map(drop),
+            "past isize::MAX bytes",
+        ),
+        (pkq::HostBuffer::<u8>::new(0, 0).map(drop), "no elements"),
+        (
+            pkq::HostBuffer::<()>::new(0, 5).map(drop),
+            "elements of no bytes",
+        ),
+    ] {
+        match r {
+            Err(Error::InvalidArgument(msg)) => assert!(!msg.is_empty()),
+            other => panic!("{what}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn no_gpu_is_an_error_not_a_panic() {
     let Err(why) = pkq::device_count().and_then(|n| {
         if n == 0 {

@@ -586,7 +586,8 @@ enum pkq_status pkq_runtime_cancel(const struct pkq_runtime *rt);
 void pkq_runtime_destroy(struct pkq_runtime *rt);
 
 // A state of `len` bytes (at least 1) holding a copy of `init`, in the
-// runtime's state memory (`state_memory`; the copy is waited for here);
+// runtime's state memory (its first lane's: `state_memory`; the copy is
+// waited for here);
 // `*out` its handle, null on failure. Refuses an empty state
 // (`PKQ_ERR_INVALID_ARGUMENT`) and a runtime without room for it
 // (`PKQ_ERR_INVALID_CONFIG`). Thread-safe.

@@ -23,7 +23,8 @@ pub struct pkq_state {
 const MAX_STATE_ARGS: usize = 32;
 
 /// A state of `len` bytes (at least 1) holding a copy of `init`, in the
-/// runtime's state memory (`state_memory`; the copy is waited for here);
+/// runtime's state memory (its first lane's: `state_memory`; the copy is
+/// waited for here);
 /// `*out` its handle, null on failure. Refuses an empty state
 /// (`PKQ_ERR_INVALID_ARGUMENT`) and a runtime without room for it
 /// (`PKQ_ERR_INVALID_CONFIG`). Thread-safe.

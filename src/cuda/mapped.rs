@@ -44,7 +44,10 @@ impl MappedBuffer {
         if cfg!(loom) {
             return Err(DriverError(sys::CUresult::CUDA_ERROR_NOT_SUPPORTED));
         }
-        let bytes = words.max(1) * 8;
+        let bytes = words
+            .max(1)
+            .checked_mul(8)
+            .ok_or(DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY))?;
         let mut host = std::ptr::null_mut();
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
         // SAFETY: `host` is a valid out-pointer; the driver returns page-aligned memory.

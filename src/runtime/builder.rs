@@ -370,7 +370,9 @@ impl Builder {
     /// runtime starts (before its kernel: nothing is allocated on the
     /// device while it runs) and kept until the runtime and its last state
     /// are gone; each state takes its size rounded up to 256 bytes. Default
-    /// 1 MiB; 0 for none.
+    /// 1 MiB; 0 for none. Per lane: a lane added with [`Builder::add_lane`]
+    /// has its own, of its own builder's size, and serves only the states
+    /// made from it.
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn state_memory(mut self, bytes: usize) -> Self {
         self.state_bytes = bytes;

@@ -88,18 +88,25 @@ impl Lane {
 
 impl<T: Pod> HostBuffer<T> {
     /// `len` zeroed elements of `T` (at least one element of at least one
-    /// byte, else [`Error::InvalidArgument`]) in device `device`'s primary
+    /// byte, and at most `isize::MAX` bytes, else
+    /// [`Error::InvalidArgument`], before the driver is asked) in device
+    /// `device`'s primary
     /// context, where pkq's runtimes run (before or while they run).
     /// Allocating pinned memory may take milliseconds: make buffers up
     /// front and reuse them.
     pub fn new(device: usize, len: usize) -> Result<Self> {
         let size = std::mem::size_of::<T>();
-        let bytes = len.checked_mul(size).filter(|&b| b > 0).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "a host buffer holds at least one element of at least one byte, \
-                 and at most usize::MAX bytes (asked: {len} of {size} bytes)"
-            ))
-        })?;
+        // At most isize::MAX bytes: what a slice can cover (and its words,
+        // rounded up, still fit a usize).
+        let bytes = len
+            .checked_mul(size)
+            .filter(|&b| b > 0 && b <= isize::MAX as usize)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "a host buffer holds at least one element of at least one byte, \
+                     and at most isize::MAX bytes (asked: {len} of {size} bytes)"
+                ))
+            })?;
         // pkq's own handle (cudarc's event tracking off: a first stream of a
         // tracking handle synchronizes the context, which waits for every
         // resident kernel there). Page-aligned memory: any Pod type's

@@ -103,11 +103,16 @@ impl Shared {
     }
 
     /// [`Shared::check`] as a submit reports it: after shutdown the latched
-    /// reason is "shut down", so say [`Error::Closed`].
+    /// reason is "shut down", so say [`Error::Closed`]; a device fault stays
+    /// what every later call says, also once the stop it led to closed the
+    /// rings.
     #[inline]
     pub(crate) fn check_open(&self) -> Result<()> {
-        self.check()
-            .map_err(|e| if self.is_closed() { Error::Closed } else { e })
+        self.check().map_err(|e| match e {
+            Error::DeviceFault(_) => e,
+            _ if self.is_closed() => Error::Closed,
+            _ => e,
+        })
     }
 
     /// A caller's look at the runtime while its task is pending, which

@@ -30,9 +30,10 @@ use crate::runtime::submit::Submit;
 use crate::runtime::ticket::Completion;
 
 /// An array of `S` in device memory, for ops on state ([`StateOp`]): made by
-/// [`Lane::state`] from the runtime's state memory, used by
-/// [`Lane::call_on_state`]; its memory goes back to the runtime when it
-/// is dropped.
+/// [`Lane::state`] from its lane's state memory (each lane of a runtime
+/// has its own: [`Builder::state_memory`](crate::Builder::state_memory)),
+/// used by [`Lane::call_on_state`] of that lane; its memory goes back to
+/// the lane when it is dropped.
 ///
 /// ```no_run
 /// # fn main() -> pkq::Result<()> {
@@ -127,8 +128,8 @@ impl<S: Pod> DeviceState<S> {
 }
 
 impl Lane {
-    /// A state holding a copy of `init` (at least one element), in the
-    /// runtime's state memory, for ops on state: the copy is waited for
+    /// A state holding a copy of `init` (at least one element), in this
+    /// lane's state memory, for ops on state: the copy is waited for
     /// here, once, never per call. Refuses an empty `init`, a zero-sized
     /// `S`, or an `S` aligned to more than 256 bytes
     /// ([`Error::InvalidArgument`]); a runtime with no state memory, or
@@ -154,7 +155,7 @@ impl Lane {
         let bytes = std::mem::size_of_val(init);
         let offset = arena.free.take(bytes).ok_or_else(|| {
             Error::InvalidConfig(format!(
-                "no {bytes} bytes left of the runtime's state memory (Builder::state_memory)"
+                "no {bytes} bytes left of the lane's state memory (Builder::state_memory)"
             ))
         })?;
         let state = DeviceState {
@@ -176,7 +177,7 @@ impl Lane {
     /// ([`Error::OpMismatch`]); arguments that do not fit a slot after the
     /// state's address and length ([`Error::PayloadTooLarge`]), or whose
     /// type is aligned to more than 8 bytes ([`Error::InvalidArgument`]); a state of
-    /// another runtime ([`Error::InvalidArgument`]); a ring held by an
+    /// another lane, of this runtime or another ([`Error::InvalidArgument`]); a ring held by an
     /// exclusive producer, as for every call of the runtime's own
     /// ([`Error::RingHeld`]);
     /// after shutdown or cancel, [`Error::Closed`]. A handler's failure is
@@ -256,7 +257,7 @@ impl Lane {
             .is_some_and(|a| Arc::ptr_eq(a, &state.arena))
         {
             return Err(Error::InvalidArgument(format!(
-                "{}: the state is another runtime's",
+                "{}: the state is another lane's (of this runtime or another)",
                 op.name()
             )));
         }

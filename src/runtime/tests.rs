@@ -183,6 +183,29 @@ fn huge_durations_never_panic() {
 }
 
 #[test]
+fn submits_after_a_fault_are_the_fault_also_once_closed() {
+    // A device fault latched, then the stop a call on borrowed buffers
+    // makes (which closes the rings): later calls say the fault, not Closed.
+    let rt = soft(Runtime::builder().capacity(4).workers(1));
+    let fault = Error::DeviceFault("CUDA_ERROR_ILLEGAL_ADDRESS".into());
+    let _ = rt.shared.device.fail(fault);
+    let _ = rt.shared.stop(false);
+    assert!(rt.shared.is_closed());
+    assert!(matches!(
+        rt.submit(NOP.args(&())),
+        Err(Error::DeviceFault(_))
+    ));
+    assert!(matches!(
+        rt.try_submit(NOP.args(&())),
+        Err(Error::DeviceFault(_))
+    ));
+    assert!(matches!(
+        rt.submit(ECHO.batch(&[1u64])),
+        Err(Error::DeviceFault(_))
+    ));
+}
+
+#[test]
 fn submits_after_close_are_closed() {
     for cancel in [false, true] {
         let rt = soft(Runtime::builder().capacity(4).workers(1));
