@@ -196,8 +196,8 @@ const _: () = {
 pub const NOP: TypedOp<()> = TypedOp::new(OP_NOP, "NOP");
 /// Returns its argument word unchanged: for round trips and tests. Its
 /// handler takes up to 48 bytes (shorter arguments zero-filled), so any
-/// argument type of up to 48 bytes matches it: [`ECHO_48`] declares all six
-/// words.
+/// argument type of up to 48 bytes aligned to at most 8 matches it:
+/// [`ECHO_48`] declares all six words.
 pub const ECHO: TypedOp<u64> = TypedOp::new(OP_ECHO, "ECHO");
 /// [`ECHO`] with its whole payload: returns the six words folded into one
 /// ([`echo_fold`]), so that every bit of the payload reaches the result.

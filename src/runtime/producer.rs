@@ -190,7 +190,14 @@ impl Lane {
     /// [`Runtime::cancel`](crate::Runtime::cancel) began ([`Error::Closed`]).
     pub fn exclusive_producer_on(&self, ring: usize) -> Result<ExclusiveProducer<'_>> {
         let shared = self.producer_on(ring)?;
-        shared.ring.queue().hold()?;
+        shared
+            .ring
+            .queue()
+            .hold()
+            .map_err(|r| match Error::from(r) {
+                Error::Closed => self.shared.closed(),
+                e => e,
+            })?;
         Ok(Producer {
             lane: self,
             ring: shared.ring,

@@ -67,7 +67,9 @@ pub(crate) mod sealed {
 /// # Ok(()) }
 /// ```
 ///
-/// Every submit refuses, with nothing submitted: argument bytes that do
+/// Every submit refuses, with nothing submitted (the task's own checks,
+/// of its sizes and declaration, before the ring's state: closed, held),
+/// argument bytes that do
 /// not fit a slot (over 48; over 8 for a packed task:
 /// [`Error::PayloadTooLarge`]); a declaration or raw arguments the kernel's
 /// op table disagrees with, and in a module of your own an op its table
@@ -79,7 +81,8 @@ pub(crate) mod sealed {
 /// ([`Error::InvalidArgument`]: split it), a pack on a lane of blocks or
 /// groups ([`Error::InvalidArgument`]; see [`Width`](crate::Width)); an op
 /// its lane's width does not serve ([`Error::OpMismatch`]); after shutdown or cancel began,
-/// [`Error::Closed`] (an empty run too); a ring an
+/// [`Error::Closed`] (an empty run too), or the latched
+/// [`Error::DeviceFault`] where a fault led to the stop; a ring an
 /// [`ExclusiveProducer`](crate::ExclusiveProducer) holds, from anyone else
 /// ([`Error::RingHeld`], an empty run too). A pool adds its own
 /// ([`Pool`](crate::Pool)).
@@ -312,6 +315,8 @@ fn no_room<R: RingAccess>(ring: RingPtr, slots: usize, room: Room) -> Result<u64
             || match try_reserve::<R>(queue, slots) {
                 Ok(seq) => Some(Ok(seq)),
                 Err(Refusal::Full) => None,
+                // Closed while it waited: by a stop a fault led to, maybe.
+                Err(Refusal::Closed) => Some(Err(ring.shared().closed())),
                 Err(r) => Some(Err(r.into())),
             },
         )?

@@ -203,6 +203,10 @@ fn submits_after_a_fault_are_the_fault_also_once_closed() {
         rt.submit(ECHO.batch(&[1u64])),
         Err(Error::DeviceFault(_))
     ));
+    assert!(matches!(
+        rt.exclusive_producer_on(0),
+        Err(Error::DeviceFault(_))
+    ));
 }
 
 #[test]
