@@ -108,26 +108,21 @@ impl Shared {
     /// rings.
     #[inline]
     pub(crate) fn check_open(&self) -> Result<()> {
-        self.check_latched()
-    }
-
-    /// Why a closed ring refused: the latched device fault where there is
-    /// one ([`Shared::check_open`]), else [`Error::Closed`].
-    #[cold]
-    pub(crate) fn closed(&self) -> Error {
-        match self.check() {
-            Err(e @ Error::DeviceFault(_)) => e,
-            _ => Error::Closed,
-        }
-    }
-
-    #[inline]
-    fn check_latched(&self) -> Result<()> {
         self.check().map_err(|e| match e {
             Error::DeviceFault(_) => e,
             _ if self.is_closed() => Error::Closed,
             _ => e,
         })
+    }
+
+    /// Why a closed ring refused: the latched device fault where there is
+    /// one (as [`Shared::check_open`] says it), else [`Error::Closed`].
+    #[cold]
+    pub(crate) fn closed(&self) -> Error {
+        self.check()
+            .err()
+            .filter(|e| matches!(e, Error::DeviceFault(_)))
+            .unwrap_or(Error::Closed)
     }
 
     /// A caller's look at the runtime while its task is pending, which
