@@ -510,6 +510,13 @@
  *     each block adds one per crossing, as ARRIVALS, and waits until it is
  *     `blocks` times its crossings so far (every block crosses the same
  *     barriers of every task, so the count never needs a reset).
+ *   PRESENT (line 3, beside ABANDONED): a GPU-scope add of one by block
+ *     r > 0 when it starts; the poller waits until it is (blocks - 1), with
+ *     acquire loads, before it serves (and so before its worker reports
+ *     RUNNING): a worker whose blocks are not all resident (other kernels
+ *     hold the SMs) never reports in, so the start ends in a timeout rather
+ *     than with tasks handed to blocks that are not there. Blocks that
+ *     become resident after a stop find GEN at PKQ_GROUP_QUIT and leave.
  *   SCRATCH (from line 4, PKQ_GROUP_SCRATCH_BYTES): the group's own device
  *     memory for its handlers (Context::scratch), e.g. per-block partials.
  * Inside a block the task goes from warp 0 to the other warps through
@@ -517,8 +524,8 @@
  * barrier 0 is the handlers' (Context::sync_block). All three are used in
  * the non-aligned form (barrier.sync): block 0's warp 0 reaches them from
  * another instruction than its other warps.
- * Every wait on these words exits: the poller's wait for ARRIVALS and the
- * group barrier's read the poller's stop word every PKQ_GROUP_STOP_SPINS
+ * Every wait on these words exits: the poller's waits for PRESENT and
+ * ARRIVALS and the group barrier's read the poller's stop word every PKQ_GROUP_STOP_SPINS
  * spins, and blocks 1.. leave on PKQ_GROUP_QUIT, which the poller stores
  * when it leaves its loop. A wait that gave up on a stop leaves the group
  * abandoned: ABANDONED (line 3) set to 1 by that block (the only value
@@ -533,6 +540,7 @@
 #define PKQ_GROUP_OFF_ARRIVALS 128
 #define PKQ_GROUP_OFF_BARRIER 256
 #define PKQ_GROUP_OFF_ABANDONED 384
+#define PKQ_GROUP_OFF_PRESENT 448
 #define PKQ_GROUP_OFF_SCRATCH 512
 #define PKQ_GROUP_SCRATCH_BYTES 8192
 #define PKQ_GROUP_QUIT 0x8000000000000000 /* u64 */

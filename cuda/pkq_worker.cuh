@@ -1092,7 +1092,15 @@ __device__ __forceinline__ void run_group(const pkq_params& p, const Handlers& h
         task.quit = 0;
     }
     __syncthreads();
+    if (rank != 0 && threadIdx.x == 0) add_release_gpu(group_word(&group, PKQ_GROUP_OFF_PRESENT), 1);
     if (rank == 0 && threadIdx.x < 32) {
+        // Every block of the group resident before the worker reports in
+        // (PRESENT in pkq_layout.h). A stop ends the wait: serve() then
+        // reads it and leaves at once.
+        if (p.group_blocks > 1) {
+            if ((threadIdx.x & 31) == 0) (void)wait_at_least(&group, PKQ_GROUP_OFF_PRESENT, p.group_blocks - 1);
+            __syncwarp();
+        }
         const GroupHandlers<Handlers> around{handlers, &task, &group, &handed};
         serve(p, worker, 0, &claims[0], &dones[0], &leavings[0], &scratch[0], nullptr, &helps[0], nullptr,
               around);

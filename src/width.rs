@@ -62,7 +62,11 @@ pub enum Width {
     /// other kernels while it runs, including those the driver runs for
     /// some copies and memsets (`alloc_zeros`, `memset_zeros`), which then
     /// wait for it to stop; allocate and fill buffers before it starts,
-    /// or fill them with copies or pkq's own MEMSET.
+    /// or fill them with copies or pkq's own MEMSET. A worker reports in
+    /// only once every block of its group is resident: where other kernels
+    /// hold the SMs its blocks need, `build` waits for them up to
+    /// [`Builder::start_timeout`](crate::Builder::start_timeout), then
+    /// returns [`Error::KernelTimeout`](crate::Error::KernelTimeout).
     Group {
         /// Blocks of the group (0: one per SM).
         blocks: u32,

@@ -13,6 +13,7 @@ pub(crate) const TESTS: &[Test] = tests![
     wide_lanes_stop_with_tasks_in_flight,
     wide_calls_cut_short_return_once_the_kernel_stopped,
     wide_task_past_the_stall_bound,
+    a_group_lane_whose_blocks_cannot_all_be_resident_does_not_start,
     host_buffers_random_vs_cpu,
     host_buffer_copies_on_its_stream_come_first,
 ];
@@ -265,6 +266,66 @@ pub(crate) fn wide_lanes_stop_with_tasks_in_flight() {
         assert!(t0.elapsed() < Duration::from_secs(10));
     }
     drop(x);
+}
+
+/// A group lane whose blocks cannot all become resident (another
+/// runtime's group holds every SM but one) does not start: its build ends
+/// in `KernelTimeout`, rather than returning a lane whose block 0 serves
+/// and hands tasks to a block that is not there (waits then say `Stalled`
+/// and safe calls never return). Once the other runtime is gone, groups
+/// start and serve as before.
+pub(crate) fn a_group_lane_whose_blocks_cannot_all_be_resident_does_not_start() {
+    let sms = pkq::device_info(0).unwrap().multiprocessors as u32;
+    let group = |blocks| {
+        Runtime::builder()
+            .width(Width::Group { blocks, warps: 8 })
+            .capacity(64)
+    };
+    // The test's premise: one block of 8 warps per SM at most (the
+    // kernel's registers), so a group of sms - 1 blocks leaves one SM.
+    match group(sms + 1).build() {
+        Err(Error::InvalidConfig(msg)) if msg.contains("resident at once") => {}
+        other => panic!(
+            "premise: {} blocks of 8 warps are not refused: {other:?}",
+            sms + 1
+        ),
+    }
+    let holder = group(sms - 1).build().unwrap();
+    holder
+        .submit(GROUP_EMPTY.args(&()))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let t0 = Instant::now();
+    let built = group(2)
+        .start_timeout(Duration::from_secs(2))
+        .stop_timeout(Duration::from_millis(500))
+        .build();
+    let took = t0.elapsed();
+    match built {
+        Err(Error::KernelTimeout(_)) => {}
+        other => {
+            // Let the missing block in before anything waits on it.
+            holder.shutdown().unwrap();
+            if let Ok(rt) = &other {
+                let _ = rt.shutdown();
+            }
+            panic!("a group missing a block: expected KernelTimeout, got {other:?}");
+        }
+    }
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    // The holder still serves; once it is gone, a group of two starts.
+    holder
+        .submit(GROUP_EMPTY.args(&()))
+        .unwrap()
+        .wait()
+        .unwrap();
+    holder.shutdown().unwrap();
+    let rt = group(2).build().unwrap();
+    for _ in 0..100 {
+        rt.submit(GROUP_EMPTY.args(&())).unwrap().wait().unwrap();
+    }
+    rt.shutdown().unwrap();
 }
 
 /// A call on borrowed buffers (`Lane::call_on_buffers`) on a lane of
