@@ -2,10 +2,12 @@
 //! runtime) from Rust, C, C++ and Python (sync and asyncio), beside a CuPy
 //! `RawKernel` launch + stream sync and a PyTorch op + stream sync: what a
 //! Python user would otherwise pick. Each language runs in a fresh process
-//! of its own (Rust's: this program started again), one after another, for
-//! `--rounds` rounds (their samples pooled), its thread pinned to the last
-//! core once its runtime runs, timed by its language's monotonic clock. One run, on a GPU host with the programs
-//! the GPU bundle builds (`scripts/gpu-bundle.sh`) and the wheel installed:
+//! of its own (Rust's: this program started again), one after another in
+//! an order drawn afresh each round, for `--rounds` rounds (their samples
+//! pooled), its thread pinned to the last core once its runtime runs, timed
+//! by its language's monotonic clock. One run, on a GPU host with the
+//! programs the GPU bundle builds (`scripts/gpu-bundle.sh`) and the wheel
+//! installed:
 //!
 //!     bindings --c round_trip_c --cpp round_trip_cpp \
 //!       --python "python3 pkq-py/bench/round_trip.py" \
@@ -23,6 +25,7 @@ use std::time::Instant;
 use clap::Parser;
 use pkq::builtin::NOP;
 use pkq::{Runtime, Submit};
+use pkq_bench::rng::Rng;
 use pkq_bench::support::{Latency, at_least_one, pin, plot_percentiles, report, write_json};
 use serde_json::json;
 
@@ -36,13 +39,15 @@ struct Args {
     /// process's driver settles over the first tens of milliseconds.
     #[arg(long, default_value_t = 20_000)]
     warmup: usize,
-    /// Rounds over the languages (their samples pooled per row), each
-    /// starting one language further on: drift of the machine over the run,
-    /// and what differs between one process and the next (where its rings
-    /// land), reach every row alike. One process's p50 spreads over more
-    /// than the languages differ by (each row says how far:
-    /// `process_p50_min_us`, `process_p50_max_us`), so many short rounds
-    /// pin a row's p50 down better than a few long ones.
+    /// Rounds over the languages (their samples pooled per row), each in
+    /// an order of its own (a seeded shuffle: every language comes first,
+    /// last, and after each other one alike): drift of the machine over the
+    /// run, what a process leaves behind for the next, and what differs
+    /// between one process and the next (where its rings land) reach every
+    /// row alike. One process's p50 spreads over more than the languages
+    /// differ by (each row says how far: `process_p50_min_us`,
+    /// `process_p50_max_us`), so many short rounds pin a row's p50 down
+    /// better than a few long ones.
     #[arg(long, default_value_t = 48, value_parser = at_least_one)]
     rounds: usize,
     /// The C program (pkq-bench/bindings/round_trip.c, built).
@@ -99,10 +104,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Each row's p50 in each process (one a round).
     let mut spread: Vec<Vec<f64>> = vec![Vec::new(); ROWS.len()];
     let mut absent: Vec<String> = Vec::new();
+    let mut rng = Rng(0x5eed_b1d5);
     for round in 0..args.rounds {
-        println!("round {}", round + 1);
-        for step in 0..3 {
-            match (round + step) % 3 {
+        // Rust, C, C++, Python, in a fresh order (Fisher-Yates).
+        let mut order = [0, 1, 2, 3];
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        println!("round {} (order {order:?})", round + 1);
+        for step in order {
+            match step {
                 0 => {
                     let out = dir.join("0.txt");
                     run(Command::new(std::env::current_exe()?)
@@ -120,18 +131,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     note(&l, &mut spread[0]);
                     rows[0].absorb(&l);
                 }
-                1 => {
-                    for (k, program) in [(1, &args.c), (2, &args.cpp)] {
-                        let out = dir.join(format!("{k}.txt"));
-                        run(Command::new(program)
-                            .arg(args.samples.to_string())
-                            .arg(args.warmup.to_string())
-                            .arg(&out))?;
-                        let mut l = Latency::new(ROWS[k]);
-                        read_samples(&out, &mut l)?;
-                        note(&l, &mut spread[k]);
-                        rows[k].absorb(&l);
-                    }
+                1 | 2 => {
+                    let program = if step == 1 { &args.c } else { &args.cpp };
+                    let out = dir.join(format!("{step}.txt"));
+                    run(Command::new(program)
+                        .arg(args.samples.to_string())
+                        .arg(args.warmup.to_string())
+                        .arg(&out))?;
+                    let mut l = Latency::new(ROWS[step]);
+                    read_samples(&out, &mut l)?;
+                    note(&l, &mut spread[step]);
+                    rows[step].absorb(&l);
                 }
                 _ => python(
                     &args,
