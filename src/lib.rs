@@ -83,7 +83,7 @@ pub use cudarc;
 pub use error::{Error, Result, TaskError, TaskStatus};
 pub use op::Op;
 pub use ops::{StateOp, Task, Tasks, TypedOp};
-pub use pool::{Keyed, Pool, PoolBuilder, Routing};
+pub use pool::{Keyed, MAX_POOL_DEVICES, Pool, PoolBuilder, Routing};
 #[doc(hidden)]
 pub use runtime::live_lanes;
 pub use runtime::{

@@ -38,6 +38,13 @@ pub struct PoolBuilder {
     routing: Routing,
 }
 
+/// A set of a pool's members by index (bit i: member i), for the
+/// devices one submit found held: a pool has at most [`MAX_POOL_DEVICES`].
+type Held = u128;
+
+/// The most devices a pool has.
+pub const MAX_POOL_DEVICES: usize = Held::BITS as usize;
+
 /// One device of a pool.
 struct Member {
     device: usize,
@@ -59,7 +66,8 @@ struct Member {
 /// a task marked [`Task::unchecked`](crate::Task::unchecked) whose handler
 /// may dereference device addresses (they are one device's: submit it to
 /// [`Pool::for_buffer`] or [`Pool::runtime`]; [`Error::InvalidArgument`]),
-/// and [`Error::NoServingDevice`] once no device serves. A device that
+/// and [`Error::NoServingDevice`] once no device serves (before the task's
+/// own checks, which a serving device's runtime makes). A device that
 /// faults or stops is taken out: its tickets report the error
 /// ([`Error::DeviceFault`], ...), the pool routes to the others, and
 /// [`Pool::serving`] lists those left. (The driver reports a fault on every
@@ -71,9 +79,10 @@ struct Member {
 ///
 /// A device whose ring a thread submits to is held by an
 /// [`ExclusiveProducer`](crate::ExclusiveProducer) (taken through
-/// [`Pool::runtime`]) is passed over by that thread's routed submits, which
-/// return [`Error::RingHeld`] only where every serving device's ring is
-/// held; a keyed submit stays on its key's device and returns it.
+/// [`Pool::runtime`]) is passed over by that thread's routed submits (the
+/// routing chooses among the other serving devices), which return
+/// [`Error::RingHeld`] only where every serving device's ring is held; a
+/// keyed submit stays on its key's device and returns it.
 ///
 /// Where the host has several NUMA nodes, each device's runtime is built on
 /// a thread pinned to the CPUs of the node its PCI slot hangs off (so its
@@ -100,6 +109,28 @@ pub struct Pool {
     nodes: usize,
 }
 
+/// Refuses a pool's device list: empty, an index named twice, or more
+/// than [`MAX_POOL_DEVICES`] ([`Error::InvalidConfig`]).
+fn check_devices(devices: &[usize]) -> Result<()> {
+    if devices.is_empty() {
+        return Err(Error::InvalidConfig(
+            "a pool needs at least one device".into(),
+        ));
+    }
+    if devices.len() > MAX_POOL_DEVICES {
+        return Err(Error::InvalidConfig(format!(
+            "a pool has at most {MAX_POOL_DEVICES} devices (got {})",
+            devices.len()
+        )));
+    }
+    for (i, d) in devices.iter().enumerate() {
+        if devices[..i].contains(d) {
+            return Err(Error::InvalidConfig(format!("device {d} is named twice")));
+        }
+    }
+    Ok(())
+}
+
 impl Default for PoolBuilder {
     fn default() -> Self {
         Self {
@@ -112,7 +143,8 @@ impl Default for PoolBuilder {
 
 impl PoolBuilder {
     /// The devices (default: every device the driver reports). Each index
-    /// once; an empty list, a repeated or absent index is refused at build.
+    /// once, at most [`MAX_POOL_DEVICES`]; an empty list, a repeated or absent
+    /// index is refused at build.
     pub fn devices(mut self, devices: &[usize]) -> Self {
         self.devices = Some(devices.to_vec());
         self
@@ -132,27 +164,22 @@ impl PoolBuilder {
     }
 
     /// Starts a runtime on every device. Errors: [`Error::InvalidConfig`]
-    /// (no device, a device twice, or a runtime setting out of range),
+    /// (no device, a device twice, more than [`MAX_POOL_DEVICES`], or a runtime
+    /// setting out of range: the device list named is checked first),
     /// [`Error::DeviceOutOfRange`], and every error of
     /// [`Builder::build`]; the runtimes already started are stopped.
     pub fn build(self) -> Result<Pool> {
-        // What every runtime's build refuses before the driver, refused
-        // before the pool asks it for the devices.
+        // The list named, then what every runtime's build refuses before
+        // the driver, refused before the pool asks it for the devices.
+        if let Some(d) = &self.devices {
+            check_devices(d)?;
+        }
         self.runtime.check_before_driver()?;
         let devices = match self.devices {
             Some(d) => d,
             None => (0..crate::cuda::driver::device_count()?).collect(),
         };
-        if devices.is_empty() {
-            return Err(Error::InvalidConfig(
-                "a pool needs at least one device".into(),
-            ));
-        }
-        for (i, d) in devices.iter().enumerate() {
-            if devices[..i].contains(d) {
-                return Err(Error::InvalidConfig(format!("device {d} is named twice")));
-            }
-        }
+        check_devices(&devices)?;
         let nodes = numa::nodes();
         let mut members = Vec::with_capacity(devices.len());
         for &device in &devices {
@@ -352,50 +379,29 @@ impl Pool {
 
     /// Submits with `submit` to the routed device, counting `n` tasks in
     /// its load (`count` attaches the load to what was submitted); a device
-    /// found dead is taken out and the next one tried.
+    /// found dead is taken out and the next one tried, and a device whose
+    /// ring this thread finds held is passed over for this submit, the
+    /// routing choosing among the rest.
     fn routed<T>(
         &self,
         n: usize,
         submit: impl Fn(&Runtime) -> Result<T>,
         count: impl Fn(T, InFlight) -> T,
     ) -> Result<T> {
+        // Bit i: member i refused this submit with `RingHeld`.
+        let mut held: Held = 0;
+        // This submit's turn, drawn once (`pick`).
+        let mut turn = None;
         loop {
-            let m = self.pick()?;
+            let (i, m) = self.pick(held, &mut turn)?;
             match submit(&m.rt) {
                 Ok(t) => return Ok(count(t, InFlight::add(&m.load, n))),
                 // The device serves, but an exclusive producer holds the
                 // ring this thread submits to there: another may take it.
-                Err(Error::RingHeld) if self.still_serving(m) => {
-                    return self.around(m, n, &submit, &count);
-                }
+                Err(Error::RingHeld) if self.still_serving(m) => held |= 1 << i,
                 Err(e) => self.after_failure(m, e)?,
             }
         }
-    }
-
-    /// A submit that device `held` refused with [`Error::RingHeld`]: to the
-    /// other serving devices in turn, to the first that takes it;
-    /// `RingHeld` if each of them refuses it so too.
-    fn around<T>(
-        &self,
-        held: &Member,
-        n: usize,
-        submit: &impl Fn(&Runtime) -> Result<T>,
-        count: &impl Fn(T, InFlight) -> T,
-    ) -> Result<T> {
-        for m in self.members.iter().filter(|m| !std::ptr::eq(*m, held)) {
-            if !self.still_serving(m) {
-                continue;
-            }
-            match submit(&m.rt) {
-                Ok(t) => return Ok(count(t, InFlight::add(&m.load, n))),
-                Err(Error::RingHeld) => {}
-                // The task's own error (a device found dead: the next).
-                Err(e) if self.still_serving(m) => return Err(e),
-                Err(_) => {}
-            }
-        }
-        Err(Error::RingHeld)
     }
 
     /// After a submit to `m` failed with `e`: `Ok` to try another device
@@ -411,17 +417,13 @@ impl Pool {
         Ok(())
     }
 
-    /// The routed device (no allocation: this is on every submit).
-    fn pick(&self) -> Result<&Member> {
-        let n = self.members.len();
-        if n == 1 {
-            let m = &self.members[0];
-            return if self.still_serving(m) {
-                Ok(m)
-            } else {
-                Err(Error::NoServingDevice)
-            };
-        }
+    /// The routed device and its index (no allocation: this is on every
+    /// submit), among the serving devices not in `held` (bit i: member i);
+    /// [`Error::RingHeld`] where every serving device is. `turn`: the
+    /// submit's place in the rotation, drawn at its first pick and kept for
+    /// the next, so that a device passed over does not move the rotation on
+    /// twice.
+    fn pick(&self, held: Held, turn: &mut Option<usize>) -> Result<(usize, &Member)> {
         let load = |m: &Member| m.load.load(Ordering::Relaxed);
         // The serving devices (those found dead are taken out here).
         let serving = self
@@ -432,38 +434,40 @@ impl Pool {
         if serving == 0 {
             return Err(Error::NoServingDevice);
         }
-        if self.routing == Routing::PowerOfTwo && serving > 1 {
+        // Those this submit may go to, in member order.
+        let open = || {
+            self.members
+                .iter()
+                .enumerate()
+                .filter(move |(i, m)| held >> i & 1 == 0 && m.serving.load(Ordering::Relaxed))
+        };
+        let left = open().count();
+        if left == 0 {
+            return Err(Error::RingHeld);
+        }
+        if left == 1 {
+            return open().next().ok_or(Error::NoServingDevice);
+        }
+        if self.routing == Routing::PowerOfTwo {
             let r = self.random();
-            let i = (r % serving as u64) as usize;
-            // Two different serving devices.
-            let j = (i + 1 + ((r >> 32) % (serving as u64 - 1)) as usize) % serving;
-            let nth = |k| {
-                self.members
-                    .iter()
-                    .filter(|m| m.serving.load(Ordering::Relaxed))
-                    .nth(k)
-            };
+            let i = (r % left as u64) as usize;
+            // Two different devices.
+            let j = (i + 1 + ((r >> 32) % (left as u64 - 1)) as usize) % left;
             // (One taken out meanwhile: the least loaded of those left.)
-            if let (Some(a), Some(b)) = (nth(i), nth(j)) {
-                return Ok(if load(b) < load(a) { b } else { a });
+            if let (Some(a), Some(b)) = (open().nth(i), open().nth(j)) {
+                return Ok(if load(b.1) < load(a.1) { b } else { a });
             }
         }
-        // The serving devices in turn, from a rotating start among them (so
-        // that ties go round the devices, whichever are out).
-        let start = self.next.fetch_add(1, Ordering::Relaxed) % serving;
-        let mut turn = self
-            .members
-            .iter()
-            .filter(|m| m.serving.load(Ordering::Relaxed))
-            .cycle()
-            .skip(start)
-            .take(serving);
+        // The devices in turn, from a rotating start among them (so that
+        // ties go round the devices, whichever are out).
+        let start = *turn.get_or_insert_with(|| self.next.fetch_add(1, Ordering::Relaxed)) % left;
+        let mut turn = open().cycle().skip(start).take(left);
         if self.routing == Routing::RoundRobin {
             return turn.next().ok_or(Error::NoServingDevice);
         }
-        let mut best: Option<&Member> = None;
+        let mut best: Option<(usize, &Member)> = None;
         for m in turn {
-            if best.is_none_or(|b| load(m) < load(b)) {
+            if best.is_none_or(|b| load(m.1) < load(b.1)) {
                 best = Some(m);
             }
         }

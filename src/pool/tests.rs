@@ -303,3 +303,60 @@ fn a_held_ring_sends_routed_tasks_to_the_other_devices() {
         assert_eq!(loads(&pool), [0, 0], "{routing:?}");
     }
 }
+
+/// A held ring passes its device over and the routing chooses among the
+/// rest: the tasks spread over the other devices as the policy says, not
+/// to the next device in the pool's order.
+#[test]
+#[cfg_attr(miri, ignore = "three software devices: too slow under Miri")]
+fn a_held_ring_leaves_the_routing_to_the_other_devices() {
+    for routing in [
+        Routing::RoundRobin,
+        Routing::LeastLoaded,
+        Routing::PowerOfTwo,
+    ] {
+        let pool = soft_pool(3, routing);
+        let held = pool.runtime(0).unwrap().exclusive_producer().unwrap();
+        let tickets: Vec<Ticket> = (0..30u64)
+            .map(|i| pool.submit(ECHO.args(&i)).unwrap())
+            .collect();
+        let l = loads(&pool);
+        assert_eq!((l[0], l[1] + l[2]), (0, 30), "{routing:?}: {l:?}");
+        match routing {
+            Routing::RoundRobin | Routing::LeastLoaded => {
+                assert_eq!(l, [0, 15, 15], "{routing:?}")
+            }
+            _ => assert!(l[1].abs_diff(l[2]) <= 10, "{routing:?}: {l:?}"),
+        }
+        for (i, t) in tickets.into_iter().enumerate() {
+            assert_eq!(t.wait().unwrap().value, i as u64);
+        }
+        drop(held);
+    }
+}
+
+/// The device list is checked before the runtime's settings and the kernel
+/// image: an empty or repeated list is what the error names, whatever else
+/// is wrong, and on a machine with no kernel built.
+#[test]
+fn a_bad_device_list_is_named_before_the_runtime_settings() {
+    let bad = || Runtime::builder().capacity(3);
+    for (devices, says) in [
+        (&[][..], "at least one device"),
+        (&[1, 1][..], "named twice"),
+    ] {
+        match Pool::builder()
+            .devices(devices)
+            .runtime_builder(bad())
+            .build()
+        {
+            Err(Error::InvalidConfig(msg)) => assert!(msg.contains(says), "{devices:?}: {msg}"),
+            other => panic!("{devices:?}: {:?}", other.err()),
+        }
+    }
+    let many: Vec<usize> = (0..=MAX_POOL_DEVICES).collect();
+    match Pool::builder().devices(&many).build() {
+        Err(Error::InvalidConfig(msg)) => assert!(msg.contains("at most"), "{msg}"),
+        other => panic!("{:?}", other.err()),
+    }
+}

@@ -187,7 +187,8 @@ impl Lane {
     /// [`Lane::rings`] ([`Error::InvalidArgument`]); a ring another
     /// exclusive producer holds ([`Error::RingHeld`]); after
     /// [`Runtime::shutdown`](crate::Runtime::shutdown) or
-    /// [`Runtime::cancel`](crate::Runtime::cancel) began ([`Error::Closed`]).
+    /// [`Runtime::cancel`](crate::Runtime::cancel) began ([`Error::Closed`],
+    /// or the latched [`Error::DeviceFault`] where a fault led to the stop).
     pub fn exclusive_producer_on(&self, ring: usize) -> Result<ExclusiveProducer<'_>> {
         let shared = self.producer_on(ring)?;
         shared

@@ -85,7 +85,8 @@ pub(crate) mod sealed {
 /// [`Error::DeviceFault`] where a fault led to the stop; a ring an
 /// [`ExclusiveProducer`](crate::ExclusiveProducer) holds, from anyone else
 /// ([`Error::RingHeld`], an empty run too). A pool adds its own
-/// ([`Pool`](crate::Pool)).
+/// ([`Pool`](crate::Pool)): a pool with no serving device left says
+/// [`Error::NoServingDevice`] before the task's own checks.
 pub trait Submit: sealed::Route {
     /// Submits, waiting (spinning, then yielding) while the ring has no
     /// room for it. While it waits it may end in what a wait ends in: a

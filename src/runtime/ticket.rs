@@ -45,7 +45,11 @@ impl Completion {
 /// host, so holding tickets never blocks `submit`.
 ///
 /// A ticket may outlive its [`Runtime`](crate::Runtime): shutdown drains
-/// every submitted task first, so the result is there to read. A ticket
+/// the submitted tasks first, so the result is there to read once the
+/// drain finished within [`Builder::stop_timeout`](crate::Builder::stop_timeout);
+/// a task it left undone (past that timeout, or after a cancel) ends the
+/// wait with [`Error::KernelStopped`](crate::Error::KernelStopped) or
+/// [`Error::Cancelled`](crate::Error::Cancelled). A ticket
 /// counts no reference to the runtime (a count would cost two locked
 /// instructions a task); a dropped runtime hands its memory to the tickets and batches
 /// whose tasks it still holds, and the last of them to read or drop its
@@ -193,7 +197,8 @@ impl Ticket {
     /// [`Builder::wait_strategy`](crate::Builder::wait_strategy), unless
     /// [`Ticket::with_wait`] set one). Never hangs: a device fault or a
     /// kernel that stopped serving ends the wait with an error (checked
-    /// every millisecond).
+    /// every [`Builder::probe_interval`](crate::Builder::probe_interval), 1 ms
+    /// by default).
     ///
     /// Errors: [`Error::Task`](crate::Error::Task) if the handler failed; a
     /// device fault or stop; [`Error::Cancelled`](crate::Error::Cancelled);
