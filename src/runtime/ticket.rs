@@ -39,7 +39,8 @@ impl Completion {
 /// Wait for it ([`Ticket::wait`], [`Ticket::wait_timeout`]; how the thread
 /// waits: [`Ticket::with_wait`]), poll it ([`Ticket::try_result`]), `.await`
 /// it (a `Ticket` is a [`Future`](std::future::Future), woken by the
-/// runtime's completion thread, with any executor), or hand it a callback
+/// runtime's completion thread, with any executor; where there is none, as
+/// [`WaitStrategy::Park`] says, it wakes itself), or hand it a callback
 /// ([`Ticket::on_complete`]). Its slot in the ring is reused once the task
 /// completed; a completion not yet read then waits for its ticket on the
 /// host, so holding tickets never blocks `submit`.

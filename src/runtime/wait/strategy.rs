@@ -41,7 +41,11 @@ pub enum WaitStrategy {
     /// that found nothing, yielding the CPU between rounds), and sleeps
     /// once none was left for half a millisecond: one core at most, whatever the
     /// number of waiters. Each wake-up is the OS's (an unpark, then the
-    /// scheduler's switch to the woken thread).
+    /// scheduler's switch to the woken thread). Where no completion thread
+    /// can take the wait (the system refused to start one, or the runtime
+    /// was dropped while the task was still pending after its stop
+    /// timeout), the wait is `SpinThenYield`'s, and a future wakes itself
+    /// at every poll: still no hang, but a core while it waits.
     Park,
     /// Rests on the completion entry's line with the CPU's monitor
     /// (UMONITOR/UMWAIT, or MONITORX/MWAITX) between polls: near the
