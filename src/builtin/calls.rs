@@ -103,8 +103,19 @@ impl Lane {
     /// Sets every byte of `dst` (at most [`MEMCPY_MAX_BYTES`]) to `byte`
     /// with one warp of the resident kernel ([`MEMSET`]), or with every
     /// thread of a lane of blocks or groups up to
-    /// [`GROUP_MEMCPY_MAX_BYTES`] ([`GROUP_MEMSET`]).
-    pub fn memset<T>(&self, dst: &mut impl DeviceBufferMut<T>, byte: u8) -> Result<()> {
+    /// [`GROUP_MEMCPY_MAX_BYTES`] ([`GROUP_MEMSET`]). Buffers of plain-data
+    /// types only (any byte pattern is a value of `T`):
+    ///
+    /// ```compile_fail
+    /// fn f(rt: &pkq::Runtime, b: &mut pkq::cudarc::driver::CudaSlice<bool>) {
+    ///     let _ = rt.memset(b, 2); // 2 is no bool
+    /// }
+    /// ```
+    pub fn memset<T: bytemuck::Pod>(
+        &self,
+        dst: &mut impl DeviceBufferMut<T>,
+        byte: u8,
+    ) -> Result<()> {
         let bytes = dst.num_bytes();
         let (op, most) = self.pick(
             (&MEMSET, MEMCPY_MAX_BYTES),

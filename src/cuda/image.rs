@@ -111,10 +111,30 @@ pub(crate) fn check_caller(bytes: &[u8]) -> Result<()> {
     }
     if bytes.starts_with(&FATBIN_MAGIC) {
         // magic (4), version (2), header size (2), size after the header (8).
-        return match (u16_at(6), u64_at(8)) {
-            (Some(header), Some(size)) if header >= 16 && within(header, 1, size) => Ok(()),
-            _ => refuse("a fatbin whose header names more bytes than it has"),
+        let (header, size) = match (u16_at(6), u64_at(8)) {
+            (Some(header), Some(size)) if header >= 16 && within(header, 1, size) => (header, size),
+            _ => return refuse("a fatbin whose header names more bytes than it has"),
         };
+        // Its entries, one after another to the end the header names: each
+        // a header (its size at 4, at least 16 bytes) and a payload (its
+        // padded size at 8), within the fatbin.
+        let end = header + size;
+        let mut at = header;
+        while at < end {
+            match (u32_at(at as usize + 4), u64_at(at as usize + 8)) {
+                (Some(head), Some(payload))
+                    if head >= 16
+                        && head
+                            .checked_add(payload)
+                            .and_then(|n| n.checked_add(at))
+                            .is_some_and(|next| next <= end) =>
+                {
+                    at += head + payload;
+                }
+                _ => return refuse("a fatbin with an entry past its end"),
+            }
+        }
+        return Ok(());
     }
     if bytes.starts_with(b"\x7fELF") {
         // ELF64, little-endian (what nvcc writes); the program and section
@@ -137,13 +157,28 @@ pub(crate) fn check_caller(bytes: &[u8]) -> Result<()> {
                 _ => return refuse("an ELF image with a segment past its end"),
             }
         }
+        // The section names' section, and each section's link (and a
+        // relocation section's target), name sections it has.
+        let shstrndx = half(0x3e);
+        if shnum > 0 && shstrndx >= shnum {
+            return refuse("an ELF image whose section names' index is past its sections");
+        }
         for i in 0..shnum {
             let at = (shoff + i * shentsize) as usize;
             const SHT_NOBITS: u64 = 8;
+            const SHT_RELA: u64 = 4;
+            const SHT_REL: u64 = 9;
             match (u32_at(at + 4), u64_at(at + 0x18), u64_at(at + 0x20)) {
                 (Some(SHT_NOBITS), Some(_), Some(_)) => {}
                 (Some(_), Some(offset), Some(size)) if within(offset, 1, size) => {}
                 _ => return refuse("an ELF image with a section past its end"),
+            }
+            let kind = u32_at(at + 4);
+            match (u32_at(at + 0x28), u32_at(at + 0x2c)) {
+                (Some(link), Some(info))
+                    if link < shnum.max(1)
+                        && (!matches!(kind, Some(SHT_REL | SHT_RELA)) || info < shnum) => {}
+                _ => return refuse("an ELF image whose section links name sections it lacks"),
             }
         }
     }
@@ -256,5 +291,49 @@ mod tests {
             Err(Error::InvalidModule(_))
         ));
         check_caller(b".version 8.0").unwrap();
+    }
+
+    /// An ELF image whose section header links a section it lacks, and a
+    /// fatbin whose entry names a payload past its end: both crash the
+    /// driver's loader (seen on the H200's), so both are refused here.
+    #[test]
+    fn links_and_entries_past_the_image_are_refused() {
+        let put = |b: &mut [u8], at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
+        // ELF64 little-endian, two section headers at 64, names in 0.
+        let mut elf = vec![0u8; 192];
+        put(&mut elf, 0, b"\x7fELF\x02\x01\x01");
+        put(&mut elf, 0x28, &64u64.to_le_bytes());
+        put(&mut elf, 0x3a, &64u16.to_le_bytes());
+        put(&mut elf, 0x3c, &2u16.to_le_bytes());
+        put(&mut elf, 128 + 4, &2u32.to_le_bytes()); // section 1: SHT_SYMTAB
+        check_caller(&elf).unwrap();
+        let mut bad = elf.clone();
+        put(&mut bad, 128 + 0x28, &400u32.to_le_bytes()); // sh_link 400
+        assert!(matches!(check_caller(&bad), Err(Error::InvalidModule(_))));
+        let mut bad = elf.clone();
+        put(&mut bad, 0x3e, &2u16.to_le_bytes()); // e_shstrndx 2 of 2
+        assert!(matches!(check_caller(&bad), Err(Error::InvalidModule(_))));
+        let mut bad = elf.clone();
+        put(&mut bad, 128 + 4, &9u32.to_le_bytes()); // SHT_REL, sh_info 7
+        put(&mut bad, 128 + 0x2c, &7u32.to_le_bytes());
+        assert!(matches!(check_caller(&bad), Err(Error::InvalidModule(_))));
+
+        // A fatbin of one entry: a 64-byte header and 16 bytes of payload.
+        let mut fat = vec![0u8; 16 + 80];
+        put(&mut fat, 0, &FATBIN_MAGIC);
+        put(&mut fat, 6, &16u16.to_le_bytes());
+        put(&mut fat, 8, &80u64.to_le_bytes());
+        put(&mut fat, 16 + 4, &64u32.to_le_bytes());
+        put(&mut fat, 16 + 8, &16u64.to_le_bytes());
+        check_caller(&fat).unwrap();
+        let mut bad = fat.clone();
+        put(&mut bad, 16 + 8, &(1u64 << 20).to_le_bytes()); // a 1 MiB payload
+        assert!(matches!(check_caller(&bad), Err(Error::InvalidModule(_))));
+        let mut bad = fat.clone();
+        put(&mut bad, 16 + 8, &u64::MAX.to_le_bytes()); // wraps
+        assert!(matches!(check_caller(&bad), Err(Error::InvalidModule(_))));
+        let mut bad = fat.clone();
+        put(&mut bad, 16 + 4, &0u32.to_le_bytes()); // no header: no progress
+        assert!(matches!(check_caller(&bad), Err(Error::InvalidModule(_))));
     }
 }

@@ -9,8 +9,8 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    OP_DEREFS, OP_INFO_BYTES, OP_INFO_OFF_ARG_ALIGN, OP_INFO_OFF_ARG_BYTES, OP_INFO_OFF_FLAGS,
-    OP_INFO_OFF_OP, OP_STATE, OP_UP_TO,
+    OP_BLOCK, OP_DEREFS, OP_GROUP, OP_INFO_BYTES, OP_INFO_OFF_ARG_ALIGN, OP_INFO_OFF_ARG_BYTES,
+    OP_INFO_OFF_FLAGS, OP_INFO_OFF_OP, OP_STATE, OP_UP_TO,
 };
 use crate::op::Op;
 use crate::width::Width;
@@ -95,6 +95,33 @@ impl OpTable {
                 "its op table lists op {}, over the largest code {}",
                 o.op,
                 u16::MAX
+            )));
+        }
+        // Rows no slot can carry, or that mean what this pkq cannot tell.
+        let known = OP_DEREFS | OP_UP_TO | OP_STATE | OP_BLOCK | OP_GROUP;
+        for o in &ops {
+            let why = if o.arg_bytes as usize > crate::layout::ARGS_BYTES {
+                format!(
+                    "{} argument bytes, over a slot's {}",
+                    o.arg_bytes,
+                    crate::layout::ARGS_BYTES
+                )
+            } else if !o.arg_align.is_power_of_two() || o.arg_align > 8 {
+                format!(
+                    "an argument alignment of {} (a power of two up to 8)",
+                    o.arg_align
+                )
+            } else if o.flags & !known != 0 {
+                format!(
+                    "flags {:#x}, which this pkq does not know",
+                    o.flags & !known
+                )
+            } else {
+                continue;
+            };
+            return Err(Error::InvalidModule(format!(
+                "its op table's row for op {} has {why}",
+                o.op
             )));
         }
         // Each code below DIRECT: its row's index plus one (0: none).
@@ -310,6 +337,59 @@ mod tests {
         a: u64,
         b: f32,
         c: u32,
+    }
+
+    /// A module's row that no slot can carry (over 48 argument bytes), an
+    /// alignment that is not a power of two up to 8, or a flag this pkq
+    /// does not know is refused at load, naming the op.
+    #[test]
+    fn rows_no_slot_can_carry_are_refused_at_load() {
+        let parse = |o: OpInfo| OpTable::parse(bytemuck::bytes_of(&o), 1);
+        let ok = OpInfo {
+            op: 300,
+            arg_bytes: 48,
+            arg_align: 8,
+            flags: OP_UP_TO,
+        };
+        assert!(parse(ok).is_ok());
+        for (bad, says) in [
+            (
+                OpInfo {
+                    arg_bytes: 56,
+                    ..ok
+                },
+                "56 argument bytes",
+            ),
+            (OpInfo { arg_align: 0, ..ok }, "alignment of 0"),
+            (
+                OpInfo {
+                    arg_align: 12,
+                    ..ok
+                },
+                "alignment of 12",
+            ),
+            (
+                OpInfo {
+                    arg_align: 16,
+                    ..ok
+                },
+                "alignment of 16",
+            ),
+            (
+                OpInfo {
+                    flags: 1 << 9,
+                    ..ok
+                },
+                "flags 0x200",
+            ),
+        ] {
+            match parse(bad) {
+                Err(Error::InvalidModule(m)) => {
+                    assert!(m.contains("op 300") && m.contains(says), "{m}")
+                }
+                other => panic!("{says}: {:?}", other.err()),
+            }
+        }
     }
 
     /// A type past 4 GiB does not pass as its size modulo 2^32 (no value

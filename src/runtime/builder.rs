@@ -294,14 +294,20 @@ impl Builder {
     /// [`build`](Builder::build) refuses an image the driver cannot load,
     /// one it would read past the end of (the driver takes no length: an
     /// empty image, a fatbin or ELF whose header names more bytes than it
-    /// has; PTX text gets a NUL after it), or a kernel of other parameters
+    /// has, a fatbin entry past its end, an ELF section link to a section
+    /// it lacks; PTX text gets a NUL after it; pkq checks these headers and
+    /// indexes, not every structure the driver parses, so load only images
+    /// nvcc built), or a kernel of other parameters
     /// ([`Error::InvalidModule`]), a name the module lacks or none can hold
     /// (a NUL in it: [`Error::KernelMissing`]), and a module or kernel
     /// not loaded before while a pkq kernel runs on the device
     /// ([`Error::InvalidConfig`]: see [`Runtime`](crate::Runtime)).
     ///
     /// The module's code is trusted as any device code you load is: pkq
-    /// checks the argument layouts its op table declares and refuses, on the
+    /// refuses a table row no slot can carry (over 48 argument bytes, an
+    /// alignment that is not a power of two up to 8, a flag it does not
+    /// know: [`Error::InvalidModule`]), checks the argument layouts its op
+    /// table declares and refuses, on the
     /// safe calls, ops the table flags as dereferencing pointers and ops it
     /// does not list; what the handlers do with their arguments is theirs.
     ///
