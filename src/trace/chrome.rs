@@ -40,6 +40,7 @@ pub(super) fn encode(t: &Trace) -> String {
             &format!("lane {lane} worker {w}"),
         ));
     }
+    let placed = super::perfetto::device_slices(t);
     for (id, r) in t.records.iter().enumerate() {
         let name = json_str(&op_name(r.op));
         let args = format!(
@@ -52,12 +53,9 @@ pub(super) fn encode(t: &Trace) -> String {
             us(r.submit_ns)
         ));
         ev.push(flow("s", id, HOST_PID, r.submit_thread, us(r.submit_ns)));
-        if let (Some(start), Some(end)) = (
-            t.device_to_host_ns(r.device_start_ns),
-            t.device_to_host_ns(r.device_end_ns),
-        ) {
+        if let (Some((start, end)), Some(seg)) = (placed[id], t.segments(r)) {
+            let (start, end) = (start as f64, end as f64);
             let tid = worker_tid(r.lane, r.worker);
-            let seg = t.segments(r).expect("a clock map");
             ev.push(format!(
                 "{{\"name\":\"{name}\",\"cat\":\"device\",\"ph\":\"X\",\"pid\":{GPU_PID},\"tid\":{tid},\"ts\":{:.3},\"dur\":{:.3},\"args\":{{\"seq\":{},\"dispatch_ns\":{:.0},\"handler_ns\":{:.0},\"seen_ns\":{:.0},\"device_start_ns\":{},\"device_end_ns\":{}}}}}",
                 us(start),

@@ -175,32 +175,7 @@ pub(super) fn encode(t: &Trace) -> Vec<u8> {
 
     let ns = |v: f64| v.max(0.0).round() as u64;
     let mut events: Vec<Event> = Vec::with_capacity(t.records.len() * 4);
-    // Each task's slice on its worker, in the worker's order (by device
-    // start), none starting before the one before it ended: the map's
-    // rounding must not make two of one worker's tasks overlap.
-    let mut slices: Vec<(usize, (usize, usize), u64, u64)> = t
-        .records
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| {
-            let start = t.device_to_host_ns(r.device_start_ns)?;
-            let end = t.device_to_host_ns(r.device_end_ns)?;
-            Some((i, (r.lane, r.worker), ns(start), ns(end)))
-        })
-        .collect();
-    slices.sort_by_key(|&(_, worker, start, _)| (worker, start));
-    let mut placed: Vec<Option<(u64, u64)>> = vec![None; t.records.len()];
-    let mut last: Option<((usize, usize), u64)> = None;
-    for (i, worker, start, end) in slices {
-        let floor = match last {
-            Some((w, e)) if w == worker => e,
-            _ => 0,
-        };
-        let start = start.max(floor);
-        let end = end.max(start).saturating_add(u64::from(end <= start));
-        placed[i] = Some((start, end));
-        last = Some((worker, end));
-    }
+    let placed = device_slices(t);
     for (i, r) in t.records.iter().enumerate() {
         let flow = i as u64 + 1;
         let name = op_name(r.op);
@@ -286,6 +261,39 @@ pub(super) fn encode(t: &Trace) -> Vec<u8> {
         packet(&mut trace, Some(e.ts), PACKET_TRACK_EVENT, &e.body);
     }
     trace.0
+}
+
+/// Each record's device slice on its worker's track, in ns from the
+/// trace's origin (`None`: no clock map), placed in the worker's order (by
+/// device start), none starting before the one before it ended: the map's
+/// rounding must not make two of one worker's tasks overlap (both exports
+/// draw the same slices).
+pub(super) fn device_slices(t: &Trace) -> Vec<Option<(u64, u64)>> {
+    let ns = |v: f64| v.max(0.0).round() as u64;
+    let mut slices: Vec<(usize, (usize, usize), u64, u64)> = t
+        .records
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let start = t.device_to_host_ns(r.device_start_ns)?;
+            let end = t.device_to_host_ns(r.device_end_ns)?;
+            Some((i, (r.lane, r.worker), ns(start), ns(end)))
+        })
+        .collect();
+    slices.sort_by_key(|&(_, worker, start, _)| (worker, start));
+    let mut placed: Vec<Option<(u64, u64)>> = vec![None; t.records.len()];
+    let mut last: Option<((usize, usize), u64)> = None;
+    for (i, worker, start, end) in slices {
+        let floor = match last {
+            Some((w, e)) if w == worker => e,
+            _ => 0,
+        };
+        let start = start.max(floor);
+        let end = end.max(start).saturating_add(u64::from(end <= start));
+        placed[i] = Some((start, end));
+        last = Some((worker, end));
+    }
+    placed
 }
 
 #[cfg(test)]

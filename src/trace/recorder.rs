@@ -26,6 +26,11 @@ use crate::sync::{AtomicBool, AtomicU64, Mutex, OnceLock, Ordering, fence, lock,
 
 /// Words of one entry (one cache line).
 const ENTRY_WORDS: usize = 8;
+
+/// One entry: a cache line of its own (aligned to one), so that a record
+/// writes one line, and the next entry's prefetch brings all of it.
+#[repr(C, align(64))]
+pub(crate) struct Entry(pub(crate) [AtomicU64; ENTRY_WORDS]);
 /// The last word's bit that says the entry is whole.
 const WHOLE: u64 = 1 << 63;
 
@@ -44,7 +49,7 @@ const BUSY: u64 = u64::MAX - 1;
 const NONE: u64 = u64::MAX;
 
 /// One stamp per slot of a ring: its sequence number, tick, and op with
-/// thread, in a line's quarter of its own (no stamp straddles two lines).
+/// thread, in half a line of its own (no stamp straddles two lines).
 pub(crate) struct SlotStamps {
     words: Box<[Stamped]>,
 }
@@ -165,13 +170,13 @@ impl Raw {
 /// not written here: a large buffer costs nothing until records fill it);
 /// `None` where the system will not give the memory.
 #[cfg(not(loom))]
-fn zeroed_entries(n: usize) -> Option<Box<[[AtomicU64; ENTRY_WORDS]]>> {
-    type Entry = [AtomicU64; ENTRY_WORDS];
+fn zeroed_entries(n: usize) -> Option<Box<[Entry]>> {
     if n == 0 {
         return Some(Box::new([]));
     }
     let layout = std::alloc::Layout::array::<Entry>(n).ok()?;
-    // SAFETY: `layout` has a non-zero size (`n > 0`, entries of 64 bytes).
+    // SAFETY: `layout` has a non-zero size (`n > 0`, entries of 64 bytes),
+    // and the entries' alignment (64): each a cache line of its own.
     let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Entry>();
     if p.is_null() {
         return None;
@@ -184,10 +189,10 @@ fn zeroed_entries(n: usize) -> Option<Box<[[AtomicU64; ENTRY_WORDS]]>> {
 
 /// Under loom, whose atomics are not plain words: each made as one.
 #[cfg(loom)]
-fn zeroed_entries(n: usize) -> Option<Box<[[AtomicU64; ENTRY_WORDS]]>> {
-    let mut v: Vec<[AtomicU64; ENTRY_WORDS]> = Vec::new();
+fn zeroed_entries(n: usize) -> Option<Box<[Entry]>> {
+    let mut v: Vec<Entry> = Vec::new();
     v.try_reserve_exact(n).ok()?;
-    v.extend((0..n).map(|_| std::array::from_fn(|_| AtomicU64::new(0))));
+    v.extend((0..n).map(|_| Entry(std::array::from_fn(|_| AtomicU64::new(0)))));
     Some(v.into_boxed_slice())
 }
 
@@ -208,7 +213,7 @@ pub(crate) struct Recorder {
     /// which every record writes.
     on: CachePadded<AtomicBool>,
     capacity: usize,
-    entries: OnceLock<Box<[[AtomicU64; ENTRY_WORDS]]>>,
+    entries: OnceLock<Box<[Entry]>>,
     next: CachePadded<AtomicU64>,
     /// Serializes the buffer's making (`OnceLock` alone would too; the
     /// lock also orders `set_on` calls among themselves).
@@ -292,16 +297,16 @@ impl Recorder {
             unsafe {
                 std::arch::asm!(
                     "prefetchw [{0}]",
-                    in(reg) next.as_ptr(),
+                    in(reg) next.0.as_ptr(),
                     options(nostack, preserves_flags, readonly)
                 );
             }
         }
         let words = raw.encode();
-        for (w, v) in entry[..ENTRY_WORDS - 1].iter().zip(words) {
+        for (w, v) in entry.0[..ENTRY_WORDS - 1].iter().zip(words) {
             w.store(v, Ordering::Relaxed);
         }
-        entry[ENTRY_WORDS - 1].store(words[ENTRY_WORDS - 1], Ordering::Release);
+        entry.0[ENTRY_WORDS - 1].store(words[ENTRY_WORDS - 1], Ordering::Release);
     }
 
     /// The records kept so far.
@@ -317,7 +322,7 @@ impl Recorder {
             return out;
         };
         for entry in &entries[..claimed.min(cap) as usize] {
-            let last = entry[ENTRY_WORDS - 1].load(Ordering::Acquire);
+            let last = entry.0[ENTRY_WORDS - 1].load(Ordering::Acquire);
             if last & WHOLE == 0 {
                 out.unfinished += 1;
                 continue;
@@ -326,7 +331,7 @@ impl Recorder {
                 if k == ENTRY_WORDS - 1 {
                     last
                 } else {
-                    entry[k].load(Ordering::Relaxed)
+                    entry.0[k].load(Ordering::Relaxed)
                 }
             });
             out.records.push(Raw::decode(&words));
@@ -355,6 +360,18 @@ mod tests {
             submit_thread: 4,
             seen_thread: 0,
         }
+    }
+
+    /// Each entry is a cache line of its own: the buffer starts on a line
+    /// (the allocator's 16-byte alignment left every entry across two).
+    #[test]
+    #[cfg(not(loom))]
+    fn entries_are_whole_cache_lines() {
+        let r = Recorder::new(1 << 12);
+        assert!(r.set_on(true));
+        let e = r.entries.get().unwrap();
+        assert_eq!(std::mem::size_of::<Entry>(), 64);
+        assert_eq!(e.as_ptr() as usize % 64, 0);
     }
 
     #[test]

@@ -183,7 +183,7 @@ pub(super) fn render(
             "<line x1=\"{xt:.1}\" x2=\"{xt:.1}\" y1=\"{axis:.1}\" y2=\"{:.1}\" stroke=\"black\"/><text x=\"{xt:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
             axis + 5.0,
             axis + 18.0,
-            trim(us)
+            trim(us, step)
         );
         us += step;
     }
@@ -222,9 +222,20 @@ fn nice_step(raw: f64) -> f64 {
         .unwrap_or(10.0 * p)
 }
 
-fn trim(v: f64) -> String {
-    let s = format!("{v:.1}");
-    s.strip_suffix(".0").map_or(s.clone(), str::to_string)
+/// `v` with as many decimals as ticks `step` apart need to differ (none
+/// for a whole step), trailing zeros dropped.
+fn trim(v: f64, step: f64) -> String {
+    let places = if step >= 1.0 {
+        0
+    } else {
+        ((-step.log10()).ceil() as usize).min(9)
+    };
+    let s = format!("{v:.places$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
 }
 
 /// `s` as XML character data: markup escaped, and the control characters
