@@ -245,19 +245,24 @@ struct QueueTrace {
 }
 
 impl QueueTrace {
-    /// [`Queue::stamp`] with tracing on.
+    /// [`Queue::stamp_begin`] with tracing on: the stamp, its clock read
+    /// before the slot's stores and written after them.
     #[cold]
     #[inline(never)]
-    fn stamp(&self, slot: usize, seq: u64, op: u16) {
-        self.stamps.put(slot, Recorder::stamp(seq, op));
-        // The stamp before the slot's stores (free on x86-64).
-        fence(Ordering::Release);
+    fn stamp_begin(&self, slot: usize, seq: u64, op: u16) -> Stamp {
+        let stamp = Recorder::stamp(seq, op);
+        self.stamps.begin(slot, seq);
+        stamp
     }
 
     /// [`Queue::record`] with a stamp.
     #[cold]
     #[inline(never)]
     fn note(&self, seq: u64, stamp: &Stamp, cqe: &Cqe) {
+        if stamp.is_lost() {
+            self.recorder.count_lost();
+            return;
+        }
         self.recorder.record(Raw {
             seq,
             submit_tick: stamp.tick,
@@ -336,14 +341,25 @@ impl Queue {
         self
     }
 
-    /// Stamps the publish of `seq` for its trace record, if tracing is on
-    /// (the flag inline, the rest out of the submit path).
+    /// Begins the stamp of the publish of `seq` for its trace record, if
+    /// tracing is on (the flag inline, the rest out of the submit path):
+    /// the stamp that [`Queue::stamp_finish`] writes once the slot's stores
+    /// are done.
     #[inline(always)]
-    fn stamp(&self, seq: u64, image: &SlotImage) {
-        if let Some(t) = &self.trace
-            && t.recorder.is_on()
-        {
-            t.stamp(self.geo.slot(seq), seq, image.0[0] as u16);
+    fn stamp_begin(&self, seq: u64, image: &SlotImage) -> Option<Stamp> {
+        match &self.trace {
+            Some(t) if t.recorder.is_on() => {
+                Some(t.stamp_begin(self.geo.slot(seq), seq, image.0[0] as u16))
+            }
+            _ => None,
+        }
+    }
+
+    /// Finishes the stamp [`Queue::stamp_begin`] began.
+    #[inline(always)]
+    fn stamp_finish(&self, stamp: Option<Stamp>) {
+        if let (Some(t), Some(s)) = (&self.trace, stamp) {
+            t.stamps.finish(self.geo.slot(s.seq), s);
         }
     }
 
@@ -602,7 +618,7 @@ impl Queue {
             }
         }
         let store = |sq: &Words| store_slot(sq, at, image, tag);
-        self.stamp(seq, image);
+        let stamp = self.stamp_begin(seq, image);
         // The slot, then its copies (none with one poller per worker; one
         // loop over both as one chain measured slower). Copy 0 becomes
         // visible before the others: the release fence keeps the compiler
@@ -617,6 +633,9 @@ impl Queue {
                 store(sq);
             }
         }
+        // After the slot's stores, before the mark below: a producer that
+        // reads the stamp once it sees the mark finds it whole.
+        self.stamp_finish(stamp);
         if let Some(mark) = self.published.get(self.geo.slot(seq)) {
             mark.store(seq, Ordering::Release);
         }

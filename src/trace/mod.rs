@@ -11,7 +11,11 @@
 //! the thread that reads a completion writes the task's record into a
 //! buffer of the runtime's, bounded by the capacity the builder named.
 //! Once the buffer is full, records are counted ([`Trace::dropped`]) and
-//! not kept: the first ones stay.
+//! not kept: the first ones stay. (Each thread takes entries of the buffer
+//! 64 at a time and fills them before it is refused, so with several
+//! threads recording, a few records made after the first refused one may
+//! still be kept, and a few entries may stay unused; from one thread, the
+//! first `capacity` records are kept exactly.)
 //!
 //! A task is recorded once, when tracing was on both when it was published
 //! and when the host read its completion: its ticket or batch did (also
@@ -237,7 +241,10 @@ impl Trace {
         &self.records
     }
 
-    /// Records that found the buffer full (not kept): exact.
+    /// Records not kept, exactly: those that found the buffer full, and
+    /// those of tasks whose producer thread was held up (taken off its
+    /// CPU by the system) for more than 10 ms between its stores into the
+    /// slot and its stamp, while another thread read the completion.
     pub fn dropped(&self) -> u64 {
         self.dropped
     }

@@ -7,17 +7,25 @@
 //!   producers and takers; a task is recorded when it was on both at its
 //!   publish and when its completion was taken.
 //! * a slot's stamp (`SlotStamps`): written by the producer that publishes
-//!   the slot's lap (it owns the slot then), before the slot's stores, as a
-//!   sequence lock (the sequence word marked busy, the rest, the sequence
-//!   number last with release); read by the threads that read that lap's
-//!   completion, before the slot is freed. Which of them records the task
-//!   (once) is `proto::queue`'s: the holder that takes the completion, or,
-//!   for a dropped ticket, the producer that frees the slot.
-//! * `next`: the claim counter, one `fetch_add` a record (host memory,
-//!   host threads only); a claim past the capacity is a dropped record,
-//!   so the count of dropped records is exact.
+//!   the slot's lap (it owns the slot then), as a sequence lock begun
+//!   before the slot's stores (the sequence number being stamped, then the
+//!   sequence word marked busy) and finished after them (the clock read
+//!   before them, the op and thread, then the sequence number with
+//!   release), so that the stamp's stores do not hold the task back on
+//!   its way to the device; read by the threads that read that lap's
+//!   completion, before the slot is freed, which wait for a stamp of their
+//!   lap begun and not finished (at most `STAMP_WAIT`; past it the record
+//!   is counted dropped). Which of them records the task (once) is
+//!   `proto::queue`'s: the holder that takes the completion, or, for a
+//!   dropped ticket, the producer that frees the slot.
+//! * `next`: the claim counter, one `fetch_add` per `CHUNK` entries a
+//!   thread claims (host memory, host threads only; the thread's own
+//!   `CLAIMS` count the entries it uses); `dropped`: records refused once
+//!   the buffer is full, and lost stamps, one `fetch_add` each, so the
+//!   count of dropped records is exact.
 //! * an entry's eight words: written once by the thread that claimed it,
-//!   its last word with a release store that marks it whole; read by
+//!   its last word first marked as being written, last with a release
+//!   store that marks it whole; read by
 //!   snapshots (acquire on that word first). Entries are never reused.
 
 use crossbeam_utils::CachePadded;
@@ -33,6 +41,9 @@ const ENTRY_WORDS: usize = 8;
 pub(crate) struct Entry(pub(crate) [AtomicU64; ENTRY_WORDS]);
 /// The last word's bit that says the entry is whole.
 const WHOLE: u64 = 1 << 63;
+/// The last word of an entry being written (a whole one's is never this:
+/// its seen thread is masked to 31 bits).
+const BEING_WRITTEN: u64 = (1 << 63) - 1;
 
 /// What a producer leaves in a slot's stamp at publish.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,13 +54,41 @@ pub(crate) struct Stamp {
     pub(crate) thread: u32,
 }
 
-/// The sequence word of a stamp being rewritten.
+impl Stamp {
+    /// The stamp a reader takes for `seq` when its producer did not finish
+    /// writing it within [`STAMP_WAIT`]: the task is counted as dropped.
+    const fn lost(seq: u64) -> Self {
+        Self {
+            seq,
+            tick: LOST_TICK,
+            op: 0,
+            thread: 0,
+        }
+    }
+
+    /// Whether this is [`Stamp::lost`]'s.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.tick == LOST_TICK
+    }
+}
+
+/// The tick of a lost stamp (no clock reads it).
+const LOST_TICK: u64 = u64::MAX;
+
+/// The sequence word of a stamp being written.
 const BUSY: u64 = u64::MAX - 1;
 /// The sequence word of a slot never stamped.
 const NONE: u64 = u64::MAX;
 
-/// One stamp per slot of a ring: its sequence number, tick, and op with
-/// thread, in half a line of its own (no stamp straddles two lines).
+/// How long a reader waits for a stamp its producer began but has not
+/// finished: the producer finishes it right after the slot's stores, so
+/// only a producer the system took off its CPU between the two is waited
+/// for this long.
+pub(crate) const STAMP_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// One stamp per slot of a ring: its sequence number, tick, op with
+/// thread, and the sequence number being stamped, in half a line of its
+/// own (no stamp straddles two lines).
 pub(crate) struct SlotStamps {
     words: Box<[Stamped]>,
 }
@@ -66,14 +105,26 @@ impl SlotStamps {
         }
     }
 
-    /// Leaves `s` in `slot` (its publisher, which owns the slot), as a
-    /// sequence lock: the sequence word marked busy, then the rest, then
-    /// the sequence number (release).
+    /// Marks `slot` as being stamped for `seq`, before the producer's
+    /// stores into the slot (its publisher, which owns the slot): the
+    /// sequence number being stamped, then the sequence word marked busy.
+    /// [`SlotStamps::finish`] follows the slot's stores, so that the
+    /// stamp's stores do not hold the task back on its way to the device.
     #[inline]
-    pub(crate) fn put(&self, slot: usize, s: Stamp) {
+    pub(crate) fn begin(&self, slot: usize, seq: u64) {
         let w = &self.words[slot].0;
-        w[0].store(BUSY, Ordering::Relaxed);
+        w[3].store(seq, Ordering::Relaxed);
+        w[0].store(BUSY, Ordering::Release);
+        // The busy mark before the rest of the stamp and before the
+        // slot's stores (free on x86-64).
         fence(Ordering::Release);
+    }
+
+    /// Writes `s` into `slot`, which [`SlotStamps::begin`] marked for it:
+    /// the rest, then the sequence number (release).
+    #[inline]
+    pub(crate) fn finish(&self, slot: usize, s: Stamp) {
+        let w = &self.words[slot].0;
         w[1].store(s.tick, Ordering::Relaxed);
         w[2].store(
             u64::from(s.op) | u64::from(s.thread) << 32,
@@ -82,20 +133,41 @@ impl SlotStamps {
         w[0].store(s.seq, Ordering::Release);
     }
 
+    /// Leaves `s` in `slot`: [`SlotStamps::begin`] then
+    /// [`SlotStamps::finish`].
+    #[cfg(test)]
+    pub(crate) fn put(&self, slot: usize, s: Stamp) {
+        self.begin(slot, s.seq);
+        self.finish(slot, s);
+    }
+
     /// The stamp of `seq` in `slot`, if its publisher left one, read as
     /// a sequence lock (the sequence number before and after the rest): a
     /// stamp being rewritten meanwhile for a later lap is not taken for
-    /// this one's.
+    /// this one's. A stamp of `seq` begun but not finished is waited for
+    /// (its producer is between two runs of stores), at most
+    /// [`STAMP_WAIT`]; past that, the stamp is [`Stamp::lost`]'s.
     #[inline]
     pub(crate) fn read(&self, slot: usize, seq: u64) -> Option<Stamp> {
         let w = &self.words[slot].0;
-        if w[0].load(Ordering::Acquire) != seq {
+        let mut first = w[0].load(Ordering::Acquire);
+        if first == BUSY {
+            if w[3].load(Ordering::Relaxed) != seq {
+                return None;
+            }
+            match Self::wait_out(w, seq) {
+                Some(word) => first = word,
+                None => return Some(Stamp::lost(seq)),
+            }
+        }
+        if first != seq {
             return None;
         }
         let tick = w[1].load(Ordering::Relaxed);
         let packed = w[2].load(Ordering::Relaxed);
         // Orders the two loads before the second look: had they seen a
-        // later `put`'s words, the sequence word is no longer `seq`.
+        // later `begin`'s or `finish`'s words, the sequence word is no
+        // longer `seq`.
         fence(Ordering::Acquire);
         if w[0].load(Ordering::Relaxed) != seq {
             return None;
@@ -106,6 +178,33 @@ impl SlotStamps {
             op: packed as u16,
             thread: (packed >> 32) as u32,
         })
+    }
+
+    /// Waits for the stamp of `seq` being written to be finished: its
+    /// sequence word once no longer busy ([`NONE`] if another lap's began
+    /// by then), or `None` after [`STAMP_WAIT`] (the exit).
+    #[cold]
+    #[inline(never)]
+    fn wait_out(w: &[AtomicU64; 4], seq: u64) -> Option<u64> {
+        let since = crate::sync::now();
+        // Bounded by the clock, and by a count where it stands still.
+        for spins in 0u32..1 << 24 {
+            let s = w[0].load(Ordering::Acquire);
+            if s != BUSY {
+                return Some(s);
+            }
+            if w[3].load(Ordering::Relaxed) != seq {
+                return Some(NONE);
+            }
+            if spins < 1024 {
+                std::hint::spin_loop();
+            } else if crate::sync::now().duration_since(since) >= STAMP_WAIT {
+                break;
+            } else {
+                crate::sync::yield_now();
+            }
+        }
+        None
     }
 }
 
@@ -206,15 +305,50 @@ pub(crate) struct Snapshot {
     pub(crate) unfinished: u64,
 }
 
+/// Entries a thread claims at once: one `fetch_add` on the shared claim
+/// counter per this many records, the rest counted in the thread's own
+/// [`CLAIMS`] (a locked instruction per record costs the round trip:
+/// docs/design/tracing.md).
+const CHUNK: u64 = 64;
+
+/// A thread's claimed entries of one recorder: `next..end` still free.
+#[derive(Clone, Copy)]
+struct Claim {
+    recorder: u64,
+    next: u64,
+    end: u64,
+}
+
+/// Recorders a thread keeps claims of at once (more, and the least
+/// recently claimed one's free entries are left unused).
+const CLAIMED: usize = 4;
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// The calling thread's claims, and the one to replace next.
+    static CLAIMS: ([std::cell::Cell<Claim>; CLAIMED], std::cell::Cell<usize>) = const {
+        (
+            [const { std::cell::Cell::new(Claim { recorder: 0, next: 0, end: 0 }) }; CLAIMED],
+            std::cell::Cell::new(0),
+        )
+    };
+}
+
 /// A runtime's recorder: the switch, the capacity, and the buffer (made
 /// when tracing is first switched on).
 pub(crate) struct Recorder {
     /// Read by every submit and completion: a line apart from `next`,
-    /// which every record writes.
+    /// which every claim writes.
     on: CachePadded<AtomicBool>,
     capacity: usize,
     entries: OnceLock<Box<[Entry]>>,
+    /// This recorder's number (from 1), which a thread's claims name.
+    id: u64,
+    /// Entries claimed so far ([`CHUNK`] at a time; past the capacity
+    /// once full).
     next: CachePadded<AtomicU64>,
+    /// Records not kept: the buffer was full, or their stamp was lost.
+    dropped: CachePadded<AtomicU64>,
     /// Serializes the buffer's making (`OnceLock` alone would too; the
     /// lock also orders `set_on` calls among themselves).
     switch: Mutex<()>,
@@ -223,11 +357,15 @@ pub(crate) struct Recorder {
 impl Recorder {
     /// A recorder of at most `capacity` records, off.
     pub(crate) fn new(capacity: usize) -> Self {
+        use crate::sync::statics::AtomicUsize;
+        static IDS: AtomicUsize = AtomicUsize::new(1);
         Self {
             on: CachePadded::new(AtomicBool::new(false)),
             capacity,
             entries: OnceLock::new(),
+            id: IDS.fetch_add(1, Ordering::Relaxed) as u64,
             next: CachePadded::new(AtomicU64::new(0)),
+            dropped: CachePadded::new(AtomicU64::new(0)),
             switch: Mutex::new(()),
         }
     }
@@ -273,6 +411,54 @@ impl Recorder {
         }
     }
 
+    /// Counts a record not kept because its stamp was lost
+    /// ([`Stamp::is_lost`]).
+    #[cold]
+    pub(crate) fn count_lost(&self) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An entry of `entries` for the calling thread's next record: from
+    /// its claim of this recorder, else from a new claim of [`CHUNK`];
+    /// `None` once the buffer is full.
+    #[inline]
+    fn claim(&self, entries: usize) -> Option<usize> {
+        #[cfg(not(loom))]
+        if let Ok(at) = CLAIMS.try_with(|(claims, turn)| {
+            if let Some(c) = claims.iter().find(|c| c.get().recorder == self.id) {
+                let mut claim = c.get();
+                if claim.next < claim.end {
+                    claim.next += 1;
+                    c.set(claim);
+                    return Some(claim.next - 1);
+                }
+            }
+            let base = self.next.fetch_add(CHUNK, Ordering::Relaxed);
+            if base >= entries as u64 {
+                return None;
+            }
+            let at = claims
+                .iter()
+                .position(|c| c.get().recorder == self.id)
+                .unwrap_or_else(|| {
+                    let t = turn.get();
+                    turn.set((t + 1) % CLAIMED);
+                    t
+                });
+            claims[at].set(Claim {
+                recorder: self.id,
+                next: base + 1,
+                end: (base + CHUNK).min(entries as u64),
+            });
+            Some(base)
+        }) {
+            return at.map(|i| i as usize);
+        }
+        // A thread whose thread-locals are gone (or a model): one entry.
+        let at = self.next.fetch_add(1, Ordering::Relaxed);
+        (at < entries as u64).then_some(at as usize)
+    }
+
     /// Keeps `raw` (its `seen_tick` and `seen_thread` filled in here), or
     /// counts it dropped when the buffer is full.
     #[inline]
@@ -282,15 +468,19 @@ impl Recorder {
         let Some(entries) = self.entries.get() else {
             return;
         };
-        let at = self.next.fetch_add(1, Ordering::Relaxed);
-        let Some(entry) = usize::try_from(at).ok().and_then(|i| entries.get(i)) else {
+        let Some(at) = self.claim(entries.len()) else {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        // The next entry's line on its way in for writing: the locked
-        // instructions of the next submit would otherwise wait for its
-        // read for ownership.
+        let entry = &entries[at];
+        // Being written (a snapshot counts it unfinished, not a claimed
+        // entry never used).
+        entry.0[ENTRY_WORDS - 1].store(BEING_WRITTEN, Ordering::Relaxed);
+        // The thread's next entry's line on its way in for writing: the
+        // locked instructions of the next submit would otherwise wait for
+        // its read for ownership.
         #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-        if let Some(next) = entries.get(usize::try_from(at).unwrap_or(usize::MAX).wrapping_add(1)) {
+        if let Some(next) = entries.get(at + 1) {
             // SAFETY: `prefetchw` of a valid, aligned address of the
             // buffer: a cache hint that reads or writes no memory the
             // program sees (a NOP where unsupported).
@@ -315,7 +505,7 @@ impl Recorder {
         let cap = self.capacity as u64;
         let mut out = Snapshot {
             records: Vec::new(),
-            dropped: claimed.saturating_sub(cap),
+            dropped: self.dropped.load(Ordering::Relaxed),
             unfinished: 0,
         };
         let Some(entries) = self.entries.get() else {
@@ -324,7 +514,9 @@ impl Recorder {
         for entry in &entries[..claimed.min(cap) as usize] {
             let last = entry.0[ENTRY_WORDS - 1].load(Ordering::Acquire);
             if last & WHOLE == 0 {
-                out.unfinished += 1;
+                // Claimed and not yet used by its thread (0), or being
+                // written.
+                out.unfinished += u64::from(last == BEING_WRITTEN);
                 continue;
             }
             let words: [u64; ENTRY_WORDS] = std::array::from_fn(|k| {
@@ -449,11 +641,110 @@ mod tests {
         }
         let s = rec.snapshot();
         let total = (n_threads * per) as u64;
-        assert_eq!(s.records.len() as u64, total.min(1000));
-        assert_eq!(s.dropped, total.saturating_sub(1000));
+        // Each thread fills the entries it claimed (64 at a time) before it
+        // is refused: every record is kept or counted, no more are kept
+        // than fit, and a thread's claimed entries left unused are not
+        // counted as unfinished.
+        assert_eq!(s.records.len() as u64 + s.dropped, total);
+        assert!(s.records.len() <= 1000);
+        assert!(s.dropped >= total.saturating_sub(1000));
+        assert_eq!(s.unfinished, 0);
         let mut seqs: Vec<u64> = s.records.iter().map(|r| r.seq).collect();
         seqs.sort_unstable();
         seqs.dedup();
         assert_eq!(seqs.len(), s.records.len(), "a record twice");
+    }
+
+    /// One thread recording into more runtimes' recorders than it keeps
+    /// claims of: every record kept, in a buffer that has room for them
+    /// all plus the entries each switch of recorder leaves unused.
+    #[test]
+    fn one_thread_records_into_many_recorders() {
+        let cap = if cfg!(miri) { 1 << 11 } else { 1 << 14 };
+        let recs: Vec<Recorder> = (0..CLAIMED + 2).map(|_| Recorder::new(cap)).collect();
+        for r in &recs {
+            assert!(r.set_on(true));
+        }
+        let per = if cfg!(miri) { 20 } else { 150 };
+        for k in 0..per {
+            for r in &recs {
+                r.record(raw(k));
+            }
+        }
+        for r in &recs {
+            let s = r.snapshot();
+            let mut seqs: Vec<u64> = s.records.iter().map(|r| r.seq).collect();
+            seqs.sort_unstable();
+            assert_eq!(seqs, (0..per).collect::<Vec<_>>());
+            assert_eq!((s.dropped, s.unfinished), (0, 0));
+        }
+    }
+
+    /// A single thread's records are the first ones, up to the capacity
+    /// exactly.
+    #[test]
+    fn one_thread_fills_the_buffer_exactly() {
+        let rec = Recorder::new(200);
+        rec.set_on(true);
+        for seq in 0..500 {
+            rec.record(raw(seq));
+        }
+        let s = rec.snapshot();
+        let seqs: Vec<u64> = s.records.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, (0..200).collect::<Vec<_>>());
+        assert_eq!(s.dropped, 300);
+    }
+
+    fn stamp(seq: u64) -> Stamp {
+        Stamp {
+            seq,
+            tick: 1234,
+            op: 5,
+            thread: 6,
+        }
+    }
+
+    /// A reader that finds the stamp of its task begun but not finished
+    /// (its producer between the slot's stores and the stamp's) waits for
+    /// it.
+    #[test]
+    #[cfg(not(any(loom, miri)))]
+    fn a_stamp_being_written_is_waited_for() {
+        let st = std::sync::Arc::new(SlotStamps::new(2));
+        st.put(1, stamp(3));
+        st.begin(1, 5);
+        assert_eq!(
+            st.read(1, 3),
+            None,
+            "the earlier lap's is being overwritten"
+        );
+        let w = st.clone();
+        let producer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            w.finish(1, stamp(5));
+        });
+        assert_eq!(st.read(1, 5), Some(stamp(5)));
+        producer.join().unwrap();
+    }
+
+    /// A stamp never finished is given up after [`STAMP_WAIT`]: the read
+    /// returns (the wait's exit) with a lost stamp, which the recorder
+    /// counts as dropped.
+    #[test]
+    #[cfg(not(any(loom, miri)))]
+    fn a_stamp_never_finished_is_lost_after_the_wait() {
+        let st = SlotStamps::new(1);
+        st.begin(0, 9);
+        let t = std::time::Instant::now();
+        let got = st.read(0, 9).expect("a lost stamp");
+        assert!(got.is_lost());
+        assert!(t.elapsed() >= STAMP_WAIT);
+        let rec = Recorder::new(8);
+        rec.set_on(true);
+        rec.count_lost();
+        assert_eq!(
+            (rec.snapshot().records.len(), rec.snapshot().dropped),
+            (0, 1)
+        );
     }
 }
