@@ -40,6 +40,7 @@ struct BlockTask {
     uint32_t op;
     uint32_t len;
     uint32_t quit;
+    uint32_t traced;  // header bit 32 of the group's task word (TIMES)
     uint64_t words[PKQ_ARGS_BYTES / 8];
 };
 
@@ -109,24 +110,71 @@ __device__ __forceinline__ Context group_context(const volatile BlockTask* t, Gr
 // The handlers as the poller (warp 0 of block 0) calls them from serve():
 // the task handed to the group, run by the poller's warp as rank 0's, and
 // its outcome returned once every block arrived.
+// Where block `rank` leaves its start and end of a traced task (TIMES).
+__device__ __forceinline__ void note_times(const GroupSync* g, uint32_t rank, uint64_t began) {
+    unsigned long long* t = reinterpret_cast<unsigned long long*>(group_word(g, PKQ_GROUP_OFF_TIMES)) + 2 * rank;
+    __stcg(t, static_cast<unsigned long long>(began));
+    __stcg(t + 1, static_cast<unsigned long long>(globaltimer()));
+}
+
+// `v` as nanoseconds after `start`, within a log word's 32 bits.
+__device__ __forceinline__ uint64_t log_offset(uint64_t v, uint64_t start) {
+    if (v <= start) return 0;
+    const uint64_t d = v - start;
+    return d < 0xffffffffull ? d : 0xffffffffull;
+}
+
 template <class Handlers>
 struct GroupHandlers {
     const Handlers& handlers;
     volatile BlockTask* task;
     GroupSync* group;
     unsigned long long* handed;  // tasks handed to the group so far (lane 0's)
+    uint64_t* log;               // the worker's TRACE LOG (null: none)
+    unsigned long long* traced;  // traced tasks logged so far (lane 0's)
+
+    // The warp's entry in the TRACE LOG of the traced task that began at
+    // `start` (lane 0's): every block's TIMES, acquired (the arrivals), as
+    // tagged words, then a system-scope fence, so that the completion comes
+    // after them for the host.
+    __device__ __forceinline__ void log_blocks(uint32_t lane, uint64_t start) const {
+        const uint32_t blocks = group->blocks;
+        unsigned long long t = 0;
+        if (lane == 0) t = (*traced)++;
+        t = __shfl_sync(0xffffffffu, t, 0);
+        start = __shfl_sync(0xffffffffu, start, 0);
+        uint64_t* e = log + (t % PKQ_TRACE_LOG_TASKS) * (PKQ_TRACE_LOG_HEADER_WORDS + 2ull * blocks);
+        const uint64_t tag = ((t % 0xffffffffull) + 1) << 32;
+        if (lane == 0) {
+            store_sys(e, tag | (start & 0xffffffffull));
+            store_sys(e + 1, tag | (start >> 32));
+            store_sys(e + 2, tag | blocks);
+            store_sys(e + 3, tag);
+        }
+        const unsigned long long* times =
+            reinterpret_cast<const unsigned long long*>(group_word(group, PKQ_GROUP_OFF_TIMES));
+        for (uint32_t r = lane; r < blocks; r += 32) {
+            store_sys(e + PKQ_TRACE_LOG_HEADER_WORDS + 2 * r, tag | log_offset(__ldcg(times + 2 * r), start));
+            store_sys(e + PKQ_TRACE_LOG_HEADER_WORDS + 2 * r + 1, tag | log_offset(__ldcg(times + 2 * r + 1), start));
+        }
+        __syncwarp();
+        __threadfence_system();
+    }
 
     __device__ __forceinline__ Outcome operator()(const Context& c) const {
         const uint32_t threads = blockDim.x;
         // A group a stop cut short hands nothing more (its blocks may still
         // be on the task it gave up on).
         if (__shfl_sync(0xffffffffu, group->abandoned, 0) != 0) return fail(PKQ_STATUS_STOPPED);
+        // Traced (the task's start in c.trace) where the lane has a log.
+        const bool trace = c.trace != 0 && log != nullptr;
         uint64_t gen = 0;
         if (c.lane == 0) {
             gen = ++*handed;
             if (group->blocks > 1) {
                 uint64_t* w = group_word(group, PKQ_GROUP_OFF_TASK);
-                __stcg(reinterpret_cast<unsigned long long*>(w), static_cast<unsigned long long>(c.op | (c.len << 16)));
+                __stcg(reinterpret_cast<unsigned long long*>(w),
+                       static_cast<unsigned long long>(c.op | (c.len << 16)) | (trace ? 1ull << 32 : 0ull));
 #pragma unroll
                 for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j)
                     __stcg(reinterpret_cast<unsigned long long*>(w + 1 + j), c.words[j]);
@@ -136,12 +184,14 @@ struct GroupHandlers {
             }
             task->op = c.op;
             task->len = c.len;
+            task->traced = trace;
             task->quit = 0;
 #pragma unroll
             for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) task->words[j] = c.words[j];
         }
         __syncwarp();
         block_barrier(BAR_TASK, threads);
+        const uint64_t began = trace && c.lane == 0 ? globaltimer() : 0;
         Context ctx = c;
         ctx.warp = 0;
         ctx.warps = threads >> 5;
@@ -150,6 +200,7 @@ struct GroupHandlers {
         ctx.group = group;
         Outcome out = handlers(ctx);
         block_barrier(BAR_DONE, threads);
+        if (trace && c.lane == 0) note_times(group, 0, began);
         if (group->blocks > 1) {
             // Every block finished; their writes, acquired by lane 0, come
             // before the completion, and before serve()'s GPU-scope fence
@@ -165,6 +216,12 @@ struct GroupHandlers {
         // A wait that gave up (here, or a group barrier of the handler's):
         // not every block finished, so the outcome is not the task's.
         if (__shfl_sync(0xffffffffu, group->abandoned, 0) != 0) return fail(PKQ_STATUS_STOPPED);
+        if (trace) {
+            // Lane 0's TIMES store (and, through its acquire of the
+            // arrivals, every block's) before the warp reads them.
+            __syncwarp();
+            log_blocks(c.lane, c.trace);
+        }
         return out;
     }
 };
@@ -210,7 +267,8 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
                     reinterpret_cast<const unsigned long long*>(group_word(group, PKQ_GROUP_OFF_TASK));
                 const uint64_t h = __ldcg(w);
                 task->op = static_cast<uint32_t>(h & 0xffff);
-                task->len = static_cast<uint32_t>(h >> 16);
+                task->len = static_cast<uint32_t>((h >> 16) & 0xffff);
+                task->traced = static_cast<uint32_t>(h >> 32) & 1;
                 task->quit = 0;
 #pragma unroll
                 for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) task->words[j] = __ldcg(w + 1 + j);
@@ -220,10 +278,12 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
         if (threadIdx.x < 32) __syncwarp();
         block_barrier(BAR_TASK, threads);
         if (task->quit) return;
+        const uint64_t began = fetcher && task->traced ? globaltimer() : 0;
         const Context ctx = group_context(task, group, rank);
         (void)handlers(ctx);
         block_barrier(BAR_DONE, threads);
         if (fetcher) {
+            if (task->traced) note_times(group, rank, began);
             // Every thread's writes (cumulative through the block barrier)
             // before the arrival the poller acquires (a release add).
             add_release_gpu(group_word(group, PKQ_GROUP_OFF_ARRIVALS), 1);

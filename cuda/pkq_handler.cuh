@@ -43,6 +43,10 @@ struct Context {
     // A block or group op's group (null for a warp op): see sync_group and
     // scratch.
     GroupSync* group = nullptr;
+    // The task's start (%globaltimer, its completion's) when it is traced
+    // (header bit PKQ_HEADER_TRACE_BIT), else 0: a lane of blocks or groups
+    // then logs each block's run of it (TRACE LOG in pkq_layout.h).
+    uint64_t trace = 0;
 
     // This thread's rank among the task's threads, and how many they are.
     __device__ __forceinline__ uint32_t rank() const { return (block * warps + warp) * 32 + lane; }

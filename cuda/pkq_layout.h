@@ -107,13 +107,17 @@
    output area held a plain output in the last 255 laps (PLAIN below);
    bit 52: the task may write host memory (a host buffer of the caller's:
    `HostBuffer`), so its worker fences at system scope, not GPU scope,
-   between the handler's writes and the completion. */
+   between the handler's writes and the completion; bit 53: the task is
+   traced (its producer stamped it, `pkq::trace`): a lane of blocks or
+   groups logs each block's run of it (TRACE LOG below), a lane of warps
+   ignores the bit. */
 #define PKQ_HEADER_IN_SHIFT 32 /* u32 */
 #define PKQ_HEADER_IN_BITS 17 /* u32 */
 #define PKQ_HEADER_IO_BIT 49 /* u32 */
 #define PKQ_HEADER_PLAIN_BIT 50 /* u32 */
 #define PKQ_HEADER_FRESH_BIT 51 /* u32 */
 #define PKQ_HEADER_HOST_BIT 52 /* u32 */
+#define PKQ_HEADER_TRACE_BIT 53 /* u32 */
 
 /* ---------------------------------------------------------------------------
  * Completion entry: written by the device worker that ran the task (lane 0
@@ -459,7 +463,7 @@
 /* ---------------------------------------------------------------------------
  * Kernel parameters (passed by value at launch; never shared memory).
  * ------------------------------------------------------------------------- */
-#define PKQ_PARAMS_BYTES 136
+#define PKQ_PARAMS_BYTES 144
 #define PKQ_PARAMS_OFF_SQ 0
 #define PKQ_PARAMS_OFF_CQ 8
 #define PKQ_PARAMS_OFF_CTRL 16
@@ -483,6 +487,7 @@
 #define PKQ_PARAMS_OFF_GROUPS 120
 #define PKQ_PARAMS_OFF_GROUP_BLOCKS 128
 #define PKQ_PARAMS_OFF_GROUP_WARPS 132
+#define PKQ_PARAMS_OFF_TRACE_LOG 136
 
 /* ---------------------------------------------------------------------------
  * WIDTH: a lane of blocks or groups (Builder::width; `group_blocks` != 0).
@@ -519,6 +524,13 @@
  *     become resident after a stop find GEN at PKQ_GROUP_QUIT and leave.
  *   SCRATCH (from line 4, PKQ_GROUP_SCRATCH_BYTES): the group's own device
  *     memory for its handlers (Context::scratch), e.g. per-block partials.
+ *   TIMES (after SCRATCH, 16 bytes per block): of a traced task (header bit
+ *     PKQ_HEADER_TRACE_BIT, handed on as bit 32 of the task's header word),
+ *     block r's %globaltimer when it began running the handler and when
+ *     all its threads had finished, written by its first thread (block 0:
+ *     the poller's lane 0) with plain stores before its arrival, whose
+ *     release orders them; read by the poller's warp after the arrivals
+ *     (acquire), for the TRACE LOG.
  * Inside a block the task goes from warp 0 to the other warps through
  * shared memory and a named barrier (1), and their end through another (2);
  * barrier 0 is the handlers' (Context::sync_block). All three are used in
@@ -534,7 +546,7 @@
  * with PKQ_STATUS_STOPPED and is handed to no block (so no block mixes two
  * tasks' words, and no result of part of the group is published).
  * ------------------------------------------------------------------------- */
-#define PKQ_GROUP_BYTES 8704
+#define PKQ_GROUP_BYTES 25088
 #define PKQ_GROUP_OFF_GEN 0
 #define PKQ_GROUP_OFF_TASK 8
 #define PKQ_GROUP_OFF_ARRIVALS 128
@@ -543,11 +555,34 @@
 #define PKQ_GROUP_OFF_PRESENT 448
 #define PKQ_GROUP_OFF_SCRATCH 512
 #define PKQ_GROUP_SCRATCH_BYTES 8192
+#define PKQ_GROUP_OFF_TIMES 8704
 #define PKQ_GROUP_QUIT 0x8000000000000000 /* u64 */
 #define PKQ_GROUP_STOP_SPINS 256 /* u32 */
 /* Blocks of a group. (Its blocks' warps: at most the kernel's launch
    bound, PKQ_MAX_WARPS_PER_BLOCK.) */
 #define PKQ_MAX_GROUP_BLOCKS 1024
+
+/* ---------------------------------------------------------------------------
+ * TRACE LOG: a lane of blocks or groups, in mapped host memory (`trace_log`:
+ * per worker PKQ_TRACE_LOG_TASKS entries of PKQ_TRACE_LOG_HEADER_WORDS +
+ * 2 x group_blocks words, zeroed by the host before the launch), written by
+ * the worker's poller warp only, read by the host (a trace's snapshot). The
+ * worker's t-th traced task (from 0) goes to entry t % PKQ_TRACE_LOG_TASKS
+ * (the last PKQ_TRACE_LOG_TASKS stay), each of its words tagged with
+ * (t mod (2^32 - 1)) + 1 in its high 32 bits (never 0, which no written
+ * word carries), so the host takes a word only with its entry's tag and
+ * needs no order among them (TAGGED WORDS):
+ *   word 0, 1: the low and high halves of the task's %globaltimer start (the
+ *     completion's t_start, which names the task among the worker's);
+ *   word 2: the group's blocks; word 3: the tag alone;
+ *   words 4 + 2r, 5 + 2r: block r's start and end (TIMES) as nanoseconds
+ *     after the task's start (0 if before it, 2^32 - 1 at most).
+ * The warp's stores come before the completion: a system-scope fence
+ * between them, in a traced task of a wide lane only (the host that sees
+ * the completion finds the entry whole).
+ * ------------------------------------------------------------------------- */
+#define PKQ_TRACE_LOG_TASKS 256
+#define PKQ_TRACE_LOG_HEADER_WORDS 4
 
 /* Arguments of PKQ_OP_AXPY: y[i] = a * x[i] + y[i] for i < n (device pointers). */
 #define PKQ_AXPY_ARGS_BYTES 24
@@ -687,6 +722,7 @@ struct pkq_params {
     uint64_t groups;        /* device memory: PKQ_GROUP_BYTES per worker (WIDTH); 0 for a lane of warps */
     uint32_t group_blocks;  /* blocks per worker (WIDTH); 0: a lane of warps */
     uint32_t group_warps;   /* warps per block of a lane of blocks or groups */
+    uint64_t trace_log;     /* mapped host memory: the TRACE LOG of a lane of blocks or groups; 0 for a lane of warps */
 };
 static_assert(sizeof(pkq_params) == PKQ_PARAMS_BYTES, "pkq_params size");
 static_assert(offsetof(pkq_params, sq) == PKQ_PARAMS_OFF_SQ, "pkq_params.sq");
@@ -714,8 +750,10 @@ static_assert(offsetof(pkq_params, io_out_bytes) == PKQ_PARAMS_OFF_IO_OUT_BYTES,
 static_assert(offsetof(pkq_params, groups) == PKQ_PARAMS_OFF_GROUPS, "pkq_params.groups");
 static_assert(offsetof(pkq_params, group_blocks) == PKQ_PARAMS_OFF_GROUP_BLOCKS, "pkq_params.group_blocks");
 static_assert(offsetof(pkq_params, group_warps) == PKQ_PARAMS_OFF_GROUP_WARPS, "pkq_params.group_warps");
+static_assert(offsetof(pkq_params, trace_log) == PKQ_PARAMS_OFF_TRACE_LOG, "pkq_params.trace_log");
 static_assert(PKQ_GROUP_OFF_TASK + 7 * 8 <= PKQ_GROUP_OFF_ARRIVALS, "a task fits line 0");
-static_assert(PKQ_GROUP_OFF_SCRATCH + PKQ_GROUP_SCRATCH_BYTES == PKQ_GROUP_BYTES, "group bytes");
+static_assert(PKQ_GROUP_OFF_SCRATCH + PKQ_GROUP_SCRATCH_BYTES == PKQ_GROUP_OFF_TIMES, "scratch, then times");
+static_assert(PKQ_GROUP_OFF_TIMES + 16 * PKQ_MAX_GROUP_BLOCKS == PKQ_GROUP_BYTES, "group bytes");
 static_assert(PKQ_PACK_TASKS == 32, "a pack is one task per lane");
 
 struct pkq_axpy_args {

@@ -1004,6 +1004,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             host = (h1 >> (PKQ_HEADER_HOST_BIT - 32)) & 1;
             io_task.in_plain = (h1 >> (PKQ_HEADER_PLAIN_BIT - 32)) & 1;
             if ((h1 >> (PKQ_HEADER_FRESH_BIT - 32)) & 1) io_forget(io_task);
+            if ((h1 >> (PKQ_HEADER_TRACE_BIT - 32)) & 1) ctx.trace = t_start;
             // One call of the handlers for plain and IO tasks (one copy of
             // their code: see IO_BATCH). No IO areas: no host sends an IO
             // task. An argument length over the slot's (the header has 8
@@ -1079,6 +1080,7 @@ __device__ __forceinline__ void run_group(const pkq_params& p, const Handlers& h
     __shared__ BlockTask task;
     __shared__ GroupSync group;
     __shared__ unsigned long long handed;
+    __shared__ unsigned long long traced;
     const uint32_t worker = blockIdx.x / p.group_blocks;
     const uint32_t rank = blockIdx.x % p.group_blocks;
     if (worker >= p.workers) return;  // the whole block
@@ -1089,6 +1091,7 @@ __device__ __forceinline__ void run_group(const pkq_params& p, const Handlers& h
         group.crossings = 0;
         group.abandoned = 0;
         handed = 0;
+        traced = 0;
         task.quit = 0;
     }
     __syncthreads();
@@ -1101,7 +1104,11 @@ __device__ __forceinline__ void run_group(const pkq_params& p, const Handlers& h
             if ((threadIdx.x & 31) == 0) (void)wait_at_least(&group, PKQ_GROUP_OFF_PRESENT, p.group_blocks - 1);
             __syncwarp();
         }
-        const GroupHandlers<Handlers> around{handlers, &task, &group, &handed};
+        uint64_t* log = p.trace_log == 0 ? nullptr
+                                          : reinterpret_cast<uint64_t*>(p.trace_log) +
+                                                static_cast<uint64_t>(worker) * PKQ_TRACE_LOG_TASKS *
+                                                    (PKQ_TRACE_LOG_HEADER_WORDS + 2 * p.group_blocks);
+        const GroupHandlers<Handlers> around{handlers, &task, &group, &handed, log, &traced};
         serve(p, worker, 0, &claims[0], &dones[0], &leavings[0], &scratch[0], nullptr, &helps[0], nullptr,
               around);
         // The poller left: so do the others (after its last task's arrivals).

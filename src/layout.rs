@@ -37,6 +37,7 @@ pub(crate) struct KernelParams {
     pub groups: u64,
     pub group_blocks: u32,
     pub group_warps: u32,
+    pub trace_log: u64,
 }
 
 const _: () = {
@@ -64,6 +65,7 @@ const _: () = {
     assert!(offset_of!(KernelParams, groups) == PARAMS_OFF_GROUPS);
     assert!(offset_of!(KernelParams, group_blocks) == PARAMS_OFF_GROUP_BLOCKS);
     assert!(offset_of!(KernelParams, group_warps) == PARAMS_OFF_GROUP_WARPS);
+    assert!(offset_of!(KernelParams, trace_log) == PARAMS_OFF_TRACE_LOG);
     assert!(HEADER_IN_SHIFT + HEADER_IN_BITS == HEADER_IO_BIT);
     assert!(IO_MAX_BYTES < 1 << HEADER_IN_BITS);
     assert!(SLOT_WORDS * 8 == SLOT_BYTES);

@@ -357,6 +357,15 @@ impl Kernel {
         Ok(scratch.addr())
     }
 
+    /// `words` zeroed words of mapped host memory for the kernel to write
+    /// (allocated now, before the launch), released with the kernel's
+    /// other mapped memory.
+    pub(crate) fn mapped_memory(&mut self, words: usize) -> Result<Arc<MappedBuffer>> {
+        let buffer = MappedBuffer::new(&self.ctx, words)?;
+        self.memory.push(buffer.clone());
+        Ok(buffer)
+    }
+
     /// [`Kernel::device_memory`], zeroed by a copy on the kernel's stream
     /// from host memory (a copy engine's work: no kernel, so it needs no
     /// room on a device another resident kernel may fill), done before

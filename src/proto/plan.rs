@@ -266,6 +266,7 @@ impl Plan {
             groups: 0,
             group_blocks: 0,
             group_warps: 0,
+            trace_log: 0,
         }
     }
 }

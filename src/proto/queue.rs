@@ -47,7 +47,7 @@ use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::PoisonError;
 
-use crate::layout::{CQE_WORDS, PACK_ARG_BYTES, PACK_TASKS, SLOT_WORDS};
+use crate::layout::{CQE_WORDS, HEADER_TRACE_BIT, PACK_ARG_BYTES, PACK_TASKS, SLOT_WORDS};
 use crate::proto::ring::{FLAG, Geometry, SEQ_MASK, distance, seq_add, seq_sub};
 use crate::proto::slot::{Cqe, SlotImage, tagged};
 pub(crate) use crate::proto::tail::Refusal;
@@ -612,13 +612,21 @@ impl Queue {
         let tag = self.geo.tag(seq);
         let at = self.geo.slot(seq) * SLOT_WORDS;
         #[inline(always)]
-        fn store_slot(sq: &Words, at: usize, image: &SlotImage, tag: u8) {
+        fn store_slot(sq: &Words, at: usize, image: &SlotImage, tag: u8, header: u64) {
             for (k, w) in sq.run::<SLOT_WORDS>(at).iter().enumerate() {
-                w.store(image.word(k, tag), Ordering::Relaxed);
+                let extra = if k == 0 { header } else { 0 };
+                w.store(image.word(k, tag) | extra, Ordering::Relaxed);
             }
         }
-        let store = |sq: &Words| store_slot(sq, at, image, tag);
         let stamp = self.stamp_begin(seq, image);
+        // A traced task says so in its header (PKQ_HEADER_TRACE_BIT: a wide
+        // lane logs each block's run of it); bit 53 of chunk 0, under its tag.
+        let header = if stamp.is_some() {
+            1 << HEADER_TRACE_BIT
+        } else {
+            0
+        };
+        let store = |sq: &Words| store_slot(sq, at, image, tag, header);
         // The slot, then its copies (none with one poller per worker; one
         // loop over both as one chain measured slower). Copy 0 becomes
         // visible before the others: the release fence keeps the compiler

@@ -167,3 +167,10 @@ mod tests {
         assert_eq!(copy.at(7).load(Ordering::Relaxed), 5);
     }
 }
+
+/// A trace's log of blocks reads a lane's mapped words through this view.
+impl crate::trace::blocks::LogWords for Words {
+    fn all(&self) -> &[AtomicU64] {
+        self.slice(0, self.len)
+    }
+}

@@ -79,6 +79,9 @@ pub struct Runtime {
 pub struct Lane {
     /// Tickets and batches point here without counting (see `RingPtr`).
     pub(crate) shared: Arc<Shared>,
+    /// A lane of blocks or groups: its device's log of each block's run
+    /// of traced tasks (`crate::trace::blocks`).
+    pub(crate) blocks: Option<crate::trace::blocks::BlockLog>,
 }
 
 impl std::fmt::Debug for Lane {

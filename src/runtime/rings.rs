@@ -49,6 +49,7 @@ impl Rings {
             rings: self.queues.len(),
             start_seq: self.start_seq,
             ring_worker_mask: self.ring_worker_mask,
+            blocks: None,
         }
     }
 

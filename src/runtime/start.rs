@@ -22,6 +22,7 @@ use crate::runtime::idle::IdlePolicy;
 use crate::runtime::lane::{Lane, Runtime};
 use crate::runtime::shared::Shared;
 use crate::sync::now;
+use crate::trace::blocks::BlockLog;
 use crate::trace::recorder::Recorder;
 use std::time::Duration;
 
@@ -112,11 +113,21 @@ impl Builder {
         };
         let mut params = plan.params(h2d_addr, d2h_addr, spin as u32, sleep as u32, scratch);
         let blocks = self.width.blocks(kernel.sms()) as usize;
+        let mut block_log = None;
         if blocks != 0 {
             // A wide lane's group words, zeroed (WIDTH in pkq_layout.h).
             params.groups = kernel.zeroed_device_memory(plan.workers * GROUP_BYTES)?;
             params.group_blocks = blocks as u32;
             params.group_warps = self.width.warps();
+            // Its log of blocks of traced tasks (TRACE LOG), mapped.
+            let words = BlockLog::words_for(plan.workers, blocks);
+            let memory = kernel.mapped_memory(words)?;
+            params.trace_log = memory.device_addr(0);
+            block_log = Some(BlockLog::new(
+                Arc::new(memory.words(0, words)),
+                plan.workers,
+                blocks,
+            ));
         }
         let mut ops = std::mem::take(&mut kernel.ops).serving(self.width);
         if let Image::Caller(_) = self.image {
@@ -220,7 +231,10 @@ impl Builder {
                 b.arg(&params);
             })?
         };
-        let lane = Lane { shared };
+        let lane = Lane {
+            shared,
+            blocks: block_log,
+        };
         // A timeout too long to add to now has no deadline.
         await_workers(&lane.shared, now().checked_add(self.start_timeout))?;
         Ok(lane)
@@ -277,7 +291,10 @@ impl Builder {
         }
         #[cfg(loom)]
         assert!(!threads, "loom models step the software device themselves");
-        let lane = Lane { shared };
+        let lane = Lane {
+            shared,
+            blocks: None,
+        };
         await_workers(&lane.shared, now().checked_add(b.start_timeout))?;
         Ok(lane)
     }

@@ -35,7 +35,13 @@ impl Runtime {
         partition: Option<crate::cuda::partition::SmPartition>,
         recorder: Arc<Recorder>,
     ) -> Self {
-        let shapes = lanes.iter().map(|l| l.shared.rings.shape()).collect();
+        let shapes = lanes
+            .iter()
+            .map(|l| crate::trace::LaneShape {
+                blocks: l.blocks.clone(),
+                ..l.shared.rings.shape()
+            })
+            .collect();
         Self {
             lanes: lanes.into_boxed_slice(),
             partition,

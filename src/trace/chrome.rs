@@ -1,7 +1,9 @@
 //! Chrome's trace-event JSON (the "JSON Array Format" with a
 //! `traceEvents` object): process 1 holds a thread per host thread, process
-//! 2 a thread per device worker; each task is a submit and a seen event on
-//! its host threads and a slice on its worker, joined by a flow.
+//! 2 a thread per device worker and per block of a worker of a lane of
+//! blocks or groups; each task is a submit and a seen event on its host
+//! threads and a slice on its worker, joined by a flow, and each block's
+//! run of a wide task a slice on the block's thread.
 
 use std::fmt::Write;
 
@@ -38,6 +40,37 @@ pub(super) fn encode(t: &Trace) -> String {
             Some(worker_tid(lane, w)),
             "thread_name",
             &format!("lane {lane} worker {w}"),
+        ));
+    }
+    let mut blocks: Vec<(usize, usize, usize)> = t
+        .blocks
+        .iter()
+        .map(|b| (b.lane, b.worker, b.block))
+        .collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    for &(lane, w, b) in &blocks {
+        ev.push(meta(
+            GPU_PID,
+            Some(block_tid(lane, w, b)),
+            "thread_name",
+            &format!("lane {lane} worker {w} block {b}"),
+        ));
+    }
+    for (b, placed) in t.blocks.iter().zip(super::perfetto::block_slices(t)) {
+        let Some((start, end)) = placed else { continue };
+        let (start, end) = (start as f64, end as f64);
+        ev.push(format!(
+            "{{\"name\":\"block {}\",\"cat\":\"device\",\"ph\":\"X\",\"pid\":{GPU_PID},\"tid\":{},\"ts\":{:.3},\"dur\":{:.3},\"args\":{{\"seq\":{},\"ring\":{},\"block\":{},\"device_start_ns\":{},\"device_end_ns\":{}}}}}",
+            b.block,
+            block_tid(b.lane, b.worker, b.block),
+            us(start),
+            us((end - start).max(1.0)),
+            b.seq,
+            b.ring,
+            b.block,
+            b.device_start_ns,
+            b.device_end_ns
         ));
     }
     let placed = super::perfetto::device_slices(t);
@@ -95,6 +128,12 @@ pub(super) fn encode(t: &Trace) -> String {
 /// The thread id of a device worker's track in the GPU process.
 fn worker_tid(lane: usize, worker: usize) -> u32 {
     (lane as u32) << 16 | worker as u32
+}
+
+/// The thread id of a block's track of a worker of a lane of blocks or
+/// groups (above every worker's).
+fn block_tid(lane: usize, worker: usize, block: usize) -> u32 {
+    1 << 31 | (lane as u32 & 0x1f) << 26 | (worker as u32 & 0xffff) << 10 | block as u32 & 0x3ff
 }
 
 fn meta(pid: u32, tid: Option<u32>, what: &str, name: &str) -> String {

@@ -54,11 +54,14 @@ pub const MAX_TRACE_RECORDS: usize = 1 << 27;
 /// names another number (64 bytes each: 4 MiB).
 pub const DEFAULT_TRACE_RECORDS: usize = 1 << 16;
 
+pub(crate) mod blocks;
 mod chrome;
 pub(crate) mod nvtx;
 mod perfetto;
 pub(crate) mod recorder;
 mod svg;
+
+pub use blocks::BlockRecord;
 
 use crate::op::Op;
 use crate::timing::{ClockMap, Exchange};
@@ -115,12 +118,14 @@ pub struct Segments {
     pub seen_ns: f64,
 }
 
-/// The geometry of a lane, to name each record's worker.
-#[derive(Clone, Copy, Debug)]
+/// The geometry of a lane, to name each record's worker, and its log of
+/// blocks (a lane of blocks or groups).
+#[derive(Clone)]
 pub(crate) struct LaneShape {
     pub(crate) rings: usize,
     pub(crate) start_seq: u64,
     pub(crate) ring_worker_mask: u64,
+    pub(crate) blocks: Option<blocks::BlockLog>,
 }
 
 /// What a runtime keeps for its trace: the recorder its rings share, the
@@ -173,6 +178,8 @@ impl Tracer {
 #[derive(Clone, Debug)]
 pub struct Trace {
     records: Vec<TaskRecord>,
+    blocks: Vec<BlockRecord>,
+    blocks_missing: u64,
     dropped: u64,
     unfinished: u64,
     capacity: usize,
@@ -227,9 +234,16 @@ impl Trace {
             })
             .collect();
         let per_anchor = (exchanges.len() / 64).clamp(16, 4096);
+        let logs: Vec<Option<Vec<blocks::Logged>>> = lanes
+            .iter()
+            .map(|l| l.blocks.as_ref().map(blocks::BlockLog::read))
+            .collect();
+        let (blocks, blocks_missing) = blocks::join(&records, &logs);
         Self {
             clock: ClockMap::fit(&exchanges, per_anchor),
             records,
+            blocks,
+            blocks_missing,
             dropped: snap.dropped,
             unfinished: snap.unfinished,
             capacity,
@@ -239,6 +253,34 @@ impl Trace {
     /// The records, by submit time.
     pub fn records(&self) -> &[TaskRecord] {
         &self.records
+    }
+
+    /// Each block's run of the recorded tasks of lanes of blocks or
+    /// groups (`Builder::width`), by lane, ring, sequence number and block:
+    /// every block of the task's group, once each. A worker's log holds
+    /// its last 256 traced tasks that ran their handler; the blocks of a
+    /// task it logged over are not here ([`Trace::blocks_missing`]).
+    /// Tracing a wide task adds a system-scope fence to its run (the log's
+    /// stores before its completion).
+    pub fn blocks(&self) -> &[BlockRecord] {
+        &self.blocks
+    }
+
+    /// The blocks of `r` (none for a task of a lane of warps).
+    pub fn blocks_of(&self, r: &TaskRecord) -> &[BlockRecord] {
+        let key = |b: &BlockRecord| (b.lane, b.ring, b.seq);
+        let at = self
+            .blocks
+            .partition_point(|b| key(b) < (r.lane, r.ring, r.seq));
+        let n = self.blocks[at..].partition_point(|b| key(b) == (r.lane, r.ring, r.seq));
+        &self.blocks[at..at + n]
+    }
+
+    /// Records of tasks of lanes of blocks or groups that ran their
+    /// handler (succeeded, not a NOP) whose blocks are not in the trace:
+    /// their worker logged 256 later traced tasks before the snapshot.
+    pub fn blocks_missing(&self) -> u64 {
+        self.blocks_missing
     }
 
     /// Records not kept, exactly: those that found the buffer full, and
@@ -390,6 +432,7 @@ mod tests {
             rings: 1,
             start_seq: 0,
             ring_worker_mask: 0,
+            blocks: None,
         }];
         let t = Trace::new(snap, 100, &lanes, 1.0, 0);
         assert!(t.clock.is_some(), "the records fit a clock map");

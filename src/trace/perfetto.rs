@@ -7,9 +7,11 @@
 //!
 //! Tracks: "pkq host" with a child per host thread, "pkq GPU" with a child
 //! per device worker (named with the clock map's bound: the device times
-//! are mapped onto the host's clock). Each task: an instant "submit" on its
-//! submitting thread, a slice on its worker, an instant "seen" on the
-//! thread that took its completion, joined by a flow. Every packet is on
+//! are mapped onto the host's clock), and under a worker of a lane of
+//! blocks or groups a child per block. Each task: an instant "submit" on
+//! its submitting thread, a slice on its worker, an instant "seen" on the
+//! thread that took its completion, joined by a flow; each block's run of
+//! a wide task, a slice on the block's track. Every packet is on
 //! one sequence; the first clears its incremental state.
 
 use super::{Trace, op_name};
@@ -52,6 +54,10 @@ fn thread_track(thread: u32) -> u64 {
 
 fn worker_track(lane: usize, worker: usize) -> u64 {
     2 << 32 | (lane as u64) << 20 | worker as u64
+}
+
+fn block_track(lane: usize, worker: usize, block: usize) -> u64 {
+    3 << 48 | (lane as u64) << 40 | (worker as u64) << 16 | block as u64
 }
 
 /// A protobuf message being written.
@@ -173,8 +179,58 @@ pub(super) fn encode(t: &Trace) -> Vec<u8> {
         packet(&mut trace, None, PACKET_TRACK_DESCRIPTOR, &d);
     }
 
+    let mut blocks: Vec<(usize, usize, usize)> = t
+        .blocks
+        .iter()
+        .map(|b| (b.lane, b.worker, b.block))
+        .collect();
+    blocks.dedup();
+    blocks.sort_unstable();
+    blocks.dedup();
+    for &(lane, w, b) in &blocks {
+        let d = track(
+            block_track(lane, w, b),
+            Some(worker_track(lane, w)),
+            &format!("lane {lane} worker {w} block {b}"),
+        );
+        packet(&mut trace, None, PACKET_TRACK_DESCRIPTOR, &d);
+    }
+
     let ns = |v: f64| v.max(0.0).round() as u64;
-    let mut events: Vec<Event> = Vec::with_capacity(t.records.len() * 4);
+    let mut events: Vec<Event> = Vec::with_capacity(t.records.len() * 4 + t.blocks.len() * 2);
+    for (b, placed) in t.blocks.iter().zip(block_slices(t)) {
+        let Some((start, end)) = placed else { continue };
+        let uuid = block_track(b.lane, b.worker, b.block);
+        let mut begin = Msg::default();
+        begin
+            .uint(EVENT_TYPE, SLICE_BEGIN)
+            .uint(EVENT_TRACK_UUID, uuid)
+            .str(EVENT_CATEGORIES, "pkq")
+            .str(EVENT_NAME, &format!("block {}", b.block));
+        for (key, v) in [
+            ("seq", b.seq),
+            ("ring", b.ring as u64),
+            ("block", b.block as u64),
+        ] {
+            let mut a = Msg::default();
+            a.str(ANNOTATION_NAME, key).uint(ANNOTATION_UINT, v);
+            begin.msg(EVENT_DEBUG_ANNOTATIONS, &a);
+        }
+        events.push(Event {
+            ts: start,
+            order: 1,
+            body: begin,
+        });
+        let mut close = Msg::default();
+        close
+            .uint(EVENT_TYPE, SLICE_END)
+            .uint(EVENT_TRACK_UUID, uuid);
+        events.push(Event {
+            ts: end,
+            order: 0,
+            body: close,
+        });
+    }
     let placed = device_slices(t);
     for (i, r) in t.records.iter().enumerate() {
         let flow = i as u64 + 1;
@@ -269,29 +325,55 @@ pub(super) fn encode(t: &Trace) -> Vec<u8> {
 /// rounding must not make two of one worker's tasks overlap (both exports
 /// draw the same slices).
 pub(super) fn device_slices(t: &Trace) -> Vec<Option<(u64, u64)>> {
-    let ns = |v: f64| v.max(0.0).round() as u64;
-    let mut slices: Vec<(usize, (usize, usize), u64, u64)> = t
-        .records
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| {
+    place(
+        t.records.len(),
+        t.records.iter().enumerate().filter_map(|(i, r)| {
             let start = t.device_to_host_ns(r.device_start_ns)?;
             let end = t.device_to_host_ns(r.device_end_ns)?;
-            Some((i, (r.lane, r.worker), ns(start), ns(end)))
-        })
+            Some((i, (r.lane, r.worker, 0), start, end))
+        }),
+    )
+}
+
+/// Each block record's slice on its block's track, placed as
+/// [`device_slices`] places a worker's.
+pub(super) fn block_slices(t: &Trace) -> Vec<Option<(u64, u64)>> {
+    place(
+        t.blocks.len(),
+        t.blocks.iter().enumerate().filter_map(|(i, b)| {
+            let start = t.device_to_host_ns(b.device_start_ns)?;
+            let end = t.device_to_host_ns(b.device_end_ns)?;
+            Some((i, (b.lane, b.worker, b.block + 1), start, end))
+        }),
+    )
+}
+
+/// A track of slices: (lane, worker, 0) for a worker's, (lane, worker,
+/// block + 1) for a block's.
+type Track = (usize, usize, usize);
+
+/// Slices `(index, track, start, end)` of `n`, placed on each track in
+/// order of their start, none before the one before it ended.
+fn place(
+    n: usize,
+    slices: impl Iterator<Item = (usize, Track, f64, f64)>,
+) -> Vec<Option<(u64, u64)>> {
+    let ns = |v: f64| v.max(0.0).round() as u64;
+    let mut slices: Vec<(usize, Track, u64, u64)> = slices
+        .map(|(i, track, start, end)| (i, track, ns(start), ns(end)))
         .collect();
-    slices.sort_by_key(|&(_, worker, start, _)| (worker, start));
-    let mut placed: Vec<Option<(u64, u64)>> = vec![None; t.records.len()];
-    let mut last: Option<((usize, usize), u64)> = None;
-    for (i, worker, start, end) in slices {
+    slices.sort_by_key(|&(_, track, start, _)| (track, start));
+    let mut placed: Vec<Option<(u64, u64)>> = vec![None; n];
+    let mut last: Option<(Track, u64)> = None;
+    for (i, track, start, end) in slices {
         let floor = match last {
-            Some((w, e)) if w == worker => e,
+            Some((w, e)) if w == track => e,
             _ => 0,
         };
         let start = start.max(floor);
         let end = end.max(start).saturating_add(u64::from(end <= start));
         placed[i] = Some((start, end));
-        last = Some((worker, end));
+        last = Some((track, end));
     }
     placed
 }

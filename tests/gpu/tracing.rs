@@ -2,7 +2,7 @@
 //! exactly once, from several threads, with tickets, batches and packs;
 //! host submit <= device start <= device end <= host seen, within the
 //! clock map's bound; the drop count exact once the buffer is full; the
-//! exports whole.
+//! exports whole; every block of a traced wide task once, inside the task.
 
 use super::*;
 use std::collections::HashMap;
@@ -10,6 +10,7 @@ use std::collections::HashMap;
 pub(crate) const TESTS: &[Test] = tests![
     every_task_once_in_time_order_within_the_bound,
     the_drop_count_is_exact_on_the_device,
+    every_block_of_a_traced_wide_task_once_within_it,
 ];
 
 /// Random ECHO values from three threads (tickets in a window, batches,
@@ -137,4 +138,145 @@ pub(crate) fn the_drop_count_is_exact_on_the_device() {
     rt.set_tracing(false).unwrap();
     rt.submit(NOP.args(&())).unwrap().wait().unwrap();
     assert_eq!(rt.trace().dropped(), 4000);
+}
+
+/// Lanes of blocks and of groups beside a lane of warps, tracing switched
+/// off and on while threads submit random tasks to every lane: each
+/// recorded task of a wide lane that ran its handler has every block of
+/// its group once, each inside the task's device start and end; tasks
+/// submitted while tracing was off have no blocks; once a worker logged
+/// more tasks than its log holds, the records of the earlier ones are
+/// counted as missing, exactly.
+pub(crate) fn every_block_of_a_traced_wide_task_once_within_it() {
+    const LOG: u64 = 256;
+    let group = Runtime::builder()
+        .capacity(16)
+        .workers(2)
+        .width(pkq::Width::Group {
+            blocks: 4,
+            warps: 8,
+        });
+    // Under a sanitizer, which runs one kernel at a time, the group's lane
+    // alone (lane 0).
+    let (rt, wide, blocks_of_lane): (Runtime, Vec<usize>, Vec<usize>) = if under_sanitizer() {
+        (group.trace(1 << 16).build().unwrap(), vec![0], vec![4])
+    } else {
+        let rt = Runtime::builder()
+            .capacity(64)
+            .trace(1 << 16)
+            .add_lane(
+                Runtime::builder()
+                    .capacity(16)
+                    .workers(2)
+                    .width(pkq::Width::Block { warps: 4 }),
+            )
+            .add_lane(group)
+            .build()
+            .unwrap();
+        (rt, vec![1, 2], vec![0, 1, 4])
+    };
+    let run = |n: u64, seed: u64| {
+        std::thread::scope(|s| {
+            for (t, &lane) in wide.iter().enumerate() {
+                let rt = &rt;
+                s.spawn(move || {
+                    let lane = rt.lane(lane).unwrap();
+                    let mut rng = Rng::new(seed + t as u64);
+                    let mut window = VecDeque::new();
+                    for _ in 0..n {
+                        // Mostly group tasks, some NOPs (answered by the
+                        // poller alone: no blocks).
+                        let ticket = if rng.next().is_multiple_of(8) {
+                            lane.submit(NOP.args(&()))
+                        } else {
+                            lane.submit(GROUP_EMPTY.args(&()))
+                        };
+                        window.push_back(ticket.unwrap());
+                        if window.len() > 1 + (rng.next() % 8) as usize {
+                            window.pop_front().unwrap().wait().unwrap();
+                        }
+                    }
+                    for t in window {
+                        t.wait().unwrap();
+                    }
+                });
+            }
+            if wide[0] != 0 {
+                let rt = &rt;
+                s.spawn(move || {
+                    let mut rng = Rng::new(seed + 100);
+                    for _ in 0..n {
+                        let v = rng.next();
+                        assert_eq!(rt.submit(ECHO.args(&v)).unwrap().wait().unwrap().value, v);
+                    }
+                });
+            }
+        });
+    };
+    // Traced, not traced, traced: more tasks per worker than its log
+    // holds.
+    run(400, 1);
+    rt.set_tracing(false).unwrap();
+    run(100, 2);
+    rt.set_tracing(true).unwrap();
+    run(400, 3);
+    let t = rt.trace();
+    assert_eq!((t.dropped(), t.unfinished()), (0, 0));
+    let mut per_worker: HashMap<(usize, usize), u64> = HashMap::new();
+    let mut checked = 0;
+    for r in t.records() {
+        let blocks = t.blocks_of(r);
+        let ran = r.op == GROUP_EMPTY.op() && r.status == 0;
+        if !wide.contains(&r.lane) || !ran {
+            assert!(blocks.is_empty(), "blocks of a task that ran none: {r:?}");
+            continue;
+        }
+        *per_worker.entry((r.lane, r.worker)).or_default() += 1;
+        if blocks.is_empty() {
+            continue; // logged over: counted below
+        }
+        checked += 1;
+        let want = blocks_of_lane[r.lane];
+        let ranks: Vec<usize> = blocks.iter().map(|b| b.block).collect();
+        assert_eq!(ranks, (0..want).collect::<Vec<_>>(), "blocks of {r:?}");
+        for b in blocks {
+            assert_eq!(
+                (b.lane, b.ring, b.seq, b.worker),
+                (r.lane, r.ring, r.seq, r.worker)
+            );
+            assert!(
+                r.device_start_ns <= b.device_start_ns
+                    && b.device_start_ns <= b.device_end_ns
+                    && b.device_end_ns <= r.device_end_ns,
+                "block {b:?} outside its task {r:?}"
+            );
+        }
+    }
+    let missing: u64 = per_worker.values().map(|&n| n.saturating_sub(LOG)).sum();
+    println!(
+        "{} records, {} wide tasks with their blocks, {} blocks, {} missing (logged over)",
+        t.records().len(),
+        checked,
+        t.blocks().len(),
+        t.blocks_missing()
+    );
+    assert!(checked > 0);
+    assert_eq!(t.blocks_missing(), missing);
+    assert_eq!(
+        t.blocks().len() as u64,
+        per_worker
+            .iter()
+            .map(|(&(lane, _), &n)| n.min(LOG) * blocks_of_lane[lane] as u64)
+            .sum::<u64>()
+    );
+    // The exports carry them: a track per block.
+    let json: serde_json::Value = serde_json::from_str(&t.to_chrome_json()).unwrap();
+    let block_slices = json["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"].as_str().is_some_and(|n| n.starts_with("block ")))
+        .count();
+    assert_eq!(block_slices, t.blocks().len());
+    assert!(!t.to_perfetto().is_empty());
 }
