@@ -259,10 +259,6 @@ impl QueueTrace {
     #[cold]
     #[inline(never)]
     fn note(&self, seq: u64, stamp: &Stamp, cqe: &Cqe) {
-        if stamp.is_lost() {
-            self.recorder.count_lost();
-            return;
-        }
         self.recorder.record(Raw {
             seq,
             submit_tick: stamp.tick,
@@ -468,6 +464,15 @@ impl Queue {
         // (see `published`); its producer is between two stores, not gone.
         if let Some(mark) = self.published.get(self.geo.slot(prev))
             && mark.load(Ordering::Acquire) != prev
+        {
+            return false;
+        }
+        // Nor before the publish of `prev` finished its trace stamp (after
+        // the slot's stores): its producer is between two stores, and a
+        // stamp finished after the next lap began would be taken for that
+        // lap's.
+        if let Some(t) = &self.trace
+            && t.stamps.begun(self.geo.slot(prev), prev)
         {
             return false;
         }

@@ -119,16 +119,28 @@ impl BlockLog {
 /// The blocks of `records` found in `logs` (each lane's entries, `None`
 /// for a lane of warps), by lane, ring, sequence number and block; and how
 /// many records of a wide lane that ran their handler have none (their
-/// worker logged later tasks over them).
+/// worker logged later tasks over them, or another of its tasks had the
+/// same device start).
 pub(crate) fn join(
     records: &[TaskRecord],
     logs: &[Option<Vec<Logged>>],
 ) -> (Vec<BlockRecord>, u64) {
-    let mut by_start: HashMap<(usize, usize, u64), &Logged> = HashMap::new();
+    // A worker's tasks by device start; two of one start (a timer coarser
+    // than the time between them) name no task: neither gets blocks.
+    let mut by_start: HashMap<(usize, usize, u64), Option<&Logged>> = HashMap::new();
     for (lane, log) in logs.iter().enumerate() {
         for l in log.iter().flatten() {
-            by_start.insert((lane, l.worker, l.start), l);
+            by_start
+                .entry((lane, l.worker, l.start))
+                .and_modify(|e| *e = None)
+                .or_insert(Some(l));
         }
+    }
+    let mut starts: HashMap<(usize, usize, u64), usize> = HashMap::new();
+    for r in records {
+        *starts
+            .entry((r.lane, r.worker, r.device_start_ns))
+            .or_default() += 1;
     }
     let mut blocks = Vec::new();
     let mut missing = 0;
@@ -136,7 +148,13 @@ pub(crate) fn join(
         if !matches!(logs.get(r.lane), Some(Some(_))) {
             continue;
         }
-        match by_start.get(&(r.lane, r.worker, r.device_start_ns)) {
+        let key = (r.lane, r.worker, r.device_start_ns);
+        let found = by_start
+            .get(&key)
+            .copied()
+            .flatten()
+            .filter(|_| starts[&key] == 1);
+        match found {
             Some(l) => {
                 blocks.extend(
                     l.blocks
@@ -271,6 +289,14 @@ mod tests {
             (got[4].device_start_ns, got[4].device_end_ns),
             (base + 5 + 20, base + 5 + 600)
         );
+        // Two tasks of one worker with one device start: neither gets
+        // blocks, both counted.
+        let twin = TaskRecord {
+            seq: 6,
+            ..records[0]
+        };
+        let (got, missing) = join(&[records[0], twin], &logs);
+        assert_eq!((got.len(), missing), (0, 2));
         // A lane of warps has no log: its records are not counted.
         let (none, missing) = join(
             &[TaskRecord {

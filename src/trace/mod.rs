@@ -12,10 +12,11 @@
 //! buffer of the runtime's, bounded by the capacity the builder named.
 //! Once the buffer is full, records are counted ([`Trace::dropped`]) and
 //! not kept: the first ones stay. (Each thread takes entries of the buffer
-//! 64 at a time and fills them before it is refused, so with several
-//! threads recording, a few records made after the first refused one may
-//! still be kept, and a few entries may stay unused; from one thread, the
-//! first `capacity` records are kept exactly.)
+//! up to 64 at a time, fewer as it fills, and fills them before it is
+//! refused, so with several threads recording, a few records made after
+//! the first refused one may still be kept, and a few entries may stay
+//! unused; from one thread, the first `capacity` records are kept
+//! exactly.)
 //!
 //! A task is recorded once, when tracing was on both when it was published
 //! and when the host read its completion: its ticket or batch did (also
@@ -261,7 +262,9 @@ impl Trace {
     /// its last 256 traced tasks that ran their handler; the blocks of a
     /// task it logged over are not here ([`Trace::blocks_missing`]).
     /// Tracing a wide task adds a system-scope fence to its run (the log's
-    /// stores before its completion).
+    /// stores before its completion); a lane of blocks or groups keeps its
+    /// log (mapped host memory: 256 x (4 + 2 x blocks) words per worker)
+    /// whether or not tracing is ever switched on.
     pub fn blocks(&self) -> &[BlockRecord] {
         &self.blocks
     }
@@ -278,15 +281,16 @@ impl Trace {
 
     /// Records of tasks of lanes of blocks or groups that ran their
     /// handler (succeeded, not a NOP) whose blocks are not in the trace:
-    /// their worker logged 256 later traced tasks before the snapshot.
+    /// their worker logged 256 later traced tasks before the snapshot, or
+    /// another recorded task of the worker has the same device start (a
+    /// timer coarser than the time between them: no blocks are joined to
+    /// a task they might not be of).
     pub fn blocks_missing(&self) -> u64 {
         self.blocks_missing
     }
 
-    /// Records not kept, exactly: those that found the buffer full, and
-    /// those of tasks whose producer thread was held up (taken off its
-    /// CPU by the system) for more than 10 ms between its stores into the
-    /// slot and its stamp, while another thread read the completion.
+    /// Records that found every entry of the buffer claimed (not kept):
+    /// exact.
     pub fn dropped(&self) -> u64 {
         self.dropped
     }

@@ -9,20 +9,20 @@
 //! * a slot's stamp (`SlotStamps`): written by the producer that publishes
 //!   the slot's lap (it owns the slot then), as a sequence lock begun
 //!   before the slot's stores (the sequence number being stamped, then the
-//!   sequence word marked busy) and finished after them (the clock read
-//!   before them, the op and thread, then the sequence number with
-//!   release), so that the stamp's stores do not hold the task back on
-//!   its way to the device; read by the threads that read that lap's
-//!   completion, before the slot is freed, which wait for a stamp of their
-//!   lap begun and not finished (at most `STAMP_WAIT`; past it the record
-//!   is counted dropped). Which of them records the task (once) is
-//!   `proto::queue`'s: the holder that takes the completion, or, for a
-//!   dropped ticket, the producer that frees the slot.
-//! * `next`: the claim counter, one `fetch_add` per `CHUNK` entries a
-//!   thread claims (host memory, host threads only; the thread's own
-//!   `CLAIMS` count the entries it uses); `dropped`: records refused once
-//!   the buffer is full, and lost stamps, one `fetch_add` each, so the
-//!   count of dropped records is exact.
+//!   sequence word marked busy: two stores to the stamp's own line) and
+//!   finished after them (the clock read before them, the op and thread,
+//!   then the sequence number with release); read by the threads that
+//!   read that lap's completion, before the slot is freed: a holder, after
+//!   the lap's publish returned, or a producer that frees the slot, once
+//!   the stamp is no longer begun (`Queue::free_completed` waits for it as
+//!   for a publish to the slot's copies). Which of them records the task
+//!   (once) is `proto::queue`'s: the holder that takes the completion, or,
+//!   for a dropped ticket, the producer that frees the slot.
+//! * `next`: the claim counter, one `fetch_add` per claim of up to `CHUNK`
+//!   entries a thread makes (host memory, host threads only; the thread's
+//!   own `CLAIMS` count the entries it uses); `dropped`: records refused
+//!   once every entry is claimed, one `fetch_add` each, so the count of
+//!   dropped records is exact.
 //! * an entry's eight words: written once by the thread that claimed it,
 //!   its last word first marked as being written, last with a release
 //!   store that marks it whole; read by
@@ -54,37 +54,10 @@ pub(crate) struct Stamp {
     pub(crate) thread: u32,
 }
 
-impl Stamp {
-    /// The stamp a reader takes for `seq` when its producer did not finish
-    /// writing it within [`STAMP_WAIT`]: the task is counted as dropped.
-    const fn lost(seq: u64) -> Self {
-        Self {
-            seq,
-            tick: LOST_TICK,
-            op: 0,
-            thread: 0,
-        }
-    }
-
-    /// Whether this is [`Stamp::lost`]'s.
-    pub(crate) fn is_lost(&self) -> bool {
-        self.tick == LOST_TICK
-    }
-}
-
-/// The tick of a lost stamp (no clock reads it).
-const LOST_TICK: u64 = u64::MAX;
-
 /// The sequence word of a stamp being written.
 const BUSY: u64 = u64::MAX - 1;
 /// The sequence word of a slot never stamped.
 const NONE: u64 = u64::MAX;
-
-/// How long a reader waits for a stamp its producer began but has not
-/// finished: the producer finishes it right after the slot's stores, so
-/// only a producer the system took off its CPU between the two is waited
-/// for this long.
-pub(crate) const STAMP_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// One stamp per slot of a ring: its sequence number, tick, op with
 /// thread, and the sequence number being stamped, in half a line of its
@@ -141,26 +114,24 @@ impl SlotStamps {
         self.finish(slot, s);
     }
 
+    /// Whether the stamp of `seq` in `slot` is begun and not finished:
+    /// its producer is between the slot's stores and the stamp's.
+    #[inline]
+    pub(crate) fn begun(&self, slot: usize, seq: u64) -> bool {
+        let w = &self.words[slot].0;
+        w[0].load(Ordering::Acquire) == BUSY && w[3].load(Ordering::Relaxed) == seq
+    }
+
     /// The stamp of `seq` in `slot`, if its publisher left one, read as
     /// a sequence lock (the sequence number before and after the rest): a
     /// stamp being rewritten meanwhile for a later lap is not taken for
-    /// this one's. A stamp of `seq` begun but not finished is waited for
-    /// (its producer is between two runs of stores), at most
-    /// [`STAMP_WAIT`]; past that, the stamp is [`Stamp::lost`]'s.
+    /// this one's. A reader of a lap's stamp reads it after that lap's
+    /// publish returned (a holder), or once it is no longer begun (a
+    /// producer freeing the slot: `Queue::free_completed`).
     #[inline]
     pub(crate) fn read(&self, slot: usize, seq: u64) -> Option<Stamp> {
         let w = &self.words[slot].0;
-        let mut first = w[0].load(Ordering::Acquire);
-        if first == BUSY {
-            if w[3].load(Ordering::Relaxed) != seq {
-                return None;
-            }
-            match Self::wait_out(w, seq) {
-                Some(word) => first = word,
-                None => return Some(Stamp::lost(seq)),
-            }
-        }
-        if first != seq {
+        if w[0].load(Ordering::Acquire) != seq {
             return None;
         }
         let tick = w[1].load(Ordering::Relaxed);
@@ -178,33 +149,6 @@ impl SlotStamps {
             op: packed as u16,
             thread: (packed >> 32) as u32,
         })
-    }
-
-    /// Waits for the stamp of `seq` being written to be finished: its
-    /// sequence word once no longer busy ([`NONE`] if another lap's began
-    /// by then), or `None` after [`STAMP_WAIT`] (the exit).
-    #[cold]
-    #[inline(never)]
-    fn wait_out(w: &[AtomicU64; 4], seq: u64) -> Option<u64> {
-        let since = crate::sync::now();
-        // Bounded by the clock, and by a count where it stands still.
-        for spins in 0u32..1 << 24 {
-            let s = w[0].load(Ordering::Acquire);
-            if s != BUSY {
-                return Some(s);
-            }
-            if w[3].load(Ordering::Relaxed) != seq {
-                return Some(NONE);
-            }
-            if spins < 1024 {
-                std::hint::spin_loop();
-            } else if crate::sync::now().duration_since(since) >= STAMP_WAIT {
-                break;
-            } else {
-                crate::sync::yield_now();
-            }
-        }
-        None
     }
 }
 
@@ -305,10 +249,10 @@ pub(crate) struct Snapshot {
     pub(crate) unfinished: u64,
 }
 
-/// Entries a thread claims at once: one `fetch_add` on the shared claim
-/// counter per this many records, the rest counted in the thread's own
-/// [`CLAIMS`] (a locked instruction per record costs the round trip:
-/// docs/design/tracing.md).
+/// Entries a thread claims at once, at most (fewer as the buffer fills):
+/// one `fetch_add` on the shared claim counter per this many records, the
+/// rest counted in the thread's own [`CLAIMS`] (a locked instruction per
+/// record costs the round trip: docs/design/tracing.md).
 const CHUNK: u64 = 64;
 
 /// A thread's claimed entries of one recorder: `next..end` still free.
@@ -319,8 +263,8 @@ struct Claim {
     end: u64,
 }
 
-/// Recorders a thread keeps claims of at once (more, and the least
-/// recently claimed one's free entries are left unused).
+/// Recorders a thread keeps claims of at once (with more, the claims are
+/// replaced in turn, and a replaced claim's free entries stay unused).
 const CLAIMED: usize = 4;
 
 #[cfg(not(loom))]
@@ -344,10 +288,10 @@ pub(crate) struct Recorder {
     entries: OnceLock<Box<[Entry]>>,
     /// This recorder's number (from 1), which a thread's claims name.
     id: u64,
-    /// Entries claimed so far ([`CHUNK`] at a time; past the capacity
+    /// Entries claimed so far (up to [`CHUNK`] at a time; past the capacity
     /// once full).
     next: CachePadded<AtomicU64>,
-    /// Records not kept: the buffer was full, or their stamp was lost.
+    /// Records not kept: every entry was claimed.
     dropped: CachePadded<AtomicU64>,
     /// Serializes the buffer's making (`OnceLock` alone would too; the
     /// lock also orders `set_on` calls among themselves).
@@ -411,15 +355,8 @@ impl Recorder {
         }
     }
 
-    /// Counts a record not kept because its stamp was lost
-    /// ([`Stamp::is_lost`]).
-    #[cold]
-    pub(crate) fn count_lost(&self) {
-        self.dropped.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// An entry of `entries` for the calling thread's next record: from
-    /// its claim of this recorder, else from a new claim of [`CHUNK`];
+    /// its claim of this recorder, else from a new claim of up to [`CHUNK`];
     /// `None` once the buffer is full.
     #[inline]
     fn claim(&self, entries: usize) -> Option<usize> {
@@ -433,7 +370,16 @@ impl Recorder {
                     return Some(claim.next - 1);
                 }
             }
-            let base = self.next.fetch_add(CHUNK, Ordering::Relaxed);
+            // A claim of CHUNK entries, fewer as the buffer fills (a
+            // sixteenth of what is left): the entries other threads hold
+            // unused are few next to those that are left.
+            let claimed = self.next.load(Ordering::Relaxed);
+            let left = (entries as u64).saturating_sub(claimed);
+            if left == 0 {
+                return None;
+            }
+            let chunk = (left / 16).clamp(1, CHUNK);
+            let base = self.next.fetch_add(chunk, Ordering::Relaxed);
             if base >= entries as u64 {
                 return None;
             }
@@ -448,7 +394,7 @@ impl Recorder {
             claims[at].set(Claim {
                 recorder: self.id,
                 next: base + 1,
-                end: (base + CHUNK).min(entries as u64),
+                end: (base + chunk).min(entries as u64),
             });
             Some(base)
         }) {
@@ -704,47 +650,23 @@ mod tests {
         }
     }
 
-    /// A reader that finds the stamp of its task begun but not finished
-    /// (its producer between the slot's stores and the stamp's) waits for
-    /// it.
+    /// A stamp begun is seen as begun (by the producers that would free
+    /// its slot) until it is finished, and is not read meanwhile.
     #[test]
-    #[cfg(not(any(loom, miri)))]
-    fn a_stamp_being_written_is_waited_for() {
-        let st = std::sync::Arc::new(SlotStamps::new(2));
+    fn a_stamp_begun_is_neither_read_nor_free_until_finished() {
+        let st = SlotStamps::new(2);
         st.put(1, stamp(3));
+        assert!(!st.begun(1, 3));
         st.begin(1, 5);
+        assert!(st.begun(1, 5) && !st.begun(1, 3));
         assert_eq!(
             st.read(1, 3),
             None,
             "the earlier lap's is being overwritten"
         );
-        let w = st.clone();
-        let producer = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-            w.finish(1, stamp(5));
-        });
+        assert_eq!(st.read(1, 5), None);
+        st.finish(1, stamp(5));
+        assert!(!st.begun(1, 5));
         assert_eq!(st.read(1, 5), Some(stamp(5)));
-        producer.join().unwrap();
-    }
-
-    /// A stamp never finished is given up after [`STAMP_WAIT`]: the read
-    /// returns (the wait's exit) with a lost stamp, which the recorder
-    /// counts as dropped.
-    #[test]
-    #[cfg(not(any(loom, miri)))]
-    fn a_stamp_never_finished_is_lost_after_the_wait() {
-        let st = SlotStamps::new(1);
-        st.begin(0, 9);
-        let t = std::time::Instant::now();
-        let got = st.read(0, 9).expect("a lost stamp");
-        assert!(got.is_lost());
-        assert!(t.elapsed() >= STAMP_WAIT);
-        let rec = Recorder::new(8);
-        rec.set_on(true);
-        rec.count_lost();
-        assert_eq!(
-            (rec.snapshot().records.len(), rec.snapshot().dropped),
-            (0, 1)
-        );
     }
 }

@@ -43,6 +43,10 @@ fn block_on_all<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
     let mut cx = Context::from_waker(&waker);
     let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
     loop {
+        // Counted before the polls: a wake-up during them (the completion
+        // thread firing an interest this pass armed, or a poll waking its
+        // own waker) is one to poll again for, not one to park through.
+        let wakes = unpark.1.load(Ordering::Relaxed);
         for (f, o) in futures.iter_mut().zip(out.iter_mut()) {
             if o.is_none()
                 && let Poll::Ready(v) = Pin::new(f).poll(&mut cx)
@@ -53,7 +57,6 @@ fn block_on_all<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
         if out.iter().all(Option::is_some) {
             return out.into_iter().map(Option::unwrap).collect();
         }
-        let wakes = unpark.1.load(Ordering::Relaxed);
         let t = Instant::now();
         while unpark.1.load(Ordering::Relaxed) == wakes {
             std::thread::park_timeout(LOST);
@@ -103,6 +106,60 @@ fn every_strategy_brings_back_every_task_once() {
         });
         assert_eq!(rt.wait_strategy(), how.effective());
     }
+}
+
+/// Ready on its second poll; its first wakes its waker before it returns
+/// `Pending` (as a future whose runtime's completion thread refuses it
+/// does: `future::arm`'s fallback).
+struct WakesInPoll(bool);
+
+impl Future for WakesInPoll {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// A ticket whose poll, once pending, is followed by a pause: the polling
+/// thread preempted between its poll and its park, long enough for the
+/// completion thread to wake the waker in between.
+struct PausedAfterPoll(crate::runtime::ticket::Ticket);
+
+impl Future for PausedAfterPoll {
+    type Output = <crate::runtime::ticket::Ticket as Future>::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let p = Pin::new(&mut self.0).poll(cx);
+        if p.is_pending() {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        p
+    }
+}
+
+#[test]
+fn a_wake_from_within_poll_is_not_lost() {
+    // Allowed by `Future`'s contract: the helper must not park through it.
+    block_on_all(vec![WakesInPoll(false)]);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "a 20 ms task on the software device")]
+fn a_wake_between_the_poll_and_the_park_is_not_lost() {
+    // The completion thread wakes the waker after the poll armed it and
+    // before the helper parks (a preemption there, under load).
+    let rt = soft(Runtime::builder().capacity(8).workers(1));
+    let t = rt.submit(SPIN.args(&20_000_000u64)).unwrap();
+    assert_eq!(
+        block_on_all(vec![PausedAfterPoll(t)])
+            .remove(0)
+            .unwrap()
+            .value,
+        20_000_000
+    );
 }
 
 #[test]
