@@ -245,14 +245,13 @@ struct QueueTrace {
 }
 
 impl QueueTrace {
-    /// [`Queue::stamp_begin`] with tracing on: the stamp, its clock read
-    /// before the slot's stores and written after them.
+    /// [`Queue::stamp`] with tracing on.
     #[cold]
     #[inline(never)]
-    fn stamp_begin(&self, slot: usize, seq: u64, op: u16) -> Stamp {
-        let stamp = Recorder::stamp(seq, op);
-        self.stamps.begin(slot, seq);
-        stamp
+    fn stamp(&self, slot: usize, seq: u64, op: u16) {
+        self.stamps.put(slot, Recorder::stamp(seq, op));
+        // The stamp before the slot's stores (free on x86-64).
+        fence(Ordering::Release);
     }
 
     /// [`Queue::record`] with a stamp.
@@ -337,25 +336,16 @@ impl Queue {
         self
     }
 
-    /// Begins the stamp of the publish of `seq` for its trace record, if
-    /// tracing is on (the flag inline, the rest out of the submit path):
-    /// the stamp that [`Queue::stamp_finish`] writes once the slot's stores
-    /// are done.
+    /// Stamps the publish of `seq` for its trace record, if tracing is on
+    /// (the flag inline, the rest out of the submit path); whether it did.
     #[inline(always)]
-    fn stamp_begin(&self, seq: u64, image: &SlotImage) -> Option<Stamp> {
+    fn stamp(&self, seq: u64, image: &SlotImage) -> bool {
         match &self.trace {
             Some(t) if t.recorder.is_on() => {
-                Some(t.stamp_begin(self.geo.slot(seq), seq, image.0[0] as u16))
+                t.stamp(self.geo.slot(seq), seq, image.0[0] as u16);
+                true
             }
-            _ => None,
-        }
-    }
-
-    /// Finishes the stamp [`Queue::stamp_begin`] began.
-    #[inline(always)]
-    fn stamp_finish(&self, stamp: Option<Stamp>) {
-        if let (Some(t), Some(s)) = (&self.trace, stamp) {
-            t.stamps.finish(self.geo.slot(s.seq), s);
+            _ => false,
         }
     }
 
@@ -464,15 +454,6 @@ impl Queue {
         // (see `published`); its producer is between two stores, not gone.
         if let Some(mark) = self.published.get(self.geo.slot(prev))
             && mark.load(Ordering::Acquire) != prev
-        {
-            return false;
-        }
-        // Nor before the publish of `prev` finished its trace stamp (after
-        // the slot's stores): its producer is between two stores, and a
-        // stamp finished after the next lap began would be taken for that
-        // lap's.
-        if let Some(t) = &self.trace
-            && t.stamps.begun(self.geo.slot(prev), prev)
         {
             return false;
         }
@@ -623,10 +604,9 @@ impl Queue {
                 w.store(image.word(k, tag) | extra, Ordering::Relaxed);
             }
         }
-        let stamp = self.stamp_begin(seq, image);
         // A traced task says so in its header (PKQ_HEADER_TRACE_BIT: a wide
         // lane logs each block's run of it); bit 53 of chunk 0, under its tag.
-        let header = if stamp.is_some() {
+        let header = if self.stamp(seq, image) {
             1 << HEADER_TRACE_BIT
         } else {
             0
@@ -646,9 +626,6 @@ impl Queue {
                 store(sq);
             }
         }
-        // After the slot's stores, before the mark below: a producer that
-        // reads the stamp once it sees the mark finds it whole.
-        self.stamp_finish(stamp);
         if let Some(mark) = self.published.get(self.geo.slot(seq)) {
             mark.store(seq, Ordering::Release);
         }

@@ -11,12 +11,7 @@
 //! the thread that reads a completion writes the task's record into a
 //! buffer of the runtime's, bounded by the capacity the builder named.
 //! Once the buffer is full, records are counted ([`Trace::dropped`]) and
-//! not kept: the first ones stay. (Each thread takes entries of the buffer
-//! up to 64 at a time, fewer as it fills, and fills them before it is
-//! refused, so with several threads recording, a few records made after
-//! the first refused one may still be kept, and a few entries may stay
-//! unused; from one thread, the first `capacity` records are kept
-//! exactly.)
+//! not kept: the first ones stay.
 //!
 //! A task is recorded once, when tracing was on both when it was published
 //! and when the host read its completion: its ticket or batch did (also
@@ -289,8 +284,7 @@ impl Trace {
         self.blocks_missing
     }
 
-    /// Records that found every entry of the buffer claimed (not kept):
-    /// exact.
+    /// Records that found the buffer full (not kept): exact.
     pub fn dropped(&self) -> u64 {
         self.dropped
     }

@@ -7,25 +7,17 @@
 //!   producers and takers; a task is recorded when it was on both at its
 //!   publish and when its completion was taken.
 //! * a slot's stamp (`SlotStamps`): written by the producer that publishes
-//!   the slot's lap (it owns the slot then), as a sequence lock begun
-//!   before the slot's stores (the sequence number being stamped, then the
-//!   sequence word marked busy: two stores to the stamp's own line) and
-//!   finished after them (the clock read before them, the op and thread,
-//!   then the sequence number with release); read by the threads that
-//!   read that lap's completion, before the slot is freed: a holder, after
-//!   the lap's publish returned, or a producer that frees the slot, once
-//!   the stamp is no longer begun (`Queue::free_completed` waits for it as
-//!   for a publish to the slot's copies). Which of them records the task
+//!   the slot's lap (it owns the slot then), before the slot's stores, as a
+//!   sequence lock (the sequence word marked busy, the rest, the sequence
+//!   number last with release); read by the threads that read that lap's
+//!   completion, before the slot is freed. Which of them records the task
 //!   (once) is `proto::queue`'s: the holder that takes the completion, or,
 //!   for a dropped ticket, the producer that frees the slot.
-//! * `next`: the claim counter, one `fetch_add` per claim of up to `CHUNK`
-//!   entries a thread makes (host memory, host threads only; the thread's
-//!   own `CLAIMS` count the entries it uses); `dropped`: records refused
-//!   once every entry is claimed, one `fetch_add` each, so the count of
-//!   dropped records is exact.
+//! * `next`: the claim counter, one `fetch_add` a record (host memory,
+//!   host threads only); a claim past the capacity is a dropped record,
+//!   so the count of dropped records is exact.
 //! * an entry's eight words: written once by the thread that claimed it,
-//!   its last word first marked as being written, last with a release
-//!   store that marks it whole; read by
+//!   its last word with a release store that marks it whole; read by
 //!   snapshots (acquire on that word first). Entries are never reused.
 
 use crossbeam_utils::CachePadded;
@@ -41,9 +33,6 @@ const ENTRY_WORDS: usize = 8;
 pub(crate) struct Entry(pub(crate) [AtomicU64; ENTRY_WORDS]);
 /// The last word's bit that says the entry is whole.
 const WHOLE: u64 = 1 << 63;
-/// The last word of an entry being written (a whole one's is never this:
-/// its seen thread is masked to 31 bits).
-const BEING_WRITTEN: u64 = (1 << 63) - 1;
 
 /// What a producer leaves in a slot's stamp at publish.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,14 +43,13 @@ pub(crate) struct Stamp {
     pub(crate) thread: u32,
 }
 
-/// The sequence word of a stamp being written.
+/// The sequence word of a stamp being rewritten.
 const BUSY: u64 = u64::MAX - 1;
 /// The sequence word of a slot never stamped.
 const NONE: u64 = u64::MAX;
 
-/// One stamp per slot of a ring: its sequence number, tick, op with
-/// thread, and the sequence number being stamped, in half a line of its
-/// own (no stamp straddles two lines).
+/// One stamp per slot of a ring: its sequence number, tick, and op with
+/// thread, in half a line of its own (no stamp straddles two lines).
 pub(crate) struct SlotStamps {
     words: Box<[Stamped]>,
 }
@@ -78,26 +66,14 @@ impl SlotStamps {
         }
     }
 
-    /// Marks `slot` as being stamped for `seq`, before the producer's
-    /// stores into the slot (its publisher, which owns the slot): the
-    /// sequence number being stamped, then the sequence word marked busy.
-    /// [`SlotStamps::finish`] follows the slot's stores, so that the
-    /// stamp's stores do not hold the task back on its way to the device.
+    /// Leaves `s` in `slot` (its publisher, which owns the slot), as a
+    /// sequence lock: the sequence word marked busy, then the rest, then
+    /// the sequence number (release).
     #[inline]
-    pub(crate) fn begin(&self, slot: usize, seq: u64) {
+    pub(crate) fn put(&self, slot: usize, s: Stamp) {
         let w = &self.words[slot].0;
-        w[3].store(seq, Ordering::Relaxed);
-        w[0].store(BUSY, Ordering::Release);
-        // The busy mark before the rest of the stamp and before the
-        // slot's stores (free on x86-64).
+        w[0].store(BUSY, Ordering::Relaxed);
         fence(Ordering::Release);
-    }
-
-    /// Writes `s` into `slot`, which [`SlotStamps::begin`] marked for it:
-    /// the rest, then the sequence number (release).
-    #[inline]
-    pub(crate) fn finish(&self, slot: usize, s: Stamp) {
-        let w = &self.words[slot].0;
         w[1].store(s.tick, Ordering::Relaxed);
         w[2].store(
             u64::from(s.op) | u64::from(s.thread) << 32,
@@ -106,28 +82,10 @@ impl SlotStamps {
         w[0].store(s.seq, Ordering::Release);
     }
 
-    /// Leaves `s` in `slot`: [`SlotStamps::begin`] then
-    /// [`SlotStamps::finish`].
-    #[cfg(test)]
-    pub(crate) fn put(&self, slot: usize, s: Stamp) {
-        self.begin(slot, s.seq);
-        self.finish(slot, s);
-    }
-
-    /// Whether the stamp of `seq` in `slot` is begun and not finished:
-    /// its producer is between the slot's stores and the stamp's.
-    #[inline]
-    pub(crate) fn begun(&self, slot: usize, seq: u64) -> bool {
-        let w = &self.words[slot].0;
-        w[0].load(Ordering::Acquire) == BUSY && w[3].load(Ordering::Relaxed) == seq
-    }
-
     /// The stamp of `seq` in `slot`, if its publisher left one, read as
     /// a sequence lock (the sequence number before and after the rest): a
     /// stamp being rewritten meanwhile for a later lap is not taken for
-    /// this one's. A reader of a lap's stamp reads it after that lap's
-    /// publish returned (a holder), or once it is no longer begun (a
-    /// producer freeing the slot: `Queue::free_completed`).
+    /// this one's.
     #[inline]
     pub(crate) fn read(&self, slot: usize, seq: u64) -> Option<Stamp> {
         let w = &self.words[slot].0;
@@ -137,8 +95,7 @@ impl SlotStamps {
         let tick = w[1].load(Ordering::Relaxed);
         let packed = w[2].load(Ordering::Relaxed);
         // Orders the two loads before the second look: had they seen a
-        // later `begin`'s or `finish`'s words, the sequence word is no
-        // longer `seq`.
+        // later `put`'s words, the sequence word is no longer `seq`.
         fence(Ordering::Acquire);
         if w[0].load(Ordering::Relaxed) != seq {
             return None;
@@ -249,50 +206,15 @@ pub(crate) struct Snapshot {
     pub(crate) unfinished: u64,
 }
 
-/// Entries a thread claims at once, at most (fewer as the buffer fills):
-/// one `fetch_add` on the shared claim counter per this many records, the
-/// rest counted in the thread's own [`CLAIMS`] (a locked instruction per
-/// record costs the round trip: docs/design/tracing.md).
-const CHUNK: u64 = 64;
-
-/// A thread's claimed entries of one recorder: `next..end` still free.
-#[derive(Clone, Copy)]
-struct Claim {
-    recorder: u64,
-    next: u64,
-    end: u64,
-}
-
-/// Recorders a thread keeps claims of at once (with more, the claims are
-/// replaced in turn, and a replaced claim's free entries stay unused).
-const CLAIMED: usize = 4;
-
-#[cfg(not(loom))]
-std::thread_local! {
-    /// The calling thread's claims, and the one to replace next.
-    static CLAIMS: ([std::cell::Cell<Claim>; CLAIMED], std::cell::Cell<usize>) = const {
-        (
-            [const { std::cell::Cell::new(Claim { recorder: 0, next: 0, end: 0 }) }; CLAIMED],
-            std::cell::Cell::new(0),
-        )
-    };
-}
-
 /// A runtime's recorder: the switch, the capacity, and the buffer (made
 /// when tracing is first switched on).
 pub(crate) struct Recorder {
     /// Read by every submit and completion: a line apart from `next`,
-    /// which every claim writes.
+    /// which every record writes.
     on: CachePadded<AtomicBool>,
     capacity: usize,
     entries: OnceLock<Box<[Entry]>>,
-    /// This recorder's number (from 1), which a thread's claims name.
-    id: u64,
-    /// Entries claimed so far (up to [`CHUNK`] at a time; past the capacity
-    /// once full).
     next: CachePadded<AtomicU64>,
-    /// Records not kept: every entry was claimed.
-    dropped: CachePadded<AtomicU64>,
     /// Serializes the buffer's making (`OnceLock` alone would too; the
     /// lock also orders `set_on` calls among themselves).
     switch: Mutex<()>,
@@ -301,15 +223,11 @@ pub(crate) struct Recorder {
 impl Recorder {
     /// A recorder of at most `capacity` records, off.
     pub(crate) fn new(capacity: usize) -> Self {
-        use crate::sync::statics::AtomicUsize;
-        static IDS: AtomicUsize = AtomicUsize::new(1);
         Self {
             on: CachePadded::new(AtomicBool::new(false)),
             capacity,
             entries: OnceLock::new(),
-            id: IDS.fetch_add(1, Ordering::Relaxed) as u64,
             next: CachePadded::new(AtomicU64::new(0)),
-            dropped: CachePadded::new(AtomicU64::new(0)),
             switch: Mutex::new(()),
         }
     }
@@ -355,56 +273,6 @@ impl Recorder {
         }
     }
 
-    /// An entry of `entries` for the calling thread's next record: from
-    /// its claim of this recorder, else from a new claim of up to [`CHUNK`];
-    /// `None` once the buffer is full.
-    #[inline]
-    fn claim(&self, entries: usize) -> Option<usize> {
-        #[cfg(not(loom))]
-        if let Ok(at) = CLAIMS.try_with(|(claims, turn)| {
-            if let Some(c) = claims.iter().find(|c| c.get().recorder == self.id) {
-                let mut claim = c.get();
-                if claim.next < claim.end {
-                    claim.next += 1;
-                    c.set(claim);
-                    return Some(claim.next - 1);
-                }
-            }
-            // A claim of CHUNK entries, fewer as the buffer fills (a
-            // sixteenth of what is left): the entries other threads hold
-            // unused are few next to those that are left.
-            let claimed = self.next.load(Ordering::Relaxed);
-            let left = (entries as u64).saturating_sub(claimed);
-            if left == 0 {
-                return None;
-            }
-            let chunk = (left / 16).clamp(1, CHUNK);
-            let base = self.next.fetch_add(chunk, Ordering::Relaxed);
-            if base >= entries as u64 {
-                return None;
-            }
-            let at = claims
-                .iter()
-                .position(|c| c.get().recorder == self.id)
-                .unwrap_or_else(|| {
-                    let t = turn.get();
-                    turn.set((t + 1) % CLAIMED);
-                    t
-                });
-            claims[at].set(Claim {
-                recorder: self.id,
-                next: base + 1,
-                end: (base + chunk).min(entries as u64),
-            });
-            Some(base)
-        }) {
-            return at.map(|i| i as usize);
-        }
-        // A thread whose thread-locals are gone (or a model): one entry.
-        let at = self.next.fetch_add(1, Ordering::Relaxed);
-        (at < entries as u64).then_some(at as usize)
-    }
-
     /// Keeps `raw` (its `seen_tick` and `seen_thread` filled in here), or
     /// counts it dropped when the buffer is full.
     #[inline]
@@ -414,19 +282,15 @@ impl Recorder {
         let Some(entries) = self.entries.get() else {
             return;
         };
-        let Some(at) = self.claim(entries.len()) else {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+        let at = self.next.fetch_add(1, Ordering::Relaxed);
+        let Some(entry) = usize::try_from(at).ok().and_then(|i| entries.get(i)) else {
             return;
         };
-        let entry = &entries[at];
-        // Being written (a snapshot counts it unfinished, not a claimed
-        // entry never used).
-        entry.0[ENTRY_WORDS - 1].store(BEING_WRITTEN, Ordering::Relaxed);
-        // The thread's next entry's line on its way in for writing: the
-        // locked instructions of the next submit would otherwise wait for
-        // its read for ownership.
+        // The next entry's line on its way in for writing: the locked
+        // instructions of the next submit would otherwise wait for its
+        // read for ownership.
         #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-        if let Some(next) = entries.get(at + 1) {
+        if let Some(next) = entries.get(usize::try_from(at).unwrap_or(usize::MAX).wrapping_add(1)) {
             // SAFETY: `prefetchw` of a valid, aligned address of the
             // buffer: a cache hint that reads or writes no memory the
             // program sees (a NOP where unsupported).
@@ -451,7 +315,7 @@ impl Recorder {
         let cap = self.capacity as u64;
         let mut out = Snapshot {
             records: Vec::new(),
-            dropped: self.dropped.load(Ordering::Relaxed),
+            dropped: claimed.saturating_sub(cap),
             unfinished: 0,
         };
         let Some(entries) = self.entries.get() else {
@@ -460,9 +324,7 @@ impl Recorder {
         for entry in &entries[..claimed.min(cap) as usize] {
             let last = entry.0[ENTRY_WORDS - 1].load(Ordering::Acquire);
             if last & WHOLE == 0 {
-                // Claimed and not yet used by its thread (0), or being
-                // written.
-                out.unfinished += u64::from(last == BEING_WRITTEN);
+                out.unfinished += 1;
                 continue;
             }
             let words: [u64; ENTRY_WORDS] = std::array::from_fn(|k| {
@@ -587,86 +449,11 @@ mod tests {
         }
         let s = rec.snapshot();
         let total = (n_threads * per) as u64;
-        // Each thread fills the entries it claimed (64 at a time) before it
-        // is refused: every record is kept or counted, no more are kept
-        // than fit, and a thread's claimed entries left unused are not
-        // counted as unfinished.
-        assert_eq!(s.records.len() as u64 + s.dropped, total);
-        assert!(s.records.len() <= 1000);
-        assert!(s.dropped >= total.saturating_sub(1000));
-        assert_eq!(s.unfinished, 0);
+        assert_eq!(s.records.len() as u64, total.min(1000));
+        assert_eq!(s.dropped, total.saturating_sub(1000));
         let mut seqs: Vec<u64> = s.records.iter().map(|r| r.seq).collect();
         seqs.sort_unstable();
         seqs.dedup();
         assert_eq!(seqs.len(), s.records.len(), "a record twice");
-    }
-
-    /// One thread recording into more runtimes' recorders than it keeps
-    /// claims of: every record kept, in a buffer that has room for them
-    /// all plus the entries each switch of recorder leaves unused.
-    #[test]
-    fn one_thread_records_into_many_recorders() {
-        let cap = if cfg!(miri) { 1 << 11 } else { 1 << 14 };
-        let recs: Vec<Recorder> = (0..CLAIMED + 2).map(|_| Recorder::new(cap)).collect();
-        for r in &recs {
-            assert!(r.set_on(true));
-        }
-        let per = if cfg!(miri) { 20 } else { 150 };
-        for k in 0..per {
-            for r in &recs {
-                r.record(raw(k));
-            }
-        }
-        for r in &recs {
-            let s = r.snapshot();
-            let mut seqs: Vec<u64> = s.records.iter().map(|r| r.seq).collect();
-            seqs.sort_unstable();
-            assert_eq!(seqs, (0..per).collect::<Vec<_>>());
-            assert_eq!((s.dropped, s.unfinished), (0, 0));
-        }
-    }
-
-    /// A single thread's records are the first ones, up to the capacity
-    /// exactly.
-    #[test]
-    fn one_thread_fills_the_buffer_exactly() {
-        let rec = Recorder::new(200);
-        rec.set_on(true);
-        for seq in 0..500 {
-            rec.record(raw(seq));
-        }
-        let s = rec.snapshot();
-        let seqs: Vec<u64> = s.records.iter().map(|r| r.seq).collect();
-        assert_eq!(seqs, (0..200).collect::<Vec<_>>());
-        assert_eq!(s.dropped, 300);
-    }
-
-    fn stamp(seq: u64) -> Stamp {
-        Stamp {
-            seq,
-            tick: 1234,
-            op: 5,
-            thread: 6,
-        }
-    }
-
-    /// A stamp begun is seen as begun (by the producers that would free
-    /// its slot) until it is finished, and is not read meanwhile.
-    #[test]
-    fn a_stamp_begun_is_neither_read_nor_free_until_finished() {
-        let st = SlotStamps::new(2);
-        st.put(1, stamp(3));
-        assert!(!st.begun(1, 3));
-        st.begin(1, 5);
-        assert!(st.begun(1, 5) && !st.begun(1, 3));
-        assert_eq!(
-            st.read(1, 3),
-            None,
-            "the earlier lap's is being overwritten"
-        );
-        assert_eq!(st.read(1, 5), None);
-        st.finish(1, stamp(5));
-        assert!(!st.begun(1, 5));
-        assert_eq!(st.read(1, 5), Some(stamp(5)));
     }
 }

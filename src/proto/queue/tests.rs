@@ -246,45 +246,6 @@ fn a_slot_with_copies_waits_for_its_publish_to_finish() {
     assert_eq!(q.moved(), 2);
 }
 
-/// A traced task's producer finishes its stamp after the slot's stores:
-/// a producer that laps the ring must not move the task's completion aside
-/// until that stamp is finished (it copies the stamp with the completion:
-/// taken before, the record would be lost, and a stamp finished after the
-/// next lap began would be taken for that lap's).
-#[test]
-fn a_slot_whose_stamp_is_unfinished_waits_for_it() {
-    use crate::trace::recorder::Recorder;
-    let geo = Geometry::new(2).unwrap();
-    let mem = Memory::new(geo);
-    let rec = Arc::new(Recorder::new(64));
-    assert!(rec.set_on(true));
-    let q = mem.queue(geo, 0).with_trace(rec.clone(), 0, 0);
-    assert_eq!(q.try_reserve(), Ok(0));
-    assert_eq!(q.try_reserve(), Ok(1));
-    q.publish(1, &echo(1));
-    // Task 0: its slot's stores done (and completed by the device), its
-    // stamp begun and not finished.
-    let stamps = &q.trace.as_ref().unwrap().stamps;
-    stamps.begin(geo.slot(0), 0);
-    complete(&q, 0, 0);
-    complete(&q, 1, 1);
-    // The slot of 1 is free for 3 once 1's completion is moved aside; 0's
-    // is not free for 2 until 0's stamp is finished.
-    assert_eq!(q.try_reserve(), Err(Refusal::Full));
-    let stamp = Recorder::stamp(0, crate::layout::OP_ECHO);
-    stamps.finish(geo.slot(0), stamp);
-    assert_eq!(q.try_reserve(), Ok(2));
-    assert_eq!(q.try_reserve(), Ok(3));
-    for seq in [0, 1] {
-        assert!(q.take(seq).done().is_some());
-    }
-    let snap = rec.snapshot();
-    assert_eq!(snap.dropped, 0);
-    let zero: Vec<_> = snap.records.iter().filter(|r| r.seq == 0).collect();
-    assert_eq!(zero.len(), 1, "task 0 recorded once");
-    assert_eq!(zero[0].submit_tick, stamp.tick);
-}
-
 #[test]
 fn packs_round_trip_on_the_software_device() {
     let geo = Geometry::new(8).unwrap();
