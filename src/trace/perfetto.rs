@@ -216,20 +216,7 @@ pub(super) fn encode(t: &Trace) -> Vec<u8> {
             a.str(ANNOTATION_NAME, key).uint(ANNOTATION_UINT, v);
             begin.msg(EVENT_DEBUG_ANNOTATIONS, &a);
         }
-        events.push(Event {
-            ts: start,
-            order: 1,
-            body: begin,
-        });
-        let mut close = Msg::default();
-        close
-            .uint(EVENT_TYPE, SLICE_END)
-            .uint(EVENT_TRACK_UUID, uuid);
-        events.push(Event {
-            ts: end,
-            order: 0,
-            body: close,
-        });
+        push_slice(&mut events, uuid, begin, start, end);
     }
     let placed = device_slices(t);
     for (i, r) in t.records.iter().enumerate() {
@@ -283,20 +270,7 @@ pub(super) fn encode(t: &Trace) -> Vec<u8> {
                     .int(ANNOTATION_INT, v.round() as i64);
                 begin.msg(EVENT_DEBUG_ANNOTATIONS, &a);
             }
-            events.push(Event {
-                ts: start,
-                order: 1,
-                body: begin,
-            });
-            let mut close = Msg::default();
-            close
-                .uint(EVENT_TYPE, SLICE_END)
-                .uint(EVENT_TRACK_UUID, uuid);
-            events.push(Event {
-                ts: end,
-                order: 0,
-                body: close,
-            });
+            push_slice(&mut events, uuid, begin, start, end);
         }
         let mut seen = Msg::default();
         seen.uint(EVENT_TYPE, INSTANT)
@@ -317,6 +291,24 @@ pub(super) fn encode(t: &Trace) -> Vec<u8> {
         packet(&mut trace, Some(e.ts), PACKET_TRACK_EVENT, &e.body);
     }
     trace.0
+}
+
+/// A slice on track `uuid`: its `begin` event at `start`, its end at `end`.
+fn push_slice(events: &mut Vec<Event>, uuid: u64, begin: Msg, start: u64, end: u64) {
+    events.push(Event {
+        ts: start,
+        order: 1,
+        body: begin,
+    });
+    let mut close = Msg::default();
+    close
+        .uint(EVENT_TYPE, SLICE_END)
+        .uint(EVENT_TRACK_UUID, uuid);
+    events.push(Event {
+        ts: end,
+        order: 0,
+        body: close,
+    });
 }
 
 /// Each record's device slice on its worker's track, in ns from the
