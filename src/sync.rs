@@ -98,12 +98,30 @@ pub(crate) fn deadline_after(timeout: std::time::Duration) -> Option<std::time::
 /// A small number for the calling thread, for a trace's host tracks: the
 /// order in which threads first asked for one (a count of its own: the
 /// ring a thread submits to is not picked by it).
+///
+/// The number lives in a `const`-initialised thread-local with no
+/// destructor: a read is one load from the thread's own block, with no
+/// check of a lazy initialisation on the way; `u32::MAX` stands for "none
+/// yet" (a number is never that).
 #[inline(always)]
 pub(crate) fn thread_number() -> u32 {
-    use statics::AtomicUsize;
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local!(static NUMBER: u32 = NEXT.fetch_add(1, Ordering::Relaxed) as u32);
-    NUMBER.with(|n| *n)
+    use std::cell::Cell;
+    thread_local!(static NUMBER: Cell<u32> = const { Cell::new(u32::MAX) });
+    #[cold]
+    #[inline(never)]
+    fn first() -> u32 {
+        use statics::AtomicUsize;
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT
+            .fetch_add(1, Ordering::Relaxed)
+            .min(u32::MAX as usize - 1) as u32;
+        NUMBER.set(n);
+        n
+    }
+    match NUMBER.get() {
+        u32::MAX => first(),
+        n => n,
+    }
 }
 
 /// The host's cheapest steady clock, in ticks of its own (a trace's host
@@ -194,5 +212,30 @@ pub(crate) mod statics {
     /// [`super::lock`] for a static's lock.
     pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::thread_number;
+
+    #[test]
+    fn a_thread_keeps_its_number_and_no_two_threads_share_one() {
+        let mine = thread_number();
+        assert_eq!(thread_number(), mine);
+        let theirs: Vec<u32> = (0..4)
+            .map(|_| std::thread::spawn(|| (thread_number(), thread_number())))
+            .map(|h| h.join().unwrap())
+            .map(|(a, b)| {
+                assert_eq!(a, b, "one number per thread");
+                a
+            })
+            .collect();
+        let mut all = theirs.clone();
+        all.push(mine);
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 5, "{mine} and {theirs:?}");
+        assert!(all.iter().all(|&n| n != u32::MAX));
     }
 }

@@ -248,8 +248,8 @@ impl QueueTrace {
     /// [`Queue::stamp`] with tracing on.
     #[cold]
     #[inline(never)]
-    fn stamp(&self, slot: usize, seq: u64, op: u16) {
-        self.stamps.put(slot, Recorder::stamp(seq, op));
+    fn stamp(&self, slot: usize, seq: u64, op: u16, tick: Option<u64>) {
+        self.stamps.put(slot, Recorder::stamp(seq, op, tick));
         // The stamp before the slot's stores (free on x86-64).
         fence(Ordering::Release);
     }
@@ -257,22 +257,25 @@ impl QueueTrace {
     /// [`Queue::record`] with a stamp.
     #[cold]
     #[inline(never)]
-    fn note(&self, seq: u64, stamp: &Stamp, cqe: &Cqe) {
-        self.recorder.record(Raw {
-            seq,
-            submit_tick: stamp.tick,
-            seen_tick: 0,
-            device_start_ns: cqe.t_start,
-            device_end_ns: cqe.t_end,
-            op: stamp.op,
-            ring: self.ring,
-            lane: self.lane,
-            status: cqe.status,
-            tasks: cqe.pack.max(1),
-            poller: cqe.poller,
-            submit_thread: stamp.thread,
-            seen_thread: 0,
-        });
+    fn note(&self, seq: u64, stamp: &Stamp, cqe: &Cqe, seen: Option<u64>) {
+        self.recorder.record(
+            Raw {
+                seq,
+                submit_tick: stamp.tick,
+                seen_tick: 0,
+                device_start_ns: cqe.t_start,
+                device_end_ns: cqe.t_end,
+                op: stamp.op,
+                ring: self.ring,
+                lane: self.lane,
+                status: cqe.status,
+                tasks: cqe.pack.max(1),
+                poller: cqe.poller,
+                submit_thread: stamp.thread,
+                seen_thread: 0,
+            },
+            seen,
+        );
     }
 }
 
@@ -339,10 +342,10 @@ impl Queue {
     /// Stamps the publish of `seq` for its trace record, if tracing is on
     /// (the flag inline, the rest out of the submit path); whether it did.
     #[inline(always)]
-    fn stamp(&self, seq: u64, image: &SlotImage) -> bool {
+    fn stamp(&self, seq: u64, image: &SlotImage, tick: Option<u64>) -> bool {
         match &self.trace {
             Some(t) if t.recorder.is_on() => {
-                t.stamp(self.geo.slot(seq), seq, image.0[0] as u16);
+                t.stamp(self.geo.slot(seq), seq, image.0[0] as u16, tick);
                 true
             }
             _ => false,
@@ -359,17 +362,32 @@ impl Queue {
         }
     }
 
-    /// Records the task of `done` (of `seq`), if it carries a stamp. One
+    /// The host's clock, if tracing is on, for a trace record: read by a
+    /// producer before its reservation and by a holder before each look at
+    /// its completion, so that the read runs beside the reservation's
+    /// locked instruction or the look's load, not after them (a record's
+    /// submit time is when the submit began, its seen time when the look
+    /// that found the completion began).
+    #[inline(always)]
+    pub(crate) fn trace_tick(&self) -> Option<u64> {
+        match &self.trace {
+            Some(t) if t.recorder.is_on() => Some(crate::sync::ticks()),
+            _ => None,
+        }
+    }
+
+    /// Records the task of `done` (of `seq`), if it carries a stamp, as
+    /// seen at `seen` (else now). One
     /// thread records each task: the holder that takes the completion (from
     /// its slot, or from the overflow map once a producer moved it there,
     /// unless it recorded it already, just before it lost the slot to that
     /// producer), or, for a task whose ticket was dropped, the producer
     /// that frees its slot.
     #[inline(always)]
-    fn record(&self, seq: u64, done: &Completed) -> bool {
+    fn record(&self, seq: u64, done: &Completed, seen: Option<u64>) -> bool {
         match (&self.trace, &done.stamp) {
             (Some(t), Some(stamp)) => {
-                t.note(seq, stamp, &done.cqe);
+                t.note(seq, stamp, &done.cqe, seen);
                 true
             }
             _ => false,
@@ -482,7 +500,7 @@ impl Queue {
                 }
                 None => {
                     if let (Some(t), Some(stamp)) = (&self.trace, &detached) {
-                        t.note(prev, stamp, &cqe);
+                        t.note(prev, stamp, &cqe, None);
                     }
                 }
             }
@@ -595,6 +613,13 @@ impl Queue {
     /// panic, so a reservation is always published.
     #[inline(always)]
     pub(crate) fn publish(&self, seq: u64, image: &SlotImage) {
+        self.publish_at(seq, image, None);
+    }
+
+    /// [`Queue::publish`], its trace stamp's time `tick` (from
+    /// [`Queue::trace_tick`], read before the reservation) where given.
+    #[inline(always)]
+    pub(crate) fn publish_at(&self, seq: u64, image: &SlotImage, tick: Option<u64>) {
         let tag = self.geo.tag(seq);
         let at = self.geo.slot(seq) * SLOT_WORDS;
         #[inline(always)]
@@ -606,7 +631,7 @@ impl Queue {
         }
         // A traced task says so in its header (PKQ_HEADER_TRACE_BIT: a wide
         // lane logs each block's run of it); bit 53 of chunk 0, under its tag.
-        let header = if self.stamp(seq, image) {
+        let header = if self.stamp(seq, image, tick) {
             1 << HEADER_TRACE_BIT
         } else {
             0
@@ -889,6 +914,8 @@ impl Queue {
         let q = unsafe { this.as_ref() };
         let turn = &q.turns[q.geo.slot(seq)];
         let mut recorded = false;
+        // Before the look: the clock read runs beside its load.
+        let seen = q.trace_tick();
         if let Some(cqe) = q.poll(seq) {
             let done = q.completed(seq, cqe);
             // Before the compare-and-swap, after which the queue may be
@@ -896,7 +923,7 @@ impl Queue {
             // the entry found below is not recorded again; unless the stamp
             // was gone already (the next lap's), then the producer's copy
             // of it in the entry is recorded there.
-            recorded = q.record(seq, &done);
+            recorded = q.record(seq, &done, seen);
             let next = q.geo.next_lap(seq);
             if turn
                 .compare_exchange(seq, next, Ordering::AcqRel, Ordering::Acquire)
@@ -930,7 +957,7 @@ impl Queue {
         let mut moved = q.overflow();
         if !recorded && let Some(Some(done)) = moved.entries.get(&seq) {
             // Under the lock: the queue lives until it is let go.
-            let _ = q.record(seq, done);
+            let _ = q.record(seq, done, None);
         }
         let taken = match moved.entries.remove(&seq) {
             Some(entry) if moved.orphaned => Take::Orphaned(entry),

@@ -159,11 +159,13 @@ impl Submission for Task<'_> {
             return send_io::<R>(ring, self.op, image, input, room);
         }
         let queue = ring.queue();
+        // The trace's submit time (if on), read beside the reservation.
+        let tick = queue.trace_tick();
         queue.prefetch_reservation();
         shared.check_open()?;
         let seq = reserve::<R>(ring, 1, room)?;
         // Nothing between the reservation and the stores can fail.
-        queue.publish(seq, &image);
+        queue.publish_at(seq, &image, tick);
         queue.prefetch_next(seq);
         Ok(Ticket::new(ring, seq, self.op))
     }
@@ -233,11 +235,12 @@ fn send_io<R: RingAccess>(
     let queue = ring.queue();
     check_input(queue, input)?;
     let image = image.with_input(input.len());
+    let tick = queue.trace_tick();
     queue.prefetch_reservation();
     ring.shared().check_open()?;
     let seq = reserve::<R>(ring, 1, room)?;
     // Nothing between the reservation and the stores can fail.
-    queue.publish(seq, &queue.write_input(seq, input, image));
+    queue.publish_at(seq, &queue.write_input(seq, input, image), tick);
     queue.prefetch_next(seq);
     Ok(Ticket::new(ring, seq, op))
 }

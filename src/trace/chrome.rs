@@ -25,16 +25,20 @@ pub(super) fn encode(t: &Trace) -> String {
     };
     ev.push(meta(HOST_PID, None, "process_name", "host"));
     ev.push(meta(GPU_PID, None, "process_name", &gpu_name));
-    let (threads, workers) = super::tracks(t.records.iter());
-    for th in threads {
+    let tracks = super::Tracks::of(t.records.iter(), &t.blocks);
+    for &th in &tracks.threads {
         ev.push(meta(
             HOST_PID,
-            Some(th),
+            Some(u64::from(th)),
             "thread_name",
             &format!("host thread {th}"),
         ));
     }
-    for &(lane, w) in &workers {
+    // In the GPU process, the workers' tracks numbered from 0, then the
+    // blocks'.
+    let worker_tid = |lane, w| tracks.worker(lane, w) as u64;
+    let block_tid = |lane, w, b| (tracks.workers.len() + tracks.block(lane, w, b)) as u64;
+    for &(lane, w) in &tracks.workers {
         ev.push(meta(
             GPU_PID,
             Some(worker_tid(lane, w)),
@@ -42,14 +46,7 @@ pub(super) fn encode(t: &Trace) -> String {
             &format!("lane {lane} worker {w}"),
         ));
     }
-    let mut blocks: Vec<(usize, usize, usize)> = t
-        .blocks
-        .iter()
-        .map(|b| (b.lane, b.worker, b.block))
-        .collect();
-    blocks.sort_unstable();
-    blocks.dedup();
-    for &(lane, w, b) in &blocks {
+    for &(lane, w, b) in &tracks.blocks {
         ev.push(meta(
             GPU_PID,
             Some(block_tid(lane, w, b)),
@@ -85,7 +82,13 @@ pub(super) fn encode(t: &Trace) -> String {
             r.submit_thread,
             us(r.submit_ns)
         ));
-        ev.push(flow("s", id, HOST_PID, r.submit_thread, us(r.submit_ns)));
+        ev.push(flow(
+            "s",
+            id,
+            HOST_PID,
+            u64::from(r.submit_thread),
+            us(r.submit_ns),
+        ));
         if let (Some((start, end)), Some(seg)) = (placed[id], t.segments(r)) {
             let (start, end) = (start as f64, end as f64);
             let tid = worker_tid(r.lane, r.worker);
@@ -107,7 +110,13 @@ pub(super) fn encode(t: &Trace) -> String {
             r.seen_thread,
             us(r.seen_ns)
         ));
-        ev.push(flow("f", id, HOST_PID, r.seen_thread, us(r.seen_ns)));
+        ev.push(flow(
+            "f",
+            id,
+            HOST_PID,
+            u64::from(r.seen_thread),
+            us(r.seen_ns),
+        ));
     }
     let mut out = String::with_capacity(ev.iter().map(|e| e.len() + 2).sum::<usize>() + 256);
     out.push_str("{\"traceEvents\":[\n");
@@ -125,18 +134,7 @@ pub(super) fn encode(t: &Trace) -> String {
     out
 }
 
-/// The thread id of a device worker's track in the GPU process.
-fn worker_tid(lane: usize, worker: usize) -> u32 {
-    (lane as u32) << 16 | worker as u32
-}
-
-/// The thread id of a block's track of a worker of a lane of blocks or
-/// groups (above every worker's).
-fn block_tid(lane: usize, worker: usize, block: usize) -> u32 {
-    1 << 31 | (lane as u32 & 0x1f) << 26 | (worker as u32 & 0xffff) << 10 | block as u32 & 0x3ff
-}
-
-fn meta(pid: u32, tid: Option<u32>, what: &str, name: &str) -> String {
+fn meta(pid: u32, tid: Option<u64>, what: &str, name: &str) -> String {
     format!(
         "{{\"name\":\"{what}\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}",
         tid.unwrap_or(0),
@@ -146,7 +144,7 @@ fn meta(pid: u32, tid: Option<u32>, what: &str, name: &str) -> String {
 
 /// A flow event: `s` start, `t` step, `f` finish (bound to the enclosing
 /// slice).
-fn flow(ph: &str, id: usize, pid: u32, tid: u32, ts: f64) -> String {
+fn flow(ph: &str, id: usize, pid: u32, tid: u64, ts: f64) -> String {
     format!(
         "{{\"name\":\"task\",\"cat\":\"flow\",\"ph\":\"{ph}\",\"id\":{id},\"pid\":{pid},\"tid\":{tid},\"ts\":{ts:.3},\"bp\":\"e\"}}"
     )

@@ -90,9 +90,14 @@ pub struct TaskRecord {
     pub submit_thread: u32,
     /// The host thread that took its completion.
     pub seen_thread: u32,
-    /// Host time just before its slot was published.
+    /// Host time when it was submitted: for a single task, when the
+    /// submit began (before its slot's reservation); for a batch's slot,
+    /// just before the slot was published.
     pub submit_ns: f64,
-    /// Host time when its completion was taken.
+    /// Host time when its completion was seen: when the look that found it
+    /// began (a wait's or `try_result`'s), or, for a completion a producer
+    /// moved aside or whose ticket was dropped, when it was taken from
+    /// there.
     pub seen_ns: f64,
     /// The GPU's `%globaltimer` when its worker had the whole slot.
     pub device_start_ns: u64,
@@ -368,21 +373,51 @@ pub(crate) fn wire_fields(b: &[u8]) -> Option<Vec<(u32, perfetto::wire::Value)>>
     perfetto::wire::fields(b)
 }
 
-/// The host threads and the (lane, worker)s of `records`, each once, in
-/// order: the tracks of every export.
-pub(crate) fn tracks<'a>(
-    records: impl Iterator<Item = &'a TaskRecord> + Clone,
-) -> (Vec<u32>, Vec<(usize, usize)>) {
-    let mut threads: Vec<u32> = records
-        .clone()
-        .flat_map(|r| [r.submit_thread, r.seen_thread])
-        .collect();
-    threads.sort_unstable();
-    threads.dedup();
-    let mut workers: Vec<(usize, usize)> = records.map(|r| (r.lane, r.worker)).collect();
-    workers.sort_unstable();
-    workers.dedup();
-    (threads, workers)
+/// The tracks of every export, each once, in order: the host threads and
+/// the (lane, worker)s of some records, and the (lane, worker, block)s of
+/// some blocks. A track's place in its list is its number in an export,
+/// so no lane, worker or block count is too large for one.
+pub(crate) struct Tracks {
+    pub(crate) threads: Vec<u32>,
+    pub(crate) workers: Vec<(usize, usize)>,
+    pub(crate) blocks: Vec<(usize, usize, usize)>,
+}
+
+impl Tracks {
+    pub(crate) fn of<'a>(
+        records: impl Iterator<Item = &'a TaskRecord> + Clone,
+        blocks: &[BlockRecord],
+    ) -> Self {
+        fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+            v.sort_unstable();
+            v.dedup();
+            v
+        }
+        Self {
+            threads: sorted(
+                records
+                    .clone()
+                    .flat_map(|r| [r.submit_thread, r.seen_thread])
+                    .collect(),
+            ),
+            workers: sorted(records.map(|r| (r.lane, r.worker)).collect()),
+            blocks: sorted(blocks.iter().map(|b| (b.lane, b.worker, b.block)).collect()),
+        }
+    }
+
+    /// The place of a worker of the records in `workers`.
+    pub(crate) fn worker(&self, lane: usize, worker: usize) -> usize {
+        self.workers
+            .binary_search(&(lane, worker))
+            .unwrap_or_else(|at| at)
+    }
+
+    /// The place of a block of the blocks in `blocks`.
+    pub(crate) fn block(&self, lane: usize, worker: usize, block: usize) -> usize {
+        self.blocks
+            .binary_search(&(lane, worker, block))
+            .unwrap_or_else(|at| at)
+    }
 }
 
 /// The name of a record's slice: the builtin op's name, else its code.
@@ -394,14 +429,12 @@ pub(crate) fn op_name(op: Op) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
-    /// Two tasks of one worker whose device times are the same (the
-    /// device timer is coarser than a short handler) are drawn one after
-    /// the other in the Chrome export, as in Perfetto's: a viewer nests
-    /// overlapping slices of one track.
-    #[test]
-    fn one_workers_slices_never_overlap_in_either_export() {
-        let raw = |seq: u64, at: u64, device: u64| recorder::Raw {
+    /// A record of lane 0, ring 0, worker 0: submitted at tick `at`, seen
+    /// 6 µs later, run on the device from `device` for 100 ns.
+    fn raw(seq: u64, at: u64, device: u64) -> recorder::Raw {
+        recorder::Raw {
             seq,
             submit_tick: at,
             seen_tick: at + 6_000,
@@ -415,12 +448,12 @@ mod tests {
             poller: 0,
             submit_thread: 0,
             seen_thread: 0,
-        };
-        let base = 1_700_000_000_000_000_000u64;
-        let mut records: Vec<recorder::Raw> = (0..20u64)
-            .map(|i| raw(i, i * 10_000, base + i * 10_000 + 3_000))
-            .collect();
-        records.push(raw(20, 50_000, base + 50_000 + 3_000));
+        }
+    }
+
+    /// A trace of `records` on one lane of warps with one ring (1 ns a
+    /// tick, from tick 0).
+    fn trace_of(records: Vec<recorder::Raw>) -> Trace {
         let snap = recorder::Snapshot {
             records,
             dropped: 0,
@@ -432,7 +465,21 @@ mod tests {
             ring_worker_mask: 0,
             blocks: None,
         }];
-        let t = Trace::new(snap, 100, &lanes, 1.0, 0);
+        Trace::new(snap, 100, &lanes, 1.0, 0)
+    }
+
+    /// Two tasks of one worker whose device times are the same (the
+    /// device timer is coarser than a short handler) are drawn one after
+    /// the other in the Chrome export, as in Perfetto's: a viewer nests
+    /// overlapping slices of one track.
+    #[test]
+    fn one_workers_slices_never_overlap_in_either_export() {
+        let base = 1_700_000_000_000_000_000u64;
+        let mut records: Vec<recorder::Raw> = (0..20u64)
+            .map(|i| raw(i, i * 10_000, base + i * 10_000 + 3_000))
+            .collect();
+        records.push(raw(20, 50_000, base + 50_000 + 3_000));
+        let t = trace_of(records);
         assert!(t.clock.is_some(), "the records fit a clock map");
         let json: serde_json::Value = serde_json::from_str(&t.to_chrome_json()).unwrap();
         let mut slices: Vec<(f64, f64)> = json["traceEvents"]
@@ -447,6 +494,59 @@ mod tests {
         for w in slices.windows(2) {
             assert!(w[1].0 >= w[0].0 + w[0].1 - 1e-9, "overlap {w:?}");
         }
+    }
+
+    /// Blocks of workers of lanes and workers past any small field have
+    /// a track each in the Chrome export: a track's number is its place,
+    /// not its lane, worker and block packed into bits.
+    #[test]
+    fn every_block_has_a_track_of_its_own_at_any_lane_or_worker() {
+        let mut t = trace_of(
+            (0..20)
+                .map(|i| raw(i, i * 10_000, 1_000_000 + i * 10_000 + 3_000))
+                .collect(),
+        );
+        assert!(t.clock.is_some(), "the records fit a clock map");
+        let mut want = Vec::new();
+        for (k, (lane, worker)) in [(8, 4_464), (40, 70_000), (8, 70_000), (40, 4_464)]
+            .into_iter()
+            .enumerate()
+        {
+            for block in [0, 1, 1_025] {
+                let at = 1_000_000 + k as u64 * 10_000 + 3_010;
+                t.blocks.push(BlockRecord {
+                    lane,
+                    ring: 0,
+                    seq: k as u64,
+                    worker,
+                    block,
+                    device_start_ns: at,
+                    device_end_ns: at + 50,
+                });
+                want.push(format!("lane {lane} worker {worker} block {block}"));
+            }
+        }
+        let json: serde_json::Value = serde_json::from_str(&t.to_chrome_json()).unwrap();
+        let events = json["traceEvents"].as_array().unwrap();
+        let mut named: HashMap<u64, String> = HashMap::new();
+        for e in events
+            .iter()
+            .filter(|e| e["name"] == "thread_name" && e["pid"] != 1)
+        {
+            let name = e["args"]["name"].as_str().unwrap().to_string();
+            if let Some(old) = named.insert(e["tid"].as_u64().unwrap(), name.clone()) {
+                panic!("one track for {old} and {name}");
+            }
+        }
+        let mut blocks: Vec<&String> = named.values().filter(|n| n.contains("block")).collect();
+        blocks.sort();
+        want.sort();
+        assert_eq!(blocks, want.iter().collect::<Vec<_>>());
+        let slices = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["name"].as_str().unwrap().starts_with("block "))
+            .count();
+        assert_eq!(slices, want.len(), "every block drawn");
     }
 
     /// The time axis's labels differ from tick to tick at any window,

@@ -52,12 +52,14 @@ fn thread_track(thread: u32) -> u64 {
     1 << 32 | u64::from(thread)
 }
 
-fn worker_track(lane: usize, worker: usize) -> u64 {
-    2 << 32 | (lane as u64) << 20 | worker as u64
+/// A worker's track: its place in `Tracks::workers`.
+fn worker_track(at: usize) -> u64 {
+    2 << 56 | at as u64
 }
 
-fn block_track(lane: usize, worker: usize, block: usize) -> u64 {
-    3 << 48 | (lane as u64) << 40 | (worker as u64) << 16 | block as u64
+/// A block's track: its place in `Tracks::blocks`.
+fn block_track(at: usize) -> u64 {
+    3 << 56 | at as u64
 }
 
 /// A protobuf message being written.
@@ -161,8 +163,8 @@ pub(super) fn encode(t: &Trace) -> Vec<u8> {
         PACKET_TRACK_DESCRIPTOR,
         &track(GPU_ROOT, None, &gpu_name),
     );
-    let (threads, workers) = super::tracks(t.records.iter());
-    for th in threads {
+    let tracks = super::Tracks::of(t.records.iter(), &t.blocks);
+    for &th in &tracks.threads {
         let d = track(
             thread_track(th),
             Some(HOST_ROOT),
@@ -170,27 +172,18 @@ pub(super) fn encode(t: &Trace) -> Vec<u8> {
         );
         packet(&mut trace, None, PACKET_TRACK_DESCRIPTOR, &d);
     }
-    for &(lane, w) in &workers {
+    for (at, &(lane, w)) in tracks.workers.iter().enumerate() {
         let d = track(
-            worker_track(lane, w),
+            worker_track(at),
             Some(GPU_ROOT),
             &format!("lane {lane} worker {w}"),
         );
         packet(&mut trace, None, PACKET_TRACK_DESCRIPTOR, &d);
     }
-
-    let mut blocks: Vec<(usize, usize, usize)> = t
-        .blocks
-        .iter()
-        .map(|b| (b.lane, b.worker, b.block))
-        .collect();
-    blocks.dedup();
-    blocks.sort_unstable();
-    blocks.dedup();
-    for &(lane, w, b) in &blocks {
+    for (at, &(lane, w, b)) in tracks.blocks.iter().enumerate() {
         let d = track(
-            block_track(lane, w, b),
-            Some(worker_track(lane, w)),
+            block_track(at),
+            Some(worker_track(tracks.worker(lane, w))),
             &format!("lane {lane} worker {w} block {b}"),
         );
         packet(&mut trace, None, PACKET_TRACK_DESCRIPTOR, &d);
@@ -200,7 +193,7 @@ pub(super) fn encode(t: &Trace) -> Vec<u8> {
     let mut events: Vec<Event> = Vec::with_capacity(t.records.len() * 4 + t.blocks.len() * 2);
     for (b, placed) in t.blocks.iter().zip(block_slices(t)) {
         let Some((start, end)) = placed else { continue };
-        let uuid = block_track(b.lane, b.worker, b.block);
+        let uuid = block_track(tracks.block(b.lane, b.worker, b.block));
         let mut begin = Msg::default();
         begin
             .uint(EVENT_TYPE, SLICE_BEGIN)
@@ -251,7 +244,7 @@ pub(super) fn encode(t: &Trace) -> Vec<u8> {
             body: submit,
         });
         if let (Some((start, end)), Some(seg)) = (placed[i], t.segments(r)) {
-            let uuid = worker_track(r.lane, r.worker);
+            let uuid = worker_track(tracks.worker(r.lane, r.worker));
             let mut begin = Msg::default();
             begin
                 .uint(EVENT_TYPE, SLICE_BEGIN)

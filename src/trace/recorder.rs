@@ -264,20 +264,20 @@ impl Recorder {
 
     /// The stamp a producer leaves for `seq`, now.
     #[inline]
-    pub(crate) fn stamp(seq: u64, op: u16) -> Stamp {
+    pub(crate) fn stamp(seq: u64, op: u16, tick: Option<u64>) -> Stamp {
         Stamp {
             seq,
-            tick: ticks(),
+            tick: tick.unwrap_or_else(ticks),
             op,
             thread: crate::sync::thread_number(),
         }
     }
 
-    /// Keeps `raw` (its `seen_tick` and `seen_thread` filled in here), or
-    /// counts it dropped when the buffer is full.
+    /// Keeps `raw` (its `seen_thread` filled in here, and its `seen_tick`:
+    /// `seen`, else now), or counts it dropped when the buffer is full.
     #[inline]
-    pub(crate) fn record(&self, mut raw: Raw) {
-        raw.seen_tick = ticks();
+    pub(crate) fn record(&self, mut raw: Raw, seen: Option<u64>) {
+        raw.seen_tick = seen.unwrap_or_else(ticks);
         raw.seen_thread = crate::sync::thread_number();
         let Some(entries) = self.entries.get() else {
             return;
@@ -382,7 +382,7 @@ mod tests {
         assert!(!r.is_on());
         let r = Recorder::new(0);
         assert!(r.set_on(true));
-        r.record(raw(1));
+        r.record(raw(1), None);
         assert_eq!(r.snapshot().dropped, 1);
     }
 
@@ -400,12 +400,12 @@ mod tests {
     fn off_until_switched_on_and_keeps_the_first_records() {
         let rec = Recorder::new(3);
         assert!(!rec.is_on());
-        rec.record(raw(0)); // no buffer yet: not kept, not counted
+        rec.record(raw(0), None); // no buffer yet: not kept, not counted
         let s = rec.snapshot();
         assert_eq!((s.records.len(), s.dropped), (0, 0));
         rec.set_on(true);
         for seq in 1..=5 {
-            rec.record(raw(seq));
+            rec.record(raw(seq), None);
         }
         let s = rec.snapshot();
         let seqs: Vec<u64> = s.records.iter().map(|r| r.seq).collect();
@@ -439,7 +439,7 @@ mod tests {
                 let rec = rec.clone();
                 std::thread::spawn(move || {
                     for k in 0..per {
-                        rec.record(raw((t * per + k) as u64));
+                        rec.record(raw((t * per + k) as u64), None);
                     }
                 })
             })

@@ -42,7 +42,9 @@ pub(super) fn render(
         .iter()
         .filter(|r| inside(r.submit_ns, r.seen_ns))
         .collect();
-    let (threads, workers) = super::tracks(shown.iter().copied());
+    let super::Tracks {
+        threads, workers, ..
+    } = super::Tracks::of(shown.iter().copied(), &[]);
     let rows = threads.len() + workers.len();
     let height = TOP + ROW * rows as f64 + 70.0;
     let row_y = |i: usize| TOP + ROW * i as f64;
