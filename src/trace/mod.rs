@@ -114,8 +114,9 @@ pub struct Segments {
     pub dispatch_ns: f64,
     /// Device start to device end: the handler.
     pub handler_ns: f64,
-    /// Device end to the host taking the completion: the completion's way
-    /// back and the waiter's wake-up.
+    /// Device end to the host's look that found the completion
+    /// ([`TaskRecord::seen_ns`]): the completion's way back and the
+    /// waiter's wake-up.
     pub seen_ns: f64,
 }
 
