@@ -58,24 +58,37 @@ use crate::trace::recorder::{Raw, Recorder, SlotStamps, Stamp};
 
 const DETACHED: u64 = FLAG;
 
-/// A test hook: a closure run right after a handle's compare-and-swap
-/// ended its ownership of a slot, on the handle's thread, while the handle
-/// is still inside the call that ended it. A test drops the runtime there:
-/// the code from the compare-and-swap to the handle's return must then
-/// touch nothing of the runtime's (Miri checks, references included).
+/// Test hooks: a closure run once at a named point of this thread's next
+/// pass through it (tests).
 #[cfg(all(test, not(loom)))]
-pub(crate) mod ownership_ended {
-    use std::cell::Cell;
+pub(crate) mod test_hook {
+    use std::cell::RefCell;
 
-    thread_local!(static HOOK: Cell<Option<Box<dyn FnOnce()>>> = const { Cell::new(None) });
-
-    /// Runs `f` the next time a handle of this thread ends its ownership.
-    pub(crate) fn set(f: impl FnOnce() + 'static) {
-        HOOK.with(|h| h.set(Some(Box::new(f))));
+    /// Where a hook runs.
+    #[derive(Clone, Copy)]
+    pub(crate) enum Point {
+        /// Right after a handle's compare-and-swap ended its ownership of
+        /// a slot, on the handle's thread, while the handle is still inside
+        /// the call that ended it. A test drops the runtime there: the code
+        /// from the compare-and-swap to the handle's return must then touch
+        /// nothing of the runtime's (Miri checks, references included).
+        OwnershipEnded,
+        /// Right before a holder's look at its completion. A test completes
+        /// the task there, as a device whose completion lands while the
+        /// holder's thread is held up just before its load.
+        BeforeLook,
     }
 
-    pub(crate) fn fire() {
-        if let Some(f) = HOOK.with(Cell::take) {
+    type Hook = Option<Box<dyn FnOnce()>>;
+    thread_local!(static HOOKS: RefCell<[Hook; 2]> = const { RefCell::new([None, None]) });
+
+    /// Runs `f` the next time this thread passes `at`.
+    pub(crate) fn set(at: Point, f: impl FnOnce() + 'static) {
+        HOOKS.with(|h| h.borrow_mut()[at as usize] = Some(Box::new(f)));
+    }
+
+    pub(crate) fn fire(at: Point) {
+        if let Some(f) = HOOKS.with(|h| h.borrow_mut()[at as usize].take()) {
             f();
         }
     }
@@ -363,11 +376,11 @@ impl Queue {
     }
 
     /// The host's clock, if tracing is on, for a trace record: read by a
-    /// producer before its reservation and by a holder before each look at
-    /// its completion, so that the read runs beside the reservation's
-    /// locked instruction or the look's load, not after them (a record's
-    /// submit time is when the submit began, its seen time when the look
-    /// that found the completion began).
+    /// producer before its reservation, so that the read runs beside the
+    /// reservation's locked instruction (a record's submit time is when the
+    /// submit began), and by a holder first thing once its look found the
+    /// completion (its seen time: never before the completion landed,
+    /// wherever the thread was held up).
     #[inline(always)]
     pub(crate) fn trace_tick(&self) -> Option<u64> {
         match &self.trace {
@@ -914,9 +927,12 @@ impl Queue {
         let q = unsafe { this.as_ref() };
         let turn = &q.turns[q.geo.slot(seq)];
         let mut recorded = false;
-        // Before the look: the clock read runs beside its load.
-        let seen = q.trace_tick();
+        #[cfg(all(test, not(loom)))]
+        test_hook::fire(test_hook::Point::BeforeLook);
         if let Some(cqe) = q.poll(seq) {
+            // First once the look found it: never before the completion
+            // landed, however long the thread was held up before the look.
+            let seen = q.trace_tick();
             let done = q.completed(seq, cqe);
             // Before the compare-and-swap, after which the queue may be
             // gone. Should the swap lose (a producer moved the completion),
@@ -930,7 +946,7 @@ impl Queue {
                 .is_ok()
             {
                 #[cfg(all(test, not(loom)))]
-                ownership_ended::fire();
+                test_hook::fire(test_hook::Point::OwnershipEnded);
                 return Take::Done(done);
             }
         }

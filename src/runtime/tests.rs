@@ -399,14 +399,16 @@ fn a_handle_ending_its_ownership_touches_nothing_after() {
     // and before the ticket's call returns: nothing on the way out may still
     // hold a reference into that memory (Miri: no protected reference to a
     // freed allocation).
-    use crate::proto::queue::ownership_ended;
+    use crate::proto::queue::test_hook::{self, Point};
     let rt = soft(Runtime::builder().capacity(4).workers(1));
     let mut t = rt.submit(ECHO.args(&8u64)).unwrap();
     let memory = Arc::downgrade(&rt.shared);
     let rt = std::cell::RefCell::new(Some(rt));
     let rt = std::rc::Rc::new(rt);
     let dropper = rt.clone();
-    ownership_ended::set(move || drop(dropper.borrow_mut().take()));
+    test_hook::set(Point::OwnershipEnded, move || {
+        drop(dropper.borrow_mut().take())
+    });
     assert_eq!(t.wait_timeout(Duration::from_secs(10)).unwrap().value, 8);
     assert!(rt.borrow().is_none() && freed(&memory));
     // The same through a batch.
@@ -415,7 +417,9 @@ fn a_handle_ending_its_ownership_touches_nothing_after() {
     let memory = Arc::downgrade(&rt.shared);
     let rt = std::rc::Rc::new(std::cell::RefCell::new(Some(rt)));
     let dropper = rt.clone();
-    ownership_ended::set(move || drop(dropper.borrow_mut().take()));
+    test_hook::set(Point::OwnershipEnded, move || {
+        drop(dropper.borrow_mut().take())
+    });
     assert_eq!(b.wait().unwrap()[0].unwrap().value, 9);
     assert!(freed(&memory));
 }

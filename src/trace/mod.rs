@@ -91,13 +91,14 @@ pub struct TaskRecord {
     /// The host thread that took its completion.
     pub seen_thread: u32,
     /// Host time when it was submitted: for a single task, when the
-    /// submit began (before its slot's reservation); for a batch's slot,
-    /// just before the slot was published.
+    /// submit began (before its slot's reservation, so a wait for room in
+    /// a full ring counts as dispatch); for a batch's slot, just before
+    /// the slot was published.
     pub submit_ns: f64,
-    /// Host time when its completion was seen: when the look that found it
-    /// began (a wait's or `try_result`'s), or, for a completion a producer
-    /// moved aside or whose ticket was dropped, when it was taken from
-    /// there.
+    /// Host time when its completion was seen: just after the look that
+    /// found it (a wait's or `try_result`'s), or, for a completion a
+    /// producer moved aside or whose ticket was dropped, when it was taken
+    /// from there. Never before the completion landed.
     pub seen_ns: f64,
     /// The GPU's `%globaltimer` when its worker had the whole slot.
     pub device_start_ns: u64,
@@ -109,12 +110,13 @@ pub struct TaskRecord {
 /// [`Trace::segments`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Segments {
-    /// Submit to device start: the slot's way to the device and the
-    /// worker's pickup (and any tasks ahead of it).
+    /// Submit to device start: a single task's wait for room in a full
+    /// ring, the slot's way to the device and the worker's pickup (and any
+    /// tasks ahead of it).
     pub dispatch_ns: f64,
     /// Device start to device end: the handler.
     pub handler_ns: f64,
-    /// Device end to the host's look that found the completion
+    /// Device end to the host seeing the completion
     /// ([`TaskRecord::seen_ns`]): the completion's way back and the
     /// waiter's wake-up.
     pub seen_ns: f64,

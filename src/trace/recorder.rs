@@ -262,7 +262,8 @@ impl Recorder {
         true
     }
 
-    /// The stamp a producer leaves for `seq`, now.
+    /// The stamp a producer leaves for `seq`: at `tick` (read before its
+    /// reservation), else now.
     #[inline]
     pub(crate) fn stamp(seq: u64, op: u16, tick: Option<u64>) -> Stamp {
         Stamp {

@@ -614,3 +614,36 @@ fn a_held_ring_refuses_everyone_else_until_released() {
     assert_eq!(q.hold(), Err(Refusal::Closed));
     assert_eq!(q.incomplete(5), 3);
 }
+
+#[test]
+fn a_completion_is_never_seen_before_it_landed() {
+    // The device's completion lands while the holder's thread is held up
+    // (an interrupt, a preemption) just before its look: the record's seen
+    // time must still come after the landing, else the trace shows the
+    // host seeing a completion before the device wrote it.
+    use crate::proto::queue::test_hook::{self, Point};
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let geo = Geometry::new(4).unwrap();
+    let mem = Memory::new(geo);
+    let recorder = Arc::new(Recorder::new(8));
+    assert!(recorder.set_on(true));
+    let q = Arc::new(mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0));
+    let seq = q.try_reserve().unwrap();
+    q.publish(seq, &echo(1));
+    let landed = Rc::new(Cell::new(0));
+    let (device, at) = (q.clone(), landed.clone());
+    test_hook::set(Point::BeforeLook, move || {
+        complete(&device, seq, 7);
+        at.set(crate::sync::ticks());
+    });
+    assert_eq!(q.take(seq).done().map(|c| c.value), Some(7));
+    let records = recorder.snapshot().records;
+    assert_eq!(records.len(), 1);
+    assert!(
+        records[0].seen_tick >= landed.get(),
+        "seen at tick {}, landed at {}",
+        records[0].seen_tick,
+        landed.get()
+    );
+}
