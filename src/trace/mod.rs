@@ -376,10 +376,11 @@ pub(crate) fn wire_fields(b: &[u8]) -> Option<Vec<(u32, perfetto::wire::Value)>>
     perfetto::wire::fields(b)
 }
 
-/// The tracks of every export, each once, in order: the host threads and
-/// the (lane, worker)s of some records, and the (lane, worker, block)s of
-/// some blocks. A track's place in its list is its number in an export,
-/// so no lane, worker or block count is too large for one.
+/// The tracks of every export, each once, in order: the host threads of
+/// some records, the (lane, worker)s of those records and of some blocks,
+/// and the (lane, worker, block)s of those blocks. A track's place in its
+/// list is its number in an export, so no lane, worker or block count is
+/// too large for one.
 pub(crate) struct Tracks {
     pub(crate) threads: Vec<u32>,
     pub(crate) workers: Vec<(usize, usize)>,
@@ -403,12 +404,19 @@ impl Tracks {
                     .flat_map(|r| [r.submit_thread, r.seen_thread])
                     .collect(),
             ),
-            workers: sorted(records.map(|r| (r.lane, r.worker)).collect()),
+            // The blocks' workers too: each block's track sits under its
+            // worker's.
+            workers: sorted(
+                records
+                    .map(|r| (r.lane, r.worker))
+                    .chain(blocks.iter().map(|b| (b.lane, b.worker)))
+                    .collect(),
+            ),
             blocks: sorted(blocks.iter().map(|b| (b.lane, b.worker, b.block)).collect()),
         }
     }
 
-    /// The place of a worker of the records in `workers`.
+    /// The place of a worker of the records or blocks in `workers`.
     pub(crate) fn worker(&self, lane: usize, worker: usize) -> usize {
         self.workers
             .binary_search(&(lane, worker))
@@ -499,11 +507,10 @@ mod tests {
         }
     }
 
-    /// Blocks of workers of lanes and workers past any small field have
-    /// a track each in the Chrome export: a track's number is its place,
-    /// not its lane, worker and block packed into bits.
-    #[test]
-    fn every_block_has_a_track_of_its_own_at_any_lane_or_worker() {
+    /// A trace of records of lane 0's worker 0 with blocks of workers of
+    /// lanes and workers past any small field (none of them a worker of
+    /// the records), and the names of the blocks' tracks.
+    fn trace_with_far_blocks() -> (Trace, Vec<String>) {
         let mut t = trace_of(
             (0..20)
                 .map(|i| raw(i, i * 10_000, 1_000_000 + i * 10_000 + 3_000))
@@ -529,6 +536,15 @@ mod tests {
                 want.push(format!("lane {lane} worker {worker} block {block}"));
             }
         }
+        (t, want)
+    }
+
+    /// Blocks of workers of lanes and workers past any small field have
+    /// a track each in the Chrome export: a track's number is its place,
+    /// not its lane, worker and block packed into bits.
+    #[test]
+    fn every_block_has_a_track_of_its_own_at_any_lane_or_worker() {
+        let (t, mut want) = trace_with_far_blocks();
         let json: serde_json::Value = serde_json::from_str(&t.to_chrome_json()).unwrap();
         let events = json["traceEvents"].as_array().unwrap();
         let mut named: HashMap<u64, String> = HashMap::new();
@@ -550,6 +566,56 @@ mod tests {
             .filter(|e| e["ph"] == "X" && e["name"].as_str().unwrap().starts_with("block "))
             .count();
         assert_eq!(slices, want.len(), "every block drawn");
+    }
+
+    /// In the Perfetto export every track's parent is a track it describes,
+    /// and a block's is its own worker's, whether or not that worker ran
+    /// any of the records.
+    #[test]
+    fn every_blocks_track_sits_under_its_own_workers() {
+        use perfetto::wire::Value;
+        let (t, want) = trace_with_far_blocks();
+        let bytes = |v: &Value| match v {
+            Value::Bytes(b) => b.clone(),
+            other => panic!("not a message: {other:?}"),
+        };
+        // Each track descriptor's (uuid, name, parent).
+        let mut tracks: Vec<(u64, String, Option<u64>)> = Vec::new();
+        for (_, packet) in wire_fields(&t.to_perfetto()).expect("protobuf") {
+            for (field, d) in wire_fields(&bytes(&packet)).expect("packet") {
+                if field != 60 {
+                    continue;
+                }
+                let (mut uuid, mut name, mut parent) = (None, String::new(), None);
+                for (field, v) in wire_fields(&bytes(&d)).expect("descriptor") {
+                    match (field, v) {
+                        (1, Value::Varint(u)) => uuid = Some(u),
+                        (2, v) => name = String::from_utf8(bytes(&v)).unwrap(),
+                        (5, Value::Varint(u)) => parent = Some(u),
+                        _ => {}
+                    }
+                }
+                tracks.push((uuid.expect("a uuid"), name, parent));
+            }
+        }
+        let named: HashMap<u64, &str> = tracks.iter().map(|(u, n, _)| (*u, n.as_str())).collect();
+        assert_eq!(named.len(), tracks.len(), "one uuid per track");
+        let mut blocks = Vec::new();
+        for (_, name, parent) in &tracks {
+            let parent_name = parent.map(|p| {
+                *named
+                    .get(&p)
+                    .unwrap_or_else(|| panic!("{name}: no parent {p}"))
+            });
+            if let Some(at) = name.find(" block ") {
+                assert_eq!(parent_name, Some(&name[..at]), "{name}");
+                blocks.push(name.clone());
+            }
+        }
+        blocks.sort();
+        let mut want = want;
+        want.sort();
+        assert_eq!(blocks, want);
     }
 
     /// The time axis's labels differ from tick to tick at any window,
