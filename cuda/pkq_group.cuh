@@ -35,26 +35,51 @@ struct GroupSync {
     volatile uint32_t abandoned;
 };
 
-// The task as the block's warps take it from its warp 0 (shared memory).
+// The task as the block's warps take it from its warp 0 (shared memory):
+// the argument words as halves, low then high, as TASK carries them.
 struct BlockTask {
     uint32_t op;
     uint32_t len;
     uint32_t quit;
-    uint32_t traced;  // header bit 32 of the group's task word (TIMES)
-    uint64_t words[PKQ_ARGS_BYTES / 8];
+    uint32_t traced;  // PKQ_GROUP_HEADER_TRACED of TASK's header (TIMES)
+    uint32_t halves[PKQ_ARGS_BYTES / 4];
 };
 
 __device__ __forceinline__ uint64_t* group_word(const GroupSync* g, uint32_t off) {
     return g->words + off / 8;
 }
 
+// Generation `gen` of TASK (pkq_layout.h), written by the poller's warp
+// (every lane calls it): `header` (op | len << 16 | PKQ_GROUP_HEADER_*
+// bits), then the argument words' halves, each lane one tagged word, all
+// in one store after a GPU-scope fence: the earlier writes this warp made
+// or acquired (the task's data, the blocks' writes of the task before)
+// come before any word of it.
+__device__ __forceinline__ void hand_task(const GroupSync* g, uint32_t lane, uint64_t gen, uint32_t header,
+                                          const uint64_t* words) {
+    uint32_t v = header;
+#pragma unroll
+    for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) {
+        if (lane == 1 + 2 * j) v = static_cast<uint32_t>(words[j]);
+        if (lane == 2 + 2 * j) v = static_cast<uint32_t>(words[j] >> 32);
+    }
+    __syncwarp();
+    fence_release_gpu();
+    if (lane < PKQ_GROUP_TASK_WORDS)
+        store_relaxed_gpu(group_word(g, PKQ_GROUP_OFF_TASK) + lane, ((gen & 0xffffffffull) << 32) | v);
+}
+
 // Waits until the group word at `off` is at least `target`, or the stop
 // word is set (read every PKQ_GROUP_STOP_SPINS spins: the wait's exit).
-// Returns whether it got there.
+// Returns whether it got there, the adds it saw acquired (relaxed loads,
+// then a GPU-scope acquire fence: no L1 invalidation per spin).
 __device__ __forceinline__ bool wait_at_least(const GroupSync* g, uint32_t off, uint64_t target) {
     const uint64_t* w = group_word(g, off);
     for (uint32_t spins = 1;; ++spins) {
-        if (load_acquire_gpu(w) >= target) return true;
+        if (load_relaxed_gpu(w) >= target) {
+            fence_acquire_gpu();
+            return true;
+        }
         if (spins % PKQ_GROUP_STOP_SPINS == 0 && load_sys(g->stop) == PKQ_STOP_VALUE) return false;
     }
 }
@@ -94,7 +119,8 @@ __device__ __forceinline__ Context group_context(const volatile BlockTask* t, Gr
     ctx.op = t->op;
     ctx.len = t->len;
 #pragma unroll
-    for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) ctx.words[j] = t->words[j];
+    for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j)
+        ctx.words[j] = t->halves[2 * j] | (static_cast<uint64_t>(t->halves[2 * j + 1]) << 32);
     ctx.input = nullptr;
     ctx.in_len = 0;
     ctx.output = nullptr;
@@ -169,25 +195,20 @@ struct GroupHandlers {
         // Traced (the task's start in c.trace) where the lane has a log.
         const bool trace = c.trace != 0 && log != nullptr;
         uint64_t gen = 0;
+        if (c.lane == 0) gen = ++*handed;
+        gen = __shfl_sync(0xffffffffu, gen, 0);
+        if (group->blocks > 1)
+            hand_task(group, c.lane, gen, c.op | (c.len << 16) | (trace ? PKQ_GROUP_HEADER_TRACED : 0u), c.words);
         if (c.lane == 0) {
-            gen = ++*handed;
-            if (group->blocks > 1) {
-                uint64_t* w = group_word(group, PKQ_GROUP_OFF_TASK);
-                __stcg(reinterpret_cast<unsigned long long*>(w),
-                       static_cast<unsigned long long>(c.op | (c.len << 16)) | (trace ? 1ull << 32 : 0ull));
-#pragma unroll
-                for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j)
-                    __stcg(reinterpret_cast<unsigned long long*>(w + 1 + j), c.words[j]);
-                // The task before its generation (a release store: the
-                // ordering between data and its flag).
-                store_release_gpu(group_word(group, PKQ_GROUP_OFF_GEN), gen);
-            }
             task->op = c.op;
             task->len = c.len;
             task->traced = trace;
             task->quit = 0;
 #pragma unroll
-            for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) task->words[j] = c.words[j];
+            for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) {
+                task->halves[2 * j] = static_cast<uint32_t>(c.words[j]);
+                task->halves[2 * j + 1] = static_cast<uint32_t>(c.words[j] >> 32);
+            }
         }
         __syncwarp();
         block_barrier(BAR_TASK, threads);
@@ -227,27 +248,40 @@ struct GroupHandlers {
 };
 
 // Warps 1.. of block 0, and every warp of blocks 1..: each task the block's
-// warp 0 takes (from serve() in block 0, from the group's words in the
-// others), run until the poller leaves.
+// warp 0 takes (from serve() in block 0, from TASK in the others), run
+// until the poller leaves.
 template <class Handlers>
 __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank, volatile BlockTask* task,
                                              GroupSync* group, const Handlers& handlers) {
     const uint32_t threads = blockDim.x;
-    const bool fetcher = rank != 0 && threadIdx.x == 0;
-    uint64_t seen = 0;
+    const uint32_t lane = threadIdx.x & 31;
+    // Warp 0 of blocks 1.. fetches each task; its thread 0 times it and
+    // arrives.
+    const bool fetching = rank != 0 && threadIdx.x < 32;
+    const bool fetcher = fetching && lane == 0;
+    const uint64_t* line = group_word(group, PKQ_GROUP_OFF_TASK);
+    uint64_t seen = 0;  // generations run so far
     uint64_t idle_since = 0;
     uint32_t sleep_ns = 0;
     for (;;) {
-        if (fetcher) {
-            const uint64_t* gen_word = group_word(group, PKQ_GROUP_OFF_GEN);
-            uint64_t gen;
-            // The idle policy's naps between looks once idle (Backoff; Quiet
-            // naps up to 1 us), none under Spin. Exit: the poller's QUIT.
+        if (fetching) {
+            // Generation seen + 1: every word of TASK tagged with it (the
+            // line holds it or the one before), or the poller's last
+            // generation, whose quit bit is this wait's exit (it may come
+            // before this block read the one it waits for, when a wait of
+            // the poller's gave up on a stop). The idle policy's naps
+            // between looks once idle (Backoff; Quiet naps up to 1 us),
+            // none under Spin.
+            const uint32_t want = static_cast<uint32_t>(seen + 1);
+            uint64_t w;
             for (;;) {
-                gen = load_acquire_gpu(gen_word);
-                if (gen != seen) break;
+                w = lane < PKQ_GROUP_TASK_WORDS ? load_relaxed_gpu(line + lane) : 0;
+                const uint64_t first = __shfl_sync(0xffffffffu, w, 0);
+                const uint32_t tag = static_cast<uint32_t>(first >> 32);
+                const bool whole = __all_sync(0xffffffffu, lane >= PKQ_GROUP_TASK_WORDS || (w >> 32) == tag);
+                if (whole && (tag == want || (static_cast<uint32_t>(first) & PKQ_GROUP_HEADER_QUIT) != 0)) break;
                 if (p.idle_spin_ns != 0) {
-                    const uint64_t now = globaltimer();
+                    const uint64_t now = __shfl_sync(0xffffffffu, globaltimer(), 0);
                     if (idle_since == 0) {
                         idle_since = now;
                     } else if (now - idle_since >= p.idle_spin_ns) {
@@ -257,25 +291,24 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
                     }
                 }
             }
+            // The acquire pattern: the task's data, and what the poller
+            // wrote or acquired before it, seen by the block's loads after
+            // the barrier below (cumulative through it).
+            fence_acquire_gpu();
             idle_since = 0;
             sleep_ns = 0;
-            seen = gen;
-            if (gen & PKQ_GROUP_QUIT) {
-                task->quit = 1;
-            } else {
-                const unsigned long long* w =
-                    reinterpret_cast<const unsigned long long*>(group_word(group, PKQ_GROUP_OFF_TASK));
-                const uint64_t h = __ldcg(w);
-                task->op = static_cast<uint32_t>(h & 0xffff);
-                task->len = static_cast<uint32_t>((h >> 16) & 0xffff);
-                task->traced = static_cast<uint32_t>(h >> 32) & 1;
-                task->quit = 0;
-#pragma unroll
-                for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) task->words[j] = __ldcg(w + 1 + j);
+            seen += 1;
+            const uint32_t v = static_cast<uint32_t>(w);
+            if (lane == 0) {
+                task->op = v & 0xffff;
+                task->len = (v >> 16) & 0xff;
+                task->traced = (v & PKQ_GROUP_HEADER_TRACED) != 0;
+                task->quit = (v & PKQ_GROUP_HEADER_QUIT) != 0;
+            } else if (lane < PKQ_GROUP_TASK_WORDS) {
+                task->halves[lane - 1] = v;
             }
+            __syncwarp();
         }
-        // Warp 0 converged after its thread 0's wait, before the barrier.
-        if (threadIdx.x < 32) __syncwarp();
         block_barrier(BAR_TASK, threads);
         if (task->quit) return;
         const uint64_t began = fetcher && task->traced ? globaltimer() : 0;

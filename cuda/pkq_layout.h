@@ -499,33 +499,42 @@
  * more than one) through device memory, never through the host. Per worker, `groups` holds PKQ_GROUP_BYTES of device memory, zeroed
  * by the host before the launch (copies, not a kernel), written by the
  * device alone:
- *   GEN (line 0, written by the poller only): the number of tasks handed to
- *     the group so far, or PKQ_GROUP_QUIT once the poller left its loop; the
- *     task's header word (op | len << 16) and its six argument words follow
- *     it, written before it, which a GPU-scope release store orders (the
- *     ordering between data and its flag). Blocks 1.. read GEN with acquire
- *     loads (L2), then the task words through L2 (__ldcg: L1 is not
- *     coherent).
+ *   TASK (line 0, written by the poller only): each task handed to the
+ *     group as PKQ_GROUP_TASK_WORDS tagged words, every one carrying in its
+ *     high 32 bits the task's generation (tasks handed so far, from 1; low
+ *     32 bits): word 0 the header (op, len << 16, traced and quit bits,
+ *     PKQ_GROUP_HEADER_*), then each of the six argument words as its low
+ *     half and its high half. The poller's warp writes all of them in one
+ *     store, each lane one word, after a GPU-scope fence (the ordering
+ *     between data and its flag: every word is its own flag). Blocks 1..
+ *     read the line with relaxed GPU-scope loads, one word a lane, until
+ *     every word carries the generation they wait for, then fence at GPU
+ *     scope (acquire). A block runs every generation in turn (the poller
+ *     hands the next only once every block arrived), so the line holds
+ *     words of the awaited generation or of the one before, never older.
+ *     The poller's last generation, once it left its loop, has the quit
+ *     bit.
  *   ARRIVALS (line 1): a GPU-scope release add of one by block r > 0 after
  *     each task it ran (cumulative: its threads' writes, seen through the
  *     block barrier, come first); the poller waits until it is (blocks - 1)
- *     times GEN, with acquire loads, before it completes the task: every
- *     participant finished, its writes visible.
+ *     times the generation, with relaxed loads and then a GPU-scope
+ *     acquire fence, before it completes the task: every participant
+ *     finished, its writes visible.
  *   BARRIER (line 2): the group barrier of handlers (Context::sync_group):
  *     each block adds one per crossing, as ARRIVALS, and waits until it is
  *     `blocks` times its crossings so far (every block crosses the same
  *     barriers of every task, so the count never needs a reset).
  *   PRESENT (line 3, beside ABANDONED): a GPU-scope add of one by block
- *     r > 0 when it starts; the poller waits until it is (blocks - 1), with
- *     acquire loads, before it serves (and so before its worker reports
+ *     r > 0 when it starts; the poller waits until it is (blocks - 1), as it
+ *     waits for ARRIVALS, before it serves (and so before its worker reports
  *     RUNNING): a worker whose blocks are not all resident (other kernels
  *     hold the SMs) never reports in, so the start ends in a timeout rather
  *     than with tasks handed to blocks that are not there. Blocks that
- *     become resident after a stop find GEN at PKQ_GROUP_QUIT and leave.
+ *     become resident after a stop find the quit bit in TASK and leave.
  *   SCRATCH (from line 4, PKQ_GROUP_SCRATCH_BYTES): the group's own device
  *     memory for its handlers (Context::scratch), e.g. per-block partials.
  *   TIMES (after SCRATCH, 16 bytes per block): of a traced task (header bit
- *     PKQ_HEADER_TRACE_BIT, handed on as bit 32 of the task's header word),
+ *     PKQ_HEADER_TRACE_BIT, handed on as TASK's PKQ_GROUP_HEADER_TRACED),
  *     block r's %globaltimer when it began running the handler and when
  *     all its threads had finished, written by its first thread (block 0:
  *     the poller's lane 0) with plain stores before its arrival, whose
@@ -538,8 +547,8 @@
  * another instruction than its other warps.
  * Every wait on these words exits: the poller's waits for PRESENT and
  * ARRIVALS and the group barrier's read the poller's stop word every PKQ_GROUP_STOP_SPINS
- * spins, and blocks 1.. leave on PKQ_GROUP_QUIT, which the poller stores
- * when it leaves its loop. A wait that gave up on a stop leaves the group
+ * spins, and blocks 1.. leave on the quit bit, which the poller's last
+ * generation carries once it left its loop. A wait that gave up on a stop leaves the group
  * abandoned: ABANDONED (line 3) set to 1 by that block (the only value
  * ever stored there, before its arrival), read by the poller after the
  * arrivals; that task, and every task its poller takes after it, completes
@@ -547,8 +556,10 @@
  * tasks' words, and no result of part of the group is published).
  * ------------------------------------------------------------------------- */
 #define PKQ_GROUP_BYTES 25088
-#define PKQ_GROUP_OFF_GEN 0
-#define PKQ_GROUP_OFF_TASK 8
+#define PKQ_GROUP_OFF_TASK 0
+#define PKQ_GROUP_TASK_WORDS 13 /* u32 */
+#define PKQ_GROUP_HEADER_TRACED 0x1000000 /* u32 */
+#define PKQ_GROUP_HEADER_QUIT 0x2000000 /* u32 */
 #define PKQ_GROUP_OFF_ARRIVALS 128
 #define PKQ_GROUP_OFF_BARRIER 256
 #define PKQ_GROUP_OFF_ABANDONED 384
@@ -556,7 +567,6 @@
 #define PKQ_GROUP_OFF_SCRATCH 512
 #define PKQ_GROUP_SCRATCH_BYTES 8192
 #define PKQ_GROUP_OFF_TIMES 8704
-#define PKQ_GROUP_QUIT 0x8000000000000000 /* u64 */
 #define PKQ_GROUP_STOP_SPINS 256 /* u32 */
 /* Blocks of a group. (Its blocks' warps: at most the kernel's launch
    bound, PKQ_MAX_WARPS_PER_BLOCK.) */
@@ -751,7 +761,9 @@ static_assert(offsetof(pkq_params, groups) == PKQ_PARAMS_OFF_GROUPS, "pkq_params
 static_assert(offsetof(pkq_params, group_blocks) == PKQ_PARAMS_OFF_GROUP_BLOCKS, "pkq_params.group_blocks");
 static_assert(offsetof(pkq_params, group_warps) == PKQ_PARAMS_OFF_GROUP_WARPS, "pkq_params.group_warps");
 static_assert(offsetof(pkq_params, trace_log) == PKQ_PARAMS_OFF_TRACE_LOG, "pkq_params.trace_log");
-static_assert(PKQ_GROUP_OFF_TASK + 7 * 8 <= PKQ_GROUP_OFF_ARRIVALS, "a task fits line 0");
+static_assert(PKQ_GROUP_TASK_WORDS == 1 + 2 * (PKQ_ARGS_BYTES / 8), "a header and two halves per argument word");
+static_assert(PKQ_GROUP_OFF_TASK + 8 * PKQ_GROUP_TASK_WORDS <= PKQ_GROUP_OFF_ARRIVALS, "a task fits line 0");
+static_assert(PKQ_ARGS_BYTES < 256 && (PKQ_GROUP_HEADER_TRACED >> 16) == 256, "len fits below the header bits");
 static_assert(PKQ_GROUP_OFF_SCRATCH + PKQ_GROUP_SCRATCH_BYTES == PKQ_GROUP_OFF_TIMES, "scratch, then times");
 static_assert(PKQ_GROUP_OFF_TIMES + 16 * PKQ_MAX_GROUP_BLOCKS == PKQ_GROUP_BYTES, "group bytes");
 static_assert(PKQ_PACK_TASKS == 32, "a pack is one task per lane");

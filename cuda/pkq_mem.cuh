@@ -67,13 +67,19 @@ __device__ __forceinline__ void store_sys_if(bool pred, uint64_t* p, uint64_t v)
     (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8))
 #define PKQ_FENCE_ACQUIRE 1
 #endif
-__device__ __forceinline__ void fence_acquire_sys() {
 #ifdef PKQ_FENCE_ACQUIRE
-    asm volatile("fence.acquire.sys;" ::: "memory");
+#define PKQ_FENCE(sem, scope) asm volatile("fence." sem "." scope ";" ::: "memory")
 #else
-    asm volatile("fence.acq_rel.sys;" ::: "memory");
+#define PKQ_FENCE(sem, scope) asm volatile("fence.acq_rel." scope ";" ::: "memory")
 #endif
-}
+__device__ __forceinline__ void fence_acquire_sys() { PKQ_FENCE("acquire", "sys"); }
+
+// The GPU-scope fences of a hand-off between blocks through device memory
+// (TASK in pkq_layout.h): release before words that are their own flags,
+// acquire after relaxed loads saw them. fence.release and fence.acquire
+// where PKQ_FENCE_ACQUIRE says they exist (above), else fence.acq_rel.
+__device__ __forceinline__ void fence_release_gpu() { PKQ_FENCE("release", "gpu"); }
+__device__ __forceinline__ void fence_acquire_gpu() { PKQ_FENCE("acquire", "gpu"); }
 
 // Two relaxed, system-scope 8-byte stores as one 16-byte vector store (`p`
 // 16-byte aligned): each word single-copy atomic, as store_sys's.
@@ -194,12 +200,10 @@ __device__ __forceinline__ uint64_t globaltimer() {
 }
 
 // Device memory shared by the blocks of a group (WIDTH in pkq_layout.h;
-// pkq_group.cuh): GPU-scope acquire load and relaxed store.
-__device__ __forceinline__ uint64_t load_acquire_gpu(const uint64_t* p) {
-    uint64_t v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
+// pkq_group.cuh): GPU-scope relaxed store and load (with fence_release_gpu
+// and fence_acquire_gpu above, the hand-off's patterns), and a release add
+// (no value back): the thread's earlier writes, and those it saw through a
+// block barrier, before the add (cumulative).
 __device__ __forceinline__ void store_relaxed_gpu(uint64_t* p, uint64_t v) {
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -207,12 +211,6 @@ __device__ __forceinline__ uint64_t load_relaxed_gpu(const uint64_t* p) {
     uint64_t v;
     asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
-}
-// GPU-scope release store, and release add (no value back), of device
-// memory: the thread's earlier writes, and those it saw through a block
-// barrier, before the word (cumulative).
-__device__ __forceinline__ void store_release_gpu(uint64_t* p, uint64_t v) {
-    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 __device__ __forceinline__ void add_release_gpu(uint64_t* p, uint64_t v) {
     asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");

@@ -1064,8 +1064,10 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     __threadfence_system();
     if (lane == 0) {
         store_sys(state, final_state | (k << PKQ_STATE_BITS));
-        // Quiet pollers of this worker stop waiting (above).
-        *reinterpret_cast<volatile uint32_t*>(leaving) = 1;
+        // Quiet pollers of this worker stop waiting (above). An atomic
+        // store, as the claim's and `done`'s: the quiet pollers' reads of
+        // it are not ordered with it by any barrier.
+        atomicExch(leaving, 1u);
     }
 }
 
@@ -1111,11 +1113,15 @@ __device__ __forceinline__ void run_group(const pkq_params& p, const Handlers& h
         const GroupHandlers<Handlers> around{handlers, &task, &group, &handed, log, &traced};
         serve(p, worker, 0, &claims[0], &dones[0], &leavings[0], &scratch[0], nullptr, &helps[0], nullptr,
               around);
-        // The poller left: so do the others (after its last task's arrivals).
-        if ((threadIdx.x & 31) == 0) {
-            if (p.group_blocks > 1) store_release_gpu(group_word(&group, PKQ_GROUP_OFF_GEN), PKQ_GROUP_QUIT);
-            task.quit = 1;
+        // The poller left: so do the others (after its last task's
+        // arrivals), on a last generation with the quit bit.
+        const uint32_t lane = threadIdx.x & 31;
+        if (p.group_blocks > 1) {
+            const uint64_t words[PKQ_ARGS_BYTES / 8] = {};
+            const uint64_t last = __shfl_sync(0xffffffffu, lane == 0 ? handed : 0ull, 0);
+            hand_task(&group, lane, last + 1, PKQ_GROUP_HEADER_QUIT, words);
         }
+        if (lane == 0) task.quit = 1;
         __syncwarp();
         block_barrier(BAR_TASK, blockDim.x);
     } else {

@@ -13,8 +13,9 @@ namespace pkq {
 // writes the value r into words 0..words-1 of line (r - 1) % lines, or
 // BENCH_FLOOR_STOP into every word of the line the next round would use.
 // Poller j of k (a warp, its lanes 0..words-1 reading one word each in one
-// coalesced load) polls the line of the round it waits for, one load in
-// flight, started 1/k of a read round trip apart (as pkq's pollers are). A
+// coalesced load) polls the line of the round it waits for, `Depth` loads
+// in flight (below), started 1/k of a read round trip apart (as pkq's
+// pollers are). A
 // poll counts only when every word it read holds the same value, as pkq's
 // slot poll needs all eight words of a slot. With lines > 1 the polled line
 // moves on each round, as pkq's slots do.
@@ -36,29 +37,49 @@ namespace pkq {
 // Copies: each poller may be given its own copy of the ping lines (the
 // host then writes every copy), to tell whether reads of one line by
 // several warps are served one after another.
+// Depth: each poller may keep `Depth` loads in flight, issued 1/Depth of a
+// read round trip apart: it judges the oldest as it returns and issues its
+// replacement at once, so the loads stay that far apart without a spin.
+// A load issued before a round was seen reads that round again (or an
+// older one) and counts for nothing.
+template <uint32_t Depth>
 __device__ __forceinline__ void floor_echo(const uint64_t* ping, uint64_t* pong, uint32_t j, uint32_t k,
                                            uint32_t words, uint32_t lines) {
     const uint32_t lane = threadIdx.x & 31;
+    const int64_t rtt = __shfl_sync(0xffffffffu, lane == 0 ? read_round_trip_cycles(ping) : 0, 0);
     if (j > 0) {
-        const int64_t rtt = __shfl_sync(0xffffffffu, lane == 0 ? read_round_trip_cycles(ping) : 0, 0);
-        spin_cycles(rtt * j / k);
+        spin_cycles(rtt * j / (k * Depth));
         __syncwarp();
     }
-    for (uint64_t r = 1;;) {
+    uint64_t r = 1;
+    auto poll = [&]() {
         const uint64_t line = (r - 1) % lines;
-        const uint64_t w = lane < words ? load_sys(ping + line * 8 + lane) : 0;
-        const uint64_t v = __shfl_sync(0xffffffffu, w, 0);
-        const bool whole = __all_sync(0xffffffffu, lane >= words || w == v);
-        if (whole && v == BENCH_FLOOR_STOP) return;
-        // A later round than awaited: this poller fell `lines` rounds behind
-        // and the line was reused; catch up.
-        if (whole && v >= r) {
-            if (lane == 0) {
-                const uint64_t round = v & ((1ull << BENCH_FLOOR_ROUND_BITS) - 1);
-                store_sys(pong + ((v - 1) % lines) * 8 + j,
-                          (globaltimer() << BENCH_FLOOR_ROUND_BITS) | round);
+        return lane < words ? load_sys(ping + line * 8 + lane) : 0;
+    };
+    uint64_t pending[Depth];
+#pragma unroll
+    for (uint32_t d = 0; d < Depth; ++d) {
+        if (d > 0) spin_cycles(rtt / Depth);
+        pending[d] = poll();
+    }
+    for (;;) {
+#pragma unroll
+        for (uint32_t d = 0; d < Depth; ++d) {
+            const uint64_t w = pending[d];
+            const uint64_t v = __shfl_sync(0xffffffffu, w, 0);
+            const bool whole = __all_sync(0xffffffffu, lane >= words || w == v);
+            if (whole && v == BENCH_FLOOR_STOP) return;
+            // A later round than awaited: this poller fell `lines` rounds
+            // behind and the line was reused; catch up.
+            if (whole && v >= r) {
+                if (lane == 0) {
+                    const uint64_t round = v & ((1ull << BENCH_FLOOR_ROUND_BITS) - 1);
+                    store_sys(pong + ((v - 1) % lines) * 8 + j,
+                              (globaltimer() << BENCH_FLOOR_ROUND_BITS) | round);
+                }
+                r = v + 1;
             }
-            r = v + 1;
+            pending[d] = poll();
         }
     }
 }

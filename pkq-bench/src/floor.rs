@@ -103,6 +103,9 @@ pub struct Shape {
     /// lines, the host storing every round into every copy) rather than
     /// all reading the same ones.
     pub copies: bool,
+    /// Loads each poller keeps in flight (1, 2 or 4), issued a fraction of
+    /// a read round trip apart.
+    pub depth: u32,
 }
 
 impl Shape {
@@ -113,7 +116,13 @@ impl Shape {
             words: 1,
             lines: 1,
             copies: false,
+            depth: 1,
         }
+    }
+
+    /// This shape with `depth` loads in flight per poller.
+    pub fn depth(self, depth: u32) -> Self {
+        Self { depth, ..self }
     }
 
     /// Words between one poller's copy of the ping lines and the next's (0:
@@ -137,12 +146,13 @@ impl Shape {
     fn check(&self) -> Result<()> {
         let ok = matches!(self.pollers, 1 | 2 | 4 | 8)
             && matches!(self.words, 1 | 4 | 8)
-            && (1..=1024).contains(&self.lines);
+            && (1..=1024).contains(&self.lines)
+            && matches!(self.depth, 1 | 2 | 4);
         if ok {
             Ok(())
         } else {
             Err(Error::InvalidArgument(format!(
-                "floor {self:?}: pollers must be 1, 2, 4 or 8, words 1, 4 or 8, lines 1 to 1024"
+                "floor {self:?}: pollers must be 1, 2, 4 or 8, words 1, 4 or 8, lines 1 to 1024, depth 1, 2 or 4"
             )))
         }
     }
@@ -186,7 +196,7 @@ impl Floor {
             block_dim: (32 * shape.pollers, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: pkq_floor_kernel(const uint64_t*, uint64_t*, uint32_t x 4)
+        // SAFETY: pkq_floor_kernel(const uint64_t*, uint64_t*, uint32_t x 5)
         // gets two device addresses into the floor's mapped memory (`lines`
         // ping lines in each of `copies` copies `copy_stride` words apart,
         // `lines` pong lines), which is never freed, and the shape, which
@@ -198,7 +208,8 @@ impl Floor {
                     .arg(&shape.pollers)
                     .arg(&shape.words)
                     .arg(&shape.lines)
-                    .arg(&copy_stride);
+                    .arg(&copy_stride)
+                    .arg(&shape.depth);
             })?
         };
         let mut floor = Self {

@@ -35,12 +35,22 @@ fn access_rate_arguments_are_checked_before_the_driver() {
 
 #[test]
 fn floor_shapes_and_bulk_copies_are_checked_before_the_driver() {
-    for (pollers, words, lines) in [(3, 1, 1), (16, 1, 1), (1, 2, 1), (1, 1, 0), (1, 1, 1025)] {
+    for (pollers, words, lines, depth) in [
+        (3, 1, 1, 1),
+        (16, 1, 1, 1),
+        (1, 2, 1, 1),
+        (1, 1, 0, 1),
+        (1, 1, 1025, 1),
+        (1, 1, 1, 0),
+        (1, 1, 1, 3),
+        (1, 1, 1, 8),
+    ] {
         let shape = Shape {
             pollers,
             words,
             lines,
             copies: false,
+            depth,
         };
         assert!(
             matches!(Floor::start(0, shape), Err(Error::InvalidArgument(_))),

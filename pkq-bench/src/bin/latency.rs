@@ -132,6 +132,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         words: 8,
         lines: 1024,
         copies: true,
+        depth: 1,
     };
     let many_name = format!("raw floor ({} pollers, a copy each)", many.pollers);
     let mut shapes = vec![

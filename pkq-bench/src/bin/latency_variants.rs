@@ -4,10 +4,10 @@
 //! that could move it, in one process run, interleaved over rounds so that
 //! drift of the machine spreads over all variants alike.
 //!
-//! * floor: poller warps (1, 2) x 8 words per ping (64 bytes polled, as
-//!   pkq's slot) x ping lines (1, or a ring of 1024 that the
-//!   rounds go through, as pkq's slots do), with the host's stores timed
-//!   alone;
+//! * floor: poller warps (1, 2, 8) x 8 words per ping (64 bytes polled,
+//!   as pkq's slot) x ping lines (1, or a ring of 1024 that the rounds go
+//!   through, as pkq's slots do) x a copy each or one for all x loads in
+//!   flight per poller (1, 2, 4), with the host's stores timed alone;
 //! * pkq: workers (1, 4) x poller warps per worker (1, 2) x slots (1,
 //!   1024);
 //! * each back to back, and with a random pause before each round trip;
@@ -104,23 +104,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             } else {
                 format!(", random gap < {gap} ns")
             };
-            for (pollers, words, lines, copies) in [
-                (1, 8, 1, false),
-                (1, 8, 1024, false),
-                (2, 8, 1, false),
-                (2, 8, 1024, false),
-                (2, 8, 1, true),
-                (2, 8, 1024, true),
+            for (pollers, words, lines, copies, depth) in [
+                (1, 8, 1, false, 1),
+                (1, 8, 1024, false, 1),
+                (1, 8, 1024, false, 2),
+                (1, 8, 1024, false, 4),
+                (2, 8, 1, false, 1),
+                (2, 8, 1024, false, 1),
+                (2, 8, 1024, false, 2),
+                (2, 8, 1, true, 1),
+                (2, 8, 1024, true, 1),
+                (8, 8, 1024, true, 1),
+                (8, 8, 1024, true, 2),
             ] {
                 let copied = if copies { ", a copy each" } else { "" };
+                let in_flight = if depth > 1 {
+                    format!(", {depth} loads in flight")
+                } else {
+                    String::new()
+                };
                 let name = format!(
-                    "floor: {pollers} poller(s), {words} word(s), {lines} line(s){copied}{paced}"
+                    "floor: {pollers} poller(s), {words} word(s), {lines} line(s){copied}{in_flight}{paced}"
                 );
                 let shape = Shape {
                     pollers,
                     words,
                     lines,
                     copies,
+                    depth,
                 };
                 let mut floor = Floor::start(args.device, shape)?;
                 let mut round_trip = Latency::new(&name);
@@ -177,6 +188,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             words: 8,
             lines: 1,
             copies: false,
+            depth: 1,
         };
         let mut floor = Floor::start(args.device, shape)?;
         let mut round_trip = Latency::new(&name);
