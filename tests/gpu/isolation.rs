@@ -182,15 +182,28 @@ pub(crate) fn app_kernels_run_on_the_rest_of_the_device() {
     let part = rt.sm_partition().unwrap();
     let app = part.app_stream().unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
+    let serving = std::sync::atomic::AtomicBool::new(false);
     let checked = std::thread::scope(|s| {
         let loop_ = s.spawn(|| {
             let mut rng = Rng::new(0xa99);
             let mut n = 0;
             while !stop.load(Ordering::Relaxed) {
                 n += echo_round_trips(&rt, &mut rng, 100);
+                serving.store(true, Ordering::Relaxed);
             }
             n
         });
+        // The runtime serves the loop's round trips before the app's
+        // kernels start, and on while they run (the kernels may all end
+        // before a thread started later got its first batch through).
+        let t = Instant::now();
+        while !serving.load(Ordering::Relaxed) {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "no round trip in 10 s"
+            );
+            std::thread::yield_now();
+        }
         let blocks = 16 * g.sms as u32;
         let on_app = sms_used(&smid, &app, blocks);
         let on_primary = sms_used(&smid, &primary, blocks);
