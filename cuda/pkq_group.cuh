@@ -133,9 +133,6 @@ __device__ __forceinline__ Context group_context(const volatile BlockTask* t, Gr
     return ctx;
 }
 
-// The handlers as the poller (warp 0 of block 0) calls them from serve():
-// the task handed to the group, run by the poller's warp as rank 0's, and
-// its outcome returned once every block arrived.
 // Where block `rank` leaves its start and end of a traced task (TIMES).
 __device__ __forceinline__ void note_times(const GroupSync* g, uint32_t rank, uint64_t began) {
     unsigned long long* t = reinterpret_cast<unsigned long long*>(group_word(g, PKQ_GROUP_OFF_TIMES)) + 2 * rank;
@@ -150,6 +147,9 @@ __device__ __forceinline__ uint64_t log_offset(uint64_t v, uint64_t start) {
     return d < 0xffffffffull ? d : 0xffffffffull;
 }
 
+// The handlers as the poller (warp 0 of block 0) calls them from serve():
+// the task handed to the group, run by the poller's warp as rank 0's, and
+// its outcome returned once every block arrived.
 template <class Handlers>
 struct GroupHandlers {
     const Handlers& handlers;

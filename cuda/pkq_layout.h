@@ -508,12 +508,13 @@
  *     store, each lane one word, after a GPU-scope fence (the ordering
  *     between data and its flag: every word is its own flag). Blocks 1..
  *     read the line with relaxed GPU-scope loads, one word a lane, until
- *     every word carries the generation they wait for, then fence at GPU
- *     scope (acquire). A block runs every generation in turn (the poller
- *     hands the next only once every block arrived), so the line holds
- *     words of the awaited generation or of the one before, never older.
- *     The poller's last generation, once it left its loop, has the quit
- *     bit.
+ *     every word carries the generation they wait for, or one generation
+ *     with the quit bit, then fence at GPU scope (acquire). The poller
+ *     hands a task's generation only once every block arrived from the
+ *     one before, so the line holds the awaited generation or the one
+ *     before, except for the quit: the poller's last generation, handed
+ *     once it left its loop, which may follow a generation some block
+ *     never ran when a wait of the poller's gave up on a stop (ABANDONED).
  *   ARRIVALS (line 1): a GPU-scope release add of one by block r > 0 after
  *     each task it ran (cumulative: its threads' writes, seen through the
  *     block barrier, come first); the poller waits until it is (blocks - 1)
