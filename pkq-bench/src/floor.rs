@@ -120,11 +120,6 @@ impl Shape {
         }
     }
 
-    /// This shape with `depth` loads in flight per poller.
-    pub fn depth(self, depth: u32) -> Self {
-        Self { depth, ..self }
-    }
-
     /// Words between one poller's copy of the ping lines and the next's (0:
     /// one copy for all).
     fn copy_stride(&self) -> usize {
