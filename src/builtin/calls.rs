@@ -1,8 +1,8 @@
 //! The safe calls of the built-in ops on cudarc buffers: the op of the
 //! lane's width (a warp op, or its `GROUP_` twin on a lane of blocks or
 //! groups), lengths checked against that op's limits on the host, the
-//! buffers' context checked and their streams synchronized, the task
-//! waited for as [`Lane::call_on_buffers`] waits.
+//! buffers' context checked and the streams of device buffers
+//! synchronized, the task waited for as [`Lane::call_on_buffers`] waits.
 
 use crate::builtin::*;
 use crate::error::{Error, Result};
@@ -34,8 +34,9 @@ impl Lane {
     /// thread of a lane of blocks or groups up to [`GROUP_MAX_N`]
     /// ([`GROUP_AXPY`]); returns once it is done.
     ///
-    /// Work queued on the buffers' own streams is waited for first (their
-    /// streams are synchronized), so the task sees what came before.
+    /// Work queued on the device buffers' own streams is waited for first
+    /// (their streams are synchronized), so the task sees what came before
+    /// (a [`HostBuffer`](crate::HostBuffer)'s is not: see there).
     pub fn axpy(
         &self,
         a: f32,

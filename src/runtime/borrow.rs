@@ -40,9 +40,11 @@ impl Lane {
     /// every safe buffer call here, for writing your own (see
     /// `examples/custom_handler`). In order: [`Error::InvalidArgument`] unless
     /// every stream is of the runtime's context; waits for work queued on
-    /// the streams (`synchronize`); submits (marked
+    /// the streams of device memory (`synchronize`; a
+    /// [`HostBuffer`](crate::HostBuffer)'s stream is not waited for: see
+    /// there); submits (marked
     /// [`Task::writing_host_memory`](crate::Task::writing_host_memory) where
-    /// a stream is a [`HostBuffer`](crate::HostBuffer)'s); waits for the completion,
+    /// a stream is a host buffer's); waits for the completion,
     /// unwatched for stalls. A wait that ends otherwise (a fault, a stop, a
     /// wide task cut short: [`TaskStatus::Stopped`], whose group may still
     /// run it) stops the kernel and returns only once it is known to have
@@ -50,8 +52,9 @@ impl Lane {
     /// pollers moved for the stall bound or the stop timeout, whichever is
     /// shorter; or aborts the process if the kernel has not exited once the
     /// stop's wait and then one more stop timeout are over), so the caller's
-    /// borrows never end while the task could still run. The stream
-    /// synchronizations make it slower than an unchecked call; for state a
+    /// borrows never end while the task could still run. The device
+    /// buffers' stream synchronizations make it slower than an unchecked
+    /// call; for state a
     /// handler keeps between tasks, [`Lane::call_on_state`] needs none
     /// (`pkq-bench/results/custom_handler.json` compares the three).
     ///
@@ -68,8 +71,13 @@ impl Lane {
         streams: &[&Arc<CudaStream>],
     ) -> Result<Completion> {
         self.same_context(op.name(), streams)?;
+        let mut host = false;
         for (i, s) in streams.iter().enumerate() {
-            if !streams[..i].contains(s) {
+            // A host buffer's stream is not waited for: its memory is the
+            // host's, whose copies into it the caller orders (HostBuffer).
+            if is_host_stream(s) {
+                host = true;
+            } else if !streams[..i].contains(s) {
                 crate::cuda::memory::synchronize(s)?;
             }
         }
@@ -77,7 +85,7 @@ impl Lane {
         let task = unsafe { op.args(args).unchecked() };
         // A host buffer among them: what the handler writes there is
         // visible to the host once it sees the completion.
-        let task = if streams.iter().any(|s| is_host_stream(s)) {
+        let task = if host {
             task.writing_host_memory()
         } else {
             task

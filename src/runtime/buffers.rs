@@ -107,8 +107,8 @@ impl<T> DeviceBufferMut<T> for CudaViewMut<'_, T> {}
 /// A buffer lent to one task of a safe call: its device address and, for
 /// device memory, cudarc's guard (dropped after the call). A host buffer
 /// takes no guard: the task has completed when the call returns, and its
-/// guard would only synchronize its stream once more (the call
-/// synchronizes it before the task, [`Lane::call_on_buffers`]).
+/// guard would synchronize a stream that no call waits for
+/// ([`Lane::call_on_buffers`]).
 pub(crate) struct Lent<'a> {
     pub(crate) addr: u64,
     _guard: Option<SyncOnDrop<'a>>,

@@ -25,16 +25,18 @@ use crate::runtime::lane::Lane;
 /// as they take a device buffer: its length is checked against the op's,
 /// it is borrowed for the call (exclusively where the handler writes it),
 /// and the task is marked [`Task::writing_host_memory`](crate::Task::writing_host_memory),
-/// so what the handler wrote is in the slice once the call returns. The
-/// calls synchronize its stream ([`DeviceSlice::stream`]) before the task,
-/// as a device buffer's, and no more.
+/// so what the handler wrote is in the slice once the call returns. Unlike
+/// a device buffer's, its stream ([`DeviceSlice::stream`]) is not
+/// synchronized by the calls: it is host memory, which the host orders.
+/// What the host wrote before the call, the task reads.
 ///
 /// It is pinned memory: a cudarc copy into or out of a slice of it
 /// (`stream.memcpy_dtoh(&dev, &mut buf[..])`) is asynchronous and runs on
-/// after the call returns (cudarc treats a `[T]` as pageable memory, whose
-/// copies finish before they return). Queue such copies on the buffer's
-/// own stream, which pkq's calls synchronize, or synchronize their stream
-/// before the buffer's next use, here or on the host.
+/// after its call returns (cudarc treats a `[T]` as pageable memory, whose
+/// copies finish before they return), for pkq's calls as for the host's
+/// own reads: synchronize that copy's stream before the buffer's next use.
+/// A cudarc copy given the buffer itself (`stream.memcpy_htod(&v, &mut
+/// buf)`) has finished when it returns (its guard synchronizes the stream).
 /// Bandwidth is what the handler keeps in flight over the round trip: a
 /// wide lane's ops ([`Width`](crate::Width)) move it with every thread.
 ///

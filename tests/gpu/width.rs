@@ -15,7 +15,7 @@ pub(crate) const TESTS: &[Test] = tests![
     wide_task_past_the_stall_bound,
     a_group_lane_whose_blocks_cannot_all_be_resident_does_not_start,
     host_buffers_random_vs_cpu,
-    host_buffer_copies_on_its_stream_come_first,
+    host_buffer_calls_wait_for_no_stream,
 ];
 
 /// Lanes of every wide shape: a block of one warp, a block of 4, a group of
@@ -710,18 +710,19 @@ pub(crate) fn host_buffers_random_vs_cpu() {
     }
 }
 
-/// A cudarc copy into a host buffer's slice, queued on the buffer's own
-/// stream, runs on after its call returns (pinned memory); a pkq call on
-/// the buffer right after it sees what it copied (the call synchronizes
-/// the buffer's stream first). 16 MiB copies, each of another fill.
-pub(crate) fn host_buffer_copies_on_its_stream_come_first() {
-    let n = 16 << 20;
+/// A safe call on host buffers waits for no stream, the buffers' own
+/// included: it returns while cudarc copies queued on that stream (into a
+/// slice of a third host buffer: pinned memory, so they run on after their
+/// call returns) still run, and its output is whole. Two 64 MiB copies a
+/// round, against a 1 MiB memcpy.
+pub(crate) fn host_buffer_calls_wait_for_no_stream() {
+    use pkq::cudarc::driver::sys;
+    let (n, big) = (1 << 20, 64 << 20);
     let mut a = pkq::HostBuffer::<u8>::new(0, n).unwrap();
     let mut b = pkq::HostBuffer::<u8>::new(0, n).unwrap();
+    let mut c = pkq::HostBuffer::<u8>::new(0, big).unwrap();
     let hs = pkq::cudarc::driver::DeviceSlice::stream(&a).clone();
-    let fills: Vec<_> = (1..=4u8)
-        .map(|v| hs.clone_htod(&vec![v; n]).unwrap())
-        .collect();
+    let dev = hs.clone_htod(&vec![9u8; big]).unwrap();
     hs.synchronize().unwrap();
     let rt = Runtime::builder()
         .width(Width::Group {
@@ -730,13 +731,22 @@ pub(crate) fn host_buffer_copies_on_its_stream_come_first() {
         })
         .build()
         .unwrap();
-    for (v, dev) in (1..=4u8).zip(&fills) {
-        hs.memcpy_dtoh(dev, &mut a[..]).unwrap();
+    for round in 1..=3u8 {
+        a.fill(round);
+        hs.memcpy_dtoh(&dev, &mut c[..]).unwrap();
+        hs.memcpy_dtoh(&dev, &mut c[..]).unwrap();
         rt.memcpy(&mut b, &a).unwrap();
-        let stale = b.iter().filter(|&&x| x != v).count();
+        // SAFETY: a live stream of this process (its buffer is alive).
+        let busy = unsafe { sys::cuStreamQuery(hs.cu_stream()) };
         assert_eq!(
-            stale, 0,
-            "fill {v}: {stale} bytes copied before the copy into a ended"
+            busy,
+            sys::CUresult::CUDA_ERROR_NOT_READY,
+            "round {round}: the call waited for the host buffers' stream"
         );
+        hs.synchronize().unwrap();
+        let stale = b.iter().filter(|&&x| x != round).count();
+        assert_eq!(stale, 0, "round {round}: {stale} bytes not copied");
+        assert!(c.iter().all(|&x| x == 9), "round {round}: the copies");
+        c.fill(0);
     }
 }
