@@ -205,21 +205,12 @@ __device__ __forceinline__ T warp_sum(T v) {
 
 // Copies `bytes` from `src` to `dst` (which do not overlap): this thread's
 // 16-byte pieces, `first` then every `step`-th, sixteen loads in flight,
-// then four, then one, where both ends are 16-byte aligned; bytes the same
-// way otherwise. The bytes in flight are the bandwidth (host memory is a
-// PCIe round trip away). MEMCPY's work on a warp (its lane, 32),
+// then the pieces left four at a time, each four in flight together (the
+// last four guarded: a thread may have fewer left), where both ends are
+// 16-byte aligned; bytes the same way otherwise. The bytes in flight are
+// the bandwidth (host memory is a PCIe round trip away), and each batch of
+// loads costs a round trip. MEMCPY's work on a warp (its lane, 32),
 // GROUP_MEMCPY's on a group (its rank, size).
-template <int K>
-__device__ __forceinline__ void copy_pieces(int4* __restrict__ d16, const int4* __restrict__ s16, uint64_t n16,
-                                            uint64_t& j, uint64_t step) {
-    for (; j + (K - 1) * step < n16; j += K * step) {
-        int4 v[K];
-#pragma unroll
-        for (int k = 0; k < K; ++k) v[k] = __ldcg(s16 + j + k * step);
-#pragma unroll
-        for (int k = 0; k < K; ++k) __stcg(d16 + j + k * step, v[k]);
-    }
-}
 __device__ __forceinline__ void copy_strided(uint8_t* __restrict__ dst, const uint8_t* __restrict__ src,
                                              uint64_t bytes, uint64_t first, uint64_t step) {
     uint64_t done = 0;
@@ -228,9 +219,22 @@ __device__ __forceinline__ void copy_strided(uint8_t* __restrict__ dst, const ui
         int4* d16 = reinterpret_cast<int4*>(dst);
         const int4* s16 = reinterpret_cast<const int4*>(src);
         uint64_t j = first;
-        copy_pieces<16>(d16, s16, n16, j, step);
-        copy_pieces<4>(d16, s16, n16, j, step);
-        copy_pieces<1>(d16, s16, n16, j, step);
+        for (; j + 15 * step < n16; j += 16 * step) {
+            int4 v[16];
+#pragma unroll
+            for (int k = 0; k < 16; ++k) v[k] = __ldcg(s16 + j + k * step);
+#pragma unroll
+            for (int k = 0; k < 16; ++k) __stcg(d16 + j + k * step, v[k]);
+        }
+        for (; j < n16; j += 4 * step) {
+            int4 v[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                if (j + k * step < n16) v[k] = __ldcg(s16 + j + k * step);
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                if (j + k * step < n16) __stcg(d16 + j + k * step, v[k]);
+        }
         done = n16 * 16;
     }
     for (uint64_t i = done + first; i < bytes; i += step) dst[i] = __ldcg(src + i);
