@@ -63,7 +63,7 @@ impl Lane {
         };
         // SAFETY: x and y are live buffers of n f32s in this context, x
         // borrowed and y borrowed exclusively for the call.
-        unsafe { self.call_on_buffers(op, &args, &[&xs, &ys]) }.map(drop)
+        unsafe { self.call_on_lent(op, &args, &[&x_lent, &y_lent]) }.map(drop)
     }
 
     /// Copies `src` into `dst` (equal lengths, at most [`MEMCPY_MAX_BYTES`]
@@ -98,7 +98,7 @@ impl Lane {
         };
         // SAFETY: two live buffers of `bytes` bytes in this context, src
         // borrowed, dst borrowed exclusively (so they do not overlap).
-        unsafe { self.call_on_buffers(op, &args, &[&ds, &ss]) }.map(drop)
+        unsafe { self.call_on_lent(op, &args, &[&d_lent, &s_lent]) }.map(drop)
     }
 
     /// Sets every byte of `dst` (at most [`MEMCPY_MAX_BYTES`]) to `byte`
@@ -137,7 +137,7 @@ impl Lane {
         };
         // SAFETY: a live buffer of `bytes` bytes in this context, borrowed
         // exclusively.
-        unsafe { self.call_on_buffers(op, &args, &[&ds]) }.map(drop)
+        unsafe { self.call_on_lent(op, &args, &[&d_lent]) }.map(drop)
     }
 
     /// The dot product of `x` and `y` (equal lengths, at most [`DOT_MAX_N`]),
@@ -162,7 +162,7 @@ impl Lane {
             reserved: 0,
         };
         // SAFETY: two live buffers of n f32s in this context, borrowed.
-        let c = unsafe { self.call_on_buffers(op, &args, &[&xs, &ys])? };
+        let c = unsafe { self.call_on_lent(op, &args, &[&x_lent, &y_lent])? };
         Ok(f64::from_bits(c.value))
     }
 
@@ -186,7 +186,7 @@ impl Lane {
             reserved: 0,
         };
         // SAFETY: a live buffer of n f32s in this context, borrowed.
-        let c = unsafe { self.call_on_buffers(op, &args, &[&xs])? };
+        let c = unsafe { self.call_on_lent(op, &args, &[&x_lent])? };
         Ok(f64::from_bits(c.value))
     }
 
@@ -230,7 +230,7 @@ impl Lane {
         };
         // SAFETY: live buffers of the checked lengths in this context, a and x
         // borrowed, y borrowed exclusively.
-        unsafe { self.call_on_buffers(op, &args, &[&as_, &xs, &ys]) }.map(drop)
+        unsafe { self.call_on_lent(op, &args, &[&a_lent, &x_lent, &y_lent]) }.map(drop)
     }
 
     /// `y[i] = sum over k < taps of h[k] * x[i + k]` for each of `y`'s `n`
@@ -267,6 +267,6 @@ impl Lane {
         };
         // SAFETY: live buffers of the checked lengths in this context, x and
         // h borrowed, y borrowed exclusively.
-        unsafe { self.call_on_buffers(op, &args, &[&xs, &hs, &ys]) }.map(drop)
+        unsafe { self.call_on_lent(op, &args, &[&x_lent, &h_lent, &y_lent]) }.map(drop)
     }
 }

@@ -11,8 +11,9 @@
 //! measures both against kernel launches.
 //!
 //! A safe call checks the buffers' lengths against the op's limits and that
-//! they live in the runtime's context, waits for work queued on the
-//! buffers' own streams, runs the task, and returns once it completed.
+//! they live in the runtime's context, waits for work queued on the device
+//! buffers' own streams (not a [`HostBuffer`](crate::HostBuffer)'s: see
+//! there), runs the task, and returns once it completed.
 
 mod calls;
 

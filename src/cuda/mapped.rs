@@ -122,7 +122,8 @@ impl Drop for MappedBuffer {
 
 /// The stream every host buffer (`HostBuffer`) of `ctx` names: one per
 /// context, on which pkq queues nothing; a call on buffers whose streams
-/// include it hands the device host memory ([`is_host_stream`]).
+/// include it is taken to hand the device host memory
+/// ([`is_host_stream`]: its task fences at system scope).
 pub(crate) fn host_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>, DriverError> {
     let mut streams = lock(&HOST_STREAMS);
     // By the driver's handle: every `driver::open` makes another Arc of it.

@@ -11,6 +11,7 @@ use cudarc::driver::CudaStream;
 use crate::cuda::mapped::is_host_stream;
 use crate::error::{Error, Result, TaskStatus};
 use crate::ops::TypedOp;
+use crate::runtime::buffers::Lent;
 use crate::runtime::lane::Lane;
 use crate::runtime::liveness::Watch;
 use crate::runtime::submit::Submit;
@@ -21,12 +22,15 @@ impl Lane {
     /// runtime's (the device's primary context: the streams of an
     /// [`SmPartition`](crate::SmPartition)'s application context are
     /// refused too).
-    pub(crate) fn same_context(&self, op: &str, streams: &[&Arc<CudaStream>]) -> Result<()> {
+    pub(crate) fn same_context<'s>(
+        &self,
+        op: &str,
+        streams: impl IntoIterator<Item = &'s Arc<CudaStream>>,
+    ) -> Result<()> {
         let ours = self.shared.device.engine.cuda().map(|k| k.cu_ctx());
-        let of_ours = |s: &&Arc<CudaStream>| {
-            ours.is_some_and(|ctx| crate::cuda::memory::same_context(s, ctx))
-        };
-        if streams.iter().all(of_ours) {
+        let of_ours =
+            |s: &Arc<CudaStream>| ours.is_some_and(|ctx| crate::cuda::memory::same_context(s, ctx));
+        if streams.into_iter().all(of_ours) {
             Ok(())
         } else {
             Err(Error::InvalidArgument(format!(
@@ -40,9 +44,10 @@ impl Lane {
     /// every safe buffer call here, for writing your own (see
     /// `examples/custom_handler`). In order: [`Error::InvalidArgument`] unless
     /// every stream is of the runtime's context; waits for work queued on
-    /// the streams of device memory (`synchronize`; a
-    /// [`HostBuffer`](crate::HostBuffer)'s stream is not waited for: see
-    /// there); submits (marked
+    /// the streams (`synchronize`), a [`HostBuffer`](crate::HostBuffer)'s
+    /// included (the built-in calls, which know a host buffer from a
+    /// device buffer on its stream, leave a host buffer's out); submits
+    /// (marked
     /// [`Task::writing_host_memory`](crate::Task::writing_host_memory) where
     /// a stream is a host buffer's); waits for the completion,
     /// unwatched for stalls. A wait that ends otherwise (a fault, a stop, a
@@ -52,9 +57,8 @@ impl Lane {
     /// pollers moved for the stall bound or the stop timeout, whichever is
     /// shorter; or aborts the process if the kernel has not exited once the
     /// stop's wait and then one more stop timeout are over), so the caller's
-    /// borrows never end while the task could still run. The device
-    /// buffers' stream synchronizations make it slower than an unchecked
-    /// call; for state a
+    /// borrows never end while the task could still run. The stream
+    /// synchronizations make it slower than an unchecked call; for state a
     /// handler keeps between tasks, [`Lane::call_on_state`] needs none
     /// (`pkq-bench/results/custom_handler.json` compares the three).
     ///
@@ -70,17 +74,52 @@ impl Lane {
         args: &A,
         streams: &[&Arc<CudaStream>],
     ) -> Result<Completion> {
-        self.same_context(op.name(), streams)?;
-        let mut host = false;
+        self.same_context(op.name(), streams.iter().copied())?;
         for (i, s) in streams.iter().enumerate() {
-            // A host buffer's stream is not waited for: its memory is the
-            // host's, whose copies into it the caller orders (HostBuffer).
-            if is_host_stream(s) {
-                host = true;
-            } else if !streams[..i].contains(s) {
+            if !streams[..i].contains(s) {
                 crate::cuda::memory::synchronize(s)?;
             }
         }
+        let host = streams.iter().any(|s| is_host_stream(s));
+        // SAFETY: the caller's contract (above).
+        unsafe { self.submit_borrowing(op, args, host) }
+    }
+
+    /// [`Lane::call_on_buffers`] for the built-in calls, which know each
+    /// buffer: the streams of device buffers are synchronized, a host
+    /// buffer's is not (host memory, which the host orders: `HostBuffer`),
+    /// and the task writes host memory where a buffer is a host buffer.
+    ///
+    /// # Safety
+    /// As [`Lane::call_on_buffers`]'s, the buffers being `lent`'s.
+    pub(crate) unsafe fn call_on_lent<A: Pod>(
+        &self,
+        op: &TypedOp<A>,
+        args: &A,
+        lent: &[&Lent<'_>],
+    ) -> Result<Completion> {
+        self.same_context(op.name(), lent.iter().map(|l| l.stream))?;
+        for (i, l) in lent.iter().enumerate() {
+            let seen = lent[..i].iter().any(|p| !p.host && p.stream == l.stream);
+            if !l.host && !seen {
+                crate::cuda::memory::synchronize(l.stream)?;
+            }
+        }
+        // SAFETY: the caller's contract (above).
+        unsafe { self.submit_borrowing(op, args, lent.iter().any(|l| l.host)) }
+    }
+
+    /// Submits the task of a call on buffers (writing host memory where
+    /// `host`) and waits for it ([`Lane::wait_borrowing`]).
+    ///
+    /// # Safety
+    /// As [`Lane::call_on_buffers`]'s, once its streams are synchronized.
+    unsafe fn submit_borrowing<A: Pod>(
+        &self,
+        op: &TypedOp<A>,
+        args: &A,
+        host: bool,
+    ) -> Result<Completion> {
         // SAFETY: the caller vouches for the addresses (see above).
         let task = unsafe { op.args(args).unchecked() };
         // A host buffer among them: what the handler writes there is

@@ -104,26 +104,40 @@ impl<T> DeviceBufferMut<T> for CudaSlice<T> {}
 impl<T> DeviceBufferMut<T> for HostBuffer<T> {}
 impl<T> DeviceBufferMut<T> for CudaViewMut<'_, T> {}
 
-/// A buffer lent to one task of a safe call: its device address and, for
+/// A buffer lent to one task of a built-in call ([`Lane::call_on_lent`]):
+/// its device address, its stream, whether it is a host buffer, and, for
 /// device memory, cudarc's guard (dropped after the call). A host buffer
 /// takes no guard: the task has completed when the call returns, and its
-/// guard would synchronize a stream that no call waits for
-/// ([`Lane::call_on_buffers`]).
+/// guard would synchronize a stream that the built-in calls do not wait
+/// for (host memory, which the host orders).
 pub(crate) struct Lent<'a> {
     pub(crate) addr: u64,
+    pub(crate) stream: &'a Arc<CudaStream>,
+    pub(crate) host: bool,
     _guard: Option<SyncOnDrop<'a>>,
 }
 
 impl<'a> Lent<'a> {
     /// A host buffer at `host` (its device address), else device memory
-    /// whose address and guard `device_ptr` gives.
-    fn new(host: Option<u64>, device_ptr: impl FnOnce() -> (u64, SyncOnDrop<'a>)) -> Self {
+    /// whose address and guard `device_ptr` gives; `stream` the buffer's.
+    fn new(
+        host: Option<u64>,
+        stream: &'a Arc<CudaStream>,
+        device_ptr: impl FnOnce() -> (u64, SyncOnDrop<'a>),
+    ) -> Self {
         match host {
-            Some(addr) => Lent { addr, _guard: None },
+            Some(addr) => Lent {
+                addr,
+                stream,
+                host: true,
+                _guard: None,
+            },
             None => {
                 let (addr, guard) = device_ptr();
                 Lent {
                     addr,
+                    stream,
+                    host: false,
                     _guard: Some(guard),
                 }
             }
@@ -133,7 +147,7 @@ impl<'a> Lent<'a> {
 
 /// `b` lent for reading, `stream` its own (a clone of `b.stream()`).
 pub(crate) fn lend<'a, T>(b: &'a impl DeviceBuffer<T>, stream: &'a Arc<CudaStream>) -> Lent<'a> {
-    Lent::new(b.host_address(), || b.device_ptr(stream))
+    Lent::new(b.host_address(), stream, || b.device_ptr(stream))
 }
 
 /// `b` lent for writing, `stream` its own (a clone of `b.stream()`).
@@ -142,5 +156,5 @@ pub(crate) fn lend_mut<'a, T>(
     stream: &'a Arc<CudaStream>,
 ) -> Lent<'a> {
     let host = b.host_address();
-    Lent::new(host, || b.device_ptr_mut(stream))
+    Lent::new(host, stream, || b.device_ptr_mut(stream))
 }

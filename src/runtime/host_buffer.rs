@@ -27,8 +27,11 @@ use crate::runtime::lane::Lane;
 /// and the task is marked [`Task::writing_host_memory`](crate::Task::writing_host_memory),
 /// so what the handler wrote is in the slice once the call returns. Unlike
 /// a device buffer's, its stream ([`DeviceSlice::stream`]) is not
-/// synchronized by the calls: it is host memory, which the host orders.
-/// What the host wrote before the call, the task reads.
+/// synchronized by the built-in calls: it is host memory, which the host
+/// orders. What the host wrote before the call, the task reads. (A
+/// module's own call through [`Lane::call_on_buffers`] synchronizes every
+/// stream it is given, this one included, and the buffer's `device_ptr`
+/// guard synchronizes it once more when it drops.)
 ///
 /// It is pinned memory: a cudarc copy into or out of a slice of it
 /// (`stream.memcpy_dtoh(&dev, &mut buf[..])`) is asynchronous and runs on

@@ -16,6 +16,7 @@ pub(crate) const TESTS: &[Test] = tests![
     a_group_lane_whose_blocks_cannot_all_be_resident_does_not_start,
     host_buffers_random_vs_cpu,
     host_buffer_calls_wait_for_no_stream,
+    device_buffers_on_the_host_buffers_stream_are_waited_for,
 ];
 
 /// Lanes of every wide shape: a block of one warp, a block of 4, a group of
@@ -710,11 +711,14 @@ pub(crate) fn host_buffers_random_vs_cpu() {
     }
 }
 
-/// A safe call on host buffers waits for no stream, the buffers' own
+/// A built-in call on host buffers waits for no stream, the buffers' own
 /// included: it returns while cudarc copies queued on that stream (into a
 /// slice of a third host buffer: pinned memory, so they run on after their
-/// call returns) still run, and its output is whole. Two 64 MiB copies a
-/// round, against a 1 MiB memcpy.
+/// call returns) still run, and its output is whole when it returns. Two
+/// 64 MiB copies a round against a 1 MiB memcpy; a call that synchronized
+/// the stream would find it idle after every round, so one round of four
+/// that finds it busy is the test (a thread held up for the copies' few
+/// milliseconds can make a round find it idle).
 pub(crate) fn host_buffer_calls_wait_for_no_stream() {
     use pkq::cudarc::driver::sys;
     let (n, big) = (1 << 20, 64 << 20);
@@ -731,22 +735,51 @@ pub(crate) fn host_buffer_calls_wait_for_no_stream() {
         })
         .build()
         .unwrap();
-    for round in 1..=3u8 {
+    let mut busy = 0;
+    for round in 1..=4u8 {
         a.fill(round);
         hs.memcpy_dtoh(&dev, &mut c[..]).unwrap();
         hs.memcpy_dtoh(&dev, &mut c[..]).unwrap();
         rt.memcpy(&mut b, &a).unwrap();
         // SAFETY: a live stream of this process (its buffer is alive).
-        let busy = unsafe { sys::cuStreamQuery(hs.cu_stream()) };
-        assert_eq!(
-            busy,
-            sys::CUresult::CUDA_ERROR_NOT_READY,
-            "round {round}: the call waited for the host buffers' stream"
-        );
-        hs.synchronize().unwrap();
+        if unsafe { sys::cuStreamQuery(hs.cu_stream()) } == sys::CUresult::CUDA_ERROR_NOT_READY {
+            busy += 1;
+        }
         let stale = b.iter().filter(|&&x| x != round).count();
         assert_eq!(stale, 0, "round {round}: {stale} bytes not copied");
+        hs.synchronize().unwrap();
         assert!(c.iter().all(|&x| x == 9), "round {round}: the copies");
         c.fill(0);
+    }
+    assert!(busy > 0, "every call waited for the host buffers' stream");
+}
+
+/// A device buffer allocated on the host buffers' stream is a device
+/// buffer: a built-in call waits for the work queued on its stream (here
+/// its stream-ordered allocation and zeroing, queued behind two 64 MiB
+/// copies), so that work neither runs after the task nor wipes its output.
+pub(crate) fn device_buffers_on_the_host_buffers_stream_are_waited_for() {
+    let (n, big) = (1 << 20, 64 << 20);
+    let a = {
+        let mut a = pkq::HostBuffer::<u8>::new(0, n).unwrap();
+        a.fill(7);
+        a
+    };
+    let mut c = pkq::HostBuffer::<u8>::new(0, big).unwrap();
+    let hs = pkq::cudarc::driver::DeviceSlice::stream(&a).clone();
+    let dev = hs.clone_htod(&vec![9u8; big]).unwrap();
+    hs.synchronize().unwrap();
+    // A lane of warps: the zeroing may be a kernel of the driver's, which
+    // needs room on the SMs.
+    let rt = Runtime::builder().build().unwrap();
+    for round in 0..3 {
+        hs.memcpy_dtoh(&dev, &mut c[..]).unwrap();
+        hs.memcpy_dtoh(&dev, &mut c[..]).unwrap();
+        let mut out = hs.alloc_zeros::<u8>(n).unwrap();
+        rt.memcpy(&mut out, &a).unwrap();
+        let back = hs.clone_dtoh(&out).unwrap();
+        hs.synchronize().unwrap();
+        let wrong = back.iter().filter(|&&x| x != 7).count();
+        assert_eq!(wrong, 0, "round {round}: {wrong} bytes of the output lost");
     }
 }
