@@ -759,7 +759,8 @@ pub(crate) fn host_buffer_calls_wait_for_no_stream() {
 /// its stream-ordered allocation and zeroing, queued behind two 64 MiB
 /// copies), so that work neither runs after the task nor wipes its output.
 pub(crate) fn device_buffers_on_the_host_buffers_stream_are_waited_for() {
-    let (n, big) = (1 << 20, 64 << 20);
+    // A warp's MEMCPY at its most.
+    let (n, big) = (pkq::builtin::MEMCPY_MAX_BYTES, 64 << 20);
     let a = {
         let mut a = pkq::HostBuffer::<u8>::new(0, n).unwrap();
         a.fill(7);
