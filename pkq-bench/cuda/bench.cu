@@ -62,12 +62,27 @@ extern "C" __global__ void pkq_copy16_kernel(const uint4* in, uint4* out, uint32
 // `pollers` warps (one block), each polling `words` words of a ring of
 // `lines` ping lines (its own copy of them `copy_stride` words after the
 // last poller's, or all the same with 0) with `depth` loads in flight (1, 2
-// or 4) and echoing into its own pong word (see floor.cuh).
+// or 4; with `bulk`, bulk copies, 1 to 8, from sm_90 on) and echoing into
+// its own pong word (see floor.cuh).
 extern "C" __global__ void pkq_floor_kernel(const uint64_t* ping, uint64_t* pong, uint32_t pollers,
                                             uint32_t words, uint32_t lines, uint32_t copy_stride,
-                                            uint32_t depth) {
+                                            uint32_t depth, uint32_t bulk) {
     const uint32_t j = threadIdx.x / 32;
     const uint64_t* own = ping + static_cast<uint64_t>(j) * copy_stride;
+#ifdef PKQ_BULK_COPY
+    if (bulk != 0) {
+        if (depth == 8) {
+            pkq::floor_echo_bulk<8>(own, pong, j, pollers, words, lines);
+        } else if (depth == 4) {
+            pkq::floor_echo_bulk<4>(own, pong, j, pollers, words, lines);
+        } else if (depth == 2) {
+            pkq::floor_echo_bulk<2>(own, pong, j, pollers, words, lines);
+        } else {
+            pkq::floor_echo_bulk<1>(own, pong, j, pollers, words, lines);
+        }
+        return;
+    }
+#endif
     if (depth == 4) {
         pkq::floor_echo<4>(own, pong, j, pollers, words, lines);
     } else if (depth == 2) {

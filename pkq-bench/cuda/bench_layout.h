@@ -16,6 +16,9 @@
    device's clock; floor.cuh). */
 #define BENCH_FLOOR_STOP 0xffffffffffffffff /* u64 */
 #define BENCH_FLOOR_ROUND_BITS 16 /* u32 */
+/* The most pollers of a floor (a block's warps, and the bulk polls' shared
+   buffers, floor.cuh). */
+#define BENCH_FLOOR_MAX_POLLERS 8 /* u32 */
 /* Rounds of the access-rate ring (src/floor.rs: host_access_rate). */
 #define BENCH_ACCESS_ROUNDS 64 /* u32 */
 

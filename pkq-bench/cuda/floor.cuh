@@ -204,4 +204,86 @@ __device__ __forceinline__ void access_rate(const uint64_t* ro, uint64_t* wo, ui
     if (lane == 0) out[warp] = dt + dep;
 }
 
+#ifdef PKQ_BULK_COPY
+// floor_echo with each poll a bulk copy of the whole line into shared
+// memory (the async proxy), issued by lane 0 and waited for on its own
+// mbarrier: the warp keeps `Depth` polls in flight, issued 1/Depth of a
+// read round trip apart, with no load of its own outstanding (lane 0
+// waits on the oldest copy's mbarrier, the others at the warp barrier).
+// At most BENCH_FLOOR_MAX_POLLERS pollers, `Depth` at most 8.
+template <uint32_t Depth>
+__device__ __forceinline__ void floor_echo_bulk(const uint64_t* ping, uint64_t* pong, uint32_t j, uint32_t k,
+                                                uint32_t words, uint32_t lines) {
+    __shared__ __align__(128) uint64_t buf[BENCH_FLOOR_MAX_POLLERS][8][8];
+    __shared__ unsigned long long bars[BENCH_FLOOR_MAX_POLLERS][8];
+    const uint32_t lane = threadIdx.x & 31;
+    const int64_t rtt = __shfl_sync(0xffffffffu, lane == 0 ? read_round_trip_cycles(ping) : 0, 0);
+    if (lane == 0) {
+#pragma unroll
+        for (uint32_t d = 0; d < Depth; ++d) bulk_bar_init(&bars[j][d]);
+    }
+    __syncwarp();
+    if (j > 0) {
+        spin_cycles(rtt * j / (k * Depth));
+        __syncwarp();
+    }
+    uint64_t r = 1;
+    uint64_t state[Depth];
+    // Lane 0: a copy of the line of round r into buffer d.
+    auto issue = [&](uint32_t d) {
+        const uint64_t line = (r - 1) % lines;
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], 64;"
+                     : "=l"(state[d])
+                     : "r"(smem(&bars[j][d]))
+                     : "memory");
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 64, [%2];" ::"r"(
+                smem(&buf[j][d][0])),
+            "l"(ping + line * 8), "r"(smem(&bars[j][d]))
+            : "memory");
+    };
+    if (lane == 0) {
+#pragma unroll
+        for (uint32_t d = 0; d < Depth; ++d) {
+            if (d > 0) spin_cycles(rtt / Depth);
+            issue(d);
+        }
+    }
+    for (;;) {
+#pragma unroll
+        for (uint32_t d = 0; d < Depth; ++d) {
+            if (lane == 0) {
+                uint32_t done = 0;
+                do {
+                    asm volatile(
+                        "{\n\t.reg .pred q;\n\t"
+                        "mbarrier.try_wait.shared::cta.b64 q, [%1], %2;\n\t"
+                        "selp.u32 %0, 1, 0, q;\n\t}"
+                        : "=r"(done)
+                        : "r"(smem(&bars[j][d])), "l"(state[d])
+                        : "memory");
+                } while (!done);
+            }
+            // Lane 0 saw the copy land: its bytes for every lane.
+            __syncwarp();
+            const uint64_t w = lane < words ? *reinterpret_cast<volatile uint64_t*>(&buf[j][d][lane]) : 0;
+            const uint64_t v = __shfl_sync(0xffffffffu, w, 0);
+            const bool whole = __all_sync(0xffffffffu, lane >= words || w == v);
+            if (whole && v == BENCH_FLOOR_STOP) return;
+            if (whole && v >= r) {
+                if (lane == 0) {
+                    const uint64_t round = v & ((1ull << BENCH_FLOOR_ROUND_BITS) - 1);
+                    store_sys(pong + ((v - 1) % lines) * 8 + j,
+                              (globaltimer() << BENCH_FLOOR_ROUND_BITS) | round);
+                }
+                r = v + 1;
+            }
+            // Every lane read the buffer before the next copy overwrites it.
+            __syncwarp();
+            if (lane == 0) issue(d);
+        }
+    }
+}
+#endif
+
 }  // namespace pkq

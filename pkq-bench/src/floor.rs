@@ -86,6 +86,15 @@ pub(crate) fn open(device: usize) -> Result<Arc<Device>> {
     device::device(device, image()?)
 }
 
+/// Whether device `index` polls by bulk copies ([`Shape::bulk`]: sm_90 on).
+pub fn bulk_polls_on(index: usize) -> Result<bool> {
+    bulk_polls(&*open(index)?)
+}
+
+fn bulk_polls(dev: &Device) -> Result<bool> {
+    Ok(dev.ctx.compute_capability()?.0 >= 9)
+}
+
 /// What a [`Floor`] kernel polls, and with how many warps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shape {
@@ -103,9 +112,13 @@ pub struct Shape {
     /// lines, the host storing every round into every copy) rather than
     /// all reading the same ones.
     pub copies: bool,
-    /// Loads each poller keeps in flight (1, 2 or 4), issued a fraction of
-    /// a read round trip apart.
+    /// Loads each poller keeps in flight (1, 2 or 4; with `bulk`, 1, 2, 4
+    /// or 8), issued a fraction of a read round trip apart.
     pub depth: u32,
+    /// Whether each poll is a bulk copy of the line into shared memory
+    /// (sm_90 on), issued by the poller's lane 0 and waited for on an
+    /// mbarrier, rather than a load of the poller's lanes.
+    pub bulk: bool,
 }
 
 impl Shape {
@@ -117,6 +130,7 @@ impl Shape {
             lines: 1,
             copies: false,
             depth: 1,
+            bulk: false,
         }
     }
 
@@ -140,14 +154,15 @@ impl Shape {
 
     fn check(&self) -> Result<()> {
         let ok = matches!(self.pollers, 1 | 2 | 4 | 8)
+            && self.pollers <= crate::layout::FLOOR_MAX_POLLERS
             && matches!(self.words, 1 | 4 | 8)
             && (1..=1024).contains(&self.lines)
-            && matches!(self.depth, 1 | 2 | 4);
+            && (matches!(self.depth, 1 | 2 | 4) || (self.bulk && self.depth == 8));
         if ok {
             Ok(())
         } else {
             Err(Error::InvalidArgument(format!(
-                "floor {self:?}: pollers must be 1, 2, 4 or 8, words 1, 4 or 8, lines 1 to 1024, depth 1, 2 or 4"
+                "floor {self:?}: pollers must be 1, 2, 4 or 8, words 1, 4 or 8, lines 1 to 1024, depth 1, 2 or 4 (or 8 with bulk)"
             )))
         }
     }
@@ -179,19 +194,25 @@ impl Floor {
     pub fn start(index: usize, shape: Shape) -> Result<Self> {
         shape.check()?;
         let dev = open(index)?;
+        if shape.bulk && !bulk_polls(&dev)? {
+            return Err(Error::InvalidArgument(format!(
+                "floor {shape:?}: bulk copies need sm_90 or later"
+            )));
+        }
         let words = 8 * shape.lines as usize;
         let ping_len = words.max(shape.copy_stride() * shape.copies());
         let ping = Mapped::new(&dev, ping_len)?;
         let pong = Mapped::new(&dev, words)?;
         let (ping_at, pong_at) = (ping.device_addr(0), pong.device_addr(0));
         let copy_stride = shape.copy_stride() as u32;
+        let bulk = u32::from(shape.bulk);
         let kernel = Launched::new(&dev, "pkq_floor_kernel", vec![ping, pong])?;
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (32 * shape.pollers, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: pkq_floor_kernel(const uint64_t*, uint64_t*, uint32_t x 5)
+        // SAFETY: pkq_floor_kernel(const uint64_t*, uint64_t*, uint32_t x 6)
         // gets two device addresses into the floor's mapped memory (`lines`
         // ping lines in each of `copies` copies `copy_stride` words apart,
         // `lines` pong lines), which is never freed, and the shape, which
@@ -204,7 +225,8 @@ impl Floor {
                     .arg(&shape.words)
                     .arg(&shape.lines)
                     .arg(&copy_stride)
-                    .arg(&shape.depth);
+                    .arg(&shape.depth)
+                    .arg(&bulk);
             })?
         };
         let mut floor = Self {

@@ -45,18 +45,34 @@ fn floor_shapes_and_bulk_copies_are_checked_before_the_driver() {
         (1, 1, 1, 3),
         (1, 1, 1, 8),
     ] {
-        let shape = Shape {
-            pollers,
-            words,
-            lines,
-            copies: false,
-            depth,
-        };
-        assert!(
-            matches!(Floor::start(0, shape), Err(Error::InvalidArgument(_))),
-            "{shape:?}"
-        );
+        for bulk in [false, true] {
+            let shape = Shape {
+                pollers,
+                words,
+                lines,
+                copies: false,
+                depth,
+                bulk,
+            };
+            // Eight bulk copies in flight are a shape.
+            if bulk && depth == 8 {
+                continue;
+            }
+            assert!(
+                matches!(Floor::start(0, shape), Err(Error::InvalidArgument(_))),
+                "{shape:?}"
+            );
+        }
     }
+    let sixteen = Shape {
+        depth: 16,
+        bulk: true,
+        ..Shape::pollers(1)
+    };
+    assert!(
+        matches!(Floor::start(0, sixteen), Err(Error::InvalidArgument(_))),
+        "{sixteen:?}"
+    );
     let ok = Bulk {
         warps: 4,
         bytes: 1024,

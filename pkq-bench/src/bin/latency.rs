@@ -3,10 +3,12 @@
 //!
 //! * raw floor: a bare ping-pong with a resident kernel through mapped
 //!   memory (what any design over mapped memory pays): one word polled by
-//!   one and by two staggered poller warps, and 64-byte lines polled by as
+//!   one and by two staggered poller warps; 64-byte lines polled by as
 //!   many warps as the default runtime's (eight), each on a copy of its
-//!   own; each with its one-way split (its echoes carry the device
-//!   clock), mapped by a clock map of its own;
+//!   own; and 64-byte lines polled by bulk copies into shared memory, four
+//!   in flight, from one warp and from two on copies of their own; each
+//!   with its one-way split (its echoes carry the device clock), mapped by
+//!   a clock map of its own;
 //! * cudarc launch + sync: launch an empty kernel, synchronize its stream;
 //! * CUDA graph + sync: launch a one-node graph of the empty kernel, sync;
 //! * pkq: submit a NOP to the default runtime (`Runtime::builder().build()`,
@@ -133,6 +135,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         lines: 1024,
         copies: true,
         depth: 1,
+        bulk: false,
     };
     let many_name = format!("raw floor ({} pollers, a copy each)", many.pollers);
     let mut shapes = vec![
@@ -140,6 +143,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (Shape::pollers(2), "raw floor (2 pollers)"),
     ];
     shapes.push((many, many_name.as_str()));
+    // One warp's polls in flight together: bulk copies, which a load's
+    // wait does not hold up (sm_90 on).
+    let bulk = Shape {
+        lines: 1024,
+        words: 8,
+        depth: 4,
+        bulk: true,
+        ..Shape::pollers(1)
+    };
+    if pkq_bench::floor::bulk_polls_on(args.device)? {
+        shapes.push((bulk, "raw floor (1 poller, 4 bulk copies in flight)"));
+        shapes.push((
+            Shape {
+                pollers: 2,
+                copies: true,
+                ..bulk
+            },
+            "raw floor (2 pollers, a copy each, 4 bulk copies in flight)",
+        ));
+    } else {
+        println!("no bulk-copy floors: the device is older than sm_90");
+    }
     // Each variant of the floor and of pkq below is measured in `--rounds`
     // rounds, each a fresh instance, and the rounds go through all of them
     // in turn: a back-to-back ping-pong locks into a phase of the device's

@@ -132,6 +132,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     lines,
                     copies,
                     depth,
+                    bulk: false,
                 };
                 let mut floor = Floor::start(args.device, shape)?;
                 let mut round_trip = Latency::new(&name);
@@ -189,6 +190,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             lines: 1,
             copies: false,
             depth: 1,
+            bulk: false,
         };
         let mut floor = Floor::start(args.device, shape)?;
         let mut round_trip = Latency::new(&name);

@@ -6,18 +6,23 @@ use pkq::Submit;
 use pkq::builtin::*;
 
 pub(crate) fn floor_ping_pong() {
-    for (pollers, words, lines, copies, depth) in [
-        (1, 1, 1, false, 1),
-        (2, 1, 1, false, 1),
-        (4, 1, 1, false, 1),
-        (1, 8, 64, false, 1),
-        (2, 4, 3, false, 1),
-        (2, 8, 1, true, 1),
-        (4, 8, 5, true, 1),
-        (8, 8, 1024, true, 1),
-        (1, 8, 1024, false, 2),
-        (1, 8, 3, false, 4),
-        (8, 8, 1024, true, 2),
+    for (pollers, words, lines, copies, depth, bulk) in [
+        (1, 1, 1, false, 1, false),
+        (2, 1, 1, false, 1, false),
+        (4, 1, 1, false, 1, false),
+        (1, 8, 64, false, 1, false),
+        (2, 4, 3, false, 1, false),
+        (2, 8, 1, true, 1, false),
+        (4, 8, 5, true, 1, false),
+        (8, 8, 1024, true, 1, false),
+        (1, 8, 1024, false, 2, false),
+        (1, 8, 3, false, 4, false),
+        (8, 8, 1024, true, 2, false),
+        (1, 8, 1024, false, 1, true),
+        (1, 1, 3, false, 4, true),
+        (1, 8, 1024, false, 8, true),
+        (2, 8, 1024, true, 4, true),
+        (8, 4, 7, true, 2, true),
     ] {
         let shape = Shape {
             pollers,
@@ -25,7 +30,12 @@ pub(crate) fn floor_ping_pong() {
             lines,
             copies,
             depth,
+            bulk,
         };
+        if bulk && !pkq_bench::floor::bulk_polls_on(0).unwrap() {
+            println!("{shape:?}: not run, the device is older than sm_90");
+            continue;
+        }
         let mut floor = Floor::start(0, shape).unwrap();
         let t0 = Instant::now();
         let first = floor.echo_device_ns();
