@@ -86,8 +86,10 @@ pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {
     // exists). Present in every driver cudarc loads.
     unsafe { sys::cuDriverGetVersion(&mut version) }.result()?;
     driver_new_enough(version).map_err(unsupported)?;
-    // SAFETY: this Arc is pkq's own (callers keep theirs), and tracking is
-    // off before anything is allocated through it: the CudaSlices it backs
+    // SAFETY: this Arc is pkq's own (callers keep theirs; the host
+    // buffers' stream has a handle of its own, `mapped::host_stream`), and
+    // tracking is off before anything is allocated through it: the
+    // CudaSlices it backs
     // (state memory, IO scratch) are freed only after the kernel that uses
     // them exited, so nothing relies on its event tracking. Without it,
     // creating a stream does not synchronize the context, which would wait

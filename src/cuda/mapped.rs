@@ -120,8 +120,8 @@ impl Drop for MappedBuffer {
     }
 }
 
-/// The stream every host buffer (`HostBuffer`) of `ctx` names: one per
-/// context, on which pkq queues nothing; a call on buffers whose streams
+/// The stream every host buffer (`HostBuffer`) of `ctx`'s context names:
+/// one per context, on which pkq queues nothing; a call on buffers whose streams
 /// include it is taken to hand the device host memory
 /// ([`is_host_stream`]: its task fences at system scope).
 pub(crate) fn host_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>, DriverError> {
@@ -133,7 +133,20 @@ pub(crate) fn host_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>, Dri
     {
         return Ok(Arc::clone(s));
     }
-    let s = ctx.new_stream()?;
+    // A handle of its own, with cudarc's event tracking: device memory a
+    // caller allocates on this stream is ordered with the work of their
+    // other streams as on any cudarc stream (its events), which pkq's own
+    // handle (tracking off: `driver::open`) would not do. Tracking goes on
+    // once the handle's stream exists: a tracking handle's first stream
+    // would synchronize the context, which waits for every resident kernel.
+    let own = CudaContext::new(ctx.ordinal())?;
+    // SAFETY: a fresh handle, nothing allocated through it yet.
+    unsafe { own.disable_event_tracking() };
+    let s = own.new_stream()?;
+    // SAFETY: still nothing allocated through it (a stream is no slice), so
+    // every slice of this handle has its events; its one stream exists, so
+    // a later stream of it does not synchronize the context.
+    unsafe { own.enable_event_tracking() };
     streams.push(Arc::clone(&s));
     Ok(s)
 }

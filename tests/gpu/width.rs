@@ -756,8 +756,12 @@ pub(crate) fn host_buffer_calls_wait_for_no_stream() {
 
 /// A device buffer allocated on the host buffers' stream is a device
 /// buffer: a built-in call waits for the work queued on its stream (here
-/// its stream-ordered allocation and zeroing, queued behind two 64 MiB
-/// copies), so that work neither runs after the task nor wipes its output.
+/// its zeroing, queued behind two 64 MiB copies), so that work neither
+/// runs after the task nor wipes its output. Then work on another stream:
+/// a copy into it queued there behind a 256 MiB copy is ordered before
+/// the task as on any cudarc stream (its events), as is the buffer's
+/// free. Buffers are made before the runtime starts (see
+/// axpy_random_vs_cpu).
 pub(crate) fn device_buffers_on_the_host_buffers_stream_are_waited_for() {
     // A warp's MEMCPY at its most.
     let (n, big) = (pkq::builtin::MEMCPY_MAX_BYTES, 64 << 20);
@@ -766,21 +770,43 @@ pub(crate) fn device_buffers_on_the_host_buffers_stream_are_waited_for() {
         a.fill(7);
         a
     };
+    let mut back = pkq::HostBuffer::<u8>::new(0, n).unwrap();
     let mut c = pkq::HostBuffer::<u8>::new(0, big).unwrap();
     let hs = pkq::cudarc::driver::DeviceSlice::stream(&a).clone();
     let dev = hs.clone_htod(&vec![9u8; big]).unwrap();
+    let mut out = hs.alloc_zeros::<u8>(n).unwrap();
+    // Another stream, made before any resident kernel runs (a tracking
+    // handle's first stream synchronizes the context).
+    let other = pkq::context(0).unwrap().new_stream().unwrap();
+    let mut long = other.alloc_zeros::<u8>(256 << 20).unwrap();
+    let long_src = other.alloc_zeros::<u8>(256 << 20).unwrap();
+    let fills: Vec<_> = (1..=3u8)
+        .map(|v| other.clone_htod(&vec![v; n]).unwrap())
+        .collect();
     hs.synchronize().unwrap();
+    other.synchronize().unwrap();
     // A lane of warps: the zeroing may be a kernel of the driver's, which
     // needs room on the SMs.
     let rt = Runtime::builder().build().unwrap();
     for round in 0..3 {
         hs.memcpy_dtoh(&dev, &mut c[..]).unwrap();
         hs.memcpy_dtoh(&dev, &mut c[..]).unwrap();
-        let mut out = hs.alloc_zeros::<u8>(n).unwrap();
+        hs.memset_zeros(&mut out).unwrap();
         rt.memcpy(&mut out, &a).unwrap();
-        let back = hs.clone_dtoh(&out).unwrap();
-        hs.synchronize().unwrap();
+        rt.memcpy(&mut back, &out).unwrap();
         let wrong = back.iter().filter(|&&x| x != 7).count();
-        assert_eq!(wrong, 0, "round {round}: {wrong} bytes of the output lost");
+        assert_eq!(wrong, 0, "round {round}: {wrong} bytes of the output wiped");
     }
+    hs.synchronize().unwrap();
+    for (v, fill) in (1..=3u8).zip(&fills) {
+        other.memcpy_dtod(&long_src, &mut long).unwrap();
+        other.memcpy_dtod(fill, &mut out).unwrap();
+        rt.memcpy(&mut back, &out).unwrap();
+        let stale = back.iter().filter(|&&x| x != v).count();
+        assert_eq!(
+            stale, 0,
+            "fill {v}: {stale} bytes read before the other stream's copy"
+        );
+    }
+    other.synchronize().unwrap();
 }
