@@ -82,6 +82,10 @@ extern "C" __global__ void pkq_floor_kernel(const uint64_t* ping, uint64_t* pong
         }
         return;
     }
+#else
+    // Built without the bulk copies (before sm_90): a bulk floor is not
+    // this one's to run as a load floor.
+    if (bulk != 0) __trap();
 #endif
     if (depth == 4) {
         pkq::floor_echo<4>(own, pong, j, pollers, words, lines);

@@ -269,7 +269,28 @@ __device__ __forceinline__ void floor_echo_bulk(const uint64_t* ping, uint64_t* 
             const uint64_t w = lane < words ? *reinterpret_cast<volatile uint64_t*>(&buf[j][d][lane]) : 0;
             const uint64_t v = __shfl_sync(0xffffffffu, w, 0);
             const bool whole = __all_sync(0xffffffffu, lane >= words || w == v);
-            if (whole && v == BENCH_FLOOR_STOP) return;
+            if (whole && v == BENCH_FLOOR_STOP) {
+                // The other copies land before the block leaves (none
+                // writes shared memory after its exit).
+                if (lane == 0) {
+#pragma unroll
+                    for (uint32_t o = 1; o < Depth; ++o) {
+                        const uint32_t e = (d + o) % Depth;
+                        uint32_t landed = 0;
+                        do {
+                            asm volatile(
+                                "{\n\t.reg .pred q;\n\t"
+                                "mbarrier.try_wait.shared::cta.b64 q, [%1], %2;\n\t"
+                                "selp.u32 %0, 1, 0, q;\n\t}"
+                                : "=r"(landed)
+                                : "r"(smem(&bars[j][e])), "l"(state[e])
+                                : "memory");
+                        } while (!landed);
+                    }
+                }
+                __syncwarp();
+                return;
+            }
             if (whole && v >= r) {
                 if (lane == 0) {
                     const uint64_t round = v & ((1ull << BENCH_FLOOR_ROUND_BITS) - 1);
