@@ -759,9 +759,8 @@ pub(crate) fn host_buffer_calls_wait_for_no_stream() {
 /// its zeroing, queued behind two 64 MiB copies), so that work neither
 /// runs after the task nor wipes its output. Then work on another stream:
 /// a copy into it queued there behind a 256 MiB copy is ordered before
-/// the task as on any cudarc stream (its events), as is the buffer's
-/// free. Buffers are made before the runtime starts (see
-/// axpy_random_vs_cpu).
+/// the task as on any cudarc stream (its events). Buffers are made before
+/// the runtime starts (see axpy_random_vs_cpu).
 pub(crate) fn device_buffers_on_the_host_buffers_stream_are_waited_for() {
     // A warp's MEMCPY at its most.
     let (n, big) = (pkq::builtin::MEMCPY_MAX_BYTES, 64 << 20);
