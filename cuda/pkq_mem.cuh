@@ -105,13 +105,13 @@ __device__ __forceinline__ void bulk_bar_init(unsigned long long* bar) {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
-// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from
-// global memory at `src` (mapped host memory included) into shared memory
-// at `dst`, and waits until they are there (one thread). The wait's exit:
-// the engine completes every copy it accepted, or faults the kernel (a bad
-// address), which the host reports.
-__device__ __forceinline__ void bulk_read(uint8_t* dst, const void* src, uint32_t bytes,
-                                          unsigned long long* bar) {
+// Starts a copy of `bytes` (a multiple of 16; both addresses 16-byte
+// aligned) from global memory at `src` (mapped host memory included) into
+// shared memory at `dst`, completing the phase of the mbarrier at `bar`
+// (one arrival a phase) when they are there; the phase's state, for
+// bulk_wait (one thread).
+__device__ __forceinline__ uint64_t bulk_read_start(uint8_t* dst, const void* src, uint32_t bytes,
+                                                    unsigned long long* bar) {
     uint64_t state;
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;"
                  : "=l"(state)
@@ -121,6 +121,13 @@ __device__ __forceinline__ void bulk_read(uint8_t* dst, const void* src, uint32_
         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem(dst)),
         "l"(src), "r"(bytes), "r"(smem(bar))
         : "memory");
+    return state;
+}
+
+// Waits until the copy bulk_read_start began, whose phase's state is
+// `state`, is there. The wait's exit: the engine completes every copy it
+// accepted, or faults the kernel (a bad address), which the host reports.
+__device__ __forceinline__ void bulk_wait(unsigned long long* bar, uint64_t state) {
     uint32_t done = 0;
     do {
         asm volatile(
@@ -131,6 +138,14 @@ __device__ __forceinline__ void bulk_read(uint8_t* dst, const void* src, uint32_
             : "r"(smem(bar)), "l"(state)
             : "memory");
     } while (!done);
+}
+
+// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from
+// global memory at `src` (mapped host memory included) into shared memory
+// at `dst`, and waits until they are there (one thread).
+__device__ __forceinline__ void bulk_read(uint8_t* dst, const void* src, uint32_t bytes,
+                                          unsigned long long* bar) {
+    bulk_wait(bar, bulk_read_start(dst, src, bytes, bar));
 }
 
 // Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from

@@ -231,16 +231,8 @@ __device__ __forceinline__ void floor_echo_bulk(const uint64_t* ping, uint64_t* 
     uint64_t state[Depth];
     // Lane 0: a copy of the line of round r into buffer d.
     auto issue = [&](uint32_t d) {
-        const uint64_t line = (r - 1) % lines;
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], 64;"
-                     : "=l"(state[d])
-                     : "r"(smem(&bars[j][d]))
-                     : "memory");
-        asm volatile(
-            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 64, [%2];" ::"r"(
-                smem(&buf[j][d][0])),
-            "l"(ping + line * 8), "r"(smem(&bars[j][d]))
-            : "memory");
+        state[d] = bulk_read_start(reinterpret_cast<uint8_t*>(&buf[j][d][0]), ping + ((r - 1) % lines) * 8, 64,
+                                   &bars[j][d]);
     };
     if (lane == 0) {
 #pragma unroll
@@ -252,18 +244,7 @@ __device__ __forceinline__ void floor_echo_bulk(const uint64_t* ping, uint64_t* 
     for (;;) {
 #pragma unroll
         for (uint32_t d = 0; d < Depth; ++d) {
-            if (lane == 0) {
-                uint32_t done = 0;
-                do {
-                    asm volatile(
-                        "{\n\t.reg .pred q;\n\t"
-                        "mbarrier.try_wait.shared::cta.b64 q, [%1], %2;\n\t"
-                        "selp.u32 %0, 1, 0, q;\n\t}"
-                        : "=r"(done)
-                        : "r"(smem(&bars[j][d])), "l"(state[d])
-                        : "memory");
-                } while (!done);
-            }
+            if (lane == 0) bulk_wait(&bars[j][d], state[d]);
             // Lane 0 saw the copy land: its bytes for every lane.
             __syncwarp();
             const uint64_t w = lane < words ? *reinterpret_cast<volatile uint64_t*>(&buf[j][d][lane]) : 0;
@@ -274,19 +255,7 @@ __device__ __forceinline__ void floor_echo_bulk(const uint64_t* ping, uint64_t* 
                 // writes shared memory after its exit).
                 if (lane == 0) {
 #pragma unroll
-                    for (uint32_t o = 1; o < Depth; ++o) {
-                        const uint32_t e = (d + o) % Depth;
-                        uint32_t landed = 0;
-                        do {
-                            asm volatile(
-                                "{\n\t.reg .pred q;\n\t"
-                                "mbarrier.try_wait.shared::cta.b64 q, [%1], %2;\n\t"
-                                "selp.u32 %0, 1, 0, q;\n\t}"
-                                : "=r"(landed)
-                                : "r"(smem(&bars[j][e])), "l"(state[e])
-                                : "memory");
-                        } while (!landed);
-                    }
+                    for (uint32_t o = 1; o < Depth; ++o) bulk_wait(&bars[j][(d + o) % Depth], state[(d + o) % Depth]);
                 }
                 __syncwarp();
                 return;
