@@ -94,8 +94,9 @@ pub(crate) fn fk_wide_random_vs_reference() {
 
 /// The options example's pricer at every width (a warp, and lanes of
 /// every wide shape): random books of 1 option to a million (the warp op up
-/// to its limit), some options not options (negative, zero, NaN and
-/// infinite fields: NaNs), books at an offset (views), prices and greeks
+/// to its limit) and one far into the normal distribution's tails, some
+/// options not options (negative, zero, NaN and infinite fields: NaNs),
+/// books at an offset (views), prices and greeks
 /// within 1e-5 relative of the f64 reference; a book past the warp op's
 /// limit refused on the host, a misaligned one on the device.
 pub(crate) fn options_random_vs_reference() {
@@ -113,11 +114,26 @@ pub(crate) fn options_random_vs_reference() {
         1_000_000,
     ];
     sizes.extend((0..3).map(|_| 1 + rng.below(200_000) as usize));
+    // The last book reaches far into the normal distribution's tails:
+    // spots and strikes 1 to 1000, up to 30 years, volatility up to 3.
+    sizes.push(100_000);
+    let last = sizes.len() - 1;
     let books: Vec<_> = sizes
         .into_iter()
         .enumerate()
         .map(|(i, n)| {
             let mut book = options::random_book(n, 100 + i as u64);
+            if i == last {
+                for o in &mut book {
+                    let mut u = || rng.unit().abs();
+                    *o = options::OptionIn {
+                        spot: 1.0 + 999.0 * u(),
+                        strike: 1.0 + 999.0 * u(),
+                        years: 0.001 + 30.0 * u(),
+                        vol: 0.01 + 3.0 * u(),
+                    };
+                }
+            }
             for _ in 0..n / 100 {
                 let o = &mut book[rng.below(n as u64) as usize];
                 match rng.below(4) {
