@@ -91,16 +91,18 @@ pub(crate) fn pool_refusals() {
         Err(Error::InvalidConfig(_)) => {}
         other => panic!("a bad runtime setting: {other:?}"),
     }
+    // The buffers before the pool's kernel (a sanitizer judges a kernel's
+    // accesses by the allocations made before its launch).
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let x = stream.clone_htod(&[1.0f32; 64]).unwrap();
+    let mut y = stream.clone_htod(&[2.0f32; 64]).unwrap();
     let pool = Pool::builder().devices(&[0]).build().unwrap();
     assert!(matches!(
         pool.runtime(count + 1),
         Err(Error::InvalidArgument(_))
     ));
     // A task on a device's buffers goes to that device's runtime.
-    let ctx = pkq::context(0).unwrap();
-    let stream = ctx.default_stream();
-    let x = stream.clone_htod(&[1.0f32; 64]).unwrap();
-    let mut y = stream.clone_htod(&[2.0f32; 64]).unwrap();
     let rt = pool.for_buffer(&x).unwrap();
     assert_eq!(rt.device(), 0);
     rt.axpy(0.5, &x, &mut y).unwrap();
