@@ -63,8 +63,8 @@ use crate::sync::Ordering;
 /// A runtime dropped while another runs keeps its pinned rings until none
 /// runs.
 pub struct Runtime {
-    /// Lane 0, then the lanes added ([`Builder::add_lane`]); stopped in
-    /// that order.
+    /// Lane 0, then the lanes added ([`Builder::add_lane`]); their stops
+    /// begun in that order.
     pub(crate) lanes: Box<[Lane]>,
     /// The SMs it runs on, if not the whole device.
     pub(crate) partition: Option<SmPartition>,
@@ -106,12 +106,11 @@ impl std::fmt::Debug for Runtime {
 }
 
 /// A runtime dropped shuts down ([`Runtime::shutdown`]): every lane
-/// refuses new tasks at once, then each drains and stops in turn.
+/// refuses new tasks at once, then each drains and its kernel is told to
+/// exit, then every kernel is waited for.
 impl Drop for Runtime {
     fn drop(&mut self) {
-        for lane in self.lanes.iter() {
-            lane.shared.announce_shutdown();
-        }
+        let _ = self.shutdown();
     }
 }
 
@@ -168,14 +167,12 @@ impl Runtime {
     /// still running), `KernelStopped` once it exits.
     pub fn shutdown(&self) -> Result<()> {
         let _range = crate::trace::nvtx::range(c"pkq shutdown");
-        // Every lane refuses new tasks at once; then each drains and stops.
+        // Every lane refuses new tasks at once; then each drains and its
+        // kernel is told to exit; then every kernel is waited for.
         for lane in self.lanes.iter() {
             lane.shared.announce_shutdown();
         }
-        // Every lane stops, whatever the ones before returned; the first
-        // error is the outcome.
-        let outcomes: Vec<Result<()>> = self.lanes.iter().map(|l| l.shared.stop(true)).collect();
-        outcomes.into_iter().collect()
+        Shared::stop_all(self.lanes.iter().map(|l| &*l.shared), true)
     }
 
     /// Stops now, a shutdown's drain under way on another thread too: refuses
@@ -198,8 +195,7 @@ impl Runtime {
         for lane in self.lanes.iter() {
             lane.shared.announce_cancel();
         }
-        let outcomes: Vec<Result<()>> = self.lanes.iter().map(|l| l.shared.stop(false)).collect();
-        outcomes.into_iter().collect()
+        Shared::stop_all(self.lanes.iter().map(|l| &*l.shared), false)
     }
 
     /// [`Lane::health`] of every lane: `Ok` while each serves, else the

@@ -9,7 +9,16 @@ use crate::error::{Error, Result};
 use crate::runtime::liveness::Watch;
 use crate::runtime::shared::Shared;
 use crate::runtime::wait::WaitStrategy;
-use crate::sync::{Ordering, now};
+use crate::sync::{MutexGuard, Ordering, now};
+
+/// A lane's stop begun ([`Shared::begin_stop`]): its kernel told to exit,
+/// what the drain found, and whether it ended as a cancel; the lock of the
+/// stop's outcome held until [`Shared::finish_stop`] latches it.
+pub(crate) struct Stopping<'a> {
+    stopped: MutexGuard<'a, Option<Result<()>>>,
+    drained: Result<()>,
+    cancelled: bool,
+}
 
 impl Shared {
     /// Begins a shutdown: said (for `exited`) before anything closes, then
@@ -34,14 +43,27 @@ impl Shared {
     /// for the tasks left. Runs once; later calls return the first outcome.
     /// A cancel is announced before the lock a shutdown's drain holds.
     pub(crate) fn stop(&self, drain: bool) -> Result<()> {
+        match self.begin_stop(drain) {
+            Ok(stopping) => self.finish_stop(stopping),
+            Err(outcome) => outcome,
+        }
+    }
+
+    /// [`stop`](Self::stop) up to the kernel told to exit (nothing waits
+    /// for it yet): a runtime begins every lane's stop before it waits for
+    /// any kernel, so that no lane's kernel waits for another's exit (a
+    /// driver that serializes kernels, as a sanitizer does, answers a
+    /// stream's query only once every kernel ended). `Err`: the stop ran
+    /// before, and its outcome.
+    pub(crate) fn begin_stop(&self, drain: bool) -> std::result::Result<Stopping<'_>, Result<()>> {
         if drain {
             self.announce_shutdown();
         } else {
             self.announce_cancel();
         }
-        let mut stopped = self.life.stopped();
+        let stopped = self.life.stopped();
         if let Some(outcome) = &*stopped {
-            return outcome.clone();
+            return Err(outcome.clone());
         }
         let cancelled = || self.life.cancelled();
         // Closed already (the announcement): the ends of the rings.
@@ -70,7 +92,25 @@ impl Shared {
         // the kernel stopping for it), is a cancel.
         let cancelled = self.life.end_drain();
         self.device.tell_stop();
-        let exited = self.device.wait_exit(now().checked_add(stop_timeout));
+        Ok(Stopping {
+            stopped,
+            drained,
+            cancelled,
+        })
+    }
+
+    /// The rest of [`stop`](Self::stop) after [`begin_stop`](Self::begin_stop):
+    /// waits for the kernel's exit, resolves what is left, and latches the
+    /// outcome.
+    pub(crate) fn finish_stop(&self, stopping: Stopping<'_>) -> Result<()> {
+        let Stopping {
+            mut stopped,
+            drained,
+            cancelled,
+        } = stopping;
+        let exited = self
+            .device
+            .wait_exit(now().checked_add(self.settings.stop_timeout));
         let drained = match drained {
             Err(Error::Cancelled) if cancelled => Ok(()),
             Err(Error::Timeout) => Err(Error::KernelTimeout("drain its tasks in time")),
@@ -92,6 +132,26 @@ impl Shared {
         };
         *stopped = Some(outcome.clone());
         outcome
+    }
+
+    /// [`begin_stop`](Self::begin_stop) of every lane of `lanes`, then
+    /// [`finish_stop`](Self::finish_stop) of each: every lane stops,
+    /// whatever the ones before returned; the first error is the outcome.
+    /// Each lane's lock is taken in the lanes' order, as every other stop
+    /// takes its one.
+    pub(crate) fn stop_all<'a>(
+        lanes: impl Iterator<Item = &'a Shared> + Clone,
+        drain: bool,
+    ) -> Result<()> {
+        let begun: Vec<_> = lanes.clone().map(|l| l.begin_stop(drain)).collect();
+        let outcomes: Vec<Result<()>> = lanes
+            .zip(begun)
+            .map(|(l, b)| match b {
+                Ok(stopping) => l.finish_stop(stopping),
+                Err(outcome) => outcome,
+            })
+            .collect();
+        outcomes.into_iter().collect()
     }
 
     /// Gives back `shares` orphan shares (see `Lifecycle::orphans`); the
