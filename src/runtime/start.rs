@@ -57,8 +57,6 @@ impl Builder {
         let mut taken = 0.0;
         let alone = self.lanes.is_empty();
         let recorder = self.recorder()?;
-        // A lane that fails to start drops those started before it, which
-        // stops them.
         let mut lanes = Vec::with_capacity(1 + self.lanes.len());
         lanes.push(self.start(&ctx, partition.as_ref(), &mut taken, alone, (&recorder, 0))?);
         for (i, lane) in self.lanes.iter().enumerate() {
@@ -67,7 +65,15 @@ impl Builder {
                 lane.completion_cpu = self.completion_cpu;
             }
             let trace = (&recorder, (i + 1) as u8);
-            lanes.push(lane.start(&ctx, partition.as_ref(), &mut taken, alone, trace)?);
+            match lane.start(&ctx, partition.as_ref(), &mut taken, alone, trace) {
+                Ok(lane) => lanes.push(lane),
+                Err(e) => {
+                    // A lane that fails to start stops those started before
+                    // it, as a shutdown does (then drops them).
+                    let _ = Shared::stop_all(lanes.iter().map(|l| &*l.shared), true);
+                    return Err(e);
+                }
+            }
         }
         Ok(Runtime::new(lanes, partition, recorder))
     }
