@@ -51,7 +51,9 @@ namespace options {
 // the hardware's approximation refined by two Newton steps, within an ulp or
 // two. The library's division and square root branch to slow paths, its
 // log and erfc to special cases, and every branch ends the interleaving of
-// the options a thread prices at once: this file's functions have none.
+// the options a thread prices at once: these and the log and erfc below
+// have none (the library's exp, used as it is, branches only in a short
+// fix-up at its end).
 __device__ __forceinline__ double rcp(const double x) {
     double r;
     asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x));
