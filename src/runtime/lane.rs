@@ -169,9 +169,6 @@ impl Runtime {
         let _range = crate::trace::nvtx::range(c"pkq shutdown");
         // Every lane refuses new tasks at once; then each drains and its
         // kernel is told to exit; then every kernel is waited for.
-        for lane in self.lanes.iter() {
-            lane.shared.announce_shutdown();
-        }
         Shared::stop_all(self.lanes.iter().map(|l| &*l.shared), true)
     }
 
@@ -192,9 +189,6 @@ impl Runtime {
     /// `shutdown`, and `Drop`) return the first outcome.
     pub fn cancel(&self) -> Result<()> {
         // Every lane's kernel is told at once; then each is waited for.
-        for lane in self.lanes.iter() {
-            lane.shared.announce_cancel();
-        }
         Shared::stop_all(self.lanes.iter().map(|l| &*l.shared), false)
     }
 

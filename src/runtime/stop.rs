@@ -134,7 +134,9 @@ impl Shared {
         outcome
     }
 
-    /// [`begin_stop`](Self::begin_stop) of every lane of `lanes`, then
+    /// Every lane of `lanes` announced (a shutdown if `drain`, else a
+    /// cancel: each refuses new tasks at once), then
+    /// [`begin_stop`](Self::begin_stop) of each, then
     /// [`finish_stop`](Self::finish_stop) of each: every lane stops,
     /// whatever the ones before returned; the first error is the outcome.
     /// Each lane's lock is taken in the lanes' order, as every other stop
@@ -143,6 +145,13 @@ impl Shared {
         lanes: impl Iterator<Item = &'a Shared> + Clone,
         drain: bool,
     ) -> Result<()> {
+        for lane in lanes.clone() {
+            if drain {
+                lane.announce_shutdown();
+            } else {
+                lane.announce_cancel();
+            }
+        }
         let begun: Vec<_> = lanes.clone().map(|l| l.begin_stop(drain)).collect();
         let outcomes: Vec<Result<()>> = lanes
             .zip(begun)
