@@ -252,18 +252,6 @@ pub(crate) fn lanes_under_load_random_vs_cpu() {
     assert!(rt.lane(2).is_none());
     let bulk = rt.lane(1).unwrap();
     assert_eq!(bulk.workers(), 32);
-    // Lanes whose blocks cannot all be resident together are refused.
-    if let Ok(g) = pkq::sm_partition_support(0) {
-        match Runtime::builder()
-            .sm_partition(g.min)
-            .add_lane(Runtime::builder().workers(256).capacity(1024))
-            .add_lane(Runtime::builder().workers(256).capacity(1024))
-            .build()
-        {
-            Err(Error::InvalidConfig(why)) => assert!(why.contains("SM"), "{why}"),
-            other => panic!("lanes past the partition: {other:?}"),
-        }
-    }
     assert_eq!(rt.workers(), 1);
     let stop = std::sync::atomic::AtomicBool::new(false);
     let (bulk_tasks, latency_tasks) = std::thread::scope(|s| {
@@ -300,6 +288,22 @@ pub(crate) fn lanes_under_load_random_vs_cpu() {
     rt.shutdown().unwrap();
     assert!(matches!(bulk.submit(NOP.args(&())), Err(Error::Closed)));
     assert!(matches!(rt.submit(NOP.args(&())), Err(Error::Closed)));
+    // Lanes whose blocks cannot all be resident together are refused (the
+    // lanes started before the one refused are stopped again). Built once
+    // `rt`'s kernels exited: under compute-sanitizer, the stop of a
+    // partition's lane beside them never ended (its stream's query, then
+    // its destruction, waited for `rt`'s kernels).
+    if let Ok(g) = pkq::sm_partition_support(0) {
+        match Runtime::builder()
+            .sm_partition(g.min)
+            .add_lane(Runtime::builder().workers(256).capacity(1024))
+            .add_lane(Runtime::builder().workers(256).capacity(1024))
+            .build()
+        {
+            Err(Error::InvalidConfig(why)) => assert!(why.contains("SM"), "{why}"),
+            other => panic!("lanes past the partition: {other:?}"),
+        }
+    }
     // A lane naming another device or a partition of its own: refused.
     for lane in [
         Runtime::builder().sm_partition(8),
