@@ -255,9 +255,9 @@ __device__ __noinline__ void io_encode(uint64_t* stream, const uint8_t* room, ui
 // (the task's poller waits for every chunk of its post before it goes on),
 // in the block's shared memory.
 struct IoHelp {
-    // Bits 0..32: chunks claimed; 32..48: the post's chunk count; 48..64:
-    // its generation. Written whole by the posting poller (atomicExch),
-    // claimed with atomicAdd: a claim returns the post it counts in.
+    // Bits 0..32: chunks claimed; 32..48: the post's chunk count. Written
+    // whole by the posting poller (atomicExch), claimed with atomicAdd: a
+    // claim returns the post it counts in (io_claim_chunks).
     unsigned long long next;
     // Bits 0..16: chunks of the post moved; 16..32: how many of them held a
     // word of another lap (inputs), counted in the same atomic.
@@ -341,10 +341,9 @@ __device__ __forceinline__ bool io_together(IoHelp* h, uint64_t* area, uint8_t* 
         h->output = output;
         h->fence = fence;
         h->done = 0;
-        const unsigned long long gen = ((h->next >> 48) + 1) & 0xffff;
         // The fields before the post that names them.
         __threadfence_block();
-        atomicExch(&h->next, (gen << 48) | (static_cast<unsigned long long>(chunks) << 32));
+        atomicExch(&h->next, static_cast<unsigned long long>(chunks) << 32);
     }
     __syncwarp();
     io_claim_chunks(h, lane);
