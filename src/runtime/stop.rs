@@ -38,6 +38,15 @@ impl Shared {
         }
     }
 
+    /// A shutdown announced if `drain`, else a cancel.
+    fn announce(&self, drain: bool) {
+        if drain {
+            self.announce_shutdown();
+        } else {
+            self.announce_cancel();
+        }
+    }
+
     /// Close, drain (if `drain`), stop the kernel, wait for it; without the
     /// drain, or with one a cancel cut short, latch [`Error::Cancelled`]
     /// for the tasks left. Runs once; later calls return the first outcome.
@@ -56,11 +65,7 @@ impl Shared {
     /// stream's query only once every kernel ended). `Err`: the stop ran
     /// before, and its outcome.
     pub(crate) fn begin_stop(&self, drain: bool) -> std::result::Result<Stopping<'_>, Result<()>> {
-        if drain {
-            self.announce_shutdown();
-        } else {
-            self.announce_cancel();
-        }
+        self.announce(drain);
         let stopped = self.life.stopped();
         if let Some(outcome) = &*stopped {
             return Err(outcome.clone());
@@ -146,11 +151,7 @@ impl Shared {
         drain: bool,
     ) -> Result<()> {
         for lane in lanes.clone() {
-            if drain {
-                lane.announce_shutdown();
-            } else {
-                lane.announce_cancel();
-            }
+            lane.announce(drain);
         }
         let begun: Vec<_> = lanes.clone().map(|l| l.begin_stop(drain)).collect();
         let outcomes: Vec<Result<()>> = lanes
