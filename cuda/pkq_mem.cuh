@@ -140,41 +140,6 @@ __device__ __forceinline__ void bulk_wait(unsigned long long* bar, uint64_t stat
     } while (!done);
 }
 
-// Starts a copy of `bytes` from `src` to `dst` and, where `bytes2` is not
-// 0, one of `bytes2` from `src2` to `dst2` (as bulk_read_start), both
-// completing one phase of the mbarrier at `bar`, whose parity
-// bulk_landed then tests (one thread).
-__device__ __forceinline__ void bulk_reads_start(uint8_t* dst, const void* src, uint32_t bytes, uint8_t* dst2,
-                                                 const void* src2, uint32_t bytes2, unsigned long long* bar) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem(bar)), "r"(bytes + bytes2)
-                 : "memory");
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem(dst)),
-        "l"(src), "r"(bytes), "r"(smem(bar))
-        : "memory");
-    if (bytes2 != 0)
-        asm volatile(
-            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                smem(dst2)),
-            "l"(src2), "r"(bytes2), "r"(smem(bar))
-            : "memory");
-}
-
-// Whether the phase of parity `parity` of the mbarrier at `bar` completed
-// (its copies are there; acquire: their bytes are seen by this thread's
-// later reads). Does not wait.
-__device__ __forceinline__ bool bulk_landed(unsigned long long* bar, uint32_t parity) {
-    uint32_t done;
-    asm volatile(
-        "{\n\t.reg .pred q;\n\t"
-        "mbarrier.test_wait.parity.shared::cta.b64 q, [%1], %2;\n\t"
-        "selp.u32 %0, 1, 0, q;\n\t}"
-        : "=r"(done)
-        : "r"(smem(bar)), "r"(parity)
-        : "memory");
-    return done != 0;
-}
-
 // Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from
 // global memory at `src` (mapped host memory included) into shared memory
 // at `dst`, and waits until they are there (one thread).

@@ -58,122 +58,6 @@ __device__ __forceinline__ Wait judge(uint64_t w, uint32_t lane, uint32_t tag, b
     return Wait::Pending;
 }
 
-// Polls by bulk copies (sm_90 on), for a worker of one poller: a wide
-// lane's (WIDTH in pkq_layout.h). One warp's loads in flight are served one
-// after another, its bulk copies are not: lane 0 keeps up to BULK_POLLS
-// copies of the slot in flight, issued at least a BULK_POLLS-th of a read
-// round trip apart, each into a buffer of shared memory with an mbarrier of
-// its own, so a task is seen about as soon as by BULK_POLLS pollers on
-// copies (rows `raw floor (...)` of latency.json). Every
-// PKQ_STOP_POLL_INTERVAL-th copy brings the stop word too.
-constexpr uint32_t BULK_POLLS = 4;
-struct BulkPolls {
-    __align__(16) uint64_t line[BULK_POLLS][PKQ_SLOT_WORDS + 2];  // the slot's words, then the stop word's line
-    unsigned long long bar[BULK_POLLS];
-    const uint64_t* src[BULK_POLLS];  // the slot each copy reads
-    uint32_t with_stop[BULK_POLLS];   // whether it brings the stop word
-    // Lane 0's alone (in shared memory: the kernel's registers are spent).
-    uint32_t gap;       // SM cycles between two issues
-    uint32_t last;      // the SM clock's low half at the last issue
-    uint32_t parity;    // bit d: the parity of the phase copy d completes
-    uint32_t head;      // the oldest copy in flight
-    uint32_t inflight;  // copies in flight
-    uint32_t issued;    // copies issued so far
-
-#ifdef PKQ_BULK_COPY
-    __device__ __forceinline__ void init(int64_t rtt, uint32_t lane) {
-        if (lane == 0) {
-            gap = static_cast<uint32_t>(min(rtt / BULK_POLLS, static_cast<int64_t>(1) << 30));
-            last = 0;
-            parity = 0;
-            head = 0;
-            inflight = 0;
-            issued = 0;
-#pragma unroll
-            for (uint32_t d = 0; d < BULK_POLLS; ++d) bulk_bar_init(&bar[d]);
-        }
-        __syncwarp();
-    }
-
-    // Lane 0: a copy of the slot at `slot` (and every
-    // PKQ_STOP_POLL_INTERVAL-th time of the line of `stop`) into the next
-    // free buffer.
-    __device__ __forceinline__ void issue(const uint64_t* slot, const uint64_t* stop) {
-        const uint32_t d = (head + inflight) % BULK_POLLS;
-        const bool stop_too = issued++ % PKQ_STOP_POLL_INTERVAL == 0;
-        src[d] = slot;
-        with_stop[d] = stop_too;
-        bulk_reads_start(reinterpret_cast<uint8_t*>(&line[d][0]), slot, 8 * PKQ_SLOT_WORDS,
-                         reinterpret_cast<uint8_t*>(&line[d][PKQ_SLOT_WORDS]), stop, stop_too ? 16 : 0, &bar[d]);
-        last = static_cast<uint32_t>(clock64());
-        ++inflight;
-    }
-
-    // Lane 0: the oldest copy in flight is there (bulk_landed); the next one
-    // becomes the oldest. Its buffer.
-    __device__ __forceinline__ bool oldest_landed() {
-        if (!bulk_landed(&bar[head], (parity >> head) & 1)) return false;
-        parity ^= 1u << head;
-        return true;
-    }
-    __device__ __forceinline__ uint32_t retire() {
-        const uint32_t d = head;
-        head = (head + 1) % BULK_POLLS;
-        --inflight;
-        return d;
-    }
-
-    // One poll (every lane; warp-uniform): the oldest copy in flight once it
-    // landed, keeping up to `depth` in flight meanwhile. Lanes 0..7 get the
-    // slot's words, lane 8 the stop word where the copy brought it (else
-    // 0), as from poll_load. `fresh`: the copy read the slot at `slot`; a
-    // copy issued before the worker took its last task may have read that
-    // task's slot, and brings the slot words as 0 (to be polled again).
-    __device__ __forceinline__ uint64_t poll(const uint64_t* slot, const uint64_t* stop, uint32_t depth,
-                                             uint32_t lane, bool& fresh) {
-        uint32_t d = 0;
-        if (lane == 0) {
-            // The exit: the copy engine completes every copy it accepted
-            // (or faults the kernel, which the host reports).
-            for (;;) {
-                if (inflight == 0 || (inflight < depth && static_cast<uint32_t>(clock64()) - last >= gap))
-                    issue(slot, stop);
-                if (oldest_landed()) break;
-            }
-            d = retire();
-        }
-        // Lane 0 saw the copy land: its bytes (and its src and with_stop,
-        // which lane 0 wrote) for every lane.
-        __syncwarp();
-        d = __shfl_sync(FULL_MASK, d, 0);
-        const volatile BulkPolls* v = this;
-        fresh = v->src[d] == slot;
-        uint64_t w = 0;
-        if (lane < PKQ_SLOT_WORDS) {
-            if (fresh) w = v->line[d][lane];
-        } else if (lane == PKQ_SLOT_WORDS && v->with_stop[d] != 0) {
-            w = v->line[d][PKQ_SLOT_WORDS];
-        }
-        // Every lane read the buffer before lane 0 copies into it again.
-        __syncwarp();
-        return w;
-    }
-
-    // Waits for every copy in flight (the block's shared memory outlives
-    // them). Every lane.
-    __device__ __forceinline__ void drain(uint32_t lane) {
-        if (lane == 0) {
-            while (inflight != 0) {
-                while (!oldest_landed()) {
-                }
-                (void)retire();
-            }
-        }
-        __syncwarp();
-    }
-#endif
-};
-
 // Runs the `count` tasks of a pack (PACKS in pkq_layout.h) in the slot at
 // index `slot`, one after another, each by the whole warp (beating after
 // each, as after a single task: back-to-back tasks are not a stall): lane
@@ -851,13 +735,12 @@ constexpr uint32_t QUIET_STOP_NAPS = 512;
 // below); `rooms`: the worker's IO rooms (io_begin); `help`: the worker's
 // post of a large input or output (IoHelp); `bar`: the worker's mbarrier
 // for the bulk copies of plain streams (null where the rooms are in device
-// memory: PLAIN in pkq_layout.h); `bulk_polls`: where the poller polls by
-// bulk copies (a worker of one poller on sm_90 on; BulkPolls), else null.
+// memory: PLAIN in pkq_layout.h).
 template <class Handlers>
 __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
                                       unsigned long long* claim, unsigned long long* done,
                                       uint32_t* leaving, unsigned long long* scratch, uint8_t* rooms,
-                                      IoHelp* help, unsigned long long* bar, BulkPolls* bulk_polls,
+                                      IoHelp* help, unsigned long long* bar,
                                       const Handlers& handlers) {
     const uint32_t lane = threadIdx.x & 31;
     // This poller's copy of the slots (COPIES in pkq_layout.h).
@@ -887,15 +770,6 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
     // first stop reading host memory until the worker takes a task or a
     // poller leaves; the first keeps polling, so every task is still seen.
     bool may_quiet = shared_claims && poller > 0 && p.idle_sleep_max_ns == 0 && p.idle_spin_ns != 0;
-#ifdef PKQ_BULK_COPY
-    if (bulk_polls != nullptr) bulk_polls->init(__shfl_sync(FULL_MASK, read_round_trip_cycles(stop_word), 0), lane);
-    // A poller idle for idle_spin_ns under Quiet or Backoff keeps one copy
-    // in flight, as a worker's first poller alone polls once the others are
-    // quiet.
-    bool shallow = false;
-#else
-    (void)bulk_polls;
-#endif
 
     uint64_t last_beat_clk = __shfl_sync(FULL_MASK, clock64(), 0);
     if (lane == 0) {
@@ -977,20 +851,13 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                 // Idle policy: after idle_spin_ns of waiting, sleep between
                 // polls, doubling up to idle_sleep_max_ns (Backoff), or go
                 // quiet (Quiet).
-                bool slows = p.idle_sleep_max_ns != 0 || may_quiet;
-#ifdef PKQ_BULK_COPY
-                slows = slows || (bulk_polls != nullptr && p.idle_spin_ns != 0 && !shallow);
-#endif
-                if (slows && sleep_ns == 0) {
+                if ((p.idle_sleep_max_ns != 0 || may_quiet) && sleep_ns == 0) {
                     const uint64_t now = __shfl_sync(FULL_MASK, globaltimer(), 0);
                     if (idle_since == 0) {
                         idle_since = now;
                     } else if (now - idle_since >= p.idle_spin_ns) {
-#ifdef PKQ_BULK_COPY
-                        shallow = bulk_polls != nullptr;
-#endif
                         if (p.idle_sleep_max_ns != 0) sleep_ns = min(64u, p.idle_sleep_max_ns);
-                        else if (may_quiet) quiet = true;
+                        else quiet = true;
                     }
                 }
             }
@@ -1035,16 +902,6 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                 __nanosleep(sleep_ns);
                 sleep_ns = min(2 * sleep_ns, p.idle_sleep_max_ns);
             }
-#ifdef PKQ_BULK_COPY
-            if (bulk_polls != nullptr) {
-                // A copy of another slot (issued before the last task was
-                // taken) says nothing of this one, but its stop word.
-                bool fresh;
-                w = bulk_polls->poll(own_sq + slot * PKQ_SLOT_WORDS, stop_word, shallow ? 1u : BULK_POLLS, lane, fresh);
-                outcome = fresh ? judge(w, lane, tag, false) : stop_in(w) ? Wait::Stop : Wait::Pending;
-                continue;
-            }
-#endif
             w = poll_load(addr, lane, polls % PKQ_STOP_POLL_INTERVAL == 0);
             // The worker's tasks completed so far, read while the poll is in
             // flight (a shared-memory load, back long before it): the turn
@@ -1194,14 +1051,8 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         ++k;
         idle_since = 0;
         sleep_ns = 0;
-#ifdef PKQ_BULK_COPY
-        shallow = false;
-#endif
         beat_if_due();
     }
-#ifdef PKQ_BULK_COPY
-    if (bulk_polls != nullptr) bulk_polls->drain(lane);
-#endif
     // Every lane's stores to mapped memory (completions, pack results, IO
     // output) before the final state word (cumulative through the warp
     // barrier): the host takes a kernel all of whose pollers stored it for
@@ -1259,14 +1110,8 @@ __device__ __forceinline__ void run_group(const pkq_params& p, const Handlers& h
                                                 static_cast<uint64_t>(worker) * PKQ_TRACE_LOG_TASKS *
                                                     (PKQ_TRACE_LOG_HEADER_WORDS + 2 * p.group_blocks);
         const GroupHandlers<Handlers> around{handlers, &task, &group, &handed, log, &traced};
-#ifdef PKQ_BULK_COPY
-        __shared__ BulkPolls polls;
-        BulkPolls* const bulk_polls = &polls;
-#else
-        BulkPolls* const bulk_polls = nullptr;
-#endif
         serve(p, worker, 0, &claims[0], &dones[0], &leavings[0], &scratch[0], nullptr, &helps[0], nullptr,
-              bulk_polls, around);
+              around);
         // The poller left: so do the others (after its last task's
         // arrivals), on a last generation with the quit bit.
         const uint32_t lane = threadIdx.x & 31;
@@ -1352,7 +1197,7 @@ __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers&
     serve(p, worker, warp % p.pollers, &claims[warp_in_block / p.pollers],
           &dones[warp_in_block / p.pollers], &leavings[warp_in_block / p.pollers],
           &scratch[warp_in_block * 32], rooms,
-          &helps[warp_in_block / p.pollers], bar, nullptr, handlers);
+          &helps[warp_in_block / p.pollers], bar, handlers);
 }
 
 }  // namespace pkq
