@@ -8,6 +8,7 @@ use pkq::cudarc::driver::{CudaSlice, DevicePtr};
 
 pub(crate) const TESTS: &[Test] = tests![
     wide_tasks_random_vs_cpu_beside_narrow_ones,
+    wide_lanes_answer_after_idle_pauses,
     lanes_serve_the_ops_of_their_width,
     wide_builtins_random_vs_cpu,
     wide_lanes_stop_with_tasks_in_flight,
@@ -170,6 +171,60 @@ pub(crate) fn wide_tasks_random_vs_cpu_beside_narrow_ones() {
     }
     rt.shutdown().unwrap();
     drop(data);
+}
+
+/// A wide lane after idle pauses: once idle for the policy's spin, its
+/// poller sleeps between polls (Backoff) and its other blocks' first warps
+/// nap between looks at the task line (Backoff, Quiet). Under every idle
+/// policy, GROUP_DOT and NOP tasks after pauses of random length (0 to
+/// 300 us, past the policies' 20 us) are each answered once and right, and
+/// a shutdown while idle ends the lane.
+pub(crate) fn wide_lanes_answer_after_idle_pauses() {
+    let ctx = pkq::context(0).unwrap();
+    let stream = ctx.default_stream();
+    let mut rng = Rng::new(43);
+    let n = 4099;
+    let x: Vec<f32> = (0..n).map(|_| rng.unit() - 0.5).collect();
+    let y: Vec<f32> = (0..n).map(|_| rng.unit() - 0.5).collect();
+    let (want, mag) = dot_ref(&x, &y);
+    let (xd, yd) = (stream.clone_htod(&x).unwrap(), stream.clone_htod(&y).unwrap());
+    stream.synchronize().unwrap();
+    let (xa, ya) = (addr(&xd, &stream), addr(&yd, &stream));
+    let after = Duration::from_micros(20);
+    let policies = [
+        IdlePolicy::Spin,
+        IdlePolicy::Quiet { after },
+        IdlePolicy::Backoff {
+            spin: after,
+            max_sleep: Duration::from_micros(5),
+        },
+    ];
+    let rounds = if under_sanitizer() { 40 } else { 400 };
+    for policy in policies {
+        let rt = Runtime::builder()
+            .capacity(8)
+            .width(Width::Group {
+                blocks: 2,
+                warps: 4,
+            })
+            .idle(policy)
+            .build()
+            .unwrap();
+        let lane = rt.lane(0).unwrap();
+        for i in 0..rounds {
+            std::thread::sleep(Duration::from_micros(rng.below(300)));
+            let got = f64::from_bits(group_dot(lane, xa, ya, n).unwrap().wait().unwrap().value);
+            assert!(
+                (got - want).abs() <= 1e-9 * mag.max(1e-30),
+                "{policy:?} round {i}: {got} vs {want}"
+            );
+            // And one right behind it, to a lane that is not idle.
+            lane.submit(NOP.args(&())).unwrap().wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        rt.shutdown().unwrap();
+    }
+    drop((xd, yd));
 }
 
 fn lane_seed(lane: &pkq::Lane) -> u64 {
