@@ -187,7 +187,10 @@ pub(crate) fn wide_lanes_answer_after_idle_pauses() {
     let x: Vec<f32> = (0..n).map(|_| rng.unit() - 0.5).collect();
     let y: Vec<f32> = (0..n).map(|_| rng.unit() - 0.5).collect();
     let (want, mag) = dot_ref(&x, &y);
-    let (xd, yd) = (stream.clone_htod(&x).unwrap(), stream.clone_htod(&y).unwrap());
+    let (xd, yd) = (
+        stream.clone_htod(&x).unwrap(),
+        stream.clone_htod(&y).unwrap(),
+    );
     stream.synchronize().unwrap();
     let (xa, ya) = (addr(&xd, &stream), addr(&yd, &stream));
     let after = Duration::from_micros(20);
