@@ -20,15 +20,17 @@
 //! options, the example crates' handlers (`fk <n>, ...`, `options <n>,
 //! ...`: see `examples.rs`); and payloads of `n` bytes each way through
 //! host memory (`payload <n> B, ...`: see `payload.rs`, with a zero-copy
-//! launch row). Rows carry p50/p99 and the SMs each used; a last row the
-//! head start each size keeps (and for payloads, the best pkq p50 over the
-//! zero-copy launch's). Writes JSON and an SVG of p50 against size for
+//! launch row). Rows carry p50/p99 and the SMs each used; then the head
+//! start each size keeps (and for payloads, the best pkq p50 over the
+//! zero-copy launch's); last, where an empty task's time goes on lanes of 8
+//! blocks and of one block per SM, from traces (see `handoff.rs`). Writes JSON and an SVG of p50 against size for
 //! each workload (the dot product's at the given path, the others' beside
 //! it, `_<workload>` added to its name).
 //!
 //! `cargo run --release -p pkq-bench --bin width -- --json pkq-bench/results/width.json --svg pkq-bench/results/width.svg`
 
 mod examples;
+mod handoff;
 mod payload;
 
 use std::path::PathBuf;
@@ -489,6 +491,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("{}", Value::Object(keeps.clone()));
     rows.push(keeps);
+    // Where an empty wide task's time goes (traced), across SMs.
+    for blocks in [8, sms as u32] {
+        rows.extend(handoff::rows(blocks, WARPS, 10)?);
+    }
     let report = report(&info, rows);
     if let Some(path) = &args.json {
         write_json(path, &report);
