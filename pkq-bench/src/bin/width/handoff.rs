@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 
 use pkq::builtin::GROUP_EMPTY;
-use pkq::{Runtime, Submit, Width};
+use pkq::{Runtime, Submit};
 use pkq_bench::support::Latency;
 use serde_json::{Map, Value};
 
@@ -20,20 +20,15 @@ use serde_json::{Map, Value};
 /// trace taken after each round has every block of the round's tasks.
 const ROUND: usize = 200;
 
-/// The rows of a group lane of `blocks` blocks of `warps` warps, from
-/// `rounds` rounds of ROUND tasks (after as many unrecorded).
+/// The rows of a lane of `blocks` blocks of `warps` warps, from `rounds`
+/// rounds of ROUND traced tasks (after one round untraced).
 pub(crate) fn rows(
     blocks: u32,
     warps: u32,
     rounds: usize,
 ) -> Result<Vec<Map<String, Value>>, Box<dyn std::error::Error>> {
-    let width = if blocks == 1 {
-        Width::Block { warps }
-    } else {
-        Width::Group { blocks, warps }
-    };
     let rt = Runtime::builder()
-        .width(width)
+        .width(super::lane_width(blocks, warps))
         .trace(rounds * ROUND + ROUND)
         .build()?;
     for _ in 0..ROUND {

@@ -23,9 +23,10 @@
 //! launch row). Rows carry p50/p99 and the SMs each used; then the head
 //! start each size keeps (and for payloads, the best pkq p50 over the
 //! zero-copy launch's); last, where an empty task's time goes on lanes of 8
-//! blocks and of one block per SM, from traces (see `handoff.rs`). Writes JSON and an SVG of p50 against size for
-//! each workload (the dot product's at the given path, the others' beside
-//! it, `_<workload>` added to its name).
+//! blocks and of one block per SM, from traces (see `handoff.rs`). Writes
+//! JSON and an SVG of p50 against size for each workload (the dot
+//! product's at the given path, the others' beside it, `_<workload>` added
+//! to its name).
 //!
 //! `cargo run --release -p pkq-bench --bin width -- --json pkq-bench/results/width.json --svg pkq-bench/results/width.svg`
 
@@ -307,12 +308,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut wide = Vec::new();
     let mut poller_alone = None;
     for &(blocks, warps) in &widths {
-        let width = if blocks == 1 {
-            Width::Block { warps }
-        } else {
-            Width::Group { blocks, warps }
-        };
-        let rt = Runtime::builder().width(width).build()?;
+        let rt = Runtime::builder()
+            .width(lane_width(blocks, warps))
+            .build()?;
         let l = Latency::measure(
             &format!("empty {} warps, pkq wide", blocks * warps),
             &clock,
@@ -532,6 +530,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The lanes of pkq wide rows, with the SMs each uses: one block (one
 /// SM), and one block per SM of the device's `sms`.
+/// A lane of `blocks` blocks of `warps` warps: a lane of blocks for one.
+fn lane_width(blocks: u32, warps: u32) -> Width {
+    if blocks == 1 {
+        Width::Block { warps }
+    } else {
+        Width::Group { blocks, warps }
+    }
+}
+
 fn wide_lanes(sms: usize) -> [(Width, usize); 2] {
     [
         (Width::Block { warps: WARPS }, 1),
