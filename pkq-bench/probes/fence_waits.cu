@@ -24,30 +24,17 @@
 #include <cstdio>
 #include <ctime>
 
-__device__ __forceinline__ uint32_t smem(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+#include "../../cuda/pkq_mem.cuh"
 
-__device__ __forceinline__ void bar_init(unsigned long long* b) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem(b)) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-
-__device__ __forceinline__ void bulk_start(void* dst, const void* src, unsigned long long* b) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem(b)), "r"(64) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem(dst)),
-                 "l"(src), "r"(64), "r"(smem(b))
-                 : "memory");
-}
-
-__device__ __forceinline__ bool landed(unsigned long long* b, uint32_t parity) {
-    uint32_t d;
-    asm volatile(
-        "{\n\t.reg .pred q;\n\tmbarrier.test_wait.parity.shared::cta.b64 q, [%1], %2;\n\tselp.u32 %0, 1, 0, q;\n\t}"
-        : "=r"(d)
-        : "r"(smem(b)), "r"(parity)
-        : "memory");
-    return d != 0;
-}
+// pkq's bulk copies exist in the device pass for sm_90 on (PKQ_BULK_COPY).
+#if defined(__CUDA_ARCH__) && !defined(PKQ_BULK_COPY)
+#error "fence_waits needs sm_90 or later: its reads in flight include bulk copies"
+#endif
+#ifdef PKQ_BULK_COPY
+using pkq::bulk_bar_init;
+using pkq::bulk_read_start;
+using pkq::bulk_wait;
+#endif
 
 enum Op { NOTHING, BARRIER, FENCE_CTA, FENCE_GPU, STORE_DEV_FENCE_GPU, STORE_HOST, STORE_HOST_FENCE_SYS, LOAD_DEV, OPS };
 const char* const OP_NAMES[OPS] = {"nothing",
@@ -68,15 +55,21 @@ __global__ void probe(const uint64_t* host, uint64_t* host_w, uint64_t* dev, int
     __shared__ unsigned long long bars[8][3];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const bool issuer = reads != NONE && warp >= first && warp <= last;
+#ifdef PKQ_BULK_COPY
     if (lane == 0)
-        for (int d = 0; d < 3; ++d) bar_init(&bars[warp][d]);
+        for (int d = 0; d < 3; ++d) bulk_bar_init(&bars[warp][d]);
+#endif
     __syncthreads();
-    uint32_t parity = 0;
     long long total = 0;
     for (int round = 0; round < 64; ++round) {
         uint64_t v = 0;
+        uint64_t state[3] = {};
+#ifdef PKQ_BULK_COPY
         if (issuer && reads == BULK && lane == 0)
-            for (int d = 0; d < 3; ++d) bulk_start(&buf[warp][d][0], host + 64 * warp + 8 * d, &bars[warp][d]);
+            for (int d = 0; d < 3; ++d)
+                state[d] = bulk_read_start(reinterpret_cast<uint8_t*>(&buf[warp][d][0]), host + 64 * warp + 8 * d, 64,
+                                           &bars[warp][d]);
+#endif
         if (issuer && reads == LOADS && lane < 8)
             asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(host + 64 * warp + lane) : "memory");
         __syncthreads();
@@ -104,11 +97,10 @@ __global__ void probe(const uint64_t* host, uint64_t* host_w, uint64_t* dev, int
         }
         const long long t1 = clock64();
         if (round >= 8 && threadIdx.x == 0) total += t1 - t0;
+#ifdef PKQ_BULK_COPY
         if (issuer && reads == BULK && lane == 0)
-            for (int d = 0; d < 3; ++d)
-                while (!landed(&bars[warp][d], parity)) {
-                }
-        parity ^= 1;
+            for (int d = 0; d < 3; ++d) bulk_wait(&bars[warp][d], state[d]);
+#endif
         if (v == 0x5eed) out[1] = v;  // the loads' values used after the timing
         __syncthreads();
     }
