@@ -53,8 +53,9 @@ use crate::proto::slot::{Cqe, SlotImage, tagged};
 pub(crate) use crate::proto::tail::Refusal;
 use crate::proto::tail::Tail;
 use crate::proto::words::Words;
-use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence};
-use crate::trace::recorder::{Raw, Recorder, SlotStamps, Stamp};
+use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence, ticks};
+pub(crate) use crate::trace::recorder::EntryId;
+use crate::trace::recorder::{Closed, Opened, Recorder};
 
 const DETACHED: u64 = FLAG;
 
@@ -103,9 +104,6 @@ pub(crate) struct Completed {
     pub(crate) results: Option<Box<[u64]>>,
     /// An IO task's output.
     pub(crate) output: Option<Box<[u8]>>,
-    /// Its publish's stamp, while tracing: read with the completion (the
-    /// next lap rewrites it), recorded by the holder that takes it.
-    pub(crate) stamp: Option<Stamp>,
 }
 
 /// What a ticket's or batch's look at its task found.
@@ -245,49 +243,61 @@ pub(crate) struct Queue {
     /// Host-only: how many completions were ever moved there (counted
     /// under the overflow lock; read for statistics only).
     moved: AtomicU64,
-    /// The runtime's trace recorder and this ring's stamps, if traced.
+    /// The runtime's trace recorder, for this ring (`crate::trace`).
     trace: Option<QueueTrace>,
 }
 
 /// What a traced ring keeps (see `crate::trace::recorder`).
 struct QueueTrace {
     recorder: std::sync::Arc<Recorder>,
-    stamps: SlotStamps,
+    /// Per slot: the entry of the lap whose handle was dropped unread
+    /// ([`EntryId::NONE`] for one not traced), written by that handle
+    /// before the compare-and-swap that marks the turn `DETACHED`
+    /// (release), read by the producer whose acquire of the turn saw that
+    /// mark, before its compare-and-swap frees the slot.
+    detached: Box<[AtomicU64]>,
     lane: u8,
     ring: u16,
 }
 
 impl QueueTrace {
-    /// [`Queue::stamp`] with tracing on.
+    /// Claims and opens the entries of `slots` slots from `first` (a
+    /// submit's, after its slot stores), submitted at `tick`.
     #[cold]
     #[inline(never)]
-    fn stamp(&self, slot: usize, seq: u64, op: u16, tick: Option<u64>) {
-        self.stamps.put(slot, Recorder::stamp(seq, op, tick));
-        // The stamp before the slot's stores (free on x86-64).
-        fence(Ordering::Release);
+    fn open(&self, first: u64, slots: usize, op: u16, tick: u64) -> EntryId {
+        let id = self.recorder.claim(slots);
+        if id.is_traced() {
+            let submit_thread = crate::sync::thread_number();
+            for k in 0..slots {
+                let opened = Opened {
+                    seq: seq_add(first, k as u64),
+                    submit_tick: tick,
+                    op,
+                    ring: self.ring,
+                    lane: self.lane,
+                    submit_thread,
+                };
+                self.recorder.open(id.nth(k), &opened);
+            }
+        }
+        id
     }
 
-    /// [`Queue::record`] with a stamp.
-    #[cold]
-    #[inline(never)]
-    fn note(&self, seq: u64, stamp: &Stamp, cqe: &Cqe, seen: Option<u64>) {
-        self.recorder.record(
-            Raw {
-                seq,
-                submit_tick: stamp.tick,
-                seen_tick: 0,
+    /// Closes the entry `id` with the completion `cqe`, seen at `seen`.
+    #[inline]
+    fn close(&self, id: EntryId, cqe: &Cqe, seen: u64) {
+        self.recorder.close(
+            id,
+            &Closed {
+                seen_tick: seen,
                 device_start_ns: cqe.t_start,
                 device_end_ns: cqe.t_end,
-                op: stamp.op,
-                ring: self.ring,
-                lane: self.lane,
                 status: cqe.status,
                 tasks: cqe.pack.max(1),
                 poller: cqe.poller,
-                submit_thread: stamp.thread,
-                seen_thread: 0,
+                seen_thread: crate::sync::thread_number(),
             },
-            seen,
         );
     }
 }
@@ -345,65 +355,39 @@ impl Queue {
     ) -> Self {
         self.trace = Some(QueueTrace {
             recorder,
-            stamps: SlotStamps::new(self.geo.capacity()),
+            detached: (0..self.geo.capacity())
+                .map(|_| AtomicU64::new(EntryId::NONE.0))
+                .collect(),
             lane,
             ring,
         });
         self
     }
 
-    /// Stamps the publish of `seq` for its trace record, if tracing is on
-    /// (the flag inline, the rest out of the submit path); whether it did.
+    /// Whether a submit now is traced (read once, before its slot stores:
+    /// the slot's header says so, and its entry is opened after them).
     #[inline(always)]
-    fn stamp(&self, seq: u64, image: &SlotImage, tick: Option<u64>) -> bool {
-        match &self.trace {
-            Some(t) if t.recorder.is_on() => {
-                t.stamp(self.geo.slot(seq), seq, image.0[0] as u16, tick);
-                true
-            }
-            _ => false,
-        }
+    pub(crate) fn tracing(&self) -> bool {
+        matches!(&self.trace, Some(t) if t.recorder.is_on())
     }
 
-    /// The stamp of `seq`'s publish, if tracing is on and it was stamped
-    /// (read with its completion, before the slot is freed).
+    /// The entries of a submit of `slots` slots from `first` (its handle
+    /// carries them), if `traced` ([`Queue::tracing`] before its stores):
+    /// claimed and opened after the slot stores, out of the way of the
+    /// task's dispatch. Its submit time is `waited` (when it began to wait
+    /// for room in a full ring), else now.
     #[inline(always)]
-    fn stamp_of(&self, seq: u64) -> Option<Stamp> {
+    pub(crate) fn trace_open(
+        &self,
+        first: u64,
+        slots: usize,
+        op: u16,
+        traced: bool,
+        waited: Option<u64>,
+    ) -> EntryId {
         match &self.trace {
-            Some(t) if t.recorder.is_on() => t.stamps.read(self.geo.slot(seq), seq),
-            _ => None,
-        }
-    }
-
-    /// The host's clock, if tracing is on, for a trace record: read by a
-    /// producer before its reservation, so that the read runs beside the
-    /// reservation's locked instruction (a record's submit time is when the
-    /// submit began), and by a holder first thing once its look found the
-    /// completion (its seen time: never before the completion landed,
-    /// wherever the thread was held up).
-    #[inline(always)]
-    pub(crate) fn trace_tick(&self) -> Option<u64> {
-        match &self.trace {
-            Some(t) if t.recorder.is_on() => Some(crate::sync::ticks()),
-            _ => None,
-        }
-    }
-
-    /// Records the task of `done` (of `seq`), if it carries a stamp, as
-    /// seen at `seen` (else now). One
-    /// thread records each task: the holder that takes the completion (from
-    /// its slot, or from the overflow map once a producer moved it there,
-    /// unless it recorded it already, just before it lost the slot to that
-    /// producer), or, for a task whose ticket was dropped, the producer
-    /// that frees its slot.
-    #[inline(always)]
-    fn record(&self, seq: u64, done: &Completed, seen: Option<u64>) -> bool {
-        match (&self.trace, &done.stamp) {
-            (Some(t), Some(stamp)) => {
-                t.note(seq, stamp, &done.cqe, seen);
-                true
-            }
-            _ => false,
+            Some(t) if traced => t.open(first, slots, op, waited.unwrap_or_else(ticks)),
+            _ => EntryId::NONE,
         }
     }
 
@@ -494,12 +478,13 @@ impl Queue {
         // it and the device overwrite them.
         let done = (owner & DETACHED == 0).then(|| self.completed(prev, cqe));
         // Nobody will read a detached task's completion: the producer whose
-        // compare-and-swap frees the slot records it (the stamp read while
-        // the slot is still the lap's; a producer borrows the runtime, so
-        // the queue lives on after the swap).
-        let detached = match &done {
-            None => self.stamp_of(prev),
-            Some(_) => None,
+        // compare-and-swap frees the slot records it, in the entry its
+        // handle left (read while the slot is still the lap's, after the
+        // acquire of the turn that saw it detached; a producer borrows the
+        // runtime, so the queue lives on after the swap).
+        let detached = match (&done, &self.trace) {
+            (None, Some(t)) => EntryId(t.detached[self.geo.slot(prev)].load(Ordering::Relaxed)),
+            _ => EntryId::NONE,
         };
         let mut moved = self.overflow();
         if turn
@@ -512,8 +497,10 @@ impl Queue {
                     self.moved.fetch_add(1, Ordering::Relaxed);
                 }
                 None => {
-                    if let (Some(t), Some(stamp)) = (&self.trace, &detached) {
-                        t.note(prev, stamp, &cqe, None);
+                    if let Some(t) = &self.trace
+                        && detached.is_traced()
+                    {
+                        t.close(detached, &cqe, ticks());
                     }
                 }
             }
@@ -624,15 +611,16 @@ impl Queue {
     /// slot and each of its copies, in any order (each word is tagged, so
     /// each copy is whole or not on its own). Nothing here can fail or
     /// panic, so a reservation is always published.
+    #[cfg(test)]
     #[inline(always)]
     pub(crate) fn publish(&self, seq: u64, image: &SlotImage) {
-        self.publish_at(seq, image, None);
+        self.publish_at(seq, image, false);
     }
 
-    /// [`Queue::publish`], its trace stamp's time `tick` (from
-    /// [`Queue::trace_tick`], read before the reservation) where given.
+    /// [`Queue::publish`], its header marked traced where `traced` (see
+    /// [`Queue::tracing`]).
     #[inline(always)]
-    pub(crate) fn publish_at(&self, seq: u64, image: &SlotImage, tick: Option<u64>) {
+    pub(crate) fn publish_at(&self, seq: u64, image: &SlotImage, traced: bool) {
         let tag = self.geo.tag(seq);
         let at = self.geo.slot(seq) * SLOT_WORDS;
         #[inline(always)]
@@ -644,11 +632,7 @@ impl Queue {
         }
         // A traced task says so in its header (PKQ_HEADER_TRACE_BIT: a wide
         // lane logs each block's run of it); bit 53 of chunk 0, under its tag.
-        let header = if self.stamp(seq, image, tick) {
-            1 << HEADER_TRACE_BIT
-        } else {
-            0
-        };
+        let header = if traced { 1 << HEADER_TRACE_BIT } else { 0 };
         let store = |sq: &Words| store_slot(sq, at, image, tag, header);
         // The slot, then its copies (none with one poller per worker; one
         // loop over both as one chain measured slower). Copy 0 becomes
@@ -736,7 +720,13 @@ impl Queue {
     /// most `PACK_ARG_BYTES`, checked by the caller): `PACK_TASKS` tasks a
     /// slot, the last the rest. The argument words first, then a release
     /// fence, then the slots (PACKS in `cuda/pkq_layout.h`).
-    pub(crate) fn publish_packs<A: bytemuck::Pod>(&self, first: u64, op: u16, args: &[A]) {
+    pub(crate) fn publish_packs<A: bytemuck::Pod>(
+        &self,
+        first: u64,
+        op: u16,
+        args: &[A],
+        traced: bool,
+    ) {
         let len = std::mem::size_of::<A>().min(PACK_ARG_BYTES);
         if len != 0 {
             for (d, pack) in args.chunks(PACK_TASKS).enumerate() {
@@ -751,9 +741,10 @@ impl Queue {
             fence(Ordering::Release);
         }
         for (d, pack) in args.chunks(PACK_TASKS).enumerate() {
-            self.publish(
+            self.publish_at(
                 seq_add(first, d as u64),
                 &SlotImage::pack(op, len, pack.len()),
+                traced,
             );
         }
     }
@@ -778,7 +769,6 @@ impl Queue {
             cqe,
             results,
             output,
-            stamp: self.stamp_of(seq),
         }
     }
 
@@ -797,10 +787,16 @@ impl Queue {
     /// Publishes a task of `op` for each of `args` (each at most
     /// `ARGS_BYTES`, checked by the caller), from the reserved `first` on.
     #[inline]
-    pub(crate) fn publish_run<A: bytemuck::Pod>(&self, first: u64, op: u16, args: &[A]) {
+    pub(crate) fn publish_run<A: bytemuck::Pod>(
+        &self,
+        first: u64,
+        op: u16,
+        args: &[A],
+        traced: bool,
+    ) {
         for (k, a) in args.iter().enumerate() {
             let image = SlotImage::encode(op, bytemuck::bytes_of(a));
-            self.publish(seq_add(first, k as u64), &image);
+            self.publish_at(seq_add(first, k as u64), &image, traced);
         }
     }
 
@@ -901,13 +897,23 @@ impl Queue {
     #[cfg(test)]
     #[inline]
     pub(crate) fn take(&self, seq: u64) -> Take {
+        self.take_traced(seq, EntryId::NONE)
+    }
+
+    /// [`Queue::take_at`] of a traced task for an owner of the queue (its
+    /// tests).
+    #[cfg(test)]
+    #[inline]
+    pub(crate) fn take_traced(&self, seq: u64, entry: EntryId) -> Take {
         // SAFETY: `self` is alive for this whole call.
-        unsafe { Self::take_at(NonNull::from(self), seq) }
+        unsafe { Self::take_at(NonNull::from(self), seq, entry) }
     }
 
     /// For the ticket or batch of `seq`: its completion, once the device
-    /// wrote it, taking it (the slot is then free for the next lap). Called
-    /// only by that holder, until it returns `Done` or `Orphaned`.
+    /// wrote it, taking it (the slot is then free for the next lap), and
+    /// closing its trace entry `entry` (the handle's: [`EntryId::NONE`] if
+    /// not traced). Called only by that holder, until it returns `Done` or
+    /// `Orphaned`.
     ///
     /// A function of a pointer, not of `&self`: once the compare-and-swap
     /// that takes the task wins, the holder owns nothing of the runtime's,
@@ -921,7 +927,7 @@ impl Queue {
     /// queue alive until this call ends its ownership; after `Done` the
     /// caller must not touch the queue again.
     #[inline]
-    pub(crate) unsafe fn take_at(this: NonNull<Self>, seq: u64) -> Take {
+    pub(crate) unsafe fn take_at(this: NonNull<Self>, seq: u64, entry: EntryId) -> Take {
         // SAFETY: alive while the caller owns the slot (the contract); not
         // used after the compare-and-swap that ends that.
         let q = unsafe { this.as_ref() };
@@ -930,16 +936,18 @@ impl Queue {
         #[cfg(all(test, not(loom)))]
         test_hook::fire(test_hook::Point::BeforeLook);
         if let Some(cqe) = q.poll(seq) {
-            // First once the look found it: never before the completion
-            // landed, however long the thread was held up before the look.
-            let seen = q.trace_tick();
+            // The clock first once the look found it: never before the
+            // completion landed, however long the thread was held up before
+            // the look. Before the compare-and-swap, after which the queue
+            // may be gone. Should the swap lose (a producer moved the
+            // completion), the entry found below is not recorded again.
+            if let Some(t) = &q.trace
+                && entry.is_traced()
+            {
+                t.close(entry, &cqe, ticks());
+                recorded = true;
+            }
             let done = q.completed(seq, cqe);
-            // Before the compare-and-swap, after which the queue may be
-            // gone. Should the swap lose (a producer moved the completion),
-            // the entry found below is not recorded again; unless the stamp
-            // was gone already (the next lap's), then the producer's copy
-            // of it in the entry is recorded there.
-            recorded = q.record(seq, &done, seen);
             let next = q.geo.next_lap(seq);
             if turn
                 .compare_exchange(seq, next, Ordering::AcqRel, Ordering::Acquire)
@@ -955,7 +963,7 @@ impl Queue {
         // in place once we hold the lock).
         if turn.load(Ordering::Acquire) != seq {
             // SAFETY: still the caller's (the turn moved to the overflow map).
-            return unsafe { Self::take_moved(this, seq, recorded) };
+            return unsafe { Self::take_moved(this, seq, recorded, entry) };
         }
         Take::Pending
     }
@@ -966,14 +974,17 @@ impl Queue {
     /// As [`Queue::take_at`]: the entry is the caller's until it is removed
     /// here; the lock is let go before this returns, and the runtime's
     /// drop takes it before it can free the queue.
-    unsafe fn take_moved(this: NonNull<Self>, seq: u64, recorded: bool) -> Take {
+    unsafe fn take_moved(this: NonNull<Self>, seq: u64, recorded: bool, entry: EntryId) -> Take {
         // SAFETY: the caller's entry keeps the queue alive until removed,
         // and the drop that would free it waits for this lock.
         let q = unsafe { this.as_ref() };
         let mut moved = q.overflow();
-        if !recorded && let Some(Some(done)) = moved.entries.get(&seq) {
+        if !recorded
+            && entry.is_traced()
+            && let (Some(t), Some(Some(done))) = (&q.trace, moved.entries.get(&seq))
+        {
             // Under the lock: the queue lives until it is let go.
-            let _ = q.record(seq, done, None);
+            t.close(entry, &done.cqe, ticks());
         }
         let taken = match moved.entries.remove(&seq) {
             Some(entry) if moved.orphaned => Take::Orphaned(entry),
@@ -988,20 +999,29 @@ impl Queue {
     /// [`Queue::detach_at`] for an owner of the queue (its tests).
     #[cfg(test)]
     pub(crate) fn detach(&self, seq: u64) -> bool {
+        self.detach_traced(seq, EntryId::NONE)
+    }
+
+    /// [`Queue::detach_at`] of a traced task for an owner of the queue (its
+    /// tests).
+    #[cfg(test)]
+    pub(crate) fn detach_traced(&self, seq: u64, entry: EntryId) -> bool {
         // SAFETY: `self` is alive for this whole call.
-        unsafe { Self::detach_at(NonNull::from(self), seq) }
+        unsafe { Self::detach_at(NonNull::from(self), seq, entry) }
     }
 
     /// The ticket of `seq` is gone without taking its completion. Returns
     /// whether the caller now holds an orphan share (see `Take::Orphaned`).
+    /// Its trace entry `entry`, if the task completed meanwhile, is closed
+    /// here, else by the producer that frees its slot.
     ///
     /// # Safety
     /// As [`Queue::take_at`]: the caller owns the slot of `seq` until this
     /// call gives it up, and touches the queue no more afterwards (unless
     /// it returned `true`: a share, to give back).
-    pub(crate) unsafe fn detach_at(this: NonNull<Self>, seq: u64) -> bool {
+    pub(crate) unsafe fn detach_at(this: NonNull<Self>, seq: u64, entry: EntryId) -> bool {
         // SAFETY: the caller's contract (as for `take_at`).
-        match unsafe { Self::take_at(this, seq) } {
+        match unsafe { Self::take_at(this, seq, entry) } {
             Take::Done(_) => return false,
             Take::Orphaned(_) => return true,
             Take::Pending => {}
@@ -1009,6 +1029,12 @@ impl Queue {
         // SAFETY: the slot is still the caller's (the take found it pending).
         let q = unsafe { this.as_ref() };
         let turn = &q.turns[q.geo.slot(seq)];
+        if let Some(t) = &q.trace {
+            // For the producer that frees the slot (carried by the release
+            // below); every detach of a traced ring writes it, so no lap
+            // finds an earlier lap's.
+            t.detached[q.geo.slot(seq)].store(entry.0, Ordering::Relaxed);
+        }
         if turn
             .compare_exchange(seq, seq | DETACHED, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
@@ -1016,7 +1042,7 @@ impl Queue {
             // Moved to the overflow map between the two looks: drop it there.
             // SAFETY: still the caller's entry.
             return matches!(
-                unsafe { Self::take_moved(this, seq, false) },
+                unsafe { Self::take_moved(this, seq, false, entry) },
                 Take::Orphaned(_)
             );
         }

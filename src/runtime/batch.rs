@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result, TaskError, TaskStatus};
 use crate::op::Op;
 use crate::proto::queue::Completed;
-use crate::proto::queue::Queue;
+use crate::proto::queue::{EntryId, Queue};
 use crate::proto::ring::seq_add;
 use crate::runtime::handle::RingPtr;
 use crate::runtime::inflight::InFlight;
@@ -59,6 +59,8 @@ pub struct Batch {
     /// Its tasks' count among the tasks in flight of whoever handed it out
     /// (a pool member's load), until all are taken.
     held: Option<InFlight>,
+    /// Its first slot's trace entry; the others follow it (`crate::trace`).
+    entry: EntryId,
 }
 
 impl fmt::Debug for Batch {
@@ -83,7 +85,14 @@ impl Batch {
         self
     }
 
-    pub(crate) fn new(ring: RingPtr, op: Op, first: u64, n: usize, per_slot: usize) -> Self {
+    pub(crate) fn new(
+        ring: RingPtr,
+        op: Op,
+        first: u64,
+        n: usize,
+        per_slot: usize,
+        entry: EntryId,
+    ) -> Self {
         Self {
             ring,
             op,
@@ -96,6 +105,7 @@ impl Batch {
             wait: None,
             interest: Armed::default(),
             held: None,
+            entry,
         }
     }
 
@@ -295,7 +305,7 @@ impl Batch {
         }
         let seq = seq_add(self.first, d as u64);
         // SAFETY: the slot is the batch's (not taken yet) or it holds a share.
-        let take = unsafe { Queue::take_at(self.ring.queue_ptr(), seq) };
+        let take = unsafe { Queue::take_at(self.ring.queue_ptr(), seq, self.entry.nth(d)) };
         let Some(done) = take.counted(&mut self.shares) else {
             return false;
         };
@@ -345,9 +355,9 @@ impl Drop for Batch {
         self.interest.leave();
         for d in 0..self.slots() {
             let taken = self.results[self.tasks_of(d).start].is_some();
+            let seq = seq_add(self.first, d as u64);
             // SAFETY: an untaken slot is the batch's (or it holds a share).
-            if !taken
-                && unsafe { Queue::detach_at(self.ring.queue_ptr(), seq_add(self.first, d as u64)) }
+            if !taken && unsafe { Queue::detach_at(self.ring.queue_ptr(), seq, self.entry.nth(d)) }
             {
                 self.shares += 1;
             }

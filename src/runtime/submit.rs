@@ -159,15 +159,17 @@ impl Submission for Task<'_> {
             return send_io::<R>(ring, self.op, image, input, room);
         }
         let queue = ring.queue();
-        // The trace's submit time (if on), read beside the reservation.
-        let tick = queue.trace_tick();
+        let traced = queue.tracing();
         queue.prefetch_reservation();
         shared.check_open()?;
-        let seq = reserve::<R>(ring, 1, room)?;
+        let (seq, waited) = reserve::<R>(ring, 1, room)?;
         // Nothing between the reservation and the stores can fail.
-        queue.publish_at(seq, &image, tick);
+        queue.publish_at(seq, &image, traced);
         queue.prefetch_next(seq);
-        Ok(Ticket::new(ring, seq, self.op))
+        // The trace's entry (if on), after the stores: out of the way of
+        // the task's dispatch (docs/design/tracing.md).
+        let entry = queue.trace_open(seq, 1, self.op.0, traced, waited);
+        Ok(Ticket::new(ring, seq, self.op, entry))
     }
 
     fn held(ticket: Ticket, guard: InFlight) -> Ticket {
@@ -206,15 +208,22 @@ impl<A: Pod> Submission for Tasks<'_, A> {
         self.check.apply(&shared.ops, self.op, size)?;
         shared.check_open()?;
         let n = self.args.len();
-        let first = reserve_run::<R>(ring, n.div_ceil(per_slot), n, room)?;
-        // Nothing between the reservation and the stores can fail.
         let queue = ring.queue();
+        let traced = queue.tracing();
+        let slots = n.div_ceil(per_slot);
+        let (first, waited) = reserve_run::<R>(ring, slots, n, room)?;
+        // Nothing between the reservation and the stores can fail.
         if self.packed {
-            queue.publish_packs(first, self.op.0, self.args);
+            queue.publish_packs(first, self.op.0, self.args, traced);
         } else {
-            queue.publish_run(first, self.op.0, self.args);
+            queue.publish_run(first, self.op.0, self.args, traced);
         }
-        Ok(Batch::new(ring, self.op, first, n, per_slot))
+        let entry = if slots == 0 {
+            crate::proto::queue::EntryId::NONE
+        } else {
+            queue.trace_open(first, slots, self.op.0, traced, waited)
+        };
+        Ok(Batch::new(ring, self.op, first, n, per_slot, entry))
     }
 
     fn held(batch: Batch, guard: InFlight) -> Batch {
@@ -235,14 +244,15 @@ fn send_io<R: RingAccess>(
     let queue = ring.queue();
     check_input(queue, input)?;
     let image = image.with_input(input.len());
-    let tick = queue.trace_tick();
+    let traced = queue.tracing();
     queue.prefetch_reservation();
     ring.shared().check_open()?;
-    let seq = reserve::<R>(ring, 1, room)?;
+    let (seq, waited) = reserve::<R>(ring, 1, room)?;
     // Nothing between the reservation and the stores can fail.
-    queue.publish_at(seq, &queue.write_input(seq, input, image), tick);
+    queue.publish_at(seq, &queue.write_input(seq, input, image), traced);
     queue.prefetch_next(seq);
-    Ok(Ticket::new(ring, seq, op))
+    let entry = queue.trace_open(seq, 1, op.0, traced, waited);
+    Ok(Ticket::new(ring, seq, op, entry))
 }
 
 /// Refuses an IO task's input on a runtime without IO areas
@@ -269,12 +279,16 @@ fn check_input(queue: &Queue, input: &[u8]) -> Result<()> {
 /// Reserves `slots` consecutive slots (1 to the capacity) of `ring` as a
 /// producer of access `R` does; while the ring is full, waits for room
 /// (a stall of a worker whose slot it needs ends the wait) or refuses with
-/// [`Error::Full`], as `room` says.
+/// [`Error::Full`], as `room` says. Returns the first sequence number and,
+/// where it waited, the host clock (`sync::ticks`) when the wait began.
 #[inline(always)]
-fn reserve<R: RingAccess>(ring: RingPtr, slots: usize, room: Room) -> Result<u64> {
+fn reserve<R: RingAccess>(ring: RingPtr, slots: usize, room: Room) -> Result<(u64, Option<u64>)> {
     match try_reserve::<R>(ring.queue(), slots) {
-        Ok(seq) => Ok(seq),
-        Err(Refusal::Full) => no_room::<R>(ring, slots, room),
+        Ok(seq) => Ok((seq, None)),
+        Err(Refusal::Full) => {
+            let since = crate::sync::ticks();
+            no_room::<R>(ring, slots, room).map(|seq| (seq, Some(since)))
+        }
         Err(r) => Err(r.into()),
     }
 }
@@ -329,8 +343,14 @@ fn no_room<R: RingAccess>(ring: RingPtr, slots: usize, room: Room) -> Result<u64
 
 /// Reserves `slots` consecutive slots of `ring` for a run of `n` tasks
 /// (none for an empty run), as [`reserve`]; refuses more slots than the
-/// ring has. Returns the first.
-fn reserve_run<R: RingAccess>(ring: RingPtr, slots: usize, n: usize, room: Room) -> Result<u64> {
+/// ring has. Returns the first, and when it began to wait for room (as
+/// [`reserve`]).
+fn reserve_run<R: RingAccess>(
+    ring: RingPtr,
+    slots: usize,
+    n: usize,
+    room: Room,
+) -> Result<(u64, Option<u64>)> {
     let queue = ring.queue();
     let capacity = queue.geometry().capacity();
     if slots > capacity {
@@ -346,7 +366,7 @@ fn reserve_run<R: RingAccess>(ring: RingPtr, slots: usize, n: usize, room: Room)
         } else if !R::EXCLUSIVE && queue.is_held() {
             Err(Error::RingHeld)
         } else {
-            Ok(0)
+            Ok((0, None))
         };
     }
     reserve::<R>(ring, slots, room)

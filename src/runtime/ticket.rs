@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, TaskError, TaskStatus};
 use crate::op::Op;
-use crate::proto::queue::{Completed, Queue};
+use crate::proto::queue::{Completed, EntryId, Queue};
 use crate::proto::slot::Cqe;
 use crate::runtime::handle::RingPtr;
 use crate::runtime::inflight::InFlight;
@@ -74,6 +74,8 @@ pub struct Ticket {
     /// Its count among the tasks in flight of whoever handed it out (a
     /// pool member's load), until its result is taken.
     held: Option<InFlight>,
+    /// Its trace entry, closed when its completion is taken (`crate::trace`).
+    entry: EntryId,
 }
 
 impl fmt::Debug for Ticket {
@@ -87,7 +89,7 @@ impl fmt::Debug for Ticket {
 }
 
 impl Ticket {
-    pub(crate) fn new(ring: RingPtr, seq: u64, op: Op) -> Self {
+    pub(crate) fn new(ring: RingPtr, seq: u64, op: Op, entry: EntryId) -> Self {
         Self {
             ring,
             seq,
@@ -98,6 +100,7 @@ impl Ticket {
             wait: None,
             interest: Armed::default(),
             held: None,
+            entry,
         }
     }
 
@@ -179,7 +182,7 @@ impl Ticket {
     /// The task's completion if it arrived (taking it), else nothing.
     fn take(&mut self) -> Option<Completed> {
         // SAFETY: the ticket owns its slot (no outcome yet) or holds a share.
-        let take = unsafe { Queue::take_at(self.ring.queue_ptr(), self.seq) };
+        let take = unsafe { Queue::take_at(self.ring.queue_ptr(), self.seq, self.entry) };
         take.counted(&mut self.shares)
     }
 
@@ -263,7 +266,7 @@ impl Ticket {
         if let Some(o) = self.outcome {
             return Ok(o?);
         }
-        let (ring, seq, shares) = (self.ring, self.seq, &mut self.shares);
+        let (ring, seq, entry, shares) = (self.ring, self.seq, self.entry, &mut self.shares);
         let how = self.wait.unwrap_or_else(|| ring.shared().settings.wait);
         let target = Target {
             ring: ring.ring,
@@ -281,7 +284,7 @@ impl Ticket {
                 how,
                 Some(target),
                 None,
-                || Queue::take_at(ring.queue_ptr(), seq).counted(shares),
+                || Queue::take_at(ring.queue_ptr(), seq, entry).counted(shares),
             )?
         };
         self.finish(cqe)
@@ -301,7 +304,9 @@ impl Drop for Ticket {
         self.interest.leave();
         // SAFETY: without an outcome the ticket owns its slot or holds a
         // share; it touches the runtime after this only to give back shares.
-        if self.outcome.is_none() && unsafe { Queue::detach_at(self.ring.queue_ptr(), self.seq) } {
+        if self.outcome.is_none()
+            && unsafe { Queue::detach_at(self.ring.queue_ptr(), self.seq, self.entry) }
+        {
             self.shares += 1;
         }
         if self.shares > 0 {

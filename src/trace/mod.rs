@@ -6,21 +6,23 @@
 //! Tracing is off unless switched on, per runtime
 //! ([`Builder::trace`](crate::Builder::trace) at build, or
 //! [`Runtime::set_tracing`](crate::Runtime::set_tracing) at any time). Off,
-//! a submit and a completion each read one flag more. On, a producer
-//! stamps each slot it publishes (the host clock, its thread, the op) and
-//! the thread that reads a completion writes the task's record into a
-//! buffer of the runtime's, bounded by the capacity the builder named.
-//! Once the buffer is full, records are counted ([`Trace::dropped`]) and
-//! not kept: the first ones stay.
+//! a submit reads one flag more. On, each submit, once its slots are
+//! published, claims an entry per slot in a buffer of the runtime's,
+//! bounded by the capacity the builder named, and writes its half (the host
+//! clock, its thread, the op); its ticket or batch carries the entry, and
+//! the thread that takes the completion writes the rest. Once the buffer is
+//! full, records are counted ([`Trace::dropped`]) and not kept: the first
+//! ones stay.
 //!
-//! A task is recorded once, when tracing was on both when it was published
-//! and when the host read its completion: its ticket or batch did (also
-//! when a producer that needed its slot moved the completion aside: the
-//! holder records it when it takes it from there, unless it did just
-//! before it lost the slot). A task whose ticket was dropped unread is
-//! recorded by the producer that next needs its slot (the record's seen
-//! time and thread are then that producer's); one whose completion nobody
-//! has read yet is not in a snapshot.
+//! A task is recorded once, when tracing was on at its submit (switched off
+//! later, the tasks in flight are still recorded): by its ticket or batch
+//! when it takes the completion (also when a producer that needed its slot
+//! moved the completion aside: the holder records it when it takes it
+//! from there, unless it did just before it lost the slot). A task whose
+//! ticket was dropped unread is recorded by the producer that next needs
+//! its slot (the record's seen time and thread are then that producer's);
+//! one whose completion nobody has taken yet is not in a snapshot
+//! ([`Trace::unfinished`] counts it).
 //!
 //! [`Runtime::trace`](crate::Runtime::trace) takes a snapshot. Its device
 //! times are the GPU's `%globaltimer`; the snapshot maps them onto the
@@ -90,10 +92,13 @@ pub struct TaskRecord {
     pub submit_thread: u32,
     /// The host thread that took its completion.
     pub seen_thread: u32,
-    /// Host time when it was submitted: for a single task, when the
-    /// submit began (before its slot's reservation, so a wait for room in
-    /// a full ring counts as dispatch); for a batch's slot, just before
-    /// the slot was published.
+    /// Host time when it was submitted: read just after the submit's slot
+    /// stores (a batch's: after all of them), out of the way of the task's
+    /// dispatch, or, where the ring had no room, when the submit began to
+    /// wait for room (so that wait counts as dispatch). A thread
+    /// interrupted between its stores and that read records the time after
+    /// the interruption: later than the truth by it, and then possibly
+    /// after the device's start.
     pub submit_ns: f64,
     /// Host time when its completion was seen: just after the look that
     /// found it (a wait's or `try_result`'s), or, for a completion a
@@ -297,9 +302,10 @@ impl Trace {
         self.dropped
     }
 
-    /// Records being written when the snapshot was taken (a thread was
-    /// between claiming its entry and finishing it); a later snapshot has
-    /// them.
+    /// Records not yet whole when the snapshot was taken: tasks submitted
+    /// while tracing whose completion nobody had taken yet (in flight, or
+    /// not read by their handle yet, or dropped unread with no producer
+    /// needing their slot since); a later snapshot has them once taken.
     pub fn unfinished(&self) -> u64 {
         self.unfinished
     }

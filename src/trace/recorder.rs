@@ -1,112 +1,89 @@
-//! The record of each task while tracing is on: stamps the producers leave
-//! per slot, and a bounded buffer of whole records that the hosts' takers
-//! of completions fill, shared by every ring of a runtime.
+//! The record of each task while tracing is on: a bounded buffer of
+//! whole records, shared by every ring of a runtime, each entry claimed by
+//! the task's submit and finished by whoever takes its completion.
 //!
 //! Words and their writers (all host memory, never mapped):
 //! * `on`: written by `Recorder::set_on` (any thread), read (relaxed) by
-//!   producers and takers; a task is recorded when it was on both at its
-//!   publish and when its completion was taken.
-//! * a slot's stamp (`SlotStamps`): written by the producer that publishes
-//!   the slot's lap (it owns the slot then), before the slot's stores, as a
-//!   sequence lock (the sequence word marked busy, the rest, the sequence
-//!   number last with release); read by the threads that read that lap's
-//!   completion, before the slot is freed. Which of them records the task
-//!   (once) is `proto::queue`'s: the holder that takes the completion, or,
-//!   for a dropped ticket, the producer that frees the slot.
-//! * `next`: the claim counter, one `fetch_add` a record (host memory,
-//!   host threads only); a claim past the capacity is a dropped record,
-//!   so the count of dropped records is exact.
-//! * an entry's eight words: written once by the thread that claimed it,
-//!   its last word with a release store that marks it whole; read by
-//!   snapshots (acquire on that word first). Entries are never reused.
+//!   producers; a task is recorded when it was on at its submit.
+//! * `next`: the claim counter, one `fetch_add` a submit (host memory, host
+//!   threads only), after the submit's slot stores; a claim past the
+//!   capacity is a dropped record, so the count of dropped records is
+//!   exact.
+//! * an entry's words 0 to 3 (the submit's): written once, relaxed, by the
+//!   producer that claimed it, before it hands out the task's ticket or
+//!   batch, which carries the entry's number ([`EntryId`]).
+//! * an entry's words 4 to 7 (the completion's): written once by the
+//!   thread that takes the task's completion with that handle (or, for a
+//!   handle dropped unread, by the producer that frees its slot: the handle
+//!   left the number in its ring's `QueueTrace::detached`), word 7 last
+//!   with a release store that marks the entry whole. The handle reaches
+//!   that thread after the submit's words were written (the same thread, or
+//!   a hand-over that synchronizes), so the release carries them too.
+//!   Snapshots read word 7 first (acquire). Entries are never reused.
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicBool, AtomicU64, Mutex, OnceLock, Ordering, fence, lock, ticks};
+use crate::sync::{AtomicBool, AtomicU64, Mutex, OnceLock, Ordering, lock};
 
 /// Words of one entry (one cache line).
 const ENTRY_WORDS: usize = 8;
 
-/// One entry: a cache line of its own (aligned to one), so that a record
-/// writes one line, and the next entry's prefetch brings all of it.
+/// One entry: a cache line of its own (aligned to one), so that the submit
+/// fetches the line once and the completion's words find it there.
 #[repr(C, align(64))]
 pub(crate) struct Entry(pub(crate) [AtomicU64; ENTRY_WORDS]);
 /// The last word's bit that says the entry is whole.
 const WHOLE: u64 = 1 << 63;
 
-/// What a producer leaves in a slot's stamp at publish.
+/// The number of a task's entry in its runtime's buffer, which its handle
+/// carries from the submit to the take ([`EntryId::NONE`]: not traced).
+/// A number past the buffer's capacity is a dropped record: nothing is
+/// written for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Stamp {
+pub(crate) struct EntryId(pub(crate) u64);
+
+impl EntryId {
+    /// A task not traced.
+    pub(crate) const NONE: Self = Self(u64::MAX);
+
+    /// Whether the task is traced.
+    #[inline(always)]
+    pub(crate) fn is_traced(self) -> bool {
+        self != Self::NONE
+    }
+
+    /// The entry of the `k`-th slot of a run claimed from this one.
+    #[inline(always)]
+    pub(crate) fn nth(self, k: usize) -> Self {
+        if self.is_traced() {
+            Self(self.0.saturating_add(k as u64).min(u64::MAX - 1))
+        } else {
+            self
+        }
+    }
+}
+
+/// What a submit writes into its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Opened {
     pub(crate) seq: u64,
-    pub(crate) tick: u64,
+    pub(crate) submit_tick: u64,
     pub(crate) op: u16,
-    pub(crate) thread: u32,
+    pub(crate) ring: u16,
+    pub(crate) lane: u8,
+    pub(crate) submit_thread: u32,
 }
 
-/// The sequence word of a stamp being rewritten.
-const BUSY: u64 = u64::MAX - 1;
-/// The sequence word of a slot never stamped.
-const NONE: u64 = u64::MAX;
-
-/// One stamp per slot of a ring: its sequence number, tick, and op with
-/// thread, in half a line of its own (no stamp straddles two lines).
-pub(crate) struct SlotStamps {
-    words: Box<[Stamped]>,
-}
-
-#[repr(align(32))]
-struct Stamped([AtomicU64; 4]);
-
-impl SlotStamps {
-    pub(crate) fn new(slots: usize) -> Self {
-        Self {
-            words: (0..slots)
-                .map(|_| Stamped(std::array::from_fn(|_| AtomicU64::new(NONE))))
-                .collect(),
-        }
-    }
-
-    /// Leaves `s` in `slot` (its publisher, which owns the slot), as a
-    /// sequence lock: the sequence word marked busy, then the rest, then
-    /// the sequence number (release).
-    #[inline]
-    pub(crate) fn put(&self, slot: usize, s: Stamp) {
-        let w = &self.words[slot].0;
-        w[0].store(BUSY, Ordering::Relaxed);
-        fence(Ordering::Release);
-        w[1].store(s.tick, Ordering::Relaxed);
-        w[2].store(
-            u64::from(s.op) | u64::from(s.thread) << 32,
-            Ordering::Relaxed,
-        );
-        w[0].store(s.seq, Ordering::Release);
-    }
-
-    /// The stamp of `seq` in `slot`, if its publisher left one, read as
-    /// a sequence lock (the sequence number before and after the rest): a
-    /// stamp being rewritten meanwhile for a later lap is not taken for
-    /// this one's.
-    #[inline]
-    pub(crate) fn read(&self, slot: usize, seq: u64) -> Option<Stamp> {
-        let w = &self.words[slot].0;
-        if w[0].load(Ordering::Acquire) != seq {
-            return None;
-        }
-        let tick = w[1].load(Ordering::Relaxed);
-        let packed = w[2].load(Ordering::Relaxed);
-        // Orders the two loads before the second look: had they seen a
-        // later `put`'s words, the sequence word is no longer `seq`.
-        fence(Ordering::Acquire);
-        if w[0].load(Ordering::Relaxed) != seq {
-            return None;
-        }
-        Some(Stamp {
-            seq,
-            tick,
-            op: packed as u16,
-            thread: (packed >> 32) as u32,
-        })
-    }
+/// What the take of a completion writes into its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Closed {
+    pub(crate) seen_tick: u64,
+    pub(crate) device_start_ns: u64,
+    pub(crate) device_end_ns: u64,
+    pub(crate) status: u8,
+    pub(crate) tasks: u8,
+    pub(crate) poller: u8,
+    pub(crate) seen_thread: u32,
 }
 
 /// A task as recorded, before the export maps its clocks (see
@@ -128,40 +105,48 @@ pub(crate) struct Raw {
     pub(crate) seen_thread: u32,
 }
 
-impl Raw {
-    fn encode(&self) -> [u64; ENTRY_WORDS] {
+impl Opened {
+    fn encode(&self) -> [u64; 4] {
         [
             self.seq,
             self.submit_tick,
+            u64::from(self.op) | u64::from(self.ring) << 16 | u64::from(self.lane) << 32,
+            u64::from(self.submit_thread),
+        ]
+    }
+}
+
+impl Closed {
+    fn encode(&self) -> [u64; 4] {
+        [
             self.seen_tick,
             self.device_start_ns,
             self.device_end_ns,
-            u64::from(self.op)
-                | u64::from(self.ring) << 16
-                | u64::from(self.lane) << 32
-                | u64::from(self.status) << 40
-                | u64::from(self.tasks) << 48
-                | u64::from(self.poller) << 56,
-            u64::from(self.submit_thread),
-            u64::from(self.seen_thread & 0x7fff_ffff) | WHOLE,
+            u64::from(self.status)
+                | u64::from(self.tasks) << 8
+                | u64::from(self.poller) << 16
+                | u64::from(self.seen_thread & 0x7fff_ffff) << 24
+                | WHOLE,
         ]
     }
+}
 
+impl Raw {
     fn decode(w: &[u64; ENTRY_WORDS]) -> Self {
         Self {
             seq: w[0],
             submit_tick: w[1],
-            seen_tick: w[2],
-            device_start_ns: w[3],
-            device_end_ns: w[4],
-            op: w[5] as u16,
-            ring: (w[5] >> 16) as u16,
-            lane: (w[5] >> 32) as u8,
-            status: (w[5] >> 40) as u8,
-            tasks: (w[5] >> 48) as u8,
-            poller: (w[5] >> 56) as u8,
-            submit_thread: w[6] as u32,
-            seen_thread: (w[7] & 0x7fff_ffff) as u32,
+            op: w[2] as u16,
+            ring: (w[2] >> 16) as u16,
+            lane: (w[2] >> 32) as u8,
+            submit_thread: w[3] as u32,
+            seen_tick: w[4],
+            device_start_ns: w[5],
+            device_end_ns: w[6],
+            status: w[7] as u8,
+            tasks: (w[7] >> 8) as u8,
+            poller: (w[7] >> 16) as u8,
+            seen_thread: ((w[7] >> 24) & 0x7fff_ffff) as u32,
         }
     }
 }
@@ -202,15 +187,16 @@ pub(crate) struct Snapshot {
     pub(crate) records: Vec<Raw>,
     /// Records that found the buffer full.
     pub(crate) dropped: u64,
-    /// Entries claimed but not yet whole when the snapshot was taken.
+    /// Entries claimed but not yet whole when the snapshot was taken: tasks
+    /// whose completion nobody had taken yet.
     pub(crate) unfinished: u64,
 }
 
 /// A runtime's recorder: the switch, the capacity, and the buffer (made
 /// when tracing is first switched on).
 pub(crate) struct Recorder {
-    /// Read by every submit and completion: a line apart from `next`,
-    /// which every record writes.
+    /// Read by every submit: a line apart from `next`, which every traced
+    /// submit writes.
     on: CachePadded<AtomicBool>,
     capacity: usize,
     entries: OnceLock<Box<[Entry]>>,
@@ -255,59 +241,56 @@ impl Recorder {
             let _ = self.entries.set(entries);
         }
         // A thread that sees `on` (relaxed) may not see the buffer yet:
-        // `record` finds it through the `OnceLock` (its own acquire), and
-        // returns without a record (uncounted) only in that moment of the
-        // first switch.
+        // `claim` finds it through the `OnceLock` (its own acquire), and
+        // claims nothing (uncounted) only in that moment of the first
+        // switch.
         self.on.store(on, Ordering::Release);
         true
     }
 
-    /// The stamp a producer leaves for `seq`: at `tick` (read before its
-    /// reservation), else now.
+    /// Claims `n` consecutive entries (a submit's, one per slot, after its
+    /// slot stores) and returns the first; numbers past the capacity are
+    /// dropped records. [`EntryId::NONE`] only in the moment of the first
+    /// switch on, before the buffer is there (the tasks go unrecorded,
+    /// uncounted).
     #[inline]
-    pub(crate) fn stamp(seq: u64, op: u16, tick: Option<u64>) -> Stamp {
-        Stamp {
-            seq,
-            tick: tick.unwrap_or_else(ticks),
-            op,
-            thread: crate::sync::thread_number(),
+    pub(crate) fn claim(&self, n: usize) -> EntryId {
+        if self.entries.get().is_none() {
+            return EntryId::NONE;
+        }
+        EntryId(self.next.fetch_add(n as u64, Ordering::Relaxed))
+    }
+
+    /// The entry `id`, if it is within the buffer.
+    #[inline(always)]
+    fn entry(&self, id: EntryId) -> Option<&Entry> {
+        self.entries
+            .get()
+            .and_then(|e| usize::try_from(id.0).ok().and_then(|i| e.get(i)))
+    }
+
+    /// Writes the submit's words of `id` (its claimer, before the handle
+    /// that carries `id` leaves the thread).
+    #[inline]
+    pub(crate) fn open(&self, id: EntryId, o: &Opened) {
+        if let Some(entry) = self.entry(id) {
+            for (w, v) in entry.0[..4].iter().zip(o.encode()) {
+                w.store(v, Ordering::Relaxed);
+            }
         }
     }
 
-    /// Keeps `raw` (its `seen_thread` filled in here, and its `seen_tick`:
-    /// `seen`, else now), or counts it dropped when the buffer is full.
+    /// Writes the completion's words of `id` and marks it whole (once, by
+    /// the thread that takes the completion with the handle of `id`).
     #[inline]
-    pub(crate) fn record(&self, mut raw: Raw, seen: Option<u64>) {
-        raw.seen_tick = seen.unwrap_or_else(ticks);
-        raw.seen_thread = crate::sync::thread_number();
-        let Some(entries) = self.entries.get() else {
-            return;
-        };
-        let at = self.next.fetch_add(1, Ordering::Relaxed);
-        let Some(entry) = usize::try_from(at).ok().and_then(|i| entries.get(i)) else {
-            return;
-        };
-        // The next entry's line on its way in for writing: the locked
-        // instructions of the next submit would otherwise wait for its
-        // read for ownership.
-        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-        if let Some(next) = entries.get(usize::try_from(at).unwrap_or(usize::MAX).wrapping_add(1)) {
-            // SAFETY: `prefetchw` of a valid, aligned address of the
-            // buffer: a cache hint that reads or writes no memory the
-            // program sees (a NOP where unsupported).
-            unsafe {
-                std::arch::asm!(
-                    "prefetchw [{0}]",
-                    in(reg) next.0.as_ptr(),
-                    options(nostack, preserves_flags, readonly)
-                );
+    pub(crate) fn close(&self, id: EntryId, c: &Closed) {
+        if let Some(entry) = self.entry(id) {
+            let words = c.encode();
+            for (w, v) in entry.0[4..ENTRY_WORDS - 1].iter().zip(words) {
+                w.store(v, Ordering::Relaxed);
             }
+            entry.0[ENTRY_WORDS - 1].store(words[3], Ordering::Release);
         }
-        let words = raw.encode();
-        for (w, v) in entry.0[..ENTRY_WORDS - 1].iter().zip(words) {
-            w.store(v, Ordering::Relaxed);
-        }
-        entry.0[ENTRY_WORDS - 1].store(words[ENTRY_WORDS - 1], Ordering::Release);
     }
 
     /// The records kept so far.
@@ -345,22 +328,34 @@ impl Recorder {
 mod tests {
     use super::*;
 
-    fn raw(seq: u64) -> Raw {
-        Raw {
+    fn opened(seq: u64) -> Opened {
+        Opened {
             seq,
             submit_tick: seq * 10,
-            seen_tick: 0,
-            device_start_ns: seq * 10 + 3,
-            device_end_ns: seq * 10 + 5,
             op: 7,
             ring: 3,
             lane: 1,
+            submit_thread: 4,
+        }
+    }
+
+    fn closed(seq: u64) -> Closed {
+        Closed {
+            seen_tick: seq * 10 + 9,
+            device_start_ns: seq * 10 + 3,
+            device_end_ns: seq * 10 + 5,
             status: 0,
             tasks: 1,
             poller: 2,
-            submit_thread: 4,
-            seen_thread: 0,
+            seen_thread: 5,
         }
+    }
+
+    /// A record of `seq`: claimed, opened and closed.
+    fn record(rec: &Recorder, seq: u64) {
+        let id = rec.claim(1);
+        rec.open(id, &opened(seq));
+        rec.close(id, &closed(seq));
     }
 
     /// Each entry is a cache line of its own: the buffer starts on a line
@@ -383,30 +378,54 @@ mod tests {
         assert!(!r.is_on());
         let r = Recorder::new(0);
         assert!(r.set_on(true));
-        r.record(raw(1), None);
+        record(&r, 1);
         assert_eq!(r.snapshot().dropped, 1);
     }
 
     #[test]
     fn entries_round_trip() {
-        let mut r = raw(99);
-        r.seen_thread = 0x7fff_fffe;
-        r.status = 200;
-        r.tasks = 32;
-        r.poller = 7;
-        assert_eq!(Raw::decode(&r.encode()), r);
+        let (mut o, mut c) = (opened(99), closed(99));
+        o.submit_thread = u32::MAX;
+        o.ring = u16::MAX;
+        o.lane = 255;
+        c.seen_thread = 0x7fff_fffe;
+        c.status = 200;
+        c.tasks = 32;
+        c.poller = 7;
+        let mut w = [0u64; ENTRY_WORDS];
+        w[..4].copy_from_slice(&o.encode());
+        w[4..].copy_from_slice(&c.encode());
+        assert_eq!(
+            Raw::decode(&w),
+            Raw {
+                seq: o.seq,
+                submit_tick: o.submit_tick,
+                seen_tick: c.seen_tick,
+                device_start_ns: c.device_start_ns,
+                device_end_ns: c.device_end_ns,
+                op: o.op,
+                ring: o.ring,
+                lane: o.lane,
+                status: c.status,
+                tasks: c.tasks,
+                poller: c.poller,
+                submit_thread: o.submit_thread,
+                seen_thread: c.seen_thread,
+            }
+        );
     }
 
     #[test]
     fn off_until_switched_on_and_keeps_the_first_records() {
         let rec = Recorder::new(3);
         assert!(!rec.is_on());
-        rec.record(raw(0), None); // no buffer yet: not kept, not counted
+        // No buffer yet: nothing claimed, kept or counted.
+        assert_eq!(rec.claim(1), EntryId::NONE);
         let s = rec.snapshot();
         assert_eq!((s.records.len(), s.dropped), (0, 0));
         rec.set_on(true);
         for seq in 1..=5 {
-            rec.record(raw(seq), None);
+            record(&rec, seq);
         }
         let s = rec.snapshot();
         let seqs: Vec<u64> = s.records.iter().map(|r| r.seq).collect();
@@ -415,18 +434,29 @@ mod tests {
     }
 
     #[test]
-    fn a_stamp_of_another_lap_is_not_taken() {
-        let st = SlotStamps::new(4);
-        assert_eq!(st.read(1, 5), None);
-        let s = Stamp {
-            seq: 5,
-            tick: 77,
-            op: 9,
-            thread: 3,
-        };
-        st.put(1, s);
-        assert_eq!(st.read(1, 9), None);
-        assert_eq!(st.read(1, 5), Some(s));
+    fn an_entry_opened_and_not_closed_is_unfinished_until_closed() {
+        let rec = Recorder::new(4);
+        rec.set_on(true);
+        let id = rec.claim(2);
+        rec.open(id, &opened(1));
+        rec.open(id.nth(1), &opened(2));
+        rec.close(id.nth(1), &closed(2));
+        let s = rec.snapshot();
+        assert_eq!((s.records.len(), s.unfinished), (1, 1));
+        assert_eq!(s.records[0].seq, 2);
+        rec.close(id, &closed(1));
+        let s = rec.snapshot();
+        let seqs: Vec<u64> = s.records.iter().map(|r| r.seq).collect();
+        assert_eq!((seqs, s.unfinished), (vec![1, 2], 0));
+        // A run past the capacity: the first kept, the rest dropped.
+        let run = rec.claim(3);
+        for k in 0..3 {
+            rec.open(run.nth(k), &opened(10 + k as u64));
+            rec.close(run.nth(k), &closed(10 + k as u64));
+        }
+        let s = rec.snapshot();
+        assert_eq!((s.records.len(), s.dropped), (4, 1));
+        assert_eq!(EntryId::NONE.nth(3), EntryId::NONE);
     }
 
     #[test]
@@ -440,7 +470,7 @@ mod tests {
                 let rec = rec.clone();
                 std::thread::spawn(move || {
                     for k in 0..per {
-                        rec.record(raw((t * per + k) as u64), None);
+                        record(&rec, (t * per + k) as u64);
                     }
                 })
             })

@@ -29,7 +29,7 @@ fn loom_a_moved_pack_keeps_its_own_results() {
         let mem = Memory::new(geo);
         let q = Arc::new(mem.queue(geo, 0));
         let first = q.try_reserve().unwrap();
-        q.publish_packs(first, crate::layout::OP_ECHO, &[1u64, 2, 3]);
+        q.publish_packs(first, crate::layout::OP_ECHO, &[1u64, 2, 3], false);
         q.complete_pack(first, &[1, 2, 3]);
         // The mover: needs the slot, moves the pack's completion aside.
         let qa = q.clone();
@@ -38,7 +38,7 @@ fn loom_a_moved_pack_keeps_its_own_results() {
         let qb = q.clone();
         let next = thread::spawn(move || {
             if let Ok(seq) = qb.try_reserve() {
-                qb.publish_packs(seq, crate::layout::OP_ECHO, &[7u64, 8, 9]);
+                qb.publish_packs(seq, crate::layout::OP_ECHO, &[7u64, 8, 9], false);
                 qb.complete_pack(seq, &[7, 8, 9]);
             }
         });
@@ -362,5 +362,63 @@ fn loom_a_lapping_producer_waits_for_a_publish_to_every_copy() {
             assert_eq!(read(&mem, 1), Some(1));
             assert_eq!(read(&extra, 1), Some(1), "the copy holds the later lap");
         }
+    });
+}
+
+/// A one-slot traced queue (recorder on) whose task 0 is published, its
+/// entry opened, and completed with 7 where `completed`.
+fn traced_slot(completed: bool) -> (Arc<Memory>, Arc<Queue>, Arc<Recorder>, EntryId) {
+    let geo = Geometry::new(1).unwrap();
+    let mem = Memory::new(geo);
+    let recorder = Arc::new(Recorder::new(4));
+    assert!(recorder.set_on(true));
+    let q = Arc::new(mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0));
+    let s = q.try_reserve().unwrap();
+    q.publish_at(s, &SlotImage::new(0, &[]).unwrap(), true);
+    let entry = q.trace_open(s, 1, 0, true, None);
+    if completed {
+        complete(&q, s, 7);
+    }
+    (mem, q, recorder, entry)
+}
+
+/// Task 0's record, whole, and the only one.
+fn recorded_once(recorder: &Recorder) {
+    let snap = recorder.snapshot();
+    assert_eq!((snap.dropped, snap.unfinished), (0, 0));
+    let seqs: Vec<u64> = snap.records.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, [0], "recorded once");
+}
+
+#[test]
+fn loom_a_traced_completion_taken_or_moved_is_recorded_once() {
+    loom::model(|| {
+        let (_mem, q, recorder, entry) = traced_slot(true);
+        let q1 = q.clone();
+        let producer = thread::spawn(move || q1.try_reserve());
+        let got = q.take_traced(0, entry).done();
+        assert_eq!(producer.join().unwrap(), Ok(1));
+        assert_eq!(got.map(|c| c.value), Some(7));
+        recorded_once(&recorder);
+    });
+}
+
+#[test]
+fn loom_a_traced_ticket_dropped_in_flight_is_recorded_by_the_producer_that_frees_its_slot() {
+    loom::model(|| {
+        let (_mem, q, recorder, entry) = traced_slot(false);
+        let q1 = q.clone();
+        // The device completes task 0; a producer then needs its slot.
+        let producer = thread::spawn(move || {
+            complete(&q1, 0, 7);
+            q1.try_reserve()
+        });
+        q.detach_traced(0, entry);
+        if producer.join().unwrap().is_err() {
+            // It looked before the ticket was dropped: the next one frees it.
+            assert_eq!(q.try_reserve(), Ok(1));
+        }
+        assert!(q.overflow().entries.is_empty());
+        recorded_once(&recorder);
     });
 }

@@ -269,7 +269,7 @@ fn packs_round_trip_on_the_software_device() {
                 Err(_) => std::thread::yield_now(),
             }
         };
-        q.publish_packs(first, crate::layout::OP_ECHO, &args);
+        q.publish_packs(first, crate::layout::OP_ECHO, &args, false);
         for (d, want) in args.chunks(PACK_TASKS).enumerate() {
             let seq = seq_add(first, d as u64);
             let done = loop {
@@ -295,12 +295,12 @@ fn a_moved_pack_keeps_its_results() {
     let mem = Memory::new(geo);
     let q = mem.queue(geo, 0);
     let a = q.try_reserve().unwrap();
-    q.publish_packs(a, crate::layout::OP_ECHO, &[1u64, 2, 3]);
+    q.publish_packs(a, crate::layout::OP_ECHO, &[1u64, 2, 3], false);
     q.complete_pack(a, &[1, 2, 3]);
     // A producer needs the slot: it moves the completion, results and
     // all, before the next lap overwrites them.
     let b = q.try_reserve().unwrap();
-    q.publish_packs(b, crate::layout::OP_ECHO, &[7u64]);
+    q.publish_packs(b, crate::layout::OP_ECHO, &[7u64], false);
     q.complete_pack(b, &[7]);
     let Take::Done(moved) = q.take(a) else {
         panic!("a's completion was moved, not lost")
@@ -312,7 +312,7 @@ fn a_moved_pack_keeps_its_results() {
     assert_eq!(own.results.as_deref(), Some(&[7][..]));
     // Orphaned with its results, too.
     let c = q.try_reserve().unwrap();
-    q.publish_packs(c, crate::layout::OP_NOP, &[(); 2]);
+    q.publish_packs(c, crate::layout::OP_NOP, &[(); 2], false);
     q.complete_pack(c, &[0, 0]);
     let shares = AtomicU64::new(1);
     q.orphan(&shares);
@@ -615,6 +615,27 @@ fn a_held_ring_refuses_everyone_else_until_released() {
     assert_eq!(q.incomplete(5), 3);
 }
 
+/// A traced queue of `slots` slots and its recorder (on).
+fn traced(slots: usize) -> (Arc<Recorder>, Arc<Memory>, Geometry) {
+    let geo = Geometry::new(slots).unwrap();
+    let recorder = Arc::new(Recorder::new(64));
+    assert!(recorder.set_on(true));
+    (recorder, Memory::new(geo), geo)
+}
+
+/// A traced submit of `id`, as `runtime::submit` does it: the slot's
+/// stores, then its entry.
+fn submit_traced(q: &Queue, id: u64) -> (u64, EntryId) {
+    let seq = q.try_reserve().unwrap();
+    let traced = q.tracing();
+    assert!(traced);
+    q.publish_at(seq, &echo(id), traced);
+    (
+        seq,
+        q.trace_open(seq, 1, crate::layout::OP_ECHO, traced, None),
+    )
+}
+
 #[test]
 fn a_completion_is_never_seen_before_it_landed() {
     // The device's completion lands while the holder's thread is held up
@@ -624,20 +645,16 @@ fn a_completion_is_never_seen_before_it_landed() {
     use crate::proto::queue::test_hook::{self, Point};
     use std::cell::Cell;
     use std::rc::Rc;
-    let geo = Geometry::new(4).unwrap();
-    let mem = Memory::new(geo);
-    let recorder = Arc::new(Recorder::new(8));
-    assert!(recorder.set_on(true));
+    let (recorder, mem, geo) = traced(4);
     let q = Arc::new(mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0));
-    let seq = q.try_reserve().unwrap();
-    q.publish(seq, &echo(1));
+    let (seq, entry) = submit_traced(&q, 1);
     let landed = Rc::new(Cell::new(0));
     let (device, at) = (q.clone(), landed.clone());
     test_hook::set(Point::BeforeLook, move || {
         complete(&device, seq, 7);
         at.set(crate::sync::ticks());
     });
-    assert_eq!(q.take(seq).done().map(|c| c.value), Some(7));
+    assert_eq!(q.take_traced(seq, entry).done().map(|c| c.value), Some(7));
     let records = recorder.snapshot().records;
     assert_eq!(records.len(), 1);
     assert!(
@@ -646,4 +663,59 @@ fn a_completion_is_never_seen_before_it_landed() {
         records[0].seen_tick,
         landed.get()
     );
+}
+
+#[test]
+fn a_traced_task_is_recorded_once_on_every_path_to_its_completion() {
+    let (recorder, mem, geo) = traced(2);
+    let q = mem.queue(geo, 0).with_trace(recorder.clone(), 1, 3);
+    // Taken from its slot.
+    let (a, ea) = submit_traced(&q, 1);
+    let before = crate::sync::ticks();
+    complete(&q, a, 1);
+    assert!(q.take_traced(a, ea).done().is_some());
+    // Moved aside by the producer that needed its slot, then taken from
+    // the overflow map by its holder.
+    let (b, eb) = submit_traced(&q, 2);
+    let (c, ec) = submit_traced(&q, 3);
+    complete(&q, b, 2);
+    let (d, ed) = submit_traced(&q, 4); // b's slot: b's completion moved
+    assert_eq!(q.moved(), 1);
+    assert!(q.take_traced(b, eb).done().is_some());
+    // Dropped unread in flight: recorded by the producer that frees its
+    // slot once it completed.
+    q.detach_traced(c, ec);
+    complete(&q, c, 3);
+    // Switched off after its submit: still recorded (on at its submit).
+    recorder.set_on(false);
+    complete(&q, d, 4);
+    assert!(q.take_traced(d, ed).done().is_some());
+    assert_eq!(q.try_reserve(), Ok(4)); // c's slot, freed
+    let snap = recorder.snapshot();
+    assert_eq!((snap.dropped, snap.unfinished), (0, 0));
+    let mut seqs: Vec<u64> = snap.records.iter().map(|r| r.seq).collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, [a, b, c, d], "every task once");
+    for r in &snap.records {
+        assert_eq!((r.lane, r.ring, r.op), (1, 3, crate::layout::OP_ECHO));
+        assert!(r.seen_tick >= r.submit_tick, "{r:?}");
+        assert_eq!((r.status, r.tasks), (0, 1));
+    }
+    let ra = snap.records.iter().find(|r| r.seq == a).unwrap();
+    assert!(ra.submit_tick <= before && ra.seen_tick >= before, "{ra:?}");
+    // Off: nothing claimed.
+    assert!(!q.tracing());
+    assert_eq!(q.trace_open(4, 1, 0, false, None), EntryId::NONE);
+}
+
+#[test]
+fn a_task_that_waited_for_room_is_submitted_when_the_wait_began() {
+    let (recorder, mem, geo) = traced(1);
+    let q = mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0);
+    let seq = q.try_reserve().unwrap();
+    q.publish_at(seq, &echo(1), true);
+    let entry = q.trace_open(seq, 1, crate::layout::OP_ECHO, true, Some(17));
+    complete(&q, seq, 1);
+    assert!(q.take_traced(seq, entry).done().is_some());
+    assert_eq!(recorder.snapshot().records[0].submit_tick, 17);
 }
