@@ -250,11 +250,12 @@ pub(crate) struct Queue {
 /// What a traced ring keeps (see `crate::trace::recorder`).
 struct QueueTrace {
     recorder: std::sync::Arc<Recorder>,
-    /// Per slot: the entry of the lap whose handle was dropped unread
-    /// ([`EntryId::NONE`] for one not traced), written by that handle
-    /// before the compare-and-swap that marks the turn `DETACHED`
-    /// (release), read by the producer whose acquire of the turn saw that
-    /// mark, before its compare-and-swap frees the slot.
+    /// Per slot: the entry of the traced lap whose handle was dropped
+    /// unread, else [`EntryId::NONE`]. Written, under the overflow lock,
+    /// by that handle, while its turn is still its lap's and before the
+    /// compare-and-swap that marks it `DETACHED`; read and reset to `NONE`,
+    /// under that lock, by the producer whose compare-and-swap frees the
+    /// slot.
     detached: Box<[AtomicU64]>,
     lane: u8,
     ring: u16,
@@ -364,29 +365,34 @@ impl Queue {
         self
     }
 
-    /// Whether a submit now is traced (read once, before its slot stores:
-    /// the slot's header says so, and its entry is opened after them).
+    /// The host's clock, if tracing is on, for a trace record's submit
+    /// time: read by a producer before its reservation, so that the read
+    /// runs beside the reservation's locked instruction (a record's submit
+    /// time is when the submit began; a wait for room counts as dispatch).
+    /// `Some` also says the submit is traced: its slots' headers say so,
+    /// and [`Queue::trace_open`] opens its entries after the stores.
     #[inline(always)]
-    pub(crate) fn tracing(&self) -> bool {
-        matches!(&self.trace, Some(t) if t.recorder.is_on())
+    pub(crate) fn trace_tick(&self) -> Option<u64> {
+        match &self.trace {
+            Some(t) if t.recorder.is_on() => Some(ticks()),
+            _ => None,
+        }
     }
 
     /// The entries of a submit of `slots` slots from `first` (its handle
-    /// carries them), if `traced` ([`Queue::tracing`] before its stores):
-    /// claimed and opened after the slot stores, out of the way of the
-    /// task's dispatch. Its submit time is `waited` (when it began to wait
-    /// for room in a full ring), else now.
+    /// carries them), traced where `tick` (its [`Queue::trace_tick`]) is
+    /// `Some`: claimed and opened after the slot stores, out of the way of
+    /// the task's dispatch.
     #[inline(always)]
     pub(crate) fn trace_open(
         &self,
         first: u64,
         slots: usize,
         op: u16,
-        traced: bool,
-        waited: Option<u64>,
+        tick: Option<u64>,
     ) -> EntryId {
-        match &self.trace {
-            Some(t) if traced => t.open(first, slots, op, waited.unwrap_or_else(ticks)),
+        match (&self.trace, tick) {
+            (Some(t), Some(tick)) if slots != 0 => t.open(first, slots, op, tick),
             _ => EntryId::NONE,
         }
     }
@@ -479,13 +485,8 @@ impl Queue {
         let done = (owner & DETACHED == 0).then(|| self.completed(prev, cqe));
         // Nobody will read a detached task's completion: the producer whose
         // compare-and-swap frees the slot records it, in the entry its
-        // handle left (read while the slot is still the lap's, after the
-        // acquire of the turn that saw it detached; a producer borrows the
-        // runtime, so the queue lives on after the swap).
-        let detached = match (&done, &self.trace) {
-            (None, Some(t)) => EntryId(t.detached[self.geo.slot(prev)].load(Ordering::Relaxed)),
-            _ => EntryId::NONE,
-        };
+        // handle left (a producer borrows the runtime, so the queue lives on
+        // after the swap).
         let mut moved = self.overflow();
         if turn
             .compare_exchange(owner, next, Ordering::AcqRel, Ordering::Acquire)
@@ -497,10 +498,15 @@ impl Queue {
                     self.moved.fetch_add(1, Ordering::Relaxed);
                 }
                 None => {
-                    if let Some(t) = &self.trace
-                        && detached.is_traced()
-                    {
-                        t.close(detached, &cqe, ticks());
+                    if let Some(t) = &self.trace {
+                        // Under the lock that the traced detach held when
+                        // it left the entry (and reset for the next lap).
+                        let word = &t.detached[self.geo.slot(prev)];
+                        let left = EntryId(word.load(Ordering::Relaxed));
+                        if left.is_traced() {
+                            word.store(EntryId::NONE.0, Ordering::Relaxed);
+                            t.close(left, &cqe, ticks());
+                        }
                     }
                 }
             }
@@ -618,7 +624,7 @@ impl Queue {
     }
 
     /// [`Queue::publish`], its header marked traced where `traced` (see
-    /// [`Queue::tracing`]).
+    /// [`Queue::trace_tick`]).
     #[inline(always)]
     pub(crate) fn publish_at(&self, seq: u64, image: &SlotImage, traced: bool) {
         let tag = self.geo.tag(seq);
@@ -941,8 +947,8 @@ impl Queue {
             // the look. Before the compare-and-swap, after which the queue
             // may be gone. Should the swap lose (a producer moved the
             // completion), the entry found below is not recorded again.
-            if let Some(t) = &q.trace
-                && entry.is_traced()
+            if entry.is_traced()
+                && let Some(t) = &q.trace
             {
                 t.close(entry, &cqe, ticks());
                 recorded = true;
@@ -1029,16 +1035,27 @@ impl Queue {
         // SAFETY: the slot is still the caller's (the take found it pending).
         let q = unsafe { this.as_ref() };
         let turn = &q.turns[q.geo.slot(seq)];
-        if let Some(t) = &q.trace {
-            // For the producer that frees the slot (carried by the release
-            // below); every detach of a traced ring writes it, so no lap
-            // finds an earlier lap's.
-            t.detached[q.geo.slot(seq)].store(entry.0, Ordering::Relaxed);
-        }
-        if turn
-            .compare_exchange(seq, seq | DETACHED, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
+        let detached = if entry.is_traced()
+            && let Some(t) = &q.trace
         {
+            // The entry for the producer that frees the slot, left under
+            // the overflow lock, which that producer holds when it reads
+            // it: the turn, which no one else changes while the lock is
+            // held, is still this lap's, so the word is not left by a lap
+            // that lost its slot (and the producer resets it).
+            let _lock = q.overflow();
+            let mine = turn.load(Ordering::Acquire) == seq;
+            if mine {
+                t.detached[q.geo.slot(seq)].store(entry.0, Ordering::Relaxed);
+            }
+            mine && turn
+                .compare_exchange(seq, seq | DETACHED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        } else {
+            turn.compare_exchange(seq, seq | DETACHED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        };
+        if !detached {
             // Moved to the overflow map between the two looks: drop it there.
             // SAFETY: still the caller's entry.
             return matches!(

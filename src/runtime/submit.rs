@@ -159,16 +159,17 @@ impl Submission for Task<'_> {
             return send_io::<R>(ring, self.op, image, input, room);
         }
         let queue = ring.queue();
-        let traced = queue.tracing();
+        // The trace's submit time (if on), read beside the reservation.
+        let tick = queue.trace_tick();
         queue.prefetch_reservation();
         shared.check_open()?;
-        let (seq, waited) = reserve::<R>(ring, 1, room)?;
+        let seq = reserve::<R>(ring, 1, room)?;
         // Nothing between the reservation and the stores can fail.
-        queue.publish_at(seq, &image, traced);
+        queue.publish_at(seq, &image, tick.is_some());
         queue.prefetch_next(seq);
         // The trace's entry (if on), after the stores: out of the way of
         // the task's dispatch (docs/design/tracing.md).
-        let entry = queue.trace_open(seq, 1, self.op.0, traced, waited);
+        let entry = queue.trace_open(seq, 1, self.op.0, tick);
         Ok(Ticket::new(ring, seq, self.op, entry))
     }
 
@@ -209,20 +210,16 @@ impl<A: Pod> Submission for Tasks<'_, A> {
         shared.check_open()?;
         let n = self.args.len();
         let queue = ring.queue();
-        let traced = queue.tracing();
         let slots = n.div_ceil(per_slot);
-        let (first, waited) = reserve_run::<R>(ring, slots, n, room)?;
+        let tick = queue.trace_tick().filter(|_| slots != 0);
+        let first = reserve_run::<R>(ring, slots, n, room)?;
         // Nothing between the reservation and the stores can fail.
         if self.packed {
-            queue.publish_packs(first, self.op.0, self.args, traced);
+            queue.publish_packs(first, self.op.0, self.args, tick.is_some());
         } else {
-            queue.publish_run(first, self.op.0, self.args, traced);
+            queue.publish_run(first, self.op.0, self.args, tick.is_some());
         }
-        let entry = if slots == 0 {
-            crate::proto::queue::EntryId::NONE
-        } else {
-            queue.trace_open(first, slots, self.op.0, traced, waited)
-        };
+        let entry = queue.trace_open(first, slots, self.op.0, tick);
         Ok(Batch::new(ring, self.op, first, n, per_slot, entry))
     }
 
@@ -244,14 +241,14 @@ fn send_io<R: RingAccess>(
     let queue = ring.queue();
     check_input(queue, input)?;
     let image = image.with_input(input.len());
-    let traced = queue.tracing();
+    let tick = queue.trace_tick();
     queue.prefetch_reservation();
     ring.shared().check_open()?;
-    let (seq, waited) = reserve::<R>(ring, 1, room)?;
+    let seq = reserve::<R>(ring, 1, room)?;
     // Nothing between the reservation and the stores can fail.
-    queue.publish_at(seq, &queue.write_input(seq, input, image), traced);
+    queue.publish_at(seq, &queue.write_input(seq, input, image), tick.is_some());
     queue.prefetch_next(seq);
-    let entry = queue.trace_open(seq, 1, op.0, traced, waited);
+    let entry = queue.trace_open(seq, 1, op.0, tick);
     Ok(Ticket::new(ring, seq, op, entry))
 }
 
@@ -279,16 +276,12 @@ fn check_input(queue: &Queue, input: &[u8]) -> Result<()> {
 /// Reserves `slots` consecutive slots (1 to the capacity) of `ring` as a
 /// producer of access `R` does; while the ring is full, waits for room
 /// (a stall of a worker whose slot it needs ends the wait) or refuses with
-/// [`Error::Full`], as `room` says. Returns the first sequence number and,
-/// where it waited, the host clock (`sync::ticks`) when the wait began.
+/// [`Error::Full`], as `room` says.
 #[inline(always)]
-fn reserve<R: RingAccess>(ring: RingPtr, slots: usize, room: Room) -> Result<(u64, Option<u64>)> {
+fn reserve<R: RingAccess>(ring: RingPtr, slots: usize, room: Room) -> Result<u64> {
     match try_reserve::<R>(ring.queue(), slots) {
-        Ok(seq) => Ok((seq, None)),
-        Err(Refusal::Full) => {
-            let since = crate::sync::ticks();
-            no_room::<R>(ring, slots, room).map(|seq| (seq, Some(since)))
-        }
+        Ok(seq) => Ok(seq),
+        Err(Refusal::Full) => no_room::<R>(ring, slots, room),
         Err(r) => Err(r.into()),
     }
 }
@@ -343,14 +336,8 @@ fn no_room<R: RingAccess>(ring: RingPtr, slots: usize, room: Room) -> Result<u64
 
 /// Reserves `slots` consecutive slots of `ring` for a run of `n` tasks
 /// (none for an empty run), as [`reserve`]; refuses more slots than the
-/// ring has. Returns the first, and when it began to wait for room (as
-/// [`reserve`]).
-fn reserve_run<R: RingAccess>(
-    ring: RingPtr,
-    slots: usize,
-    n: usize,
-    room: Room,
-) -> Result<(u64, Option<u64>)> {
+/// ring has. Returns the first.
+fn reserve_run<R: RingAccess>(ring: RingPtr, slots: usize, n: usize, room: Room) -> Result<u64> {
     let queue = ring.queue();
     let capacity = queue.geometry().capacity();
     if slots > capacity {
@@ -366,7 +353,7 @@ fn reserve_run<R: RingAccess>(
         } else if !R::EXCLUSIVE && queue.is_held() {
             Err(Error::RingHeld)
         } else {
-            Ok((0, None))
+            Ok(0)
         };
     }
     reserve::<R>(ring, slots, room)

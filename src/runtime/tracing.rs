@@ -52,7 +52,9 @@ impl Runtime {
     /// Switches the recording of tasks on or off, at any time (see
     /// [`crate::trace`]): a task is recorded when tracing was on at its
     /// submit (switched off, the tasks in flight are still recorded as
-    /// their completions are taken). The first time
+    /// their completions are taken; switched on the first time, a submit
+    /// that saw it on before the buffer was there is neither recorded nor
+    /// counted). The first time
     /// on allocates the buffer ([`Builder::trace`]'s capacity, else
     /// [`DEFAULT_TRACE_RECORDS`]). Records kept stay when it is switched
     /// off.

@@ -6,10 +6,11 @@
 //! Tracing is off unless switched on, per runtime
 //! ([`Builder::trace`](crate::Builder::trace) at build, or
 //! [`Runtime::set_tracing`](crate::Runtime::set_tracing) at any time). Off,
-//! a submit reads one flag more. On, each submit, once its slots are
-//! published, claims an entry per slot in a buffer of the runtime's,
-//! bounded by the capacity the builder named, and writes its half (the host
-//! clock, its thread, the op); its ticket or batch carries the entry, and
+//! a submit reads one flag more. On, each submit reads the host clock
+//! before its reservation and, once its slots are published, claims an
+//! entry per slot in a buffer of the runtime's, bounded by the capacity the
+//! builder named, and writes its half (that time, its thread, the op); its
+//! ticket or batch carries the entry, and
 //! the thread that takes the completion writes the rest. Once the buffer is
 //! full, records are counted ([`Trace::dropped`]) and not kept: the first
 //! ones stay.
@@ -19,8 +20,9 @@
 //! when it takes the completion (also when a producer that needed its slot
 //! moved the completion aside: the holder records it when it takes it
 //! from there, unless it did just before it lost the slot). A task whose
-//! ticket was dropped unread is recorded by the producer that next needs
-//! its slot (the record's seen time and thread are then that producer's);
+//! ticket was dropped unread is recorded by the dropping thread if its
+//! completion had landed, else by the producer that next needs its slot
+//! (the record's seen time and thread are then that producer's);
 //! one whose completion nobody has taken yet is not in a snapshot
 //! ([`Trace::unfinished`] counts it).
 //!
@@ -92,13 +94,9 @@ pub struct TaskRecord {
     pub submit_thread: u32,
     /// The host thread that took its completion.
     pub seen_thread: u32,
-    /// Host time when it was submitted: read just after the submit's slot
-    /// stores (a batch's: after all of them), out of the way of the task's
-    /// dispatch, or, where the ring had no room, when the submit began to
-    /// wait for room (so that wait counts as dispatch). A thread
-    /// interrupted between its stores and that read records the time after
-    /// the interruption: later than the truth by it, and then possibly
-    /// after the device's start.
+    /// Host time when it was submitted: when the submit began (before its
+    /// slots' reservation, so a wait for room in a full ring counts as
+    /// dispatch; a batch's slots share it).
     pub submit_ns: f64,
     /// Host time when its completion was seen: just after the look that
     /// found it (a wait's or `try_result`'s), or, for a completion a
@@ -115,7 +113,7 @@ pub struct TaskRecord {
 /// [`Trace::segments`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Segments {
-    /// Submit to device start: a single task's wait for room in a full
+    /// Submit to device start: a submit's wait for room in a full
     /// ring, the slot's way to the device and the worker's pickup (and any
     /// tasks ahead of it).
     pub dispatch_ns: f64,

@@ -375,7 +375,7 @@ fn traced_slot(completed: bool) -> (Arc<Memory>, Arc<Queue>, Arc<Recorder>, Entr
     let q = Arc::new(mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0));
     let s = q.try_reserve().unwrap();
     q.publish_at(s, &SlotImage::new(0, &[]).unwrap(), true);
-    let entry = q.trace_open(s, 1, 0, true, None);
+    let entry = q.trace_open(s, 1, 0, Some(ticks()));
     if completed {
         complete(&q, s, 7);
     }
@@ -420,5 +420,37 @@ fn loom_a_traced_ticket_dropped_in_flight_is_recorded_by_the_producer_that_frees
         }
         assert!(q.overflow().entries.is_empty());
         recorded_once(&recorder);
+    });
+}
+
+#[test]
+fn loom_a_traced_ticket_dropped_as_its_slot_is_lapped_leaves_no_stale_entry() {
+    // Ticket 0 is dropped while its completion lands and a producer moves
+    // it aside, publishes lap 1 into the slot, and drops lap 1's ticket
+    // too: ticket 0, held up, must not leave its entry for lap 1's.
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(3);
+    model.check(|| {
+        let (_mem, q, recorder, e0) = traced_slot(false);
+        let q1 = q.clone();
+        let dropped = thread::spawn(move || {
+            q1.detach_traced(0, e0);
+        });
+        complete(&q, 0, 7);
+        let lapped = q.try_reserve().is_ok_and(|s1| {
+            q.publish_at(s1, &SlotImage::new(0, &[]).unwrap(), true);
+            let e1 = q.trace_open(s1, 1, 0, Some(ticks()));
+            q.detach_traced(s1, e1);
+            complete(&q, s1, 8);
+            true
+        });
+        dropped.join().unwrap();
+        if lapped {
+            assert_eq!(q.try_reserve(), Ok(2));
+            let snap = recorder.snapshot();
+            let mut seqs: Vec<u64> = snap.records.iter().map(|r| r.seq).collect();
+            seqs.sort_unstable();
+            assert_eq!((seqs, snap.unfinished), (vec![0, 1], 0), "each once");
+        }
     });
 }

@@ -623,17 +623,14 @@ fn traced(slots: usize) -> (Arc<Recorder>, Arc<Memory>, Geometry) {
     (recorder, Memory::new(geo), geo)
 }
 
-/// A traced submit of `id`, as `runtime::submit` does it: the slot's
-/// stores, then its entry.
+/// A traced submit of `id`, as `runtime::submit` does it: the clock,
+/// the reservation, the slot's stores, then its entry.
 fn submit_traced(q: &Queue, id: u64) -> (u64, EntryId) {
+    let tick = q.trace_tick();
+    assert!(tick.is_some());
     let seq = q.try_reserve().unwrap();
-    let traced = q.tracing();
-    assert!(traced);
-    q.publish_at(seq, &echo(id), traced);
-    (
-        seq,
-        q.trace_open(seq, 1, crate::layout::OP_ECHO, traced, None),
-    )
+    q.publish_at(seq, &echo(id), true);
+    (seq, q.trace_open(seq, 1, crate::layout::OP_ECHO, tick))
 }
 
 #[test]
@@ -704,18 +701,6 @@ fn a_traced_task_is_recorded_once_on_every_path_to_its_completion() {
     let ra = snap.records.iter().find(|r| r.seq == a).unwrap();
     assert!(ra.submit_tick <= before && ra.seen_tick >= before, "{ra:?}");
     // Off: nothing claimed.
-    assert!(!q.tracing());
-    assert_eq!(q.trace_open(4, 1, 0, false, None), EntryId::NONE);
-}
-
-#[test]
-fn a_task_that_waited_for_room_is_submitted_when_the_wait_began() {
-    let (recorder, mem, geo) = traced(1);
-    let q = mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0);
-    let seq = q.try_reserve().unwrap();
-    q.publish_at(seq, &echo(1), true);
-    let entry = q.trace_open(seq, 1, crate::layout::OP_ECHO, true, Some(17));
-    complete(&q, seq, 1);
-    assert!(q.take_traced(seq, entry).done().is_some());
-    assert_eq!(recorder.snapshot().records[0].submit_tick, 17);
+    assert_eq!(q.trace_tick(), None);
+    assert_eq!(q.trace_open(4, 1, 0, None), EntryId::NONE);
 }
