@@ -1035,26 +1035,23 @@ impl Queue {
         // SAFETY: the slot is still the caller's (the take found it pending).
         let q = unsafe { this.as_ref() };
         let turn = &q.turns[q.geo.slot(seq)];
-        let detached = if entry.is_traced()
-            && let Some(t) = &q.trace
+        // A traced task's entry, for the producer that frees the slot, is
+        // left under the overflow lock, which that producer holds when it
+        // reads it: while the lock is held no one else changes the turn, so
+        // a turn still this lap's is the swap's to win below, and a lap
+        // that lost its slot leaves nothing (the producer resets the word).
+        let trace = q.trace.as_ref().filter(|_| entry.is_traced());
+        let lock = trace.map(|_| q.overflow());
+        if let Some(t) = trace
+            && turn.load(Ordering::Acquire) == seq
         {
-            // The entry for the producer that frees the slot, left under
-            // the overflow lock, which that producer holds when it reads
-            // it: the turn, which no one else changes while the lock is
-            // held, is still this lap's, so the word is not left by a lap
-            // that lost its slot (and the producer resets it).
-            let _lock = q.overflow();
-            let mine = turn.load(Ordering::Acquire) == seq;
-            if mine {
-                t.detached[q.geo.slot(seq)].store(entry.0, Ordering::Relaxed);
-            }
-            mine && turn
-                .compare_exchange(seq, seq | DETACHED, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        } else {
-            turn.compare_exchange(seq, seq | DETACHED, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        };
+            t.detached[q.geo.slot(seq)].store(entry.0, Ordering::Relaxed);
+        }
+        let detached = turn
+            .compare_exchange(seq, seq | DETACHED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        // Before `take_moved`, which takes it.
+        drop(lock);
         if !detached {
             // Moved to the overflow map between the two looks: drop it there.
             // SAFETY: still the caller's entry.

@@ -211,7 +211,7 @@ impl<A: Pod> Submission for Tasks<'_, A> {
         let n = self.args.len();
         let queue = ring.queue();
         let slots = n.div_ceil(per_slot);
-        let tick = queue.trace_tick().filter(|_| slots != 0);
+        let tick = queue.trace_tick();
         let first = reserve_run::<R>(ring, slots, n, room)?;
         // Nothing between the reservation and the stores can fail.
         if self.packed {

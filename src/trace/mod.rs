@@ -206,28 +206,34 @@ impl Trace {
         let mut records: Vec<TaskRecord> = snap
             .records
             .iter()
-            .map(|r| {
-                let worker = lanes.get(usize::from(r.lane)).map_or(0, |l| {
-                    let in_ring = (r.seq.wrapping_sub(l.start_seq) & l.ring_worker_mask) as usize;
-                    usize::from(r.ring) + l.rings * in_ring
-                });
-                TaskRecord {
-                    lane: usize::from(r.lane),
-                    ring: usize::from(r.ring),
-                    worker,
-                    poller: usize::from(r.poller),
-                    seq: r.seq,
-                    op: Op(r.op),
-                    status: r.status,
-                    tasks: usize::from(r.tasks.max(1)),
-                    submit_thread: r.submit_thread,
-                    seen_thread: r.seen_thread,
-                    submit_ns: host(r.submit_tick),
-                    seen_ns: host(r.seen_tick),
-                    device_start_ns: r.device_start_ns,
-                    device_end_ns: r.device_end_ns,
-                }
-            })
+            .map(
+                |&recorder::Raw {
+                     opened: o,
+                     closed: c,
+                 }| {
+                    let worker = lanes.get(usize::from(o.lane)).map_or(0, |l| {
+                        let in_ring =
+                            (o.seq.wrapping_sub(l.start_seq) & l.ring_worker_mask) as usize;
+                        usize::from(o.ring) + l.rings * in_ring
+                    });
+                    TaskRecord {
+                        lane: usize::from(o.lane),
+                        ring: usize::from(o.ring),
+                        worker,
+                        poller: usize::from(c.poller),
+                        seq: o.seq,
+                        op: Op(o.op),
+                        status: c.status,
+                        tasks: usize::from(c.tasks.max(1)),
+                        submit_thread: o.submit_thread,
+                        seen_thread: c.seen_thread,
+                        submit_ns: host(o.submit_tick),
+                        seen_ns: host(c.seen_tick),
+                        device_start_ns: c.device_start_ns,
+                        device_end_ns: c.device_end_ns,
+                    }
+                },
+            )
             .collect();
         records.sort_by(|a, b| a.submit_ns.total_cmp(&b.submit_ns));
         let exchanges: Vec<Exchange> = records
@@ -450,19 +456,23 @@ mod tests {
     /// 6 µs later, run on the device from `device` for 100 ns.
     fn raw(seq: u64, at: u64, device: u64) -> recorder::Raw {
         recorder::Raw {
-            seq,
-            submit_tick: at,
-            seen_tick: at + 6_000,
-            device_start_ns: device,
-            device_end_ns: device + 100,
-            op: 0,
-            ring: 0,
-            lane: 0,
-            status: 0,
-            tasks: 1,
-            poller: 0,
-            submit_thread: 0,
-            seen_thread: 0,
+            opened: recorder::Opened {
+                seq,
+                submit_tick: at,
+                op: 0,
+                ring: 0,
+                lane: 0,
+                submit_thread: 0,
+            },
+            closed: recorder::Closed {
+                seen_tick: at + 6_000,
+                device_start_ns: device,
+                device_end_ns: device + 100,
+                status: 0,
+                tasks: 1,
+                poller: 0,
+                seen_thread: 0,
+            },
         }
     }
 

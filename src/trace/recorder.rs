@@ -86,23 +86,12 @@ pub(crate) struct Closed {
     pub(crate) seen_thread: u32,
 }
 
-/// A task as recorded, before the export maps its clocks (see
-/// `crate::trace::TaskRecord`, its public form).
+/// A task as recorded, both halves of its entry, before the export maps
+/// its clocks (see `crate::trace::TaskRecord`, its public form).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Raw {
-    pub(crate) seq: u64,
-    pub(crate) submit_tick: u64,
-    pub(crate) seen_tick: u64,
-    pub(crate) device_start_ns: u64,
-    pub(crate) device_end_ns: u64,
-    pub(crate) op: u16,
-    pub(crate) ring: u16,
-    pub(crate) lane: u8,
-    pub(crate) status: u8,
-    pub(crate) tasks: u8,
-    pub(crate) poller: u8,
-    pub(crate) submit_thread: u32,
-    pub(crate) seen_thread: u32,
+    pub(crate) opened: Opened,
+    pub(crate) closed: Closed,
 }
 
 impl Opened {
@@ -113,6 +102,17 @@ impl Opened {
             u64::from(self.op) | u64::from(self.ring) << 16 | u64::from(self.lane) << 32,
             u64::from(self.submit_thread),
         ]
+    }
+
+    fn decode(w: &[u64; 4]) -> Self {
+        Self {
+            seq: w[0],
+            submit_tick: w[1],
+            op: w[2] as u16,
+            ring: (w[2] >> 16) as u16,
+            lane: (w[2] >> 32) as u8,
+            submit_thread: w[3] as u32,
+        }
     }
 }
 
@@ -129,24 +129,16 @@ impl Closed {
                 | WHOLE,
         ]
     }
-}
 
-impl Raw {
-    fn decode(w: &[u64; ENTRY_WORDS]) -> Self {
+    fn decode(w: &[u64; 4]) -> Self {
         Self {
-            seq: w[0],
-            submit_tick: w[1],
-            op: w[2] as u16,
-            ring: (w[2] >> 16) as u16,
-            lane: (w[2] >> 32) as u8,
-            submit_thread: w[3] as u32,
-            seen_tick: w[4],
-            device_start_ns: w[5],
-            device_end_ns: w[6],
-            status: w[7] as u8,
-            tasks: (w[7] >> 8) as u8,
-            poller: (w[7] >> 16) as u8,
-            seen_thread: ((w[7] >> 24) & 0x7fff_ffff) as u32,
+            seen_tick: w[0],
+            device_start_ns: w[1],
+            device_end_ns: w[2],
+            status: w[3] as u8,
+            tasks: (w[3] >> 8) as u8,
+            poller: (w[3] >> 16) as u8,
+            seen_thread: ((w[3] >> 24) & 0x7fff_ffff) as u32,
         }
     }
 }
@@ -311,14 +303,11 @@ impl Recorder {
                 out.unfinished += 1;
                 continue;
             }
-            let words: [u64; ENTRY_WORDS] = std::array::from_fn(|k| {
-                if k == ENTRY_WORDS - 1 {
-                    last
-                } else {
-                    entry.0[k].load(Ordering::Relaxed)
-                }
+            let word = |k: usize| entry.0[k].load(Ordering::Relaxed);
+            out.records.push(Raw {
+                opened: Opened::decode(&std::array::from_fn(word)),
+                closed: Closed::decode(&[word(4), word(5), word(6), last]),
             });
-            out.records.push(Raw::decode(&words));
         }
         out
     }
@@ -392,27 +381,8 @@ mod tests {
         c.status = 200;
         c.tasks = 32;
         c.poller = 7;
-        let mut w = [0u64; ENTRY_WORDS];
-        w[..4].copy_from_slice(&o.encode());
-        w[4..].copy_from_slice(&c.encode());
-        assert_eq!(
-            Raw::decode(&w),
-            Raw {
-                seq: o.seq,
-                submit_tick: o.submit_tick,
-                seen_tick: c.seen_tick,
-                device_start_ns: c.device_start_ns,
-                device_end_ns: c.device_end_ns,
-                op: o.op,
-                ring: o.ring,
-                lane: o.lane,
-                status: c.status,
-                tasks: c.tasks,
-                poller: c.poller,
-                submit_thread: o.submit_thread,
-                seen_thread: c.seen_thread,
-            }
-        );
+        assert_eq!(Opened::decode(&o.encode()), o);
+        assert_eq!(Closed::decode(&c.encode()), c);
     }
 
     #[test]
@@ -428,7 +398,7 @@ mod tests {
             record(&rec, seq);
         }
         let s = rec.snapshot();
-        let seqs: Vec<u64> = s.records.iter().map(|r| r.seq).collect();
+        let seqs: Vec<u64> = s.records.iter().map(|r| r.opened.seq).collect();
         assert_eq!(seqs, [1, 2, 3]);
         assert_eq!((s.dropped, s.unfinished), (2, 0));
     }
@@ -443,10 +413,10 @@ mod tests {
         rec.close(id.nth(1), &closed(2));
         let s = rec.snapshot();
         assert_eq!((s.records.len(), s.unfinished), (1, 1));
-        assert_eq!(s.records[0].seq, 2);
+        assert_eq!(s.records[0].opened.seq, 2);
         rec.close(id, &closed(1));
         let s = rec.snapshot();
-        let seqs: Vec<u64> = s.records.iter().map(|r| r.seq).collect();
+        let seqs: Vec<u64> = s.records.iter().map(|r| r.opened.seq).collect();
         assert_eq!((seqs, s.unfinished), (vec![1, 2], 0));
         // A run past the capacity: the first kept, the rest dropped.
         let run = rec.claim(3);
@@ -482,7 +452,7 @@ mod tests {
         let total = (n_threads * per) as u64;
         assert_eq!(s.records.len() as u64, total.min(1000));
         assert_eq!(s.dropped, total.saturating_sub(1000));
-        let mut seqs: Vec<u64> = s.records.iter().map(|r| r.seq).collect();
+        let mut seqs: Vec<u64> = s.records.iter().map(|r| r.opened.seq).collect();
         seqs.sort_unstable();
         seqs.dedup();
         assert_eq!(seqs.len(), s.records.len(), "a record twice");

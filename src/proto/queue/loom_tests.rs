@@ -386,7 +386,7 @@ fn traced_slot(completed: bool) -> (Arc<Memory>, Arc<Queue>, Arc<Recorder>, Entr
 fn recorded_once(recorder: &Recorder) {
     let snap = recorder.snapshot();
     assert_eq!((snap.dropped, snap.unfinished), (0, 0));
-    let seqs: Vec<u64> = snap.records.iter().map(|r| r.seq).collect();
+    let seqs: Vec<u64> = snap.records.iter().map(|r| r.opened.seq).collect();
     assert_eq!(seqs, [0], "recorded once");
 }
 
@@ -448,7 +448,7 @@ fn loom_a_traced_ticket_dropped_as_its_slot_is_lapped_leaves_no_stale_entry() {
         if lapped {
             assert_eq!(q.try_reserve(), Ok(2));
             let snap = recorder.snapshot();
-            let mut seqs: Vec<u64> = snap.records.iter().map(|r| r.seq).collect();
+            let mut seqs: Vec<u64> = snap.records.iter().map(|r| r.opened.seq).collect();
             seqs.sort_unstable();
             assert_eq!((seqs, snap.unfinished), (vec![0, 1], 0), "each once");
         }

@@ -655,9 +655,9 @@ fn a_completion_is_never_seen_before_it_landed() {
     let records = recorder.snapshot().records;
     assert_eq!(records.len(), 1);
     assert!(
-        records[0].seen_tick >= landed.get(),
+        records[0].closed.seen_tick >= landed.get(),
         "seen at tick {}, landed at {}",
-        records[0].seen_tick,
+        records[0].closed.seen_tick,
         landed.get()
     );
 }
@@ -690,16 +690,20 @@ fn a_traced_task_is_recorded_once_on_every_path_to_its_completion() {
     assert_eq!(q.try_reserve(), Ok(4)); // c's slot, freed
     let snap = recorder.snapshot();
     assert_eq!((snap.dropped, snap.unfinished), (0, 0));
-    let mut seqs: Vec<u64> = snap.records.iter().map(|r| r.seq).collect();
+    let mut seqs: Vec<u64> = snap.records.iter().map(|r| r.opened.seq).collect();
     seqs.sort_unstable();
     assert_eq!(seqs, [a, b, c, d], "every task once");
     for r in &snap.records {
-        assert_eq!((r.lane, r.ring, r.op), (1, 3, crate::layout::OP_ECHO));
-        assert!(r.seen_tick >= r.submit_tick, "{r:?}");
-        assert_eq!((r.status, r.tasks), (0, 1));
+        let (o, c) = (&r.opened, &r.closed);
+        assert_eq!((o.lane, o.ring, o.op), (1, 3, crate::layout::OP_ECHO));
+        assert!(c.seen_tick >= o.submit_tick, "{r:?}");
+        assert_eq!((c.status, c.tasks), (0, 1));
     }
-    let ra = snap.records.iter().find(|r| r.seq == a).unwrap();
-    assert!(ra.submit_tick <= before && ra.seen_tick >= before, "{ra:?}");
+    let ra = snap.records.iter().find(|r| r.opened.seq == a).unwrap();
+    assert!(
+        ra.opened.submit_tick <= before && ra.closed.seen_tick >= before,
+        "{ra:?}"
+    );
     // Off: nothing claimed.
     assert_eq!(q.trace_tick(), None);
     assert_eq!(q.trace_open(4, 1, 0, None), EntryId::NONE);
