@@ -141,6 +141,27 @@ pub(crate) fn ticks() -> u64 {
     monotonic_ns()
 }
 
+/// [`ticks`], read once every load before it has completed: RDTSC alone
+/// may run ahead of an earlier load still in flight, so x86-64's LFENCE
+/// (no later instruction starts before every earlier one completed) comes
+/// first. What those loads found was there before the time read (a trace's
+/// seen time: never before the completion landed). The monotonic clock's
+/// read is ordered so already (Linux reads the counter behind a fence).
+#[inline(always)]
+pub(crate) fn ticks_after_loads() -> u64 {
+    #[cfg(not(any(miri, loom)))]
+    if tsc::invariant() {
+        // SAFETY: LFENCE (SSE2, in every x86-64 processor) and RDTSC exist on
+        // every x86-64 processor (the only target: lib.rs) and have no
+        // preconditions.
+        return unsafe {
+            core::arch::x86_64::_mm_lfence();
+            core::arch::x86_64::_rdtsc()
+        };
+    }
+    monotonic_ns()
+}
+
 /// Nanoseconds of the monotonic clock since the process first read it.
 fn monotonic_ns() -> u64 {
     static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();

@@ -53,7 +53,7 @@ use crate::proto::slot::{Cqe, SlotImage, tagged};
 pub(crate) use crate::proto::tail::Refusal;
 use crate::proto::tail::Tail;
 use crate::proto::words::Words;
-use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence, ticks};
+use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence, ticks, ticks_after_loads};
 pub(crate) use crate::trace::recorder::EntryId;
 use crate::trace::recorder::{Closed, Opened, Recorder};
 
@@ -78,10 +78,14 @@ pub(crate) mod test_hook {
         /// the task there, as a device whose completion lands while the
         /// holder's thread is held up just before its load.
         BeforeLook,
+        /// Right before a producer's reservation, after the submit's own
+        /// checks. A test stops the runtime there, as another thread whose
+        /// stop closes the rings just then.
+        BeforeReserve,
     }
 
     type Hook = Option<Box<dyn FnOnce()>>;
-    thread_local!(static HOOKS: RefCell<[Hook; 2]> = const { RefCell::new([None, None]) });
+    thread_local!(static HOOKS: RefCell<[Hook; 3]> = const { RefCell::new([None, None, None]) });
 
     /// Runs `f` the next time this thread passes `at`.
     pub(crate) fn set(at: Point, f: impl FnOnce() + 'static) {
@@ -406,6 +410,8 @@ impl Queue {
     /// Lock-free, but for moving a completion to the overflow map.
     #[inline]
     pub(crate) fn try_reserve(&self) -> Result<u64, Refusal> {
+        #[cfg(all(test, not(loom)))]
+        test_hook::fire(test_hook::Point::BeforeReserve);
         self.tail.reserve(1, |seq| self.claimable(seq))
     }
 
@@ -415,6 +421,8 @@ impl Queue {
     /// for one). Returns the first.
     pub(crate) fn try_reserve_many(&self, n: usize) -> Result<u64, Refusal> {
         debug_assert!((1..=self.geo.capacity()).contains(&n));
+        #[cfg(all(test, not(loom)))]
+        test_hook::fire(test_hook::Point::BeforeReserve);
         self.tail.reserve(n, |seq| self.claimable(seq))
     }
 
@@ -431,6 +439,8 @@ impl Queue {
     #[inline]
     pub(crate) fn try_reserve_held(&self, n: usize) -> Result<u64, Refusal> {
         debug_assert!((1..=self.geo.capacity()).contains(&n));
+        #[cfg(all(test, not(loom)))]
+        test_hook::fire(test_hook::Point::BeforeReserve);
         self.tail.reserve_held(n, |seq| self.claimable(seq))
     }
 
@@ -505,7 +515,7 @@ impl Queue {
                         let left = EntryId(word.load(Ordering::Relaxed));
                         if left.is_traced() {
                             word.store(EntryId::NONE.0, Ordering::Relaxed);
-                            t.close(left, &cqe, ticks());
+                            t.close(left, &cqe, ticks_after_loads());
                         }
                     }
                 }
@@ -942,15 +952,21 @@ impl Queue {
         #[cfg(all(test, not(loom)))]
         test_hook::fire(test_hook::Point::BeforeLook);
         if let Some(cqe) = q.poll(seq) {
-            // The clock first once the look found it: never before the
-            // completion landed, however long the thread was held up before
-            // the look. Before the compare-and-swap, after which the queue
-            // may be gone. Should the swap lose (a producer moved the
-            // completion), the entry found below is not recorded again.
+            // The entry is closed here only while the turn is still this
+            // lap's, read after the look: a turn that left a lap never comes
+            // back to it, so the look found this lap's completion. A holder
+            // whose completion a producer moved aside may look laps later
+            // and find a later lap's under the same tag (a tag is a lap's
+            // low bits), which the swap below, failing, discards; its own
+            // is recorded from the overflow map (`take_moved`). The clock
+            // after the look's load: never before the completion landed,
+            // however long the thread was held up before the look. Before
+            // the compare-and-swap, after which the queue may be gone.
             if entry.is_traced()
                 && let Some(t) = &q.trace
+                && turn.load(Ordering::Acquire) == seq
             {
-                t.close(entry, &cqe, ticks());
+                t.close(entry, &cqe, ticks_after_loads());
                 recorded = true;
             }
             let done = q.completed(seq, cqe);
@@ -990,7 +1006,7 @@ impl Queue {
             && let (Some(t), Some(Some(done))) = (&q.trace, moved.entries.get(&seq))
         {
             // Under the lock: the queue lives until it is let go.
-            t.close(entry, &done.cqe, ticks());
+            t.close(entry, &done.cqe, ticks_after_loads());
         }
         let taken = match moved.entries.remove(&seq) {
             Some(entry) if moved.orphaned => Take::Orphaned(entry),

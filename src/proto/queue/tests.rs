@@ -708,3 +708,58 @@ fn a_traced_task_is_recorded_once_on_every_path_to_its_completion() {
     assert_eq!(q.trace_tick(), None);
     assert_eq!(q.trace_open(4, 1, 0, None), EntryId::NONE);
 }
+
+/// Completes `seq` with device times `t` and `t + 1`.
+fn complete_at(q: &Queue, seq: u64, t: u64) {
+    q.complete(
+        seq,
+        &Cqe {
+            t_start: t,
+            t_end: t + 1,
+            ..Cqe::ok(seq)
+        },
+    );
+}
+
+/// Task 0 of a one-slot ring completes and is moved aside by the next
+/// lap's producer; 255 laps later its slot holds lap 256's completion,
+/// whose tag is lap 0's (a tag is a lap's low eight bits). Returns the
+/// holder's sequence number and entry.
+fn moved_and_lapped(q: &Queue) -> (u64, EntryId) {
+    let (a, ea) = submit_traced(q, 1);
+    complete_at(q, a, 1_000);
+    for lap in 1..=256u64 {
+        let s = q.try_reserve().unwrap();
+        assert_eq!(s, lap);
+        q.publish(s, &echo(s));
+        complete_at(q, s, 50_000 + s);
+        if lap < 256 {
+            assert!(q.take(s).done().is_some());
+        }
+    }
+    assert_eq!(q.moved(), 1);
+    (a, ea)
+}
+
+#[test]
+fn a_moved_completion_looked_at_laps_later_is_recorded_as_its_own() {
+    for dropped in [false, true] {
+        let (recorder, mem, geo) = traced(1);
+        let q = mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0);
+        let (a, ea) = moved_and_lapped(&q);
+        if dropped {
+            assert!(!q.detach_traced(a, ea));
+        } else {
+            let got = q.take_traced(a, ea).done().expect("from the overflow map");
+            assert_eq!(got.t_start, 1_000, "the ticket gets its own completion");
+        }
+        let records = recorder.snapshot().records;
+        assert_eq!(records.len(), 1);
+        let c = &records[0].closed;
+        assert_eq!(
+            (c.device_start_ns, c.device_end_ns),
+            (1_000, 1_001),
+            "dropped {dropped}: the record holds lap 256's completion: {c:?}"
+        );
+    }
+}
