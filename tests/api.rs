@@ -47,6 +47,11 @@ fn invalid_settings_are_refused_before_the_driver_is_touched() {
     }
 }
 
+/// A plain type aligned past a page, which pinned memory is not.
+#[repr(C, align(8192))]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct PastAPage([u64; 1024]);
+
 #[test]
 fn host_buffers_past_what_memory_can_be_are_refused_before_the_driver() {
     for (r, what) in [
@@ -62,6 +67,10 @@ fn host_buffers_past_what_memory_can_be_are_refused_before_the_driver() {
         (
             pkq::HostBuffer::<()>::new(0, 5).map(drop),
             "elements of no bytes",
+        ),
+        (
+            pkq::HostBuffer::<PastAPage>::new(0, 1).map(drop),
+            "elements aligned past a page",
         ),
     ] {
         match r {

@@ -214,12 +214,20 @@ impl PoolBuilder {
                 (b.build()?, false)
             } else {
                 std::thread::scope(|s| {
-                    s.spawn(|| {
-                        let placed = crate::runtime::wait::pin::pin_to(&cpus);
-                        b.build().map(|rt| (rt, placed))
-                    })
-                    .join()
-                    .unwrap_or_else(|_| Err(Error::InvalidConfig("a build thread panicked".into())))
+                    let here = b.clone();
+                    let on_node = std::thread::Builder::new()
+                        .name("pkq-pool-build".into())
+                        .spawn_scoped(s, || {
+                            let placed = crate::runtime::wait::pin::pin_to(&cpus);
+                            b.build().map(|rt| (rt, placed))
+                        });
+                    match on_node {
+                        Ok(thread) => thread.join().unwrap_or_else(|_| {
+                            Err(Error::InvalidConfig("a build thread panicked".into()))
+                        }),
+                        // No thread to be had: built here, not placed.
+                        Err(_) => here.build().map(|rt| (rt, false)),
+                    }
                 })?
             };
             members.push(Member {

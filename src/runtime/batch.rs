@@ -21,6 +21,9 @@ use crate::runtime::wait::reactor::Armed;
 use crate::runtime::wait::strategy::{Target, WaitStrategy};
 use crate::sync::{deadline_after, now};
 
+/// Slots a wait with a deadline takes between its reads of the clock.
+pub(crate) const TAKES_PER_CLOCK_READ: usize = 64;
+
 /// What one task of a batch came to: its completion, or how its handler
 /// failed (the [`TaskError`] a [`Ticket`](crate::Ticket) reports as
 /// [`Error::Task`]).
@@ -199,8 +202,11 @@ impl Batch {
 
     /// As [`Batch::wait`], for at most `timeout`: [`Error::Timeout`] leaves
     /// the batch pending, with what it collected so far in
-    /// [`Batch::results`]. A timeout too long to add to now (such as
-    /// `Duration::MAX`) waits without a deadline.
+    /// [`Batch::results`], and a later wait goes on from there. Completions
+    /// that all arrived are collected against the deadline too (a batch
+    /// may have millions of slots, each a take): a wait collects at least
+    /// one run of them, then stops at the deadline. A timeout too long to add to now (such
+    /// as `Duration::MAX`) waits without a deadline.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
@@ -225,7 +231,10 @@ impl Batch {
         // One wait across the slots: its strategy's spin, and the probes,
         // count from the first.
         let mut since = None;
-        while !self.take_in_order() {
+        while !self.take_in_order(deadline) {
+            if deadline.is_some_and(|d| now() >= d) {
+                return Err(Error::Timeout);
+            }
             let since = *since.get_or_insert_with(now);
             let ring = self.ring;
             let how = self.wait.unwrap_or_else(|| ring.shared().settings.wait);
@@ -247,7 +256,7 @@ impl Batch {
                     how,
                     Some(target),
                     Some(since),
-                    || (self.take_in_order() || self.reaped != reaped).then_some(()),
+                    || (self.take_in_order(deadline) || self.reaped != reaped).then_some(()),
                 )?
             };
         }
@@ -280,11 +289,18 @@ impl Batch {
 
     /// Takes slots in order from the first not yet taken, up to the first
     /// that has not arrived (so a waiter reads one completion entry the
-    /// device may still be writing, not all of them); returns whether all
-    /// are taken.
-    fn take_in_order(&mut self) -> bool {
+    /// device may still be writing, not all of them), or until `deadline`
+    /// passed, read every [`TAKES_PER_CLOCK_READ`] slots (a long run of
+    /// completions that all arrived takes a while to collect); returns
+    /// whether all are taken.
+    fn take_in_order(&mut self, deadline: Option<Instant>) -> bool {
+        let mut taken = 0;
         while self.reaped < self.len() && self.take_slot(self.reaped / self.per_slot) {
             self.reaped = self.tasks_of(self.reaped / self.per_slot).end;
+            taken += 1;
+            if taken % TAKES_PER_CLOCK_READ == 0 && deadline.is_some_and(|d| now() >= d) {
+                break;
+            }
         }
         self.reaped == self.len()
     }

@@ -91,10 +91,16 @@ impl Lane {
     }
 }
 
+/// The largest alignment of a [`HostBuffer`]'s element type: a page of
+/// x86-64, the alignment of the driver's pinned host memory.
+const HOST_BUFFER_ALIGN: usize = 4096;
+
 impl<T: Pod> HostBuffer<T> {
     /// `len` zeroed elements of `T` (at least one element of at least one
-    /// byte, and at most `isize::MAX` bytes, else
-    /// [`Error::InvalidArgument`], before the driver is asked) in device
+    /// byte, at most `isize::MAX` bytes, and a `T` aligned to at most a
+    /// page, 4096 bytes, which is what the driver's pinned memory
+    /// guarantees; else [`Error::InvalidArgument`], before the driver is
+    /// asked) in device
     /// `device`'s primary
     /// context, where pkq's runtimes run (before or while they run).
     /// Allocating pinned memory may take milliseconds: make buffers up
@@ -112,10 +118,17 @@ impl<T: Pod> HostBuffer<T> {
                      and at most isize::MAX bytes (asked: {len} of {size} bytes)"
                 ))
             })?;
+        let align = std::mem::align_of::<T>();
+        if align > HOST_BUFFER_ALIGN {
+            return Err(Error::InvalidArgument(format!(
+                "a host buffer's elements are aligned to at most {HOST_BUFFER_ALIGN} bytes \
+                 (a page: what pinned memory is), not {align}"
+            )));
+        }
         // pkq's own handle (cudarc's event tracking off: a first stream of a
         // tracking handle synchronizes the context, which waits for every
-        // resident kernel there). Page-aligned memory: any Pod type's
-        // alignment (a page's at most) holds.
+        // resident kernel there). Page-aligned memory: `T`'s alignment, at
+        // most a page's (checked above), holds.
         let ctx = crate::cuda::driver::open(device)?;
         let memory = MappedBuffer::new(&ctx, bytes.div_ceil(8))?;
         Ok(HostBuffer {

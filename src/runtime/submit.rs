@@ -282,6 +282,8 @@ fn reserve<R: RingAccess>(ring: RingPtr, slots: usize, room: Room) -> Result<u64
     match try_reserve::<R>(ring.queue(), slots) {
         Ok(seq) => Ok(seq),
         Err(Refusal::Full) => no_room::<R>(ring, slots, room),
+        // Closed since the submit's checks: by a stop a fault led to, maybe.
+        Err(Refusal::Closed) => Err(ring.shared().closed()),
         Err(r) => Err(r.into()),
     }
 }
@@ -349,7 +351,7 @@ fn reserve_run<R: RingAccess>(ring: RingPtr, slots: usize, n: usize, room: Room)
         // Nothing to reserve, but a closed ring refuses even that, and a
         // ring another producer holds.
         return if queue.is_closed() {
-            Err(Error::Closed)
+            Err(ring.shared().closed())
         } else if !R::EXCLUSIVE && queue.is_held() {
             Err(Error::RingHeld)
         } else {

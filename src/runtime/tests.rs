@@ -1104,3 +1104,75 @@ fn the_software_device_refuses_wide_lanes() {
     let b = Runtime::builder().width(crate::Width::Block { warps: 4 });
     assert!(matches!(b.build_soft(true), Err(Error::InvalidConfig(_))));
 }
+
+#[test]
+fn a_batch_wait_with_a_timeout_collects_arrived_completions_within_it() {
+    // Every completion has arrived before the wait: a wait whose deadline
+    // has passed collects a bounded run of them, not all, and returns
+    // `Timeout`; waits go on from there until the batch is done.
+    use crate::runtime::batch::TAKES_PER_CLOCK_READ;
+    let capacity = if cfg!(miri) { 256 } else { 1 << 12 };
+    let rt = soft(Runtime::builder().capacity(capacity).workers(1));
+    let n = capacity - 1;
+    let mut b = rt.submit(NOP.batch(&vec![(); n])).unwrap();
+    // One worker runs its tasks in order: the batch's completed first.
+    rt.submit(NOP.args(&())).unwrap().wait().unwrap();
+    let collected = |b: &crate::Batch| b.results().iter().filter(|r| r.is_some()).count();
+    let mut calls = 0;
+    loop {
+        let before = collected(&b);
+        calls += 1;
+        match b.wait_timeout(Duration::ZERO) {
+            Ok(results) => {
+                assert_eq!(results.len(), n);
+                assert!(results.iter().all(Result::is_ok));
+                break;
+            }
+            Err(Error::Timeout) => {
+                let got = collected(&b) - before;
+                assert!(
+                    (1..=2 * TAKES_PER_CLOCK_READ).contains(&got),
+                    "call {calls} collected {got} past its deadline"
+                );
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert!(
+        calls > 1,
+        "all {n} collected by a wait whose deadline had passed"
+    );
+}
+
+#[test]
+fn a_submit_whose_ring_a_fault_closes_as_it_reserves_is_the_fault() {
+    // The submit's own checks pass; then, before its reservation, another
+    // thread latches a device fault and the stop it leads to closes the
+    // rings: the submit says the fault, as one after the stop does.
+    use crate::proto::queue::test_hook::{self, Point};
+    type Call = fn(&Runtime) -> Option<Error>;
+    let calls: [(&str, Call); 4] = [
+        ("submit", |rt| rt.submit(NOP.args(&())).err()),
+        ("try_submit", |rt| rt.try_submit(NOP.args(&())).err()),
+        ("batch", |rt| rt.submit(ECHO.batch(&[1u64, 2])).err()),
+        ("exclusive producer", |rt| {
+            let p = rt.exclusive_producer_on(0).ok()?;
+            p.submit(NOP.args(&())).err()
+        }),
+    ];
+    for (name, call) in calls {
+        let rt = soft(Runtime::builder().capacity(4).workers(1));
+        let shared = rt.shared.clone();
+        test_hook::set(Point::BeforeReserve, move || {
+            let _ = shared
+                .device
+                .fail(Error::DeviceFault("CUDA_ERROR_ILLEGAL_ADDRESS".into()));
+            let _ = shared.stop(false);
+        });
+        let got = call(&rt);
+        assert!(
+            matches!(got, Some(Error::DeviceFault(_))),
+            "{name}: {got:?}"
+        );
+    }
+}
