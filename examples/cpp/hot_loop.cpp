@@ -1,8 +1,10 @@
 // pkq from C++: the shape of a trading engine's hot loop. A pinned thread
 // takes market ticks, sends each tick's book to the GPU as an IO task
 // through a producer that holds its ring alone, waits for the answer by
-// spinning, and acts on it within a deadline; nothing allocates in the
-// loop. The misses and the latencies' percentiles are printed at the end.
+// spinning, and acts on it within a deadline; the loop's own code
+// allocates nothing (pkq takes each answer's output bytes into memory of
+// its own before copying them out). The misses and the latencies'
+// percentiles are printed at the end.
 //
 //   make -C examples/cpp && examples/cpp/hot_loop
 //

@@ -309,7 +309,7 @@ enum pkq_status pkq_batch_poll(struct pkq_batch *batch, size_t *done);
 //
 // # Safety
 // `batch` points to a `pkq_batch`; `results` and `statuses` to `count`
-// writable elements each.
+// writable elements each (either may be null when `count` is 0).
 enum pkq_status pkq_batch_wait(struct pkq_batch *batch,
                                uint64_t timeout_ns,
                                struct pkq_completion *results,

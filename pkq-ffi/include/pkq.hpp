@@ -288,16 +288,24 @@ public:
         return s;
     }
     /// A runtime of several lanes (pkq_runtime_new_lanes), lane i as
-    /// `lanes[i]` says (at most 16).
+    /// `lanes[i]` says, into `out` (replacing what it held). Past 16 lanes
+    /// the options' pointers take memory of their own: `PKQ_ERR_OTHER`
+    /// where there is none.
     static Status create(Runtime &out, std::initializer_list<Options> lanes) noexcept {
-        const pkq_options *p[16];
-        size_t n = 0;
-        for (const Options &o : lanes) {
-            if (n == 16) return PKQ_ERR_INVALID_ARGUMENT;
-            p[n++] = o.get();
+        const pkq_options *on_stack[16] = {};
+        const pkq_options **p = on_stack;
+        if (lanes.size() > 16) {
+            p = new (std::nothrow) const pkq_options *[lanes.size()];
+            if (p == nullptr) {
+                out = Runtime();
+                return PKQ_ERR_OTHER;
+            }
         }
+        size_t n = 0;
+        for (const Options &o : lanes) p[n++] = o.get();
         pkq_runtime *rt = nullptr;
         Status s = pkq_runtime_new_lanes(p, n, &rt);
+        if (p != on_stack) delete[] p;
         out = Runtime(rt);
         return s;
     }

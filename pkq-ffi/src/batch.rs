@@ -95,7 +95,7 @@ pub unsafe extern "C" fn pkq_batch_poll(batch: *mut pkq_batch, done: *mut usize)
 ///
 /// # Safety
 /// `batch` points to a `pkq_batch`; `results` and `statuses` to `count`
-/// writable elements each.
+/// writable elements each (either may be null when `count` is 0).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pkq_batch_wait(
     batch: *mut pkq_batch,
@@ -107,10 +107,10 @@ pub unsafe extern "C" fn pkq_batch_wait(
     call(|| {
         // SAFETY: the caller's contract.
         let batch = unsafe { get_mut(batch, "batch") }?;
-        if results.is_null() {
+        if results.is_null() && count > 0 {
             return Err(Fail::Null("results"));
         }
-        if statuses.is_null() {
+        if statuses.is_null() && count > 0 {
             return Err(Fail::Null("statuses"));
         }
         let b = batch.live()?;
@@ -120,9 +120,14 @@ pub unsafe extern "C" fn pkq_batch_wait(
                 format!("count is {count}: the batch holds {} tasks", b.len()),
             ));
         }
-        // SAFETY: `count` writable elements (the contract); a completion is
-        // plain integers, valid whatever the caller left there.
-        let results = unsafe { std::slice::from_raw_parts_mut(results, count) };
+        let results: &mut [pkq_completion] = if count == 0 {
+            &mut []
+        } else {
+            // SAFETY: `count` writable elements (the contract), not null
+            // (checked); a completion is plain integers, valid whatever the
+            // caller left there.
+            unsafe { std::slice::from_raw_parts_mut(results, count) }
+        };
         let outcome = b.wait_timeout(timeout(timeout_ns));
         let mut failed = false;
         for (i, r) in b.results().iter().enumerate() {

@@ -11,6 +11,7 @@
 //! drop waits for that thread.
 
 mod args;
+mod detach;
 mod errors;
 mod runtime;
 mod tasks;

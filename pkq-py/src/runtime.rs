@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyInt;
 
 use crate::args::{bytes_of, seconds_of};
+use crate::detach::detached;
 use crate::errors::{IntoPy, Kind, plain};
 use crate::tasks::{PyBatch, PyTicket};
 
@@ -39,7 +40,7 @@ pub(crate) fn shutdown_all(py: Python<'_>) {
         Ok(mut l) => l.drain(..).filter_map(|w| w.upgrade()).collect(),
         Err(_) => return,
     };
-    py.detach(move || {
+    detached(py, move || {
         for rt in &live {
             let _ = rt.shutdown();
         }
@@ -84,7 +85,7 @@ fn image_of(module: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     {
         let os = py.import("os")?;
         let path: std::path::PathBuf = os.call_method1("fspath", (module,))?.extract()?;
-        return py.detach(|| std::fs::read(&path)).map_err(PyErr::from);
+        return detached(py, || std::fs::read(&path)).map_err(PyErr::from);
     }
     if module.is_instance_of::<PyInt>() {
         return Err(plain(
@@ -181,7 +182,7 @@ fn submit_with(
     wait_for_room: bool,
 ) -> pkq::Result<pkq::Ticket> {
     match rt.try_submit(task) {
-        Err(Error::Full) if wait_for_room => py.detach(|| rt.submit(task)),
+        Err(Error::Full) if wait_for_room => detached(py, || rt.submit(task)),
         r => r,
     }
 }
@@ -192,7 +193,7 @@ impl Drop for PyRuntime {
     /// for it (an awaited ticket's).
     fn drop(&mut self) {
         if let Some(rt) = self.rt.take() {
-            Python::attach(|py| py.detach(move || drop(rt)));
+            Python::attach(|py| detached(py, move || drop(rt)));
         }
     }
 }
@@ -276,7 +277,7 @@ impl PyRuntime {
                 ));
             }
         }
-        let rt = Arc::new(py.detach(move || b.build()).py(py)?);
+        let rt = Arc::new(detached(py, move || b.build()).py(py)?);
         if let Ok(mut live) = LIVE.lock() {
             live.retain(|w| w.strong_count() > 0);
             live.push(Arc::downgrade(&rt));
@@ -341,11 +342,11 @@ impl PyRuntime {
     fn call(&self, py: Python<'_>, op: u16, args: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
         let rt = self.rt(py)?;
         let r = match args {
-            None => py.detach(|| rt.submit(Task::raw(Op(op), &[]))?.wait()),
+            None => detached(py, || rt.submit(Task::raw(Op(op), &[]))?.wait()),
             Some(a) => {
                 let a = bytes_of(a)?;
                 let a = a.as_slice();
-                py.detach(|| rt.submit(Task::raw(Op(op), a))?.wait())
+                detached(py, || rt.submit(Task::raw(Op(op), a))?.wait())
             }
         };
         r.py(py).map(|c| c.value)
@@ -378,7 +379,7 @@ impl PyRuntime {
                 )
             })?;
             let none = vec![[0u8; 0]; n];
-            let parts = py.detach(|| submit_parts(rt, op, &none, packed)).py(py)?;
+            let parts = detached(py, || submit_parts(rt, op, &none, packed)).py(py)?;
             return Ok(PyBatch::new(parts, n));
         }
         if args.is_instance_of::<PyInt>() {
@@ -401,13 +402,12 @@ impl PyRuntime {
             ));
         }
         let n = raw.len() / arg_size;
-        let parts = py
-            .detach(|| {
-                by_size!(arg_size, rt, op, raw, packed;
-                    1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24
-                    25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48)
-            })
-            .py(py)?;
+        let parts = detached(py, || {
+            by_size!(arg_size, rt, op, raw, packed;
+                1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24
+                25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48)
+        })
+        .py(py)?;
         Ok(PyBatch::new(parts, n))
     }
 
@@ -416,7 +416,7 @@ impl PyRuntime {
     /// calls return the first outcome.
     fn shutdown(&self, py: Python<'_>) -> PyResult<()> {
         let rt = self.rt(py)?;
-        py.detach(|| rt.shutdown()).py(py)
+        detached(py, || rt.shutdown()).py(py)
     }
 
     /// Stops now (without the GIL), without running what is queued: those
@@ -424,7 +424,7 @@ impl PyRuntime {
     /// results.
     fn cancel(&self, py: Python<'_>) -> PyResult<()> {
         let rt = self.rt(py)?;
-        py.detach(|| rt.cancel()).py(py)
+        detached(py, || rt.cancel()).py(py)
     }
 
     /// Probes the kernel (without the GIL): None while it serves, else
@@ -432,7 +432,7 @@ impl PyRuntime {
     /// shutdown, `Cancelled`) or `Stalled`.
     fn health(&self, py: Python<'_>) -> PyResult<()> {
         let rt = self.rt(py)?;
-        py.detach(|| rt.health()).py(py)
+        detached(py, || rt.health()).py(py)
     }
 
     /// The CUDA device index.
@@ -531,5 +531,5 @@ pub(crate) fn kernel_built() -> bool {
 /// empty, say), `CudaError` where it cannot tell.
 #[pyfunction]
 pub(crate) fn device_count(py: Python<'_>) -> PyResult<usize> {
-    py.detach(pkq::device_count).py(py)
+    detached(py, pkq::device_count).py(py)
 }

@@ -12,6 +12,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyList};
 
 use crate::args::timeout_of;
+use crate::detach::detached;
 use crate::errors::{IntoPy, Kind, plain, task_error, to_py};
 
 /// A finished task's result: the handler's 8-byte value and the GPU's
@@ -120,7 +121,7 @@ impl PyTicket {
     ) -> PyResult<(Completion, Option<Vec<u8>>)> {
         let d = timeout_of(py, timeout)?;
         let t = self.live(py)?;
-        let (r, out) = py.detach(|| {
+        let (r, out) = detached(py, || {
             let r = t.wait_timeout(d);
             let out = (with_output && r.is_ok()).then(|| t.output().unwrap_or_default().to_vec());
             (r, out)
@@ -224,7 +225,7 @@ impl Awaiting {
             return Err(done(r));
         }
         let mut t = self.t.take().ok_or_else(|| consumed(py, "ticket"))?;
-        let polled = py.detach(|| {
+        let polled = detached(py, || {
             let until = std::time::Instant::now() + AWAIT_SPIN;
             loop {
                 match t.try_result() {
@@ -247,7 +248,7 @@ impl Awaiting {
         // Without the GIL: where no completion thread can take the callback
         // (the runtime was dropped), pkq runs it here, once the task is done.
         let with_output = self.with_output;
-        py.detach(move || {
+        detached(py, move || {
             if with_output {
                 t.on_output(move |r| target.deliver(r.map(|(c, out)| (c, Some(out)))));
             } else {
@@ -293,9 +294,10 @@ struct Target {
 impl Target {
     /// Hands `r` to the future, through the loop (on pkq's completion
     /// thread, or the awaiting thread where pkq runs the callback there).
-    /// A loop that is closed by now gets nothing.
+    /// A loop that is closed by now gets nothing, nor one whose interpreter
+    /// is exiting (no thread may take the GIL then).
     fn deliver(self, r: pkq::Result<(Completion, Option<Vec<u8>>)>) {
-        Python::attach(move |py| {
+        Python::try_attach(move |py| {
             let made = (|| -> PyResult<(bool, Bound<'_, PyAny>)> {
                 Ok(match r {
                     Ok((c, None)) => (true, Bound::new(py, PyCompletion::from(c))?.into_any()),
@@ -499,7 +501,7 @@ impl PyBatch {
         let d = timeout_of(py, timeout)?;
         let parts = self.parts.as_mut().ok_or_else(|| consumed(py, "batch"))?;
         let n = self.n;
-        let r = py.detach(|| -> pkq::Result<Reaped> {
+        let r = detached(py, || -> pkq::Result<Reaped> {
             let deadline = std::time::Instant::now().checked_add(d);
             let mut values = Vec::with_capacity(n);
             let mut failed = None;

@@ -5,6 +5,9 @@ import ast
 import inspect
 import pathlib
 import struct
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -230,3 +233,22 @@ def test_every_public_name_is_exported_and_documented():
                     continue
                 assert getattr(v, "__doc__", None), f"{name}.{m} has no docstring"
     assert (pathlib.Path(pkq.__file__).parent / "py.typed").exists()
+
+
+def test_a_daemon_thread_in_a_call_as_the_interpreter_exits_does_not_crash_it():
+    # The call releases the GIL; it returns while the interpreter finalizes
+    # and must not take the process down as it asks for the GIL again.
+    script = textwrap.dedent("""
+        import threading, time, pkq
+        def poll():
+            while True:
+                try:
+                    pkq.device_count()
+                except pkq.Error:
+                    pass
+        threading.Thread(target=poll, daemon=True).start()
+        time.sleep(0.2)
+    """)
+    for _ in range(3):
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+        assert run.returncode == 0, run.stderr.decode(errors="replace")

@@ -317,6 +317,10 @@ static void batches(pkq_runtime *rt) {
     /* NOP takes no arguments: a run of them. */
     CHECK_STATUS(pkq_submit_batch(rt, PKQ_OP_NOP, NULL, 0, 100, PKQ_SUBMIT_PACKED, &b), PKQ_OK);
     CHECK_STATUS(pkq_batch_wait(&b, UINT64_MAX, results, statuses, 100), PKQ_OK);
+    /* An empty run: a batch of none, waited for without arrays. */
+    CHECK_STATUS(pkq_submit_batch(rt, PKQ_OP_NOP, NULL, 0, 0, 0, &b), PKQ_OK);
+    CHECK_STATUS(pkq_batch_wait(&b, 0, NULL, NULL, 0), PKQ_OK);
+    CHECK_STATUS(pkq_batch_release(&b), PKQ_OK);
 }
 
 /* IO tasks: COPY_IO's output is its input XOR the key, its value the sum

@@ -75,6 +75,12 @@ static void empty_handles() {
     bad.wait(42);
     CHECK_STATUS(pkq::Runtime::create(rt, bad), PKQ_ERR_INVALID_CONFIG);
     CHECK(!rt);
+    // More lanes than the wrapper keeps on its stack: the C API's own
+    // verdict (lane 0's options), with its message.
+    CHECK_STATUS(pkq::Runtime::create(rt, {bad, bad, bad, bad, bad, bad, bad, bad, bad, bad, bad,
+                                           bad, bad, bad, bad, bad, bad}),
+                 PKQ_ERR_INVALID_CONFIG);
+    CHECK(!rt && !pkq::last_error().empty());
     CHECK(std::strcmp(pkq::status_name(PKQ_ERR_TIMEOUT), "PKQ_ERR_TIMEOUT") == 0);
 }
 

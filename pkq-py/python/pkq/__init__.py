@@ -18,7 +18,8 @@ every kernel of the device never return: ``torch.cuda.synchronize()``,
 ``cupy.cuda.Device().synchronize()``, ``torch.cuda.empty_cache()``, CuPy's
 ``free_all_blocks()``, and a first launch that loads a module. Synchronize
 your own streams, and warm up (load) your kernels before building the
-runtime. Waits release the GIL.
+runtime. Waits release the GIL, and hold off Ctrl-C (``KeyboardInterrupt``)
+until they end: give long waits a timeout.
 
 NumPy is optional: with it, :meth:`Batch.wait` returns a ``uint64`` array.
 """
