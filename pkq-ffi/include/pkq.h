@@ -621,7 +621,11 @@ enum pkq_status pkq_state_write(struct pkq_state *state, const void *data, size_
 // (`PKQ_ERR_OP_MISMATCH`, nothing submitted). A wait that ends otherwise
 // than with the task's result (a fault, a stop) returns once the kernel
 // is known to have stopped: the state is never used by a task after this
-// returns.
+// returns. So the wait is not ended by a stall (a handler that never
+// returns holds this call), and where the kernel does not exit in time
+// after such an end (the stop's wait for it, then one more stop timeout)
+// the process aborts rather than let the device use the state after it
+// was given back.
 //
 // # Safety
 // `rt` and `state` are live handles, the state made on that runtime;
