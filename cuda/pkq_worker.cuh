@@ -1009,6 +1009,14 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             // task. An argument length over the slot's (the header has 8
             // bits for it) is refused, never handed to a handler.
             const bool areas = io_task.seen != nullptr;
+            // A task on host buffers reads what the host wrote before it
+            // published the slot: the acquire pattern first (c3 in
+            // docs/PROTOCOL.md), every lane fencing before the barrier, as
+            // before an IO input (`host` is warp-uniform).
+            if (host) {
+                fence_acquire_sys();
+                __syncwarp();
+            }
             const bool run = ctx.len <= PKQ_ARGS_BYTES &&
                              (!io || (areas && io_begin(p, slot, lap, rooms, lane,
                                                         h1 & ((1u << PKQ_HEADER_IN_BITS) - 1), ctx,

@@ -39,7 +39,11 @@ impl Builder {
     /// [`Error::PartitionUnsupported`], [`Error::KernelTimeout`],
     /// [`Error::InvalidModule`] and [`Error::KernelMissing`] (a module of
     /// your own: [`Builder::module`]), [`Error::OpMismatch`] (an op declared
-    /// with [`Builder::op`]), or the CUDA error of a failed driver call. A lane that fails to start fails
+    /// with [`Builder::op`]), [`Error::KernelStopped`] (a kernel that exited
+    /// or stopped serving before every worker reported in: a module of your
+    /// own that returns, or a poller that found a word it cannot read),
+    /// [`Error::DeviceFault`] (a kernel that faulted while starting), or the
+    /// CUDA error of a failed driver call. A lane that fails to start fails
     /// the build; the lanes started before it are stopped.
     pub fn build(self) -> Result<Runtime> {
         let _range = crate::trace::nvtx::range(c"pkq build");
@@ -119,22 +123,6 @@ impl Builder {
         };
         let mut params = plan.params(h2d_addr, d2h_addr, spin as u32, sleep as u32, scratch);
         let blocks = self.width.blocks(kernel.sms()) as usize;
-        let mut block_log = None;
-        if blocks != 0 {
-            // A wide lane's group words, zeroed (WIDTH in pkq_layout.h).
-            params.groups = kernel.zeroed_device_memory(plan.workers * GROUP_BYTES)?;
-            params.group_blocks = blocks as u32;
-            params.group_warps = self.width.warps();
-            // Its log of blocks of traced tasks (TRACE LOG), mapped.
-            let words = BlockLog::words_for(plan.workers, blocks);
-            let memory = kernel.mapped_memory(words)?;
-            params.trace_log = memory.device_addr(0);
-            block_log = Some(BlockLog::new(
-                Arc::new(memory.words(0, words)),
-                plan.workers,
-                blocks,
-            ));
-        }
         let mut ops = std::mem::take(&mut kernel.ops).serving(self.width);
         if let Image::Caller(_) = self.image {
             ops = ops.refusing_unlisted();
@@ -210,6 +198,23 @@ impl Builder {
                     None => String::new(),
                 },
             )));
+        }
+        // A wide lane's memory, once its blocks are known to fit.
+        let mut block_log = None;
+        if blocks != 0 {
+            // A wide lane's group words, zeroed (WIDTH in pkq_layout.h).
+            params.groups = kernel.zeroed_device_memory(plan.workers * GROUP_BYTES)?;
+            params.group_blocks = blocks as u32;
+            params.group_warps = self.width.warps();
+            // Its log of blocks of traced tasks (TRACE LOG), mapped.
+            let words = BlockLog::words_for(plan.workers, blocks);
+            let memory = kernel.mapped_memory(words)?;
+            params.trace_log = memory.device_addr(0);
+            block_log = Some(BlockLog::new(
+                Arc::new(memory.words(0, words)),
+                plan.workers,
+                blocks,
+            ));
         }
         // Before the launch: nothing is allocated on the device while the
         // kernel runs.

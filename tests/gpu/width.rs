@@ -283,6 +283,27 @@ pub(crate) fn lanes_serve_the_ops_of_their_width() {
     ] {
         assert!(matches!(b.build(), Err(Error::InvalidConfig(_))));
     }
+    // A lane of more blocks than the device keeps resident is refused
+    // before its memory is allocated (its trace log alone would be
+    // gigabytes of pinned memory here).
+    let t0 = std::time::Instant::now();
+    let built = Runtime::builder()
+        .workers(1024)
+        .capacity(1024)
+        .width(Width::Group {
+            blocks: 1024,
+            warps: 8,
+        })
+        .build();
+    assert!(
+        matches!(built, Err(Error::InvalidConfig(ref m)) if m.contains("resident at once")),
+        "{built:?}"
+    );
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(1),
+        "refused after {:?}",
+        t0.elapsed()
+    );
 }
 
 /// Wide tasks in flight (long GROUP_DOTs, queued behind one another) when
