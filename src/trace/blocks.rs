@@ -33,8 +33,12 @@ pub struct BlockRecord {
     /// The block, of the group's (0: the worker's poller's).
     pub block: usize,
     /// The GPU's `%globaltimer` when the block began running the handler.
+    /// The log keeps each block's times as 32-bit offsets from the task's
+    /// device start, from 0 (a block that began before it reads as the
+    /// start) to about 4.29 s (`u32::MAX` ns: later times read as that).
     pub device_start_ns: u64,
-    /// The GPU's `%globaltimer` when all its threads had finished it.
+    /// The GPU's `%globaltimer` when all its threads had finished it (as
+    /// clamped as the start).
     pub device_end_ns: u64,
 }
 
@@ -102,7 +106,8 @@ impl BlockLog {
                 let blocks = (0..self.blocks)
                     .map(|r| {
                         let k = TRACE_LOG_HEADER_WORDS + 2 * r;
-                        (start + low(k), start + low(k + 1))
+                        // Device-written words: wrapping, never a panic.
+                        (start.wrapping_add(low(k)), start.wrapping_add(low(k + 1)))
                     })
                     .collect();
                 out.push(Logged {
