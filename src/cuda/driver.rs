@@ -45,7 +45,10 @@ fn ordinal(index: usize) -> Result<i32> {
 /// [`Error::DeviceOutOfRange`]. Open it with this rather than
 /// `CudaContext::new`, which panics where no driver can be loaded. It is the
 /// context a runtime on that device serves in; create its streams before
-/// building a runtime (see the README's rules for sharing the GPU).
+/// building a runtime (see the README's rules for sharing the GPU). As
+/// cudarc's `CudaContext::new`, it makes the context current on the
+/// calling thread; pkq's other calls leave the thread's current context as
+/// they found it.
 ///
 /// ```no_run
 /// # fn main() -> pkq::Result<()> {
@@ -62,8 +65,39 @@ pub fn context(index: usize) -> Result<Arc<CudaContext>> {
     Ok(CudaContext::new(index)?)
 }
 
+/// The calling thread's current context, made current again when this is
+/// dropped: cudarc makes the contexts it opens and those it creates streams
+/// in current on the calling thread, and a call of pkq's that opens a
+/// device (a build, a host buffer, a report) must leave the thread's
+/// context as it found it (a thread whose CUDA runtime works on another
+/// device would otherwise go on on pkq's). Taken once the driver is known
+/// to load (`index` checked as [`context`] checks it).
+#[must_use]
+pub(crate) struct KeepCurrent(sys::CUcontext);
+
+impl KeepCurrent {
+    pub(crate) fn on(index: usize) -> Result<Self> {
+        ordinal(index)?;
+        let mut current = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; the driver is loaded and initialized
+        // (`ordinal`). A thread with no current context gets null.
+        unsafe { sys::cuCtxGetCurrent(&mut current) }.result()?;
+        Ok(Self(current))
+    }
+}
+
+impl Drop for KeepCurrent {
+    fn drop(&mut self) {
+        // SAFETY: the context current when this was taken (alive: the
+        // caller's, whose call this is), or null, which leaves none.
+        let _ = unsafe { sys::cuCtxSetCurrent(self.0) };
+    }
+}
+
 /// pkq's own handle on device `index`'s primary context, once the device is
-/// known to exist and to support pkq, with cudarc's event tracking off.
+/// known to exist and to support pkq, with cudarc's event tracking off. It
+/// is current on the calling thread afterwards (cudarc's way): a public
+/// call holds a [`KeepCurrent`] across it.
 pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {
     ordinal(index)?;
     let ctx = CudaContext::new(index)?;
@@ -201,6 +235,7 @@ pub struct DeviceInfo {
 /// capability below 8.0, no mapped host memory, a driver older than CUDA
 /// 12.4), and [`Error::Cuda`] for a driver call that fails.
 pub fn device_info(index: usize) -> Result<DeviceInfo> {
+    let _keep = KeepCurrent::on(index)?;
     let ctx = open(index)?;
     let mut api = 0;
     // SAFETY: valid out-pointer; the driver is initialized by `open`.

@@ -564,16 +564,10 @@ pub(crate) fn callers_context_is_kept_and_foreign_buffers_refused() {
     let stream = other.default_stream();
     let x = stream.clone_htod(&[1.0f32; 4]).unwrap();
     let mut y = stream.clone_htod(&[1.0f32; 4]).unwrap();
-    let rt = Runtime::builder()
-        .probe_interval(Duration::ZERO)
-        .build()
-        .unwrap();
-    assert!(matches!(
-        rt.axpy(1.0, &x, &mut y),
-        Err(Error::InvalidArgument(_))
-    ));
-    // pkq's own driver calls (here the liveness probe of try_result, due on
-    // every call) leave the calling thread's current context as they found it.
+    // pkq's calls that open the device (a build, a host buffer, reports)
+    // and its own driver calls (here the liveness probe of try_result, due
+    // on every call) leave the calling thread's current context as they
+    // found it.
     other.bind_to_thread().unwrap();
     let current = || {
         let mut c = std::ptr::null_mut();
@@ -583,6 +577,22 @@ pub(crate) fn callers_context_is_kept_and_foreign_buffers_refused() {
     };
     let before = current();
     assert_eq!(before, other.cu_ctx());
+    let rt = Runtime::builder()
+        .probe_interval(Duration::ZERO)
+        .build()
+        .unwrap();
+    assert_eq!(current(), before, "the build changed the thread's context");
+    let host = rt.host_buffer::<u64>(4).unwrap();
+    pkq::device_info(0).unwrap();
+    pkq::running_kernels(0).unwrap();
+    let _ = pkq::sm_partition_support(0);
+    assert_eq!(current(), before, "a report or a host buffer changed it");
+    drop(host);
+    assert!(matches!(
+        rt.axpy(1.0, &x, &mut y),
+        Err(Error::InvalidArgument(_))
+    ));
+    other.bind_to_thread().unwrap();
     let mut t = rt.submit(ECHO.args(&3u64)).unwrap();
     let c = loop {
         if let Some(c) = t.try_result().unwrap() {
