@@ -550,9 +550,11 @@
  * ARRIVALS and the group barrier's read the poller's stop word every PKQ_GROUP_STOP_SPINS
  * spins, and blocks 1.. leave on the quit bit, which the poller's last
  * generation carries once it left its loop. A wait that gave up on a stop leaves the group
- * abandoned: ABANDONED (line 3) set to 1 by each block whose wait gave up
- * (the only value ever stored there, before its arrival), read by the
- * poller after the arrivals; that task, and every task but a NOP (which
+ * abandoned: ABANDONED (line 3) set to 1 by each block whose wait at the
+ * group barrier gave up (the only value ever stored there, before its
+ * arrival; a wait of the poller's for presence or arrivals that gave up
+ * marks the poller's own copy of the flag only), read by the poller after
+ * the arrivals; that task, and every task but a NOP (which
  * the poller answers alone) its poller takes after it, completes
  * with PKQ_STATUS_STOPPED and is handed to no block (so no block mixes two
  * tasks' words, and no result of part of the group is published).

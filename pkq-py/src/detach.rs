@@ -9,19 +9,23 @@ use std::sync::OnceLock;
 
 use pyo3::prelude::*;
 
-/// `py.detach(f)`: `f` runs without the GIL. A thread other than the
-/// main one whose `f` returns once the interpreter is being finalized
-/// hangs there, for good, instead of asking for the GIL again (the main
-/// thread, which finalizes, may: a runtime dropped during finalization).
-/// Left open: finalization beginning between that look and the request.
+/// `py.detach(f)`: `f` runs without the GIL. A thread whose `f` returns
+/// once the interpreter is being finalized, where it was not when `f`
+/// began, hangs there, for good, instead of asking for the GIL again. The
+/// thread that finalizes may go on: it holds the GIL when finalization
+/// begins, so it finds it begun when it enters (a runtime dropped during
+/// finalization), and no other thread can hold the GIL from then on. Left
+/// open: finalization beginning between the look after `f` and the
+/// request for the GIL.
 pub(crate) fn detached<T, F>(py: Python<'_>, f: F) -> T
 where
     F: Send + FnOnce() -> T,
     T: Send,
 {
+    let finalizing_before = finalizing();
     py.detach(|| {
         let out = f();
-        if finalizing() && !on_main_thread() {
+        if !finalizing_before && finalizing() {
             loop {
                 std::thread::park();
             }
@@ -51,11 +55,4 @@ fn finalizing() -> bool {
     });
     // SAFETY: CPython's own function, callable from any thread at any time.
     found.is_some_and(|is| unsafe { is() } != 0)
-}
-
-/// Whether this is the process's main thread (Linux: its thread id is the
-/// process id), where the interpreter finalizes.
-fn on_main_thread() -> bool {
-    // SAFETY: neither call has a precondition.
-    unsafe { libc::syscall(libc::SYS_gettid) == libc::getpid() as libc::c_long }
 }

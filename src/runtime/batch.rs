@@ -233,6 +233,13 @@ impl Batch {
         let mut since = None;
         while !self.take_in_order(deadline) {
             if deadline.is_some_and(|d| now() >= d) {
+                // What ended the runtime comes before the timeout, as in a
+                // wait's own look (`Shared::wait_for`).
+                let health = self.ring.shared().check();
+                if let Err(e) = health {
+                    self.take_or(e)?;
+                    return Ok(self.all_results());
+                }
                 return Err(Error::Timeout);
             }
             let since = *since.get_or_insert_with(now);

@@ -1176,3 +1176,24 @@ fn a_submit_whose_ring_a_fault_closes_as_it_reserves_is_the_fault() {
         );
     }
 }
+
+#[test]
+fn a_batch_wait_past_its_deadline_says_what_ended_the_runtime() {
+    // A fault latched with tasks still running: a wait whose deadline has
+    // passed says the fault, as a ticket's does, not Timeout.
+    let rt = soft(Runtime::builder().capacity(8).workers(1));
+    let mut b = rt
+        .submit(SPIN.batch(&[2_000_000_000u64, 2_000_000_000]))
+        .unwrap();
+    let mut t = rt.submit(SPIN.args(&2_000_000_000u64)).unwrap();
+    let _ = rt
+        .shared
+        .device
+        .fail(Error::DeviceFault("CUDA_ERROR_ILLEGAL_ADDRESS".into()));
+    for timeout in [Duration::ZERO, Duration::from_micros(1)] {
+        let got = t.wait_timeout(timeout);
+        assert!(matches!(got, Err(Error::DeviceFault(_))), "ticket: {got:?}");
+        let got = b.wait_timeout(timeout);
+        assert!(matches!(got, Err(Error::DeviceFault(_))), "batch: {got:?}");
+    }
+}
