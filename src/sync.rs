@@ -149,17 +149,13 @@ pub(crate) fn ticks() -> u64 {
 /// read is ordered so already (Linux reads the counter behind a fence).
 #[inline(always)]
 pub(crate) fn ticks_after_loads() -> u64 {
+    // SAFETY: LFENCE (SSE2) exists on every x86-64 processor (the only
+    // target: lib.rs) and has no preconditions.
     #[cfg(not(any(miri, loom)))]
-    if tsc::invariant() {
-        // SAFETY: LFENCE (SSE2, in every x86-64 processor) and RDTSC exist on
-        // every x86-64 processor (the only target: lib.rs) and have no
-        // preconditions.
-        return unsafe {
-            core::arch::x86_64::_mm_lfence();
-            core::arch::x86_64::_rdtsc()
-        };
-    }
-    monotonic_ns()
+    unsafe {
+        core::arch::x86_64::_mm_lfence()
+    };
+    ticks()
 }
 
 /// Nanoseconds of the monotonic clock since the process first read it.

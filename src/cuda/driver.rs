@@ -70,21 +70,11 @@ pub fn context(index: usize) -> Result<Arc<CudaContext>> {
 /// in current on the calling thread, and a call of pkq's that opens a
 /// device (a build, a host buffer, a report) must leave the thread's
 /// context as it found it (a thread whose CUDA runtime works on another
-/// device would otherwise go on on pkq's). Taken once the driver is known
-/// to load (`index` checked as [`context`] checks it).
+/// device would otherwise go on on pkq's). Made by [`open`], whose caller
+/// holds it for the whole call, declared before anything of the context
+/// (dropped after it: a context's drop makes it current too).
 #[must_use]
 pub(crate) struct KeepCurrent(sys::CUcontext);
-
-impl KeepCurrent {
-    pub(crate) fn on(index: usize) -> Result<Self> {
-        ordinal(index)?;
-        let mut current = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer; the driver is loaded and initialized
-        // (`ordinal`). A thread with no current context gets null.
-        unsafe { sys::cuCtxGetCurrent(&mut current) }.result()?;
-        Ok(Self(current))
-    }
-}
 
 impl Drop for KeepCurrent {
     fn drop(&mut self) {
@@ -95,11 +85,16 @@ impl Drop for KeepCurrent {
 }
 
 /// pkq's own handle on device `index`'s primary context, once the device is
-/// known to exist and to support pkq, with cudarc's event tracking off. It
-/// is current on the calling thread afterwards (cudarc's way): a public
-/// call holds a [`KeepCurrent`] across it.
-pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {
+/// known to exist and to support pkq, with cudarc's event tracking off;
+/// and what puts back the calling thread's own context (the handle is
+/// current on it until then, cudarc's way).
+pub(crate) fn open(index: usize) -> Result<(KeepCurrent, Arc<CudaContext>)> {
     ordinal(index)?;
+    let mut current = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer; the driver is loaded and initialized
+    // (`ordinal`). A thread with no current context gets null.
+    unsafe { sys::cuCtxGetCurrent(&mut current) }.result()?;
+    let keep = KeepCurrent(current);
     let ctx = CudaContext::new(index)?;
     let (major, minor) = ctx.compute_capability()?;
     let unsupported = |why: String| Error::UnsupportedDevice {
@@ -129,7 +124,7 @@ pub(crate) fn open(index: usize) -> Result<Arc<CudaContext>> {
     // creating a stream does not synchronize the context, which would wait
     // behind any kernel already running (a resident one never ends).
     unsafe { ctx.disable_event_tracking() };
-    Ok(ctx)
+    Ok((keep, ctx))
 }
 
 /// The first driver API version with every driver call pkq makes outside
@@ -235,8 +230,7 @@ pub struct DeviceInfo {
 /// capability below 8.0, no mapped host memory, a driver older than CUDA
 /// 12.4), and [`Error::Cuda`] for a driver call that fails.
 pub fn device_info(index: usize) -> Result<DeviceInfo> {
-    let _keep = KeepCurrent::on(index)?;
-    let ctx = open(index)?;
+    let (_keep, ctx) = open(index)?;
     let mut api = 0;
     // SAFETY: valid out-pointer; the driver is initialized by `open`.
     unsafe { sys::cuDriverGetVersion(&mut api) }.result()?;

@@ -208,8 +208,7 @@ fn refused_while_busy(doing: &str, instead: &str) -> Error {
 /// run). Errors: what opening the device returns
 /// ([`Error::NoDriver`], [`Error::DeviceOutOfRange`], ...).
 pub fn running_kernels(index: usize) -> Result<usize> {
-    let _keep = crate::cuda::driver::KeepCurrent::on(index)?;
-    let ctx = crate::cuda::driver::open(index)?;
+    let (_keep, ctx) = crate::cuda::driver::open(index)?;
     Ok(state().running.get(&key(&ctx)).copied().unwrap_or(0))
 }
 

@@ -50,8 +50,7 @@ pub struct SmGranularity {
 /// # Ok(()) }
 /// ```
 pub fn sm_partition_support(index: usize) -> Result<SmGranularity> {
-    let _keep = crate::cuda::driver::KeepCurrent::on(index)?;
-    let ctx = crate::cuda::driver::open(index)?;
+    let (_keep, ctx) = crate::cuda::driver::open(index)?;
     support(&ctx)
 }
 

@@ -205,8 +205,8 @@ impl Batch {
     /// [`Batch::results`], and a later wait goes on from there. Completions
     /// that all arrived are collected against the deadline too (a batch
     /// may have millions of slots, each a take): a wait collects at least
-    /// one run of them, then stops at the deadline. A timeout too long to add to now (such
-    /// as `Duration::MAX`) waits without a deadline.
+    /// one run of them, then stops at the deadline. A timeout too long to
+    /// add to now (such as `Duration::MAX`) waits without a deadline.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {

@@ -129,8 +129,7 @@ impl<T: Pod> HostBuffer<T> {
         // tracking handle synchronizes the context, which waits for every
         // resident kernel there). Page-aligned memory: `T`'s alignment, at
         // most a page's (checked above), holds.
-        let _keep = crate::cuda::driver::KeepCurrent::on(device)?;
-        let ctx = crate::cuda::driver::open(device)?;
+        let (_keep, ctx) = crate::cuda::driver::open(device)?;
         let memory = MappedBuffer::new(&ctx, bytes.div_ceil(8))?;
         Ok(HostBuffer {
             memory,

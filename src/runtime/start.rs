@@ -50,8 +50,7 @@ impl Builder {
         self.check_before_driver()?;
         // Every context and stream made below is made current on this
         // thread (cudarc): the thread's own is current again on return.
-        let _keep = driver::KeepCurrent::on(self.device)?;
-        let ctx = driver::open(self.device)?;
+        let (_keep, ctx) = driver::open(self.device)?;
         let partition = match self.sm_partition {
             Some(sms) => Some(SmPartition::new(partition::split(&ctx, self.device, sms)?)),
             None => None,
