@@ -310,7 +310,12 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
             __syncwarp();
         }
         block_barrier(BAR_TASK, threads);
-        if (task->quit) return;
+        if (task->quit) {
+            // Every thread of the block is done (through the barrier): its
+            // writes before the poller's look at LEFT (a release add).
+            if (fetcher) add_release_gpu(group_word(group, PKQ_GROUP_OFF_LEFT), 1);
+            return;
+        }
         const uint64_t began = fetcher && task->traced ? globaltimer() : 0;
         const Context ctx = group_context(task, group, rank);
         (void)handlers(ctx);
@@ -323,5 +328,46 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
         }
     }
 }
+
+// The poller's way out of its loop (serve()'s `leave`, before its final
+// state word): block 0's warps and the other blocks told to quit (after its
+// last task's arrivals), on a last generation with the quit bit; then, in a
+// group whose blocks all came, a wait until each of them left (LEFT in
+// pkq_layout.h), beating as it waits: the final state word says that
+// nothing of the group runs any more. The wait's exit is the blocks'
+// handlers returning: the poller leaves on a stop, which ended every wait
+// of theirs, or on a bad tag, before which none gave up. Where a stop
+// ended its wait for presence (a failed build's), no task ran: no wait.
+struct GroupLeave {
+    volatile BlockTask* task;
+    GroupSync* group;
+    const unsigned long long* handed;
+    bool present;  // every block of the group reported present
+
+    template <class Beat>
+    __device__ __forceinline__ void operator()(uint32_t lane, const Beat& beat) const {
+        const uint32_t blocks = group->blocks;
+        if (blocks > 1) {
+            const uint64_t words[PKQ_ARGS_BYTES / 8] = {};
+            const uint64_t last = __shfl_sync(0xffffffffu, lane == 0 ? *handed : 0ull, 0);
+            hand_task(group, lane, last + 1, PKQ_GROUP_HEADER_QUIT, words);
+        }
+        if (lane == 0) task->quit = 1;
+        __syncwarp();
+        block_barrier(BAR_TASK, blockDim.x);
+        if (blocks > 1 && present) {
+            const uint64_t* left = group_word(group, PKQ_GROUP_OFF_LEFT);
+            for (;;) {
+                const uint64_t n = __shfl_sync(0xffffffffu, lane == 0 ? load_relaxed_gpu(left) : 0ull, 0);
+                if (n >= blocks - 1) break;
+                beat();
+                __nanosleep(256);
+            }
+            // The blocks' writes (released by their adds) before the final
+            // state word and the system fence ahead of it.
+            fence_acquire_gpu();
+        }
+    }
+};
 
 }  // namespace pkq

@@ -404,6 +404,12 @@
 #define PKQ_OP_GROUP_MEMSET 15 /* u16 */
 #define PKQ_OP_GROUP_GEMV 16 /* u16 */
 #define PKQ_OP_GROUP_FIR 17 /* u16 */
+/* GROUP_SPIN: block r of the group busy-waits r times the u64 argument's
+   nanoseconds by %globaltimer (block 0 not at all; (blocks - 1) times it
+   at most PKQ_SPIN_MAX_NS, else BAD_ARGS), then returns (blocks - 1) times
+   the argument: a task whose participants end one after another (for
+   testing stragglers). */
+#define PKQ_OP_GROUP_SPIN 18 /* u16 */
 #define PKQ_GROUP_MAX_N 268435456
 #define PKQ_GROUP_MEMCPY_MAX_BYTES 17179869184
 #define PKQ_GROUP_GEMV_MAX_DIM 65536
@@ -532,6 +538,18 @@
  *     hold the SMs) never reports in, so the start ends in a timeout rather
  *     than with tasks handed to blocks that are not there. Blocks that
  *     become resident after a stop find the quit bit in TASK and leave.
+ *   LEFT (line 3, beside PRESENT): a GPU-scope release add of one by block
+ *     r > 0 when it leaves on the quit bit (cumulative: every write of its
+ *     threads, seen through the block barrier, comes first). A poller whose
+ *     blocks all reported present waits, once it handed the quit, until it
+ *     is (blocks - 1), beating, then fences at GPU scope (acquire) before
+ *     its final state word: the host takes a kernel all of whose pollers
+ *     stored that word for one that exited (docs/design/fault-verdict.md),
+ *     so no block of the group may still run a handler on memory a call
+ *     lent. Where a stop ended the poller's wait for PRESENT (only a failed
+ *     build's stop can: the build returns a lane only once every worker
+ *     reported in), no task was ever submitted, so none ran: the poller
+ *     does not wait, and a block that comes later finds the quit bit.
  *   SCRATCH (from line 4, PKQ_GROUP_SCRATCH_BYTES): the group's own device
  *     memory for its handlers (Context::scratch), e.g. per-block partials.
  *   TIMES (after SCRATCH, 16 bytes per block): of a traced task (header bit
@@ -549,7 +567,11 @@
  * Every wait on these words exits: the poller's waits for PRESENT and
  * ARRIVALS and the group barrier's read the poller's stop word every PKQ_GROUP_STOP_SPINS
  * spins, and blocks 1.. leave on the quit bit, which the poller's last
- * generation carries once it left its loop. A wait that gave up on a stop leaves the group
+ * generation carries once it left its loop. The poller's wait for LEFT
+ * ends once every block's handler returned: it has no stop exit, as a
+ * handler that never returns keeps any poller. It leaves its loop on a
+ * stop, which ended every wait of its blocks, or on a bad tag, before
+ * which none gave up (every block waits for TASK). A wait that gave up on a stop leaves the group
  * abandoned: ABANDONED (line 3) set to 1 by each block whose wait at the
  * group barrier gave up (the only value ever stored there, before its
  * arrival; a wait of the poller's for presence or arrivals that gave up
@@ -568,6 +590,7 @@
 #define PKQ_GROUP_OFF_BARRIER 256
 #define PKQ_GROUP_OFF_ABANDONED 384
 #define PKQ_GROUP_OFF_PRESENT 448
+#define PKQ_GROUP_OFF_LEFT 456
 #define PKQ_GROUP_OFF_SCRATCH 512
 #define PKQ_GROUP_SCRATCH_BYTES 8192
 #define PKQ_GROUP_OFF_TIMES 8704
@@ -767,6 +790,7 @@ static_assert(offsetof(pkq_params, group_warps) == PKQ_PARAMS_OFF_GROUP_WARPS, "
 static_assert(offsetof(pkq_params, trace_log) == PKQ_PARAMS_OFF_TRACE_LOG, "pkq_params.trace_log");
 static_assert(PKQ_GROUP_TASK_WORDS == 1 + 2 * (PKQ_ARGS_BYTES / 8), "a header and two halves per argument word");
 static_assert(PKQ_GROUP_OFF_TASK + 8 * PKQ_GROUP_TASK_WORDS <= PKQ_GROUP_OFF_ARRIVALS, "a task fits line 0");
+static_assert(PKQ_GROUP_OFF_PRESENT < PKQ_GROUP_OFF_LEFT && PKQ_GROUP_OFF_LEFT + 8 <= PKQ_GROUP_OFF_SCRATCH, "LEFT in line 3");
 static_assert(PKQ_ARGS_BYTES < 256 && (PKQ_GROUP_HEADER_TRACED >> 16) == 256, "len fits below the header bits");
 static_assert(PKQ_GROUP_OFF_SCRATCH + PKQ_GROUP_SCRATCH_BYTES == PKQ_GROUP_OFF_TIMES, "scratch, then times");
 static_assert(PKQ_GROUP_OFF_TIMES + 16 * PKQ_MAX_GROUP_BLOCKS == PKQ_GROUP_BYTES, "group bytes");

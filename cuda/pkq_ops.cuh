@@ -603,6 +603,17 @@ __device__ __forceinline__ Outcome op_group_fir(const Context& ctx) {
     return ok_after_writes();
 }
 
+// GROUP_SPIN: block r waits r times `ns` (SPIN's wait, each warp on its
+// own); every block returns (blocks - 1) times `ns`, or BAD_ARGS where
+// that is past PKQ_SPIN_MAX_NS (the same outcome on every participant).
+__device__ __forceinline__ Outcome op_group_spin(const Context& ctx) {
+    const uint64_t ns = ctx.words[0];
+    if (ctx.blocks > 1 && ns > PKQ_SPIN_MAX_NS / (ctx.blocks - 1)) return outcome(PKQ_STATUS_BAD_ARGS, 0, false);
+    const uint64_t mine[PKQ_ARGS_BYTES / 8] = {ns * ctx.block};
+    (void)op_spin(mine);
+    return ok(ns * (ctx.blocks - 1));
+}
+
 // The built-in handler table.
 struct BuiltinOps {
     __device__ __forceinline__ Outcome operator()(const Context& ctx) const {
@@ -627,6 +638,7 @@ struct BuiltinOps {
             case PKQ_OP_GROUP_MEMSET: return op_group_memset(ctx);
             case PKQ_OP_GROUP_GEMV: return op_group_gemv(ctx);
             case PKQ_OP_GROUP_FIR: return op_group_fir(ctx);
+            case PKQ_OP_GROUP_SPIN: return op_group_spin(ctx);
             default: return unknown_op();
         }
     }
@@ -653,4 +665,5 @@ struct BuiltinOps {
                  PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_MEMCPY, pkq_memcpy_args),          \
                  PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_MEMSET, pkq_memset_args),          \
                  PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_GEMV, pkq_gemv_args),              \
-                 PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_FIR, pkq_fir_args))
+                 PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_FIR, pkq_fir_args),              \
+                 PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_SPIN, uint64_t))

@@ -709,6 +709,12 @@ constexpr uint32_t QUIET_NAP_NS = 128;
 // How many naps a quiet poller takes between two reads of its stop word.
 constexpr uint32_t QUIET_STOP_NAPS = 512;
 
+// A lane of warps' pollers leave alone (serve()'s `leave`).
+struct LeaveAlone {
+    template <class Beat>
+    __device__ __forceinline__ void operator()(uint32_t, const Beat&) const {}
+};
+
 // Serves tasks until the host's stop word is set (or a slot holds a tag that
 // is neither the expected lap nor the one before, or for a poller's copy
 // other than the first, the lap before that: corruption). `Handlers`
@@ -735,13 +741,15 @@ constexpr uint32_t QUIET_STOP_NAPS = 512;
 // below); `rooms`: the worker's IO rooms (io_begin); `help`: the worker's
 // post of a large input or output (IoHelp); `bar`: the worker's mbarrier
 // for the bulk copies of plain streams (null where the rooms are in device
-// memory: PLAIN in pkq_layout.h).
-template <class Handlers>
+// memory: PLAIN in pkq_layout.h). `leave`: what the poller does once it
+// left its loop, before its final state word, given its lane and its beat
+// (LeaveAlone; a lane of blocks or groups: GroupLeave).
+template <class Handlers, class Leave>
 __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
                                       unsigned long long* claim, unsigned long long* done,
                                       uint32_t* leaving, unsigned long long* scratch, uint8_t* rooms,
                                       IoHelp* help, unsigned long long* bar,
-                                      const Handlers& handlers) {
+                                      const Handlers& handlers, const Leave& leave) {
     const uint32_t lane = threadIdx.x & 31;
     // This poller's copy of the slots (COPIES in pkq_layout.h).
     const uint64_t* own_sq = reinterpret_cast<const uint64_t*>(p.sq) +
@@ -1061,6 +1069,8 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
         sleep_ns = 0;
         beat_if_due();
     }
+    // The rest of the poller's group told, and gone (GroupLeave).
+    leave(lane, beat_if_due);
     // Every lane's stores to mapped memory (completions, pack results, IO
     // output) before the final state word (cumulative through the warp
     // barrier): the host takes a kernel all of whose pollers stored it for
@@ -1109,28 +1119,19 @@ __device__ __forceinline__ void run_group(const pkq_params& p, const Handlers& h
         // Every block of the group resident before the worker reports in
         // (PRESENT in pkq_layout.h). A stop ends the wait: serve() then
         // reads it and leaves at once.
+        bool present = true;
         if (p.group_blocks > 1) {
-            if ((threadIdx.x & 31) == 0) (void)wait_at_least(&group, PKQ_GROUP_OFF_PRESENT, p.group_blocks - 1);
-            __syncwarp();
+            if ((threadIdx.x & 31) == 0) present = wait_at_least(&group, PKQ_GROUP_OFF_PRESENT, p.group_blocks - 1);
+            present = __shfl_sync(0xffffffffu, present, 0);
         }
         uint64_t* log = p.trace_log == 0 ? nullptr
                                           : reinterpret_cast<uint64_t*>(p.trace_log) +
                                                 static_cast<uint64_t>(worker) * PKQ_TRACE_LOG_TASKS *
                                                     (PKQ_TRACE_LOG_HEADER_WORDS + 2 * p.group_blocks);
         const GroupHandlers<Handlers> around{handlers, &task, &group, &handed, log, &traced};
+        const GroupLeave leave{&task, &group, &handed, present};
         serve(p, worker, 0, &claims[0], &dones[0], &leavings[0], &scratch[0], nullptr, &helps[0], nullptr,
-              around);
-        // The poller left: so do the others (after its last task's
-        // arrivals), on a last generation with the quit bit.
-        const uint32_t lane = threadIdx.x & 31;
-        if (p.group_blocks > 1) {
-            const uint64_t words[PKQ_ARGS_BYTES / 8] = {};
-            const uint64_t last = __shfl_sync(0xffffffffu, lane == 0 ? handed : 0ull, 0);
-            hand_task(&group, lane, last + 1, PKQ_GROUP_HEADER_QUIT, words);
-        }
-        if (lane == 0) task.quit = 1;
-        __syncwarp();
-        block_barrier(BAR_TASK, blockDim.x);
+              around, leave);
     } else {
         group_member(p, rank, &task, &group, handlers);
     }
@@ -1205,7 +1206,7 @@ __device__ __forceinline__ void run_workers(const pkq_params& p, const Handlers&
     serve(p, worker, warp % p.pollers, &claims[warp_in_block / p.pollers],
           &dones[warp_in_block / p.pollers], &leavings[warp_in_block / p.pollers],
           &scratch[warp_in_block * 32], rooms,
-          &helps[warp_in_block / p.pollers], bar, handlers);
+          &helps[warp_in_block / p.pollers], bar, handlers, LeaveAlone{});
 }
 
 }  // namespace pkq

@@ -4,8 +4,8 @@ use std::fmt;
 
 use crate::layout::{
     OP_AXPY, OP_COPY_IO, OP_DOT, OP_ECHO, OP_FIR, OP_GEMV, OP_GROUP_AXPY, OP_GROUP_DOT,
-    OP_GROUP_EMPTY, OP_GROUP_FIR, OP_GROUP_GEMV, OP_GROUP_MEMCPY, OP_GROUP_MEMSET, OP_MEMCPY,
-    OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP, OP_USER,
+    OP_GROUP_EMPTY, OP_GROUP_FIR, OP_GROUP_GEMV, OP_GROUP_MEMCPY, OP_GROUP_MEMSET, OP_GROUP_SPIN,
+    OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP, OP_USER,
 };
 
 /// An op code: which device handler runs a task. pkq's built-in ops have
@@ -42,6 +42,7 @@ impl Op {
             OP_GROUP_MEMSET => "GROUP_MEMSET",
             OP_GROUP_GEMV => "GROUP_GEMV",
             OP_GROUP_FIR => "GROUP_FIR",
+            OP_GROUP_SPIN => "GROUP_SPIN",
             _ => return None,
         })
     }

@@ -29,7 +29,7 @@ use crate::layout::{
     MEMCPY_OFF_BYTES, MEMCPY_OFF_DST, MEMCPY_OFF_SRC, MEMSET_ARGS_BYTES, MEMSET_OFF_BYTES,
     MEMSET_OFF_DST, MEMSET_OFF_VALUE, OP_AXPY, OP_COPY_IO, OP_DOT, OP_ECHO, OP_FIR, OP_GEMV,
     OP_GROUP_AXPY, OP_GROUP_DOT, OP_GROUP_EMPTY, OP_GROUP_FIR, OP_GROUP_GEMV, OP_GROUP_MEMCPY,
-    OP_GROUP_MEMSET, OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP,
+    OP_GROUP_MEMSET, OP_GROUP_SPIN, OP_MEMCPY, OP_MEMSET, OP_NOP, OP_SPIN, OP_TRAP,
 };
 use crate::ops::typed::TypedOp;
 
@@ -269,6 +269,14 @@ pub const GROUP_GEMV: TypedOp<GemvArgs> = TypedOp::with_pointers(OP_GROUP_GEMV, 
 /// [`GROUP_MAX_N`], taps at most [`FIR_MAX_TAPS`]); safe call:
 /// [`Lane::fir`](crate::Lane::fir) on such a lane.
 pub const GROUP_FIR: TypedOp<FirArgs> = TypedOp::with_pointers(OP_GROUP_FIR, "GROUP_FIR");
+/// [`SPIN`] by block `r` of a group, `r` times the argument's nanoseconds
+/// (block 0 not at all), each block's warps at once: a wide task whose
+/// blocks end one after another, the last `blocks - 1` times the argument
+/// later, which is the value. `BAD_ARGS` where that is past
+/// [`SPIN_MAX_NS`]. Dereferences nothing; served by lanes of blocks and
+/// groups only (on a lane of blocks, a group of one, it returns 0 at
+/// once, whatever the argument).
+pub const GROUP_SPIN: TypedOp<u64> = TypedOp::new(OP_GROUP_SPIN, "GROUP_SPIN");
 /// The longest vectors of one [`GROUP_DOT`], [`GROUP_AXPY`] or
 /// [`GROUP_FIR`] task (its outputs, for FIR).
 pub const GROUP_MAX_N: usize = crate::layout::GROUP_MAX_N;
@@ -282,7 +290,7 @@ pub const GROUP_GEMV_MAX_DIM: usize = crate::layout::GROUP_GEMV_MAX_DIM;
 /// (`PKQ_BUILTIN_OP_TABLE` in `cuda/pkq_ops.cuh`), which the GPU tests
 /// check against the kernel's.
 #[cfg(test)]
-pub(crate) fn signatures() -> [crate::ops::table::Signature; 18] {
+pub(crate) fn signatures() -> [crate::ops::table::Signature; 19] {
     [
         NOP.signature(),
         ECHO_48.signature(),
@@ -302,6 +310,7 @@ pub(crate) fn signatures() -> [crate::ops::table::Signature; 18] {
         GROUP_MEMSET.signature(),
         GROUP_GEMV.signature(),
         GROUP_FIR.signature(),
+        GROUP_SPIN.signature(),
     ]
 }
 
@@ -328,6 +337,7 @@ pub(crate) fn table_rows() -> Vec<crate::ops::table::OpInfo> {
                         | OP_GROUP_MEMSET
                         | OP_GROUP_GEMV
                         | OP_GROUP_FIR
+                        | OP_GROUP_SPIN
                 ) {
                     OP_GROUP
                 } else {

@@ -14,6 +14,7 @@ pub(crate) const TESTS: &[Test] = tests![
     wide_lanes_stop_with_tasks_in_flight,
     wide_calls_cut_short_return_once_the_kernel_stopped,
     wide_task_past_the_stall_bound,
+    a_group_poller_leaves_only_after_its_blocks,
     a_group_lane_whose_blocks_cannot_all_be_resident_does_not_start,
     host_buffers_random_vs_cpu,
     host_buffer_calls_wait_for_no_stream,
@@ -680,6 +681,99 @@ pub(crate) fn wide_task_past_the_stall_bound() {
     assert!(t0.elapsed() < Duration::from_secs(10));
     drop(rt);
     drop(x);
+}
+
+/// GROUP_SPIN on a group of two blocks: block 1 waits its argument, the
+/// value says so, and one past `SPIN_MAX_NS` is `BadArgs`. Then a cancel
+/// that lands while block 1 still waits out a GROUP_SPIN of 300 ms: the
+/// group's poller stops waiting for it (the task is `Stopped`), yet its
+/// state word (`Lane::debug_state`) stays as it was until block 1 left.
+/// Where the driver reports a fault on every context (another device's),
+/// the host takes a kernel all of whose pollers stored their final state
+/// for one that exited, and lets borrowing calls return: a poller that
+/// stored it before its blocks left would let them run on in memory
+/// handed back. A round whose cancel came before the task started (the
+/// task `Cancelled`) tests nothing and is run again (5 rounds at most).
+pub(crate) fn a_group_poller_leaves_only_after_its_blocks() {
+    let group = || {
+        Runtime::builder()
+            .width(Width::Group {
+                blocks: 2,
+                warps: 1,
+            })
+            .stop_timeout(Duration::from_secs(20))
+            .build()
+            .unwrap()
+    };
+    let rt = group();
+    let ns = 2_000_000u64;
+    let t0 = Instant::now();
+    let c = rt.submit(GROUP_SPIN.args(&ns)).unwrap().wait().unwrap();
+    assert_eq!(c.value, ns);
+    assert!(
+        t0.elapsed() >= Duration::from_nanos(ns),
+        "{:?}",
+        t0.elapsed()
+    );
+    match rt
+        .submit(GROUP_SPIN.args(&(SPIN_MAX_NS + 1)))
+        .unwrap()
+        .wait()
+    {
+        Err(Error::Task(e)) if e.status == TaskStatus::BadArgs => {}
+        other => panic!("GROUP_SPIN past SPIN_MAX_NS: {other:?}"),
+    }
+    drop(rt);
+    for _ in 0..5 {
+        let rt = group();
+        // The poller's state, without its position.
+        let state = || -> String {
+            let all = rt.debug_state();
+            let line = all
+                .lines()
+                .find(|l| l.contains("worker 0 poller 0"))
+                .unwrap_or_else(|| panic!("no poller in {all:?}"))
+                .to_owned();
+            line.split("state ")
+                .nth(1)
+                .unwrap()
+                .split(',')
+                .next()
+                .unwrap()
+                .to_owned()
+        };
+        let running = state();
+        let spin = Duration::from_millis(300);
+        let t0 = Instant::now();
+        let t = rt
+            .submit(GROUP_SPIN.args(&(spin.as_nanos() as u64)))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        let left = std::thread::scope(|s| {
+            let cancel = s.spawn(|| rt.cancel());
+            // The first sign that the poller left: its state word changed,
+            // or the cancel (which waits for the kernel's exit) returned.
+            let left = loop {
+                if state() != running || cancel.is_finished() {
+                    break t0.elapsed();
+                }
+                std::thread::sleep(Duration::from_micros(100));
+            };
+            cancel.join().unwrap().unwrap();
+            left
+        });
+        match t.wait() {
+            Err(Error::Cancelled) => continue,
+            Err(Error::Task(e)) if e.status == TaskStatus::Stopped => {}
+            other => panic!("a GROUP_SPIN of {spin:?} cancelled after 30 ms: {other:?}"),
+        }
+        assert!(
+            left + Duration::from_millis(20) >= spin,
+            "the poller left {left:?} after the submit, while block 1 waited {spin:?}"
+        );
+        return;
+    }
+    panic!("in 5 rounds the cancel always came before the task started: nothing was tested");
 }
 
 /// Host buffers (`HostBuffer`) at every width: filled in place, handed to
