@@ -55,9 +55,12 @@ pub(crate) enum KernelState {
 }
 
 /// A kernel that stays resident on its own stream, with a reference to the
-/// mapped memory it works on. The memory and the stream are released only once the kernel is
-/// known to have ended; if it never ends they are leaked, never freed under
-/// it. (Its module stays loaded for the process: see [`crate::cuda::modules`].)
+/// mapped memory it works on. The memory and the stream are released only
+/// once the kernel is known to have exited: at its drop, or, for one that
+/// may still run then, once a later look finds it exited
+/// ([`crate::cuda::modules::Lingering`]); one found dead by a fault keeps
+/// them for the process. (Its module stays loaded for the process: see
+/// [`crate::cuda::modules`].)
 pub(crate) struct Kernel {
     ctx: Arc<CudaContext>,
     /// The multiprocessors its stream's kernels may run on: the device's,
@@ -79,12 +82,18 @@ pub(crate) struct Kernel {
     ended: OnceLock<Option<DriverError>>,
     /// Nothing of it runs: not launched (or its launch failed), or seen to
     /// exit (its stream finished, or its runtime saw every poller leave).
-    /// Only then is its memory released: a kernel found dead by a fault is
-    /// leaked (the driver refuses every free once it reports one anyway).
+    /// Only then is its memory released (at its drop, or once a later look
+    /// finds a dropped kernel exited: `Remains`); a kernel found dead by a
+    /// fault keeps it for the process (the driver refuses every free once
+    /// it reports one anyway).
     gone: AtomicBool,
     /// Set once its memory was released (see `gone`): freed, or handed to
     /// `modules::free` for once no pkq kernel runs in the context.
     released: Arc<AtomicBool>,
+    /// Memory owned elsewhere that the kernel works on (a runtime's state
+    /// arena): a reference kept until its own memory is released, so that
+    /// none of it is freed under a kernel that may still run.
+    kept: Vec<Arc<dyn Send + Sync>>,
     /// Counted among the context's running pkq kernels
     /// ([`crate::cuda::modules::started`]): from just before the launch until the
     /// stream is first seen to have ended, or the launch failed.
@@ -133,6 +142,7 @@ impl Kernel {
             ended: OnceLock::new(),
             gone: AtomicBool::new(true),
             released: Arc::new(AtomicBool::new(false)),
+            kept: Vec::new(),
             counted: AtomicBool::new(false),
             ops: loaded.ops,
         })
@@ -190,11 +200,7 @@ impl Kernel {
         if !self.live.load(Ordering::Acquire) {
             return self.outcome();
         }
-        // SAFETY: a valid stream of the context made current around the call.
-        let queried = crate::cuda::driver::with_current(&self.ctx, || unsafe {
-            sys::cuStreamQuery(self.stream.cu_stream())
-        });
-        match queried {
+        match query(&self.ctx, &self.stream) {
             Err(e) => failed("cuCtxPushCurrent", e.0),
             Ok(sys::CUresult::CUDA_ERROR_NOT_READY) => KernelState::Running,
             Ok(sys::CUresult::CUDA_SUCCESS) => self.exited(),
@@ -400,10 +406,17 @@ impl Kernel {
         self.gone.load(Ordering::Acquire)
     }
 
-    /// What says, once the kernel is dropped, whether its memory was
-    /// released (or kept for a kernel that may still use it).
+    /// What says whether its memory was released: set at its drop, or, for
+    /// a kernel that may still run then, once a later look finds it exited;
+    /// never for one found dead by a fault.
     pub(crate) fn released(&self) -> Arc<AtomicBool> {
         self.released.clone()
+    }
+
+    /// Keeps `memory` (owned elsewhere, used by the kernel) alive until the
+    /// kernel's own memory is released.
+    pub(crate) fn keep(&mut self, memory: Arc<dyn Send + Sync>) {
+        self.kept.push(memory);
     }
 
     /// The driver handle of the kernel's context.
@@ -412,40 +425,111 @@ impl Kernel {
     }
 }
 
+/// Asks `stream` (the kernel's, of `ctx` or of a partition's green context
+/// of it) whether its work has finished, without waiting: the driver's
+/// answer, or why it could not be asked.
+fn query(
+    ctx: &Arc<CudaContext>,
+    stream: &CudaStream,
+) -> std::result::Result<sys::CUresult, DriverError> {
+    // SAFETY: a live stream, queried with `ctx` (its context, or the
+    // primary context its green context was made from) current around the
+    // call; the query makes no context current.
+    crate::cuda::driver::with_current(ctx, || unsafe { sys::cuStreamQuery(stream.cu_stream()) })
+}
+
 impl Drop for Kernel {
     fn drop(&mut self) {
         // Not seen to exit (a stop that timed out, a fault): ask once more.
         if !self.gone.load(Ordering::Acquire) {
             let _ = self.state();
         }
-        if !self.gone.load(Ordering::Acquire) {
-            // The kernel may still read or write this memory (and run this
-            // module's code): leak them rather than free them under it.
-            return;
+        // SAFETY: each `ManuallyDrop` field is taken exactly once, here,
+        // and not used after (the kernel is being dropped).
+        let remains = unsafe {
+            Remains {
+                ctx: self.ctx.clone(),
+                part_lock: self.part_lock.clone(),
+                stream: ManuallyDrop::new(ManuallyDrop::take(&mut self.stream)),
+                function: ManuallyDrop::new(ManuallyDrop::take(&mut self.function)),
+                memory: ManuallyDrop::new(ManuallyDrop::take(&mut self.memory)),
+                kept: ManuallyDrop::new(std::mem::take(&mut self.kept)),
+                device_memory: std::mem::take(&mut self.device_memory),
+                counted: self.counted.swap(false, Ordering::AcqRel),
+                released: self.released.clone(),
+            }
+        };
+        if self.gone.load(Ordering::Acquire) {
+            remains.release();
+        } else if self.live.load(Ordering::Acquire) {
+            // It may still run (a stop that timed out): released once a
+            // later look sees its stream finished.
+            crate::cuda::modules::linger(Box::new(remains));
+        }
+        // Else found dead by a fault, which may have been judged wrongly,
+        // and the driver refuses every free after one anyway: the remains
+        // are dropped unreleased, which keeps what they hold for the
+        // process (never freed under a kernel that may still use it, nor
+        // its module's code).
+    }
+}
+
+/// What a dropped kernel leaves behind: its stream, its function, the
+/// memory it worked on, and its place in the context's running count.
+/// Dropped unreleased, it keeps them for the process (the `ManuallyDrop`
+/// fields, and device memory freed only by a release); only
+/// [`Remains::release`], once the kernel exited, gives them back.
+struct Remains {
+    ctx: Arc<CudaContext>,
+    part_lock: Option<Arc<Mutex<()>>>,
+    stream: ManuallyDrop<Arc<CudaStream>>,
+    function: ManuallyDrop<CudaFunction>,
+    memory: ManuallyDrop<Vec<Arc<MappedBuffer>>>,
+    kept: ManuallyDrop<Vec<Arc<dyn Send + Sync>>>,
+    device_memory: Vec<Scratch>,
+    /// Still counted among the context's running pkq kernels.
+    counted: bool,
+    released: Arc<AtomicBool>,
+}
+
+impl Remains {
+    /// Out of the running count, then everything freed (pinned memory and
+    /// plain device memory by `modules::free`: at once, or once no other
+    /// pkq kernel runs in the context); says so in `released`. Only for a
+    /// kernel that exited.
+    fn release(mut self) {
+        if self.counted {
+            crate::cuda::modules::ended(&self.ctx);
         }
         // cudarc makes the contexts current to release: keep the thread's.
         let part_lock = self.part_lock.clone();
         let _one = part_lock.as_ref().map(|l| lock(l));
-        let scratch = std::mem::take(&mut self.device_memory);
-        let _ = crate::cuda::driver::with_current(&self.ctx.clone(), || {
-            for s in &scratch {
+        // SAFETY: each taken exactly once, here; `self` is dropped after,
+        // its `ManuallyDrop` fields untouched.
+        let (stream, function, memory, kept) = unsafe {
+            (
+                ManuallyDrop::take(&mut self.stream),
+                ManuallyDrop::take(&mut self.function),
+                ManuallyDrop::take(&mut self.memory),
+                ManuallyDrop::take(&mut self.kept),
+            )
+        };
+        let device_memory = std::mem::take(&mut self.device_memory);
+        let _ = crate::cuda::driver::with_current(&self.ctx, || {
+            for s in &device_memory {
                 if let Scratch::Pooled(addr) = *s {
                     // SAFETY: allocated stream-ordered by `device_memory` on
                     // this stream, freed once; the kernel that used it
                     // exited.
-                    let _ = unsafe {
-                        cudarc::driver::result::free_async(addr, self.stream.cu_stream())
-                    };
+                    let _ = unsafe { cudarc::driver::result::free_async(addr, stream.cu_stream()) };
                 }
             }
-            // SAFETY: each field is dropped exactly once, here, and not used after.
-            unsafe {
-                ManuallyDrop::drop(&mut self.memory);
-                ManuallyDrop::drop(&mut self.function);
-                ManuallyDrop::drop(&mut self.stream);
-            }
+            drop(kept);
+            drop(memory);
+            drop(function);
+            drop(stream);
         });
-        for s in scratch {
+        for s in device_memory {
             if let Scratch::Plain(addr) = s {
                 // SAFETY: allocated by `device_memory` in this context,
                 // handed over once; the kernel that used it exited.
@@ -458,5 +542,18 @@ impl Drop for Kernel {
             }
         }
         self.released.store(true, Ordering::Release);
+    }
+}
+
+impl crate::cuda::modules::Lingering for Remains {
+    fn exited(&self) -> bool {
+        matches!(
+            query(&self.ctx, &self.stream),
+            Ok(sys::CUresult::CUDA_SUCCESS)
+        )
+    }
+
+    fn release(self: Box<Self>) {
+        (*self).release();
     }
 }

@@ -19,8 +19,9 @@ use crate::sync::statics::{Mutex, lock};
 /// An allocation of 8-byte words that the host and the device both address.
 /// Shared as an `Arc`: every view of it ([`Words`]) and the kernel that
 /// uses it hold one, and it is freed when the last goes (later, while a pkq
-/// kernel runs in its context: `modules::free`). A kernel that may
-/// still run never gives its reference back.
+/// kernel runs in its context: `modules::free`). A kernel gives its
+/// reference back only once it is known to have exited (`Kernel`'s drop,
+/// or a later look at a dropped one that lingered).
 pub(crate) struct MappedBuffer {
     host: NonNull<u64>,
     device: u64,
@@ -110,7 +111,8 @@ impl Drop for MappedBuffer {
     fn drop(&mut self) {
         // SAFETY: allocated by cuMemHostAlloc in `new`, handed over only
         // here, once every view is gone; a kernel that may still use it
-        // holds a reference it never gives back (`Kernel`'s drop).
+        // holds a reference until it is known to have exited (`Kernel`'s
+        // drop).
         unsafe {
             crate::cuda::modules::free(
                 &self.ctx,

@@ -19,6 +19,10 @@
 //!   is freed once none does (`cuMemFreeHost` and `cuMemFree` wait the
 //!   same way): a runtime dropped beside a long-lived one keeps its rings
 //!   and its device memory until that one stops;
+//! * a kernel dropped before it was seen to exit (its stop timed out)
+//!   lingers ([`Lingering`]): counted as running, its memory kept, until
+//!   a later look ([`running_kernels`], any build, a new partition size)
+//!   finds its stream finished;
 //! * the primary context stays retained for the process (the cache holds
 //!   it), and a device reset behind pkq's back (`cuDevicePrimaryCtxReset`,
 //!   `cudaDeviceReset`) after pkq has loaded a module is not supported.
@@ -71,6 +75,44 @@ impl State {
 
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(Mutex::default);
 
+/// A kernel dropped before it was seen to exit (its stop timed out): still
+/// counted among its context's running kernels, its memory kept, until a
+/// later look ([`reap`]) finds it exited.
+pub(crate) trait Lingering: Send {
+    /// Whether it has exited (asks the driver; never blocks).
+    fn exited(&self) -> bool;
+    /// Takes it out of the running count and releases what it kept; only
+    /// once it exited.
+    fn release(self: Box<Self>);
+}
+
+static LINGERING: LazyLock<Mutex<Vec<Box<dyn Lingering>>>> = LazyLock::new(Mutex::default);
+
+/// Keeps `kernel` until a later look finds it exited ([`reap`]).
+pub(crate) fn linger(kernel: Box<dyn Lingering>) {
+    lock(&LINGERING).push(kernel);
+}
+
+/// Looks again at every lingering kernel (of every context), and releases
+/// each that exited (which may free memory kept for it, or for others,
+/// once none runs). Holds the list's lock throughout, so that a look that
+/// returns has seen every kernel dropped before it (a concurrent one waits);
+/// called without the state's lock, which a release takes (the order:
+/// this list, a partition's lock, the state).
+fn reap() {
+    let mut lingering = lock(&LINGERING);
+    if lingering.is_empty() {
+        return;
+    }
+    for kernel in std::mem::take(&mut *lingering) {
+        if kernel.exited() {
+            kernel.release();
+        } else {
+            lingering.push(kernel);
+        }
+    }
+}
+
 fn state() -> MutexGuard<'static, State> {
     lock(&STATE)
 }
@@ -88,6 +130,7 @@ pub(crate) fn kernel(
     name: &str,
     worker: bool,
 ) -> Result<Loaded> {
+    reap();
     let mut st = state();
     let ctx_key = key(ctx);
     let busy = st.busy(ctx_key);
@@ -177,6 +220,7 @@ pub(crate) fn while_idle<T>(
     what: &str,
     f: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
+    reap();
     let st = state();
     if st.busy(key(ctx)) {
         return Err(refused_while_busy(
@@ -204,11 +248,15 @@ fn refused_while_busy(doing: &str, instead: &str) -> Error {
 /// wait for every running kernel: loading a module not loaded before, and
 /// making an SM partition of a size not made before
 /// ([`Error::InvalidConfig`]). A kernel that did not exit by its runtime's
-/// stop timeout stays counted for the rest of the process (it may still
-/// run). Errors: what opening the device returns
+/// stop timeout stays counted (it may still run): while its runtime or a
+/// ticket or batch of it lives, until one of their waits sees it exit;
+/// after, until this call or a build (of any device) finds it exited. Its
+/// memory is then given back
+/// ([`MemoryState::GivenBack`](crate::MemoryState::GivenBack)). Errors: what opening the device returns
 /// ([`Error::NoDriver`], [`Error::DeviceOutOfRange`], ...).
 pub fn running_kernels(index: usize) -> Result<usize> {
     let (_keep, ctx) = crate::cuda::driver::open(index)?;
+    reap();
     Ok(state().running.get(&key(&ctx)).copied().unwrap_or(0))
 }
 

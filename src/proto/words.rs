@@ -3,9 +3,9 @@
 //!
 //! A view owns a reference to the allocation it looks into, so the memory
 //! lives as long as any view of it, whatever order views and owners are
-//! dropped in. A resident kernel that may still run keeps its own reference
-//! and leaks it rather than drop it (`cuda::Kernel`), so memory the device
-//! may touch is never freed under it.
+//! dropped in. A resident kernel keeps its own reference until it is known
+//! to have exited (`cuda::Kernel`), so memory the device may touch is never
+//! freed under it.
 
 use std::ptr::NonNull;
 use std::sync::Arc;

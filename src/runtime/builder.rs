@@ -270,7 +270,11 @@ impl Builder {
     /// poller, `cuda/pkq_layout.h`, a packed slot's tasks all together), and
     /// the tickets of the tasks that do not
     /// complete report [`Error::KernelStopped`]; a kernel that does not exit
-    /// in time keeps its memory (leaked, never freed under it).
+    /// in time keeps its memory (its state memory too), never freed under
+    /// it: once the runtime and every ticket and batch of it are gone,
+    /// [`running_kernels`](crate::running_kernels) and every build (of any
+    /// device) look at it again, and give its memory back once it exited
+    /// ([`MemoryState`](crate::MemoryState)).
     #[must_use = "a builder starts nothing until `build` is called"]
     pub fn stop_timeout(mut self, timeout: Duration) -> Self {
         self.stop_timeout = timeout;

@@ -213,7 +213,7 @@ impl Runtime {
     /// A witness of this runtime's memory (every lane's), which outlives
     /// the runtime: [`MemoryWatch::state`] says when it was given back.
     pub fn memory_watch(&self) -> MemoryWatch {
-        MemoryWatch::new(self.lanes.iter().map(|l| l.shared.witness().state()))
+        MemoryWatch::new(self.lanes.iter().map(|l| l.shared.witness().seen()))
     }
 }
 

@@ -5,11 +5,7 @@
 use std::sync::Arc;
 
 use crate::runtime::engine::Engine;
-use crate::sync::{AtomicBool, AtomicU8, Ordering};
-
-const IN_USE: u8 = 0;
-const GIVEN_BACK: u8 = 1;
-const KEPT: u8 = 2;
+use crate::sync::{AtomicBool, Ordering};
 
 /// What became of a runtime's memory ([`MemoryWatch::state`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,9 +19,14 @@ pub enum MemoryState {
     /// (pinned memory, and device memory on a device without memory pools),
     /// as soon as none runs.
     GivenBack,
-    /// Kept for the process: the runtime and its handles are gone, but its
-    /// kernel was not seen to exit (a stop that timed out, a fault), so the
-    /// memory it may still use is never freed under it.
+    /// Kept: the runtime and its handles are gone, but its kernel was not
+    /// seen to exit, so the memory it may still use is not freed under it.
+    /// A kernel whose stop timed out is looked at again by every
+    /// [`running_kernels`](crate::running_kernels) and every build (of any
+    /// device); once one finds it exited, its memory is given back
+    /// ([`MemoryState::GivenBack`]). A kernel found dead by a device fault
+    /// keeps its memory for the process (the driver refuses every free
+    /// after one).
     Kept,
 }
 
@@ -47,26 +48,54 @@ pub enum MemoryState {
 /// ```
 #[derive(Clone, Debug)]
 pub struct MemoryWatch {
-    lanes: Box<[Arc<AtomicU8>]>,
+    lanes: Box<[Seen]>,
 }
 
 impl MemoryWatch {
-    pub(crate) fn new(lanes: impl Iterator<Item = Arc<AtomicU8>>) -> Self {
+    pub(crate) fn new(lanes: impl Iterator<Item = Seen>) -> Self {
         Self {
             lanes: lanes.collect(),
         }
     }
 
     /// What became of the memory: [`MemoryState::InUse`] while any lane's
-    /// is in use, else [`MemoryState::Kept`] if any lane's was kept, else
+    /// is in use, else [`MemoryState::Kept`] while any lane's is kept, else
     /// [`MemoryState::GivenBack`].
     pub fn state(&self) -> MemoryState {
-        let states = self.lanes.iter().map(|s| s.load(Ordering::Acquire));
-        states.fold(MemoryState::GivenBack, |acc, s| match (acc, s) {
-            (_, IN_USE) | (MemoryState::InUse, _) => MemoryState::InUse,
-            (_, KEPT) | (MemoryState::Kept, _) => MemoryState::Kept,
-            _ => MemoryState::GivenBack,
-        })
+        self.lanes
+            .iter()
+            .map(Seen::state)
+            .fold(MemoryState::GivenBack, |acc, s| match (acc, s) {
+                (MemoryState::InUse, _) | (_, MemoryState::InUse) => MemoryState::InUse,
+                (MemoryState::Kept, _) | (_, MemoryState::Kept) => MemoryState::Kept,
+                _ => MemoryState::GivenBack,
+            })
+    }
+}
+
+/// What a watch sees of one lane's memory: whether the lane's memory was
+/// dropped (the lane and every handle gone), and the kernel's own word on
+/// whether it released what it kept (none: the software device's, always
+/// released).
+#[derive(Clone, Debug)]
+pub(crate) struct Seen {
+    dropped: Arc<AtomicBool>,
+    released: Option<Arc<AtomicBool>>,
+}
+
+impl Seen {
+    fn state(&self) -> MemoryState {
+        if !self.dropped.load(Ordering::Acquire) {
+            MemoryState::InUse
+        } else if self
+            .released
+            .as_ref()
+            .is_none_or(|r| r.load(Ordering::Acquire))
+        {
+            MemoryState::GivenBack
+        } else {
+            MemoryState::Kept
+        }
     }
 }
 
@@ -85,12 +114,10 @@ pub fn live_lanes() -> usize {
 
 /// A lane's side of its [`MemoryWatch`], counted in [`live_lanes`] while
 /// it lives. It is the last field of the lane's shared state, so it is
-/// dropped after the engine and every view of the memory: it reads what
-/// the kernel's drop did.
+/// dropped after the engine and every view of the memory: a watch that
+/// sees the memory dropped also sees what the kernel's drop released.
 pub(crate) struct Witness {
-    state: Arc<AtomicU8>,
-    /// The kernel's own word on its memory (none: the software device's).
-    released: Option<Arc<AtomicBool>>,
+    seen: Seen,
 }
 
 impl Witness {
@@ -98,27 +125,24 @@ impl Witness {
     pub(crate) fn new(engine: &Engine) -> Self {
         LIVE.fetch_add(1, Ordering::Relaxed);
         Self {
-            state: Arc::default(),
-            released: engine.released(),
+            seen: Seen {
+                dropped: Arc::default(),
+                released: engine.released(),
+            },
         }
     }
 
     /// What a watch reads.
-    pub(crate) fn state(&self) -> Arc<AtomicU8> {
-        self.state.clone()
+    pub(crate) fn seen(&self) -> Seen {
+        self.seen.clone()
     }
 }
 
 impl Drop for Witness {
-    /// The lane's memory was dropped: given back if the kernel released it,
-    /// else kept for a kernel that may still use it.
+    /// The lane's memory was dropped (after the kernel's drop, which
+    /// released what it kept or left it to a later look).
     fn drop(&mut self) {
-        let released = self
-            .released
-            .as_ref()
-            .is_none_or(|r| r.load(Ordering::Acquire));
-        let state = if released { GIVEN_BACK } else { KEPT };
-        self.state.store(state, Ordering::Release);
+        self.seen.dropped.store(true, Ordering::Release);
         LIVE.fetch_sub(1, Ordering::Relaxed);
     }
 }

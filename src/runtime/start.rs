@@ -221,6 +221,11 @@ impl Builder {
         // Before the launch: nothing is allocated on the device while the
         // kernel runs.
         let state = StateArena::new(&ctx, self.state_bytes)?;
+        if let Some(arena) = &state {
+            // Freed only once the kernel, which tasks on states may still
+            // run in past a stop's timeout, is known to have exited.
+            kernel.keep(arena.clone());
+        }
         let shared = Shared::new(
             self.settings(),
             &plan,

@@ -160,16 +160,22 @@ pub(crate) fn a_borrowing_call_cut_short_by_a_timed_out_cancel_returns() {
     run_child("borrowing_cancel_timeout", &[]);
 }
 
-pub(crate) fn child_borrowing_cancel_timeout() {
-    let stream = pkq::context(0).unwrap().new_stream().unwrap();
-    let x = stream.clone_htod(&[1.0f32; 64]).unwrap();
-    let mut y = stream.alloc_zeros::<f32>(64).unwrap();
-    let rt = Runtime::builder()
+/// A runtime of one worker of one poller whose stops wait 50 ms for its
+/// kernel's exit: a task of longer outlives them.
+pub(crate) fn one_worker_stopping_within_50_ms() -> Runtime {
+    Runtime::builder()
         .workers(1)
         .pollers(1)
         .stop_timeout(Duration::from_millis(50))
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+pub(crate) fn child_borrowing_cancel_timeout() {
+    let stream = pkq::context(0).unwrap().new_stream().unwrap();
+    let x = stream.clone_htod(&[1.0f32; 64]).unwrap();
+    let mut y = stream.alloc_zeros::<f32>(64).unwrap();
+    let rt = one_worker_stopping_within_50_ms();
     let long = rt.submit(SPIN.args(&500_000_000u64)).unwrap();
     // More than the 8 slots a poller may still start after the stop.
     let queued: Vec<_> = (0..16)

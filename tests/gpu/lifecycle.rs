@@ -653,6 +653,59 @@ pub(crate) fn cancelled_tickets_outlive_their_runtime() {
     );
 }
 
+/// A runtime dropped while its kernel runs past the cancel's stop timeout
+/// (a SPIN of 2 s): while the kernel runs, it stays counted
+/// (`running_kernels`), its memory is kept, and a build that would load a
+/// module is refused; once it exited, such a build (which looks first)
+/// succeeds, the lingering kernel is counted no more and its memory is
+/// given back. In a child: a fresh process, whose module is not loaded
+/// yet.
+pub(crate) fn a_kernel_that_outlived_its_runtime_is_released_once_it_exits() {
+    if fk::IMAGE.is_empty() {
+        return skip("the custom-handler example's module was not built");
+    }
+    run_child("kernel_outlives_its_runtime", &[]);
+}
+
+pub(crate) fn child_kernel_outlives_its_runtime() {
+    let rt = faults::one_worker_stopping_within_50_ms();
+    let memory = rt.memory_watch();
+    let spin = Duration::from_secs(2);
+    let t0 = Instant::now();
+    let long = rt.submit(SPIN.args(&(spin.as_nanos() as u64))).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let c = rt.cancel();
+    assert!(matches!(c, Err(Error::KernelTimeout(_))), "{c:?}");
+    drop(long);
+    drop(rt);
+    assert_eq!(memory.state(), MemoryState::Kept);
+    assert_eq!(pkq::running_kernels(0).unwrap(), 1);
+    match fk::runtime() {
+        Err(Error::InvalidConfig(msg)) if msg.contains("module") => {}
+        other => panic!(
+            "a module load beside a running kernel: {:?}",
+            other.map(|_| ())
+        ),
+    }
+    assert!(
+        t0.elapsed() < spin,
+        "the checks above took {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(memory.state(), MemoryState::Kept);
+    std::thread::sleep(spin.saturating_sub(t0.elapsed()) + Duration::from_millis(200));
+    let rt = fk::runtime().unwrap();
+    assert_eq!(memory.state(), MemoryState::GivenBack);
+    assert_eq!(
+        pkq::running_kernels(0).unwrap(),
+        1,
+        "the new runtime's alone"
+    );
+    rt.shutdown().unwrap();
+    drop(rt);
+    assert_eq!(pkq::running_kernels(0).unwrap(), 0);
+}
+
 pub(crate) fn panicking_producers_leave_the_runtime_usable() {
     let rt = Arc::new(Runtime::builder().capacity(64).workers(2).build().unwrap());
     let prev = std::panic::take_hook();
@@ -893,6 +946,7 @@ pub(crate) const TESTS: &[Test] = tests![
     cancel_resolves_every_ticket,
     cancel_starts_at_most_8_more_slots_per_poller,
     cancelled_tickets_outlive_their_runtime,
+    a_kernel_that_outlived_its_runtime_is_released_once_it_exits,
     panicking_producers_leave_the_runtime_usable,
     settings_that_cannot_be_resident_are_refused,
     lanes_with_io_rooms_are_all_resident,

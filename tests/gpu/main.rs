@@ -85,6 +85,10 @@ const CHILDREN: &[Test] = &[
         faults::child_borrowing_cancel_timeout,
     ),
     ("launch_blocking", faults::child_launch_blocking),
+    (
+        "kernel_outlives_its_runtime",
+        lifecycle::child_kernel_outlives_its_runtime,
+    ),
     ("pool_trap", pool::child_pool_trap),
     ("pool_trap_one_of_many", pool::child_pool_trap_one_of_many),
     (
