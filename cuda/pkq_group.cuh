@@ -280,7 +280,9 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
                 const uint32_t tag = static_cast<uint32_t>(first >> 32);
                 const bool whole = __all_sync(0xffffffffu, lane >= PKQ_GROUP_TASK_WORDS || (w >> 32) == tag);
                 if (whole && (tag == want || (static_cast<uint32_t>(first) & PKQ_GROUP_HEADER_QUIT) != 0)) break;
-                if (p.idle_spin_ns != 0) {
+                // Naps under Quiet (idle_spin_ns: its `after`) and Backoff
+                // (idle_sleep_max_ns, its spin possibly 0); none under Spin.
+                if (p.idle_spin_ns != 0 || p.idle_sleep_max_ns != 0) {
                     const uint64_t now = __shfl_sync(0xffffffffu, globaltimer(), 0);
                     if (idle_since == 0) {
                         idle_since = now;

@@ -19,8 +19,12 @@ pub enum IdlePolicy {
     /// A poller that reads host memory without pause slowed the isolation
     /// bench's memory-bound kernel, on the rest of an SM partition too
     /// (`pkq-bench`'s `isolation`, its rows "idle policy"); this keeps one such
-    /// poller per idle worker instead of `pollers`. The
-    /// same as [`IdlePolicy::Spin`] for workers of one poller. `after`: at
+    /// poller per idle worker instead of `pollers`. For a lane of warps'
+    /// workers of one poller, the same as [`IdlePolicy::Spin`]; on a lane of
+    /// blocks or groups ([`Width`](crate::Width)), whose workers have one
+    /// poller, the first warp of each of a group's other blocks, which
+    /// waits in device memory for the poller's next task, naps up to 1 µs
+    /// between looks once idle for `after`. `after`: at
     /// least 1 ns, at most `u32::MAX` ns. The default, after
     /// [`IdlePolicy::DEFAULT_QUIET_AFTER`].
     Quiet {
@@ -34,7 +38,9 @@ pub enum IdlePolicy {
     /// that sleep to end, and a sleep asked of the SM may last up to twice
     /// as long (PTX's `nanosleep`). The isolation bench's rows "idle
     /// policy" show what an idle worker's polls cost a memory-bound kernel
-    /// beside it, by `max_sleep`.
+    /// beside it, by `max_sleep`. On a lane of blocks or groups, the first
+    /// warp of each of a group's other blocks naps the same way between
+    /// its looks at the poller's next task.
     Backoff {
         /// How long an idle worker spins before it sleeps.
         spin: Duration,

@@ -202,6 +202,11 @@ pub(crate) fn wide_lanes_answer_after_idle_pauses() {
             spin: after,
             max_sleep: Duration::from_micros(5),
         },
+        // Naps from the first idle look (the blocks' waits too).
+        IdlePolicy::Backoff {
+            spin: Duration::ZERO,
+            max_sleep: Duration::from_micros(5),
+        },
     ];
     let rounds = if under_sanitizer() { 40 } else { 400 };
     for policy in policies {

@@ -344,6 +344,15 @@ fn idle_configs() -> Vec<(String, pkq::Builder)> {
             Runtime::builder().width(EVERY_SM).idle(backoff(5)),
         ),
         (
+            "wide lane over every SM, backoff to 5 us with no spin".into(),
+            Runtime::builder()
+                .width(EVERY_SM)
+                .idle(IdlePolicy::Backoff {
+                    spin: Duration::ZERO,
+                    max_sleep: Duration::from_micros(5),
+                }),
+        ),
+        (
             "latency lane quiet + bulk lane of 32 backoff to 20 us".into(),
             Runtime::builder().add_lane(bench_bulk()),
         ),
