@@ -88,9 +88,9 @@ pub use pool::{Keyed, MAX_POOL_DEVICES, Pool, PoolBuilder, Routing};
 pub use runtime::live_lanes;
 pub use runtime::{
     Batch, Builder, Completion, DeviceBuffer, DeviceBufferMut, DeviceState, ExclusiveProducer,
-    ExclusiveRing, HostBuffer, IdlePolicy, Lane, MemoryState, MemoryWatch, MonitorKind, Producer,
-    RingAccess, Runtime, SharedRing, Submission, Submit, TaskResult, Ticket, WaitStrategy,
-    monitor_support,
+    ExclusiveRing, HostBuffer, IdlePolicy, Lane, MAX_LANES, MemoryState, MemoryWatch, MonitorKind,
+    Producer, RingAccess, Runtime, SharedRing, Submission, Submit, TaskResult, Ticket,
+    WaitStrategy, monitor_support,
 };
 pub use width::Width;
 

@@ -31,6 +31,18 @@ fn invalid_settings_are_refused_before_the_driver_is_touched() {
             }),
             "a backoff spin over u32::MAX ns",
         ),
+        (
+            (0..pkq::MAX_LANES).fold(Runtime::builder(), |b, _| b.add_lane(Runtime::builder())),
+            "more lanes than MAX_LANES",
+        ),
+        (
+            Runtime::builder().state_memory(usize::MAX),
+            "state memory too large to round up",
+        ),
+        (
+            Runtime::builder().state_memory(usize::MAX / 2 + 1),
+            "state memory past isize::MAX",
+        ),
     ] {
         match b.build() {
             Err(Error::InvalidConfig(msg)) => assert!(!msg.is_empty()),

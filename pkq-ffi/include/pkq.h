@@ -229,20 +229,25 @@ typedef void (*pkq_callback)(void *user,
 typedef struct pkq_options {
   // `sizeof(pkq_options)` as the caller was compiled with.
   uint32_t size;
-  // The CUDA device's index.
+  // The CUDA device's index (a lane's, after the first, is not read: a
+  // lane runs on its runtime's device).
   uint32_t device;
-  // Worker warps (`Builder::workers`).
+  // Worker warps (`Builder::workers`): a power of two, at most 1024 and
+  // `capacity` times `rings` (0: 1).
   uint32_t workers;
-  // Poller warps per worker: 1, 2, 4 or 8 (`Builder::pollers`).
+  // Poller warps per worker: 1, 2, 4 or 8 (`Builder::pollers`; 0: 8 for
+  // a single worker, 1 for more).
   uint32_t pollers;
-  // Submission rings, a power of two (`Builder::rings`).
+  // Submission rings, a power of two, at most `workers`
+  // (`Builder::rings`; 0: 1).
   uint32_t rings;
-  // Slots of each ring, a power of two (`Builder::capacity`).
+  // Slots of each ring, a power of two up to 2^20 (`Builder::capacity`;
+  // 0: 1024).
   uint32_t capacity;
   // A `PKQ_WAIT_*` value.
   uint32_t wait;
   // Milliseconds after which a worker silent while it has a task is
-  // stalled (`Builder::stall_after`).
+  // stalled (`Builder::stall_after`; at least 10; 0: 1000).
   uint32_t stall_after_ms;
   // Input and output areas of every slot, in bytes, for IO tasks
   // (`Builder::io`; at most 65536 each; 0 and 0: none).
@@ -516,7 +521,11 @@ enum pkq_status pkq_producer_submit_batch(const struct pkq_producer *p,
 void pkq_producer_destroy(struct pkq_producer *p);
 
 // Builds a runtime from `options` (null: pkq's defaults) and starts its
-// kernel; `*out` is its handle on `PKQ_OK`, null otherwise. Thread-safe.
+// kernel; `*out` is its handle on `PKQ_OK`, null otherwise. Settings
+// that cannot work, an `options.size` under 32 or ending inside a field
+// included, are `PKQ_ERR_INVALID_CONFIG`, before the driver is touched;
+// the others are the build's (`PKQ_ERR_NO_DRIVER`,
+// `PKQ_ERR_KERNEL_TIMEOUT`, ...). Thread-safe.
 //
 // # Safety
 // `options` is null or points to a `pkq_options` whose readable bytes are
@@ -617,8 +626,12 @@ enum pkq_status pkq_state_write(struct pkq_state *state, const void *data, size_
 // Runs one task of state op `op` (declared on the device with
 // `PKQ_OP_INFO_STATE`, its arguments the `len` bytes at `args`, at most
 // 32) on `state`, on the runtime's lane 0, and waits for it; the result in
-// `*out` as `pkq_wait`. Checked against the op table first
-// (`PKQ_ERR_OP_MISMATCH`, nothing submitted). A wait that ends otherwise
+// `*out` as `pkq_wait`. Checked first, nothing submitted: `len` over 32 is
+// `PKQ_ERR_PAYLOAD_TOO_LARGE`, a state of another runtime
+// `PKQ_ERR_INVALID_ARGUMENT`, and arguments the op table does not list
+// `PKQ_ERR_OP_MISMATCH` (the table holds the size of the device's
+// argument struct after the state's address and length, a multiple of 8:
+// `len` is checked rounded up to it, the bytes past `len` sent as 0). A wait that ends otherwise
 // than with the task's result (a fault, a stop) returns once the kernel
 // is known to have stopped: the state is never used by a task after this
 // returns. So the wait is not ended by a stall (a handler that never
@@ -644,7 +657,9 @@ enum pkq_status pkq_call_on_state(const struct pkq_runtime *rt,
 // `*out_len`. An output longer than `cap` returns
 // `PKQ_ERR_PAYLOAD_TOO_LARGE`, `*out` filled, `*out_len` its length and
 // `cap` bytes of it in `buf` (give a buffer as large as the runtime's
-// `io_output`).
+// `io_output`). Besides `pkq_call_on_state`'s refusals: a runtime without
+// IO areas is `PKQ_ERR_INVALID_CONFIG`, an input longer than its input
+// area `PKQ_ERR_PAYLOAD_TOO_LARGE`, nothing submitted.
 //
 // # Safety
 // As `pkq_call_on_state`; `input` points to `input_len` readable bytes;
@@ -661,9 +676,9 @@ enum pkq_status pkq_call_on_state_io(const struct pkq_runtime *rt,
                                      size_t cap,
                                      size_t *out_len);
 
-// Frees the state (its device memory goes back to the runtime's state
-// memory once the runtime, or its last state, is gone). Null does
-// nothing. No other call of this handle may overlap or follow it.
+// Frees the state: its range goes back to the runtime's state memory at
+// once (which is freed to the device once the runtime, its kernel and
+// its last state are all gone). Null does nothing. No other call of this handle may overlap or follow it.
 //
 // # Safety
 // `state` is null or a live handle, used by nothing else from now on.

@@ -421,6 +421,21 @@ public:
         detail::check_args<A>();
         return pkq_call_on_state(rt.raw(), s_, op, &args, sizeof args, &out);
     }
+    /// pkq_call_on_state of an op that takes no arguments
+    /// (PKQ_OP_INFO_STATE_NO_ARGS on the device).
+    Status call(const Runtime &rt, uint16_t op, Completion &out) noexcept {
+        return pkq_call_on_state(rt.raw(), s_, op, nullptr, 0, &out);
+    }
+    /// pkq_call_on_state_io: `call` as an IO task, `input_len` bytes at
+    /// `input` in its slot's input area, the output copied into `buf` (`cap`
+    /// bytes) and its length in `out_len`.
+    template <class A>
+    Status call_io(const Runtime &rt, uint16_t op, const A &args, const void *input, size_t input_len,
+                   Completion &out, void *buf, size_t cap, size_t &out_len) noexcept {
+        detail::check_args<A>();
+        return pkq_call_on_state_io(rt.raw(), s_, op, &args, sizeof args, input, input_len, &out,
+                                    static_cast<uint8_t *>(buf), cap, &out_len);
+    }
     pkq_state *raw() const noexcept { return s_; }
 
 private:

@@ -46,20 +46,25 @@ pub const PKQ_STATE_MEMORY_NONE: u64 = u64::MAX;
 pub struct pkq_options {
     /// `sizeof(pkq_options)` as the caller was compiled with.
     pub size: u32,
-    /// The CUDA device's index.
+    /// The CUDA device's index (a lane's, after the first, is not read: a
+    /// lane runs on its runtime's device).
     pub device: u32,
-    /// Worker warps (`Builder::workers`).
+    /// Worker warps (`Builder::workers`): a power of two, at most 1024 and
+    /// `capacity` times `rings` (0: 1).
     pub workers: u32,
-    /// Poller warps per worker: 1, 2, 4 or 8 (`Builder::pollers`).
+    /// Poller warps per worker: 1, 2, 4 or 8 (`Builder::pollers`; 0: 8 for
+    /// a single worker, 1 for more).
     pub pollers: u32,
-    /// Submission rings, a power of two (`Builder::rings`).
+    /// Submission rings, a power of two, at most `workers`
+    /// (`Builder::rings`; 0: 1).
     pub rings: u32,
-    /// Slots of each ring, a power of two (`Builder::capacity`).
+    /// Slots of each ring, a power of two up to 2^20 (`Builder::capacity`;
+    /// 0: 1024).
     pub capacity: u32,
     /// A `PKQ_WAIT_*` value.
     pub wait: u32,
     /// Milliseconds after which a worker silent while it has a task is
-    /// stalled (`Builder::stall_after`).
+    /// stalled (`Builder::stall_after`; at least 10; 0: 1000).
     pub stall_after_ms: u32,
     /// Input and output areas of every slot, in bytes, for IO tasks
     /// (`Builder::io`; at most 65536 each; 0 and 0: none).

@@ -17,7 +17,11 @@ pub struct pkq_runtime {
 }
 
 /// Builds a runtime from `options` (null: pkq's defaults) and starts its
-/// kernel; `*out` is its handle on `PKQ_OK`, null otherwise. Thread-safe.
+/// kernel; `*out` is its handle on `PKQ_OK`, null otherwise. Settings
+/// that cannot work, an `options.size` under 32 or ending inside a field
+/// included, are `PKQ_ERR_INVALID_CONFIG`, before the driver is touched;
+/// the others are the build's (`PKQ_ERR_NO_DRIVER`,
+/// `PKQ_ERR_KERNEL_TIMEOUT`, ...). Thread-safe.
 ///
 /// # Safety
 /// `options` is null or points to a `pkq_options` whose readable bytes are

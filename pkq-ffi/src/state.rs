@@ -114,8 +114,12 @@ fn same_len(state: &DeviceState<u8>, len: usize) -> Result<(), Fail> {
 /// Runs one task of state op `op` (declared on the device with
 /// `PKQ_OP_INFO_STATE`, its arguments the `len` bytes at `args`, at most
 /// 32) on `state`, on the runtime's lane 0, and waits for it; the result in
-/// `*out` as `pkq_wait`. Checked against the op table first
-/// (`PKQ_ERR_OP_MISMATCH`, nothing submitted). A wait that ends otherwise
+/// `*out` as `pkq_wait`. Checked first, nothing submitted: `len` over 32 is
+/// `PKQ_ERR_PAYLOAD_TOO_LARGE`, a state of another runtime
+/// `PKQ_ERR_INVALID_ARGUMENT`, and arguments the op table does not list
+/// `PKQ_ERR_OP_MISMATCH` (the table holds the size of the device's
+/// argument struct after the state's address and length, a multiple of 8:
+/// `len` is checked rounded up to it, the bytes past `len` sent as 0). A wait that ends otherwise
 /// than with the task's result (a fault, a stop) returns once the kernel
 /// is known to have stopped: the state is never used by a task after this
 /// returns. So the wait is not ended by a stall (a handler that never
@@ -147,7 +151,9 @@ pub unsafe extern "C" fn pkq_call_on_state(
 /// `*out_len`. An output longer than `cap` returns
 /// `PKQ_ERR_PAYLOAD_TOO_LARGE`, `*out` filled, `*out_len` its length and
 /// `cap` bytes of it in `buf` (give a buffer as large as the runtime's
-/// `io_output`).
+/// `io_output`). Besides `pkq_call_on_state`'s refusals: a runtime without
+/// IO areas is `PKQ_ERR_INVALID_CONFIG`, an input longer than its input
+/// area `PKQ_ERR_PAYLOAD_TOO_LARGE`, nothing submitted.
 ///
 /// # Safety
 /// As `pkq_call_on_state`; `input` points to `input_len` readable bytes;
@@ -282,9 +288,9 @@ fn step<const N: usize>(
     }
 }
 
-/// Frees the state (its device memory goes back to the runtime's state
-/// memory once the runtime, or its last state, is gone). Null does
-/// nothing. No other call of this handle may overlap or follow it.
+/// Frees the state: its range goes back to the runtime's state memory at
+/// once (which is freed to the device once the runtime, its kernel and
+/// its last state are all gone). Null does nothing. No other call of this handle may overlap or follow it.
 ///
 /// # Safety
 /// `state` is null or a live handle, used by nothing else from now on.

@@ -105,14 +105,16 @@ pub(crate) fn timeout_of(py: Python<'_>, timeout: Option<f64>) -> PyResult<Durat
     }
 }
 
-/// A count of seconds as a duration, for settings (`stall_after`).
+/// A count of seconds as a duration, for settings (`stall_after`):
+/// positive; infinity, or more seconds than a duration holds, is no bound
+/// (`Duration::MAX`).
 pub(crate) fn seconds_of(py: Python<'_>, what: &str, s: f64) -> PyResult<Duration> {
-    match Duration::try_from_secs_f64(s) {
-        Ok(d) if s > 0.0 => Ok(d),
-        _ => Err(plain(
+    if s.is_nan() || s <= 0.0 {
+        return Err(plain(
             py,
             Kind::InvalidConfig,
-            format!("{what} is {s}: a positive number of seconds"),
-        )),
+            format!("{what} is {s}: a positive number of seconds (or math.inf for none)"),
+        ));
     }
+    Ok(Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX))
 }

@@ -206,7 +206,10 @@ impl PyRuntime {
     /// `rings` submission rings (a power of two), `capacity` slots per ring
     /// (a power of two), `wait` how waits wait ("spin", "spin_then_yield",
     /// "park", "monitor"), `stall_after` seconds after which a silent
-    /// worker is reported as `Stalled`, `io=(input_bytes, output_bytes)`
+    /// worker is reported as `Stalled` (`math.inf`: never),
+    /// `state_memory` bytes of device memory for device states (1 MiB by
+    /// default; 0 for none, which a device without stream-ordered
+    /// allocation needs), `io=(input_bytes, output_bytes)`
     /// IO areas per slot for `submit_io`, `module` a device module of your
     /// own (bytes or a path: fatbin, cubin or PTX) with `kernel` its kernel
     /// name. Limits (else `InvalidConfig`): `capacity` a power of two up to
@@ -221,7 +224,8 @@ impl PyRuntime {
     #[new]
     #[pyo3(signature = (
         device = 0, *, workers = None, pollers = None, rings = None, capacity = None,
-        wait = None, stall_after = None, io = None, module = None, kernel = None
+        wait = None, stall_after = None, state_memory = None, io = None, module = None,
+        kernel = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -233,6 +237,7 @@ impl PyRuntime {
         capacity: Option<usize>,
         wait: Option<&str>,
         stall_after: Option<f64>,
+        state_memory: Option<usize>,
         io: Option<(usize, usize)>,
         module: Option<&Bound<'_, PyAny>>,
         kernel: Option<&str>,
@@ -255,6 +260,9 @@ impl PyRuntime {
         }
         if let Some(s) = stall_after {
             b = b.stall_after(seconds_of(py, "stall_after", s)?);
+        }
+        if let Some(bytes) = state_memory {
+            b = b.state_memory(bytes);
         }
         if let Some((input, output)) = io {
             b = b.io(input, output);

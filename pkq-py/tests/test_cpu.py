@@ -3,6 +3,7 @@ conversion and validation, the exception classes, and the stubs."""
 
 import ast
 import inspect
+import math
 import pathlib
 import struct
 import subprocess
@@ -105,6 +106,10 @@ def test_bad_settings():
     # Under the 10 ms floor: the message names the setting given.
     with pytest.raises(pkq.InvalidConfig, match="stall_after"):
         pkq.Runtime(stall_after=0.0005)
+    with pytest.raises(pkq.InvalidConfig):
+        pkq.Runtime(stall_after=float("nan"))
+    with pytest.raises(pkq.InvalidConfig, match="state_memory"):
+        pkq.Runtime(state_memory=2**64 - 1)
     with pytest.raises((TypeError, ValueError)):
         pkq.Runtime(io=(1,))
     with pytest.raises(OverflowError):
@@ -118,6 +123,11 @@ def test_runtime_without_gpu_raises_the_right_error():
         pytest.skip("a GPU is reachable here: the runtime builds")
     with pytest.raises(pkq.Error) as e:
         pkq.Runtime()
+    # No stall bound, and no state memory: settings, not errors.
+    for settings in ({"stall_after": math.inf}, {"stall_after": 1e300}, {"state_memory": 0}):
+        with pytest.raises(pkq.Error) as other:
+            pkq.Runtime(**settings)
+        assert type(other.value) is type(e.value), (settings, other.value)
     if pkq.kernel_built():
         assert isinstance(e.value, (pkq.NoDriver, pkq.NoDevice)), e.value
     else:

@@ -2,6 +2,7 @@
 //! [`StateMemory`]), and the waits on a caller's streams that the safe
 //! buffer calls make ([`synchronize`]).
 
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, result, sys};
@@ -30,9 +31,29 @@ pub(crate) fn same_context(stream: &Arc<CudaStream>, ctx: sys::CUcontext) -> boo
 /// neither its allocation nor its free, nor its copies, wait for a running
 /// kernel), with copies in and out that are waited for.
 pub(crate) struct StateMemory {
-    memory: CudaSlice<u8>,
+    memory: ManuallyDrop<CudaSlice<u8>>,
     /// Non-blocking, its own: its copies never wait for the resident kernel.
-    stream: Arc<CudaStream>,
+    stream: ManuallyDrop<Arc<CudaStream>>,
+}
+
+/// Freed stream-ordered on its own stream, with its context pushed around
+/// cudarc's drops (which make a context current, or free in the current
+/// one) and the thread's own put back.
+impl Drop for StateMemory {
+    fn drop(&mut self) {
+        let ctx = self.stream.context().clone();
+        // SAFETY: each taken exactly once, here; not used after.
+        let (memory, stream) = unsafe {
+            (
+                ManuallyDrop::take(&mut self.memory),
+                ManuallyDrop::take(&mut self.stream),
+            )
+        };
+        let _ = with_current(&ctx, move || {
+            drop(memory);
+            drop(stream);
+        });
+    }
 }
 
 impl StateMemory {
@@ -57,7 +78,10 @@ impl StateMemory {
         // SAFETY: u8 has no invalid bit patterns, and nothing reads the
         // memory before a state's upload wrote it.
         let memory = unsafe { stream.alloc::<u8>(bytes)? };
-        Ok(Self { memory, stream })
+        Ok(Self {
+            memory: ManuallyDrop::new(memory),
+            stream: ManuallyDrop::new(stream),
+        })
     }
 
     /// The device address at `off`.

@@ -28,6 +28,12 @@ const WORKER_KERNEL: &str = "pkq_worker_kernel";
 /// What [`Builder::state_memory`] allocates unless told otherwise.
 const DEFAULT_STATE_BYTES: usize = 1 << 20;
 
+/// The most lanes a runtime has (its first and those of
+/// [`Builder::add_lane`]): each is a resident kernel of its own, and a
+/// device runs at most 128 kernels at once (compute capability 7.0 and
+/// later), the application's among them.
+pub const MAX_LANES: usize = 64;
+
 /// Configures and starts a [`Runtime`](crate::Runtime).
 #[derive(Clone, Debug)]
 #[must_use = "a builder starts nothing until `build` is called"]
@@ -462,7 +468,8 @@ impl Builder {
     /// lanes of its own is refused ([`Error::InvalidConfig`]). Its other
     /// settings are its own (wait strategy, idle policy, ops, module); it
     /// has a completion thread of its own, pinned where the runtime's is
-    /// ([`Builder::completion_cpu`]) unless the lane names a CPU.
+    /// ([`Builder::completion_cpu`]) unless the lane names a CPU. A runtime
+    /// has at most [`MAX_LANES`] lanes, its first included.
     ///
     /// ```no_run
     /// # fn main() -> pkq::Result<()> {
@@ -596,6 +603,22 @@ impl Builder {
 
     /// Checks the settings without touching the driver.
     pub(crate) fn validate(&self) -> Result<Geometry> {
+        if 1 + self.lanes.len() > MAX_LANES {
+            return Err(Error::InvalidConfig(format!(
+                "{} lanes: a runtime has at most {MAX_LANES} (each a resident kernel)",
+                1 + self.lanes.len()
+            )));
+        }
+        if self
+            .state_bytes
+            .checked_next_multiple_of(crate::runtime::arena::ALIGN)
+            .is_none_or(|b| b > isize::MAX as usize)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "state_memory({}) is too large",
+                self.state_bytes
+            )));
+        }
         for (i, lane) in self.lanes.iter().enumerate() {
             let i = i + 1;
             if lane.sm_partition.is_some() || !lane.lanes.is_empty() {

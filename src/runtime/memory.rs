@@ -17,7 +17,9 @@ pub enum MemoryState {
     /// and its kernel exited. Its memory is freed, or, where the driver
     /// would wait for another pkq kernel running in its context to free it
     /// (pinned memory, and device memory on a device without memory pools),
-    /// as soon as none runs.
+    /// as soon as none runs. Its state memory
+    /// ([`Builder::state_memory`](crate::Builder::state_memory)) is freed
+    /// once its last [`DeviceState`](crate::DeviceState) is gone too.
     GivenBack,
     /// Kept: the runtime and its handles are gone, but its kernel was not
     /// seen to exit, so the memory it may still use is not freed under it.

@@ -44,7 +44,7 @@ pub(crate) mod wait;
 
 pub use batch::{Batch, TaskResult};
 pub use buffers::{DeviceBuffer, DeviceBufferMut};
-pub use builder::Builder;
+pub use builder::{Builder, MAX_LANES};
 pub use host_buffer::HostBuffer;
 pub use idle::IdlePolicy;
 pub use lane::{Lane, Runtime};

@@ -26,6 +26,12 @@ use crate::trace::blocks::BlockLog;
 use crate::trace::recorder::Recorder;
 use std::time::Duration;
 
+/// Lane `i`'s index in its runtime's trace records (a byte: `validate`
+/// holds a runtime to [`MAX_LANES`](crate::MAX_LANES) lanes).
+fn lane_index(i: usize) -> Result<u8> {
+    u8::try_from(i).map_err(|_| Error::InvalidConfig(format!("lane {i}: too many lanes")))
+}
+
 impl Builder {
     /// Starts the resident kernel and returns the runtime once every worker
     /// is serving.
@@ -70,7 +76,7 @@ impl Builder {
             if lane.completion_cpu.is_none() {
                 lane.completion_cpu = self.completion_cpu;
             }
-            let trace = (&recorder, (i + 1) as u8);
+            let trace = (&recorder, lane_index(i + 1)?);
             match lane.start(&ctx, partition.as_ref(), &mut taken, alone, trace) {
                 Ok(lane) => lanes.push(lane),
                 Err(e) => {
@@ -270,10 +276,11 @@ impl Builder {
     /// poller, or a stepped poller under loom, is what its tests afford);
     /// lanes each on a software device of their own.
     pub(crate) fn build_soft(mut self, threads: bool) -> Result<Runtime> {
+        self.validate()?;
         let recorder = self.recorder()?;
         let mut lanes = vec![self.start_soft(threads, (&recorder, 0))?];
         for (i, lane) in std::mem::take(&mut self.lanes).into_iter().enumerate() {
-            lanes.push(lane.start_soft(threads, (&recorder, (i + 1) as u8))?);
+            lanes.push(lane.start_soft(threads, (&recorder, lane_index(i + 1)?))?);
         }
         Ok(Runtime::new(lanes, None, recorder))
     }

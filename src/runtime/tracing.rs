@@ -13,7 +13,7 @@ use crate::trace::{DEFAULT_TRACE_RECORDS, Trace, Tracer};
 fn no_memory(records: usize) -> Error {
     Error::InvalidConfig(format!(
         "a trace buffer of {records} records ({} MiB): the system would not give the memory",
-        (records as u64 * 64) >> 20
+        (records as u64).saturating_mul(64) >> 20
     ))
 }
 

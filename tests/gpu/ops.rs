@@ -601,7 +601,16 @@ pub(crate) fn callers_context_is_kept_and_foreign_buffers_refused() {
     };
     assert_eq!(c.value, 3);
     assert_eq!(current(), before, "the thread's current context changed");
+    // A state outlives its runtime: the last of them frees the state
+    // memory (cudarc's drops make a context current), and neither drop
+    // changes the thread's context.
+    let state = rt.state(&[1u32]).unwrap();
     rt.shutdown().unwrap();
+    assert_eq!(current(), before, "the shutdown changed it");
+    drop(rt);
+    assert_eq!(current(), before, "the runtime's drop changed it");
+    drop(state);
+    assert_eq!(current(), before, "the last state's drop changed it");
     drop((x, y));
 }
 

@@ -545,7 +545,8 @@ static int module_and_state(void) {
     CHECK(c.task_status == 16);
     CHECK_STATUS(pkq_state_read(state, &back, sizeof back), PKQ_OK);
     CHECK(memcmp(&back, &s, sizeof s) == 0);
-    /* Arguments of another length than the table's: refused. */
+    /* Arguments of another length than the table's (compared rounded up to
+       8 bytes, as the device's argument struct holds them): refused. */
     CHECK_STATUS(pkq_call_on_state(rt, state, 257, &nan_step, 8, &c), PKQ_ERR_OP_MISMATCH);
     pkq_state_destroy(state);
     pkq_runtime_destroy(rt);

@@ -65,6 +65,13 @@ static void empty_handles() {
     CHECK_STATUS(pool.health(), PKQ_ERR_NULL);
     pkq::State st;
     CHECK_STATUS(pkq::State::create(st, rt, w), PKQ_ERR_NULL);
+    {
+        pkq::Completion sc;
+        uint8_t buf[8];
+        size_t out_len = 1;
+        CHECK_STATUS(st.call(rt, 257, sc), PKQ_ERR_NULL);
+        CHECK_STATUS(st.call_io(rt, 257, w, &w, sizeof w, sc, buf, sizeof buf, out_len), PKQ_ERR_NULL);
+    }
     // A long message comes back whole.
     std::string long_name(300, 'k');
     pkq::Options o;

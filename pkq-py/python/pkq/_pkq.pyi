@@ -129,6 +129,7 @@ class Runtime:
         capacity: int | None = None,
         wait: _WaitName | None = None,
         stall_after: float | None = None,
+        state_memory: int | None = None,
         io: tuple[int, int] | None = None,
         module: bytes | Buffer | str | os.PathLike[str] | None = None,
         kernel: str | None = None,
