@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use pkq::{DeviceState, StateOp};
+use pkq::{DeviceState, Op};
 
 use crate::boundary::{Fail, call, free, get, get_mut};
 use crate::runtime::pkq_runtime;
@@ -235,16 +235,13 @@ unsafe fn on_state(
                 Some((input, io.buf, io.cap, out_len))
             }
         };
-        macro_rules! by_size {
-            ($($n:literal)*) => {
-                match len {
-                    $($n => step::<$n>(rt, state, op, args, io.as_ref().map(|i| i.0)),)*
-                    _ => unreachable!("len checked above"),
-                }
-            };
-        }
-        let (result, output) = by_size!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20
-            21 22 23 24 25 26 27 28 29 30 31 32);
+        let (result, output) = match io.as_ref() {
+            None => (rt.call_on_state_raw(Op(op), state, args), Vec::new()),
+            Some(&(input, ..)) => match rt.call_on_state_raw_io(Op(op), state, args, input) {
+                Ok((c, output)) => (Ok(c), output),
+                Err(e) => (Err(e), Vec::new()),
+            },
+        };
         let status = report(result, out)?;
         if let Some((_, buf, cap, out_len)) = io {
             *out_len = output.len();
@@ -266,26 +263,6 @@ unsafe fn on_state(
         }
         Ok(status)
     })
-}
-
-/// One task of `op` on `state` with `N` argument bytes: its result, and its
-/// output for an IO task.
-fn step<const N: usize>(
-    rt: &pkq::Runtime,
-    state: &mut DeviceState<u8>,
-    op: u16,
-    args: &[u8],
-    input: Option<&[u8]>,
-) -> (pkq::Result<pkq::Completion>, Vec<u8>) {
-    let op: StateOp<u8, [u8; N]> = StateOp::new(op, "state op");
-    let args: &[u8; N] = args.try_into().expect("N is args.len()");
-    match input {
-        None => (rt.call_on_state(&op, state, args), Vec::new()),
-        Some(input) => match rt.call_on_state_io(&op, state, args, input) {
-            Ok((c, output)) => (Ok(c), output),
-            Err(e) => (Err(e), Vec::new()),
-        },
-    }
 }
 
 /// Frees the state: its range goes back to the runtime's state memory at

@@ -4,7 +4,9 @@
 //! It wraps pkq's public Rust API: [`pkq::Runtime`] built from keyword
 //! settings, tasks of raw argument bytes ([`pkq::Task::raw`],
 //! [`pkq::Tasks::raw_batch`], [`pkq::Tasks::raw_packed`]), their
-//! [`pkq::Ticket`]s and [`pkq::Batch`]es, and every [`pkq::Error`] as an
+//! [`pkq::Ticket`]s and [`pkq::Batch`]es, device states
+//! ([`pkq::DeviceState`] of bytes, stepped by
+//! [`pkq::Lane::call_on_state_raw`]), and every [`pkq::Error`] as an
 //! exception class. Every call that may wait (waits, submits of runs,
 //! builds, shutdown, cancel, a runtime's drop) releases the GIL: pkq's
 //! completion thread takes it to resolve awaited tickets, and a runtime's
@@ -14,6 +16,7 @@ mod args;
 mod detach;
 mod errors;
 mod runtime;
+mod state;
 mod tasks;
 
 use pyo3::prelude::*;
@@ -23,6 +26,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _pkq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<runtime::PyRuntime>()?;
+    m.add_class::<state::PyState>()?;
     m.add_class::<tasks::PyTicket>()?;
     m.add_class::<tasks::Awaiting>()?;
     m.add_class::<tasks::PyBatch>()?;

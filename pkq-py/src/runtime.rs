@@ -10,6 +10,7 @@ use pyo3::types::PyInt;
 use crate::args::{bytes_of, seconds_of};
 use crate::detach::detached;
 use crate::errors::{IntoPy, Kind, plain};
+use crate::state::PyState;
 use crate::tasks::{PyBatch, PyTicket};
 
 /// Every runtime built, for `_shutdown_all` (at interpreter exit).
@@ -144,7 +145,7 @@ macro_rules! by_size {
 impl PyRuntime {
     /// The runtime (always there but while it is dropped).
     #[inline]
-    fn rt(&self, py: Python<'_>) -> PyResult<&Runtime> {
+    pub(crate) fn rt(&self, py: Python<'_>) -> PyResult<&Runtime> {
         self.rt
             .as_deref()
             .ok_or_else(|| plain(py, Kind::Closed, "the runtime is gone"))
@@ -358,6 +359,54 @@ impl PyRuntime {
             }
         };
         r.py(py).map(|c| c.value)
+    }
+
+    /// A `State` holding a copy of `data` (bytes or any buffer, at least one
+    /// byte) in the runtime's state memory (`state_memory=`, 1 MiB by
+    /// default), for ops on state; the copy is waited for here. Raises
+    /// `InvalidArgument` for no bytes, `InvalidConfig` where the state
+    /// memory is missing or too full.
+    fn state(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<PyState> {
+        self.new_state(py, data)
+    }
+
+    /// Runs one task of state op `op` (`PKQ_OP_INFO_STATE` in the module's
+    /// table) on `state` with argument bytes `args` (as `submit` takes
+    /// them, at most 32), waits for it without the GIL, and returns its
+    /// value. Checked against the op table first (`OpMismatch`, the length
+    /// compared rounded up to 8 bytes, as the device's argument struct
+    /// holds it; `PayloadTooLarge` past 32; `InvalidArgument` for another
+    /// runtime's state), nothing submitted. A wait that ends otherwise than
+    /// with the task's result returns only once the kernel stopped: no task
+    /// touches the state after this returns (a stall does not end it).
+    #[pyo3(signature = (op, state, args = None))]
+    fn call_on_state(
+        &self,
+        py: Python<'_>,
+        op: u16,
+        state: &PyState,
+        args: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
+        self.step_state(py, op, state, args, None).map(|(v, _)| v)
+    }
+
+    /// `call_on_state` as an IO task (a runtime built with `io=(...)`):
+    /// `input` (bytes or any buffer) in its slot's input area; returns the
+    /// value and the bytes the handler wrote.
+    #[pyo3(signature = (op, state, args, input))]
+    fn call_on_state_io<'py>(
+        &self,
+        py: Python<'py>,
+        op: u16,
+        state: &PyState,
+        args: Option<&Bound<'_, PyAny>>,
+        input: &Bound<'_, PyAny>,
+    ) -> PyResult<(u64, Bound<'py, pyo3::types::PyBytes>)> {
+        let (value, output) = self.step_state(py, op, state, args, Some(input))?;
+        Ok((
+            value,
+            pyo3::types::PyBytes::new(py, &output.unwrap_or_default()),
+        ))
     }
 
     /// Submits a run of tasks of op `op`, one per `arg_size` bytes of

@@ -393,6 +393,42 @@ def test_runtime_settings():
         pkq.Runtime(device=pkq.device_count())
 
 
+def test_states_of_a_custom_module():
+    path, kernel = os.environ.get("PKQ_TEST_FATBIN"), os.environ.get("PKQ_TEST_KERNEL")
+    if not path or not kernel:
+        pytest.skip("PKQ_TEST_FATBIN and PKQ_TEST_KERNEL name no module")
+    # examples/custom_handler's ARM_STEP (op 257) on its arm: 6 joint
+    # angles and a 3x4 pose (18 floats); a step adds qd * dt to the angles
+    # and returns the bits of pose[3].
+    rng = random.Random(7)
+    with pkq.Runtime(module=path, kernel=kernel) as r:
+        q = [rng.uniform(-1.0, 1.0) for _ in range(6)]
+        st = r.state(struct.pack("18f", *q, *([0.0] * 12)))
+        assert len(st) == 72
+        for _ in range(50):
+            qd = [rng.uniform(-2.0, 2.0) for _ in range(6)]
+            dt = rng.uniform(0.001, 0.01)
+            value = r.call_on_state(257, st, struct.pack("7fI", *qd, dt, 0))
+            back = struct.unpack("18f", st.read())
+            q = [a + b * dt for a, b in zip(q, qd)]
+            assert all(abs(x - y) < 1e-4 for x, y in zip(back[:6], q)), (back[:6], q)
+            assert value & 0xFFFFFFFF == struct.unpack("I", struct.pack("f", back[6 + 3]))[0]
+            q = list(back[:6])
+        st.write(bytes(72))
+        assert st.read() == bytes(72)
+        with pytest.raises(pkq.OpMismatch):
+            r.call_on_state(257, st, bytes(8))
+        with pytest.raises(pkq.PayloadTooLarge):
+            r.call_on_state(257, st, bytes(33))
+        with pytest.raises(pkq.InvalidArgument):
+            st.write(bytes(3))
+        with pytest.raises(pkq.InvalidArgument):
+            r.state(b"")
+    # A state outlives its runtime: still read and written.
+    st.write(bytes(range(72)))
+    assert st.read() == bytes(range(72))
+
+
 def test_custom_module_from_a_fatbin():
     path, kernel = os.environ.get("PKQ_TEST_FATBIN"), os.environ.get("PKQ_TEST_KERNEL")
     if not path or not kernel:

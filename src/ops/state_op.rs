@@ -75,20 +75,43 @@ impl<S: Pod, A: Pod> StateOp<S, A> {
         self.name
     }
 
+    /// The shape of `A` as arguments.
+    pub(crate) fn shape() -> ArgsShape {
+        ArgsShape {
+            len: size_of::<A>(),
+            align: align_of::<A>(),
+        }
+    }
+
+    pub(crate) fn signature(&self) -> Signature {
+        Self::shape().signature(self.op, self.name)
+    }
+}
+
+/// A state op's arguments as the device's `pkq::StateArgs<A>` holds them:
+/// `len` bytes aligned to `align`, after the state's address and length.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ArgsShape {
+    pub(crate) len: usize,
+    pub(crate) align: usize,
+}
+
+impl ArgsShape {
     /// The size and alignment of `pkq::StateArgs<A>` on the device.
-    fn layout() -> (usize, usize) {
-        let align = align_of::<A>().max(8);
+    fn layout(self) -> (usize, usize) {
+        let align = self.align.max(8);
         (
-            (STATE_OFF_ARGS + size_of::<A>()).next_multiple_of(align),
+            (STATE_OFF_ARGS.saturating_add(self.len)).next_multiple_of(align),
             align,
         )
     }
 
-    pub(crate) fn signature(&self) -> Signature {
-        let (bytes, align) = Self::layout();
+    /// What the op table must list for the op `op` named `name`.
+    pub(crate) fn signature(self, op: Op, name: &'static str) -> Signature {
+        let (bytes, align) = self.layout();
         Signature {
-            op: self.op.0,
-            name: self.name,
+            op: op.0,
+            name,
             // Never matches a table entry when too large (refused anyway).
             bytes: u32::try_from(bytes).unwrap_or(u32::MAX),
             align: align as u32,
@@ -97,19 +120,17 @@ impl<S: Pod, A: Pod> StateOp<S, A> {
         }
     }
 
-    /// The slot's argument length for `A`: refused for arguments aligned to
-    /// more than 8 bytes ([`Error::InvalidArgument`]) or that do not fit a
-    /// slot after the state's address and length
-    /// ([`Error::PayloadTooLarge`]).
-    pub(crate) fn check_args(&self) -> Result<usize> {
-        let (len, _) = Self::layout();
+    /// The slot's argument length: refused for arguments aligned to more
+    /// than 8 bytes ([`Error::InvalidArgument`]) or that do not fit a slot
+    /// after the state's address and length ([`Error::PayloadTooLarge`]).
+    pub(crate) fn check(self, name: &str) -> Result<usize> {
+        let (len, _) = self.layout();
         // The device's StateArgs<A> puts A at 16 only for alignments up to
         // 16, and its handlers take arguments aligned to 8 at most.
-        if align_of::<A>() > 8 {
+        if self.align > 8 {
             return Err(Error::InvalidArgument(format!(
-                "{}: arguments aligned to {} bytes; a slot's are aligned to 8 at most",
-                self.name,
-                align_of::<A>()
+                "{name}: arguments aligned to {} bytes; a slot's are aligned to 8 at most",
+                self.align
             )));
         }
         if len > ARGS_BYTES {
@@ -122,9 +143,11 @@ impl<S: Pod, A: Pod> StateOp<S, A> {
     }
 
     /// The slot's argument bytes: the state's address and byte length, then
-    /// `args`; refused as [`Self::check_args`] says.
-    pub(crate) fn encode(&self, addr: u64, bytes: u64, args: &A) -> Result<Encoded> {
-        let len = self.check_args()?;
+    /// `args` (`self.len` bytes), zeros to the end; refused as
+    /// [`Self::check`] says.
+    pub(crate) fn encode(self, name: &str, addr: u64, bytes: u64, args: &[u8]) -> Result<Encoded> {
+        let len = self.check(name)?;
+        debug_assert_eq!(args.len(), self.len);
         let mut out = Encoded {
             bytes: [0; ARGS_BYTES],
             len,
@@ -132,8 +155,7 @@ impl<S: Pod, A: Pod> StateOp<S, A> {
         let b = &mut out.bytes;
         b[STATE_OFF_ADDR..STATE_OFF_ADDR + 8].copy_from_slice(&addr.to_ne_bytes());
         b[STATE_OFF_BYTES..STATE_OFF_BYTES + 8].copy_from_slice(&bytes.to_ne_bytes());
-        b[STATE_OFF_ARGS..STATE_OFF_ARGS + size_of::<A>()]
-            .copy_from_slice(bytemuck::bytes_of(args));
+        b[STATE_OFF_ARGS..STATE_OFF_ARGS + args.len()].copy_from_slice(args);
         Ok(out)
     }
 }
@@ -157,26 +179,28 @@ mod tests {
     #[test]
     fn the_layout_is_the_devices() {
         // StateArgs<A> in C++: two words, then A, padded to 8 at least.
-        assert_eq!(StateOp::<u8, ()>::layout(), (16, 8));
-        assert_eq!(StateOp::<u8, f32>::layout(), (24, 8));
-        assert_eq!(StateOp::<u8, [f32; 8]>::layout(), (48, 8));
-        assert_eq!(StateOp::<u8, [u64; 4]>::layout(), (48, 8));
-        let op = StateOp::<u8, [f32; 8]>::new(300, "x");
-        let encoded = op.encode(0x1000, 72, &[1.0; 8]).unwrap();
+        assert_eq!(StateOp::<u8, ()>::shape().layout(), (16, 8));
+        assert_eq!(StateOp::<u8, f32>::shape().layout(), (24, 8));
+        assert_eq!(StateOp::<u8, [f32; 8]>::shape().layout(), (48, 8));
+        assert_eq!(StateOp::<u8, [u64; 4]>::shape().layout(), (48, 8));
+        let shape = StateOp::<u8, [f32; 8]>::shape();
+        let encoded = shape
+            .encode("x", 0x1000, 72, bytemuck::bytes_of(&[1.0f32; 8]))
+            .unwrap();
         let bytes = encoded.as_bytes();
         assert_eq!(bytes.len(), 48);
         assert_eq!(&bytes[..8], &0x1000u64.to_ne_bytes());
         assert_eq!(&bytes[8..16], &72u64.to_ne_bytes());
         assert_eq!(&bytes[16..20], &1.0f32.to_ne_bytes());
         assert!(matches!(
-            StateOp::<u8, [u64; 5]>::new(300, "big").encode(0, 0, &[0; 5]),
+            StateOp::<u8, [u64; 5]>::shape().encode("big", 0, 0, &[0; 40]),
             Err(Error::PayloadTooLarge { len: 56, max: 48 })
         ));
         #[repr(C, align(16))]
         #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
         struct Wide([u8; 16]);
         assert!(matches!(
-            StateOp::<u8, Wide>::new(300, "wide").encode(0, 0, &Wide([0; 16])),
+            StateOp::<u8, Wide>::shape().encode("wide", 0, 0, &[0; 16]),
             Err(Error::InvalidArgument(_))
         ));
     }

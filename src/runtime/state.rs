@@ -23,6 +23,8 @@ use std::sync::Arc;
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
+use crate::op::Op;
+use crate::ops::state_op::ArgsShape;
 use crate::ops::{StateOp, Task};
 use crate::runtime::arena::{ALIGN, StateArena};
 use crate::runtime::lane::Lane;
@@ -238,6 +240,47 @@ impl Lane {
         Ok((c, ticket.take_output()))
     }
 
+    /// [`Lane::call_on_state`] of the op of code `op` with its arguments as
+    /// bytes (at most 32), for callers that know their layout only at run
+    /// time (the C and Python bindings): checked against the op table as a
+    /// [`StateOp`] whose arguments are `args.len()` bytes aligned to 1 (the
+    /// table holds the device's argument struct, whose size is a multiple
+    /// of 8: a length is checked rounded up to it, the bytes past `args`
+    /// sent as 0). Refuses and waits as [`Lane::call_on_state`].
+    pub fn call_on_state_raw<S: Pod>(
+        &self,
+        op: Op,
+        state: &mut DeviceState<S>,
+        args: &[u8],
+    ) -> Result<Completion> {
+        let encoded = self.raw_state_args(op, state, args)?;
+        // SAFETY: as in `call_on_state`.
+        let task = unsafe { Task::raw(op, encoded.as_bytes()).unchecked() };
+        let mut ticket = self.submit(task)?;
+        self.wait_borrowing(&mut ticket)
+    }
+
+    /// [`Lane::call_on_state_io`] with arguments as bytes, as
+    /// [`Lane::call_on_state_raw`] takes them.
+    pub fn call_on_state_raw_io<S: Pod>(
+        &self,
+        op: Op,
+        state: &mut DeviceState<S>,
+        args: &[u8],
+        input: &[u8],
+    ) -> Result<(Completion, Vec<u8>)> {
+        let encoded = self.raw_state_args(op, state, args)?;
+        // SAFETY: as in `call_on_state_io`.
+        let task = unsafe {
+            Task::raw(op, encoded.as_bytes())
+                .with_input(input)
+                .unchecked()
+        };
+        let mut ticket = self.submit(task)?;
+        let c = self.wait_borrowing(&mut ticket)?;
+        Ok((c, ticket.take_output()))
+    }
+
     /// The arguments of a task of `op` on `state`: the state's address and
     /// length, then `args`; refused as [`Lane::call_on_state`] says.
     fn state_args<S: Pod, A: Pod>(
@@ -246,10 +289,36 @@ impl Lane {
         state: &DeviceState<S>,
         args: &A,
     ) -> Result<crate::ops::state_op::Encoded> {
+        let shape = StateOp::<S, A>::shape();
+        self.shaped_state_args(op.op(), op.name(), shape, state, bytemuck::bytes_of(args))
+    }
+
+    /// [`Self::state_args`] of arguments as bytes (aligned to 1).
+    fn raw_state_args<S: Pod>(
+        &self,
+        op: Op,
+        state: &DeviceState<S>,
+        args: &[u8],
+    ) -> Result<crate::ops::state_op::Encoded> {
+        let shape = ArgsShape {
+            len: args.len(),
+            align: 1,
+        };
+        self.shaped_state_args(op, "state op", shape, state, args)
+    }
+
+    fn shaped_state_args<S: Pod>(
+        &self,
+        op: Op,
+        name: &'static str,
+        shape: ArgsShape,
+        state: &DeviceState<S>,
+        args: &[u8],
+    ) -> Result<crate::ops::state_op::Encoded> {
         // The arguments' own refusals first: no table lists a state op whose
         // arguments cannot fit a slot, so its check would say OpMismatch.
-        op.check_args()?;
-        self.shared.ops.check(&op.signature())?;
+        shape.check(name)?;
+        self.shared.ops.check(&shape.signature(op, name))?;
         if !self
             .shared
             .state
@@ -257,10 +326,14 @@ impl Lane {
             .is_some_and(|a| Arc::ptr_eq(a, &state.arena))
         {
             return Err(Error::InvalidArgument(format!(
-                "{}: the state is another lane's (of this runtime or another)",
-                op.name()
+                "{name}: the state is another lane's (of this runtime or another)"
             )));
         }
-        op.encode(state.arena.addr(state.offset), state.bytes() as u64, args)
+        shape.encode(
+            name,
+            state.arena.addr(state.offset),
+            state.bytes() as u64,
+            args,
+        )
     }
 }

@@ -684,6 +684,21 @@ pub(crate) fn state_ops_random_vs_cpu() {
     rt.call_on_state(&fk::ARM_STEP, &mut state, &step).unwrap();
     let got = state.read().unwrap()[0];
     assert!(close(&got.q, &[0.5; 6], 1e-6), "{got:?}");
+    // The same step as bytes (the bindings' call): the same state after it;
+    // a length the table's struct does not hold refused.
+    let raw = bytemuck::bytes_of(&step);
+    rt.call_on_state_raw(fk::ARM_STEP.op(), &mut state, raw)
+        .unwrap();
+    let got = state.read().unwrap()[0];
+    assert!(close(&got.q, &[1.0; 6], 1e-6), "{got:?}");
+    assert!(matches!(
+        rt.call_on_state_raw(fk::ARM_STEP.op(), &mut state, &raw[..8]),
+        Err(Error::OpMismatch { .. })
+    ));
+    assert!(matches!(
+        rt.call_on_state_raw(fk::ARM_STEP.op(), &mut state, &[0; 33]),
+        Err(Error::PayloadTooLarge { .. })
+    ));
     assert!(matches!(
         state.write(&[reset, reset]),
         Err(Error::InvalidArgument(_))

@@ -116,6 +116,15 @@ class Batch:
     def __len__(self) -> int:
         """The number of tasks."""
 
+class State:
+    """Bytes of device memory kept between tasks of ops on state (`Runtime.state`)."""
+
+    def read(self) -> bytes:
+        """The state's bytes, copied from the device."""
+    def write(self, data: bytes | Buffer) -> None:
+        """Copies `data` (exactly `len(state)` bytes) into the state."""
+    def __len__(self) -> int: ...
+
 class Runtime:
     """pkq's resident kernel on one CUDA device, and its submission rings. A context manager (exit: shutdown)."""
 
@@ -158,6 +167,14 @@ class Runtime:
         """Submits one IO task with `input` in its slot's input area (needs io=(...))."""
     def call(self, op: int, args: _Args = None) -> int:
         """Submits one task and waits for it (GIL released): its value."""
+    def state(self, data: bytes | Buffer) -> State:
+        """A State holding a copy of `data` in the runtime's state memory."""
+    def call_on_state(self, op: int, state: State, args: _Args = None) -> int:
+        """Runs one task of state op `op` on `state` and waits for it (GIL released): its value."""
+    def call_on_state_io(
+        self, op: int, state: State, args: _Args, input: bytes | Buffer
+    ) -> tuple[int, bytes]:
+        """`call_on_state` as an IO task: its value and its output."""
     def submit_batch(
         self,
         op: int,
