@@ -522,10 +522,14 @@ void pkq_producer_destroy(struct pkq_producer *p);
 
 // Builds a runtime from `options` (null: pkq's defaults) and starts its
 // kernel; `*out` is its handle on `PKQ_OK`, null otherwise. Settings
-// that cannot work, an `options.size` under 32 or ending inside a field
-// included, are `PKQ_ERR_INVALID_CONFIG`, before the driver is touched;
-// the others are the build's (`PKQ_ERR_NO_DRIVER`,
-// `PKQ_ERR_KERNEL_TIMEOUT`, ...). Thread-safe.
+// that cannot work are `PKQ_ERR_INVALID_CONFIG` (an `options.size` under
+// 32 or ending inside a field included): most before the driver is
+// touched, those that depend on the device (workers that cannot all be
+// resident, state memory on a device without stream-ordered allocation)
+// after. A `module_path` or `module_kernel` that is not UTF-8 is
+// `PKQ_ERR_INVALID_ARGUMENT`, a module that cannot be read or loaded
+// `PKQ_ERR_INVALID_MODULE`; the rest are the build's
+// (`PKQ_ERR_NO_DRIVER`, `PKQ_ERR_KERNEL_TIMEOUT`, ...). Thread-safe.
 //
 // # Safety
 // `options` is null or points to a `pkq_options` whose readable bytes are

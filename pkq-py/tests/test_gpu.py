@@ -424,9 +424,14 @@ def test_states_of_a_custom_module():
             st.write(bytes(3))
         with pytest.raises(pkq.InvalidArgument):
             r.state(b"")
-    # A state outlives its runtime: still read and written.
+    # A state outlives its runtime (shut down, then dropped): still read and
+    # written.
     st.write(bytes(range(72)))
     assert st.read() == bytes(range(72))
+    del r
+    gc.collect()
+    st.write(bytes(72))
+    assert st.read() == bytes(72)
 
 
 def test_custom_module_from_a_fatbin():

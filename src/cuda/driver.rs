@@ -65,6 +65,30 @@ pub fn context(index: usize) -> Result<Arc<CudaContext>> {
     Ok(CudaContext::new(index)?)
 }
 
+/// Drops pkq's handle `ctx` with its context pushed on the calling thread:
+/// cudarc's drop of a context's last handle makes it current to release
+/// it, which would leave it current on a thread whose CUDA runtime works
+/// on another context; pushed around the drop and popped after, the
+/// thread's own stays current. (Every other drop of a cudarc object that
+/// holds a handle, a stream's or a module's, happens inside
+/// [`with_current`] for the same reason.)
+pub(crate) fn drop_context(ctx: Arc<CudaContext>) {
+    // SAFETY: the context is alive (this handle); pushing it has no other
+    // effect.
+    if unsafe { sys::cuCtxPushCurrent_v2(ctx.cu_ctx()) }
+        .result()
+        .is_err()
+    {
+        drop(ctx);
+        return;
+    }
+    drop(ctx);
+    let mut popped = std::ptr::null_mut();
+    // SAFETY: pops the entry pushed above (a context's drop sets the top
+    // entry to the same context, never pushes).
+    let _ = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+}
+
 /// The calling thread's current context, made current again when this is
 /// dropped: cudarc makes the contexts it opens and those it creates streams
 /// in current on the calling thread, and a call of pkq's that opens a

@@ -62,7 +62,8 @@ pub(crate) enum KernelState {
 /// them for the process. (Its module stays loaded for the process: see
 /// [`crate::cuda::modules`].)
 pub(crate) struct Kernel {
-    ctx: Arc<CudaContext>,
+    /// Dropped by `driver::drop_context` (the drop's last step).
+    ctx: ManuallyDrop<Arc<CudaContext>>,
     /// The multiprocessors its stream's kernels may run on: the device's,
     /// or its SM partition's.
     sms: usize,
@@ -131,7 +132,7 @@ impl Kernel {
             }
         };
         Ok(Self {
-            ctx: ctx.clone(),
+            ctx: ManuallyDrop::new(ctx.clone()),
             sms,
             part_lock: part.map(Green::shared_lock),
             stream: ManuallyDrop::new(stream),
@@ -448,7 +449,7 @@ impl Drop for Kernel {
         // and not used after (the kernel is being dropped).
         let remains = unsafe {
             Remains {
-                ctx: self.ctx.clone(),
+                ctx: Arc::clone(&self.ctx),
                 part_lock: self.part_lock.clone(),
                 stream: ManuallyDrop::new(ManuallyDrop::take(&mut self.stream)),
                 function: ManuallyDrop::new(ManuallyDrop::take(&mut self.function)),
@@ -471,6 +472,8 @@ impl Drop for Kernel {
         // are dropped unreleased, which keeps what they hold for the
         // process (never freed under a kernel that may still use it, nor
         // its module's code).
+        // SAFETY: taken once, here, as the drop's last step.
+        crate::cuda::driver::drop_context(unsafe { ManuallyDrop::take(&mut self.ctx) });
     }
 }
 
@@ -542,6 +545,7 @@ impl Remains {
             }
         }
         self.released.store(true, Ordering::Release);
+        crate::cuda::driver::drop_context(self.ctx);
     }
 }
 

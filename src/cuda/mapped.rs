@@ -8,6 +8,7 @@
 //! exception: non-temporal stores spare its cold lines a read
 //! (`io::write_plain_input`).
 
+use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -26,7 +27,8 @@ pub(crate) struct MappedBuffer {
     host: NonNull<u64>,
     device: u64,
     words: usize,
-    ctx: Arc<CudaContext>,
+    /// Dropped by `driver::drop_context` (the drop's last step).
+    ctx: ManuallyDrop<Arc<CudaContext>>,
 }
 
 // SAFETY: the buffer is plain memory; all access goes through `Words`
@@ -62,7 +64,7 @@ impl MappedBuffer {
             host,
             device: 0,
             words,
-            ctx: ctx.clone(),
+            ctx: ManuallyDrop::new(ctx.clone()),
         };
         let device = &mut buffer.device;
         // SAFETY: `host` was allocated with DEVICEMAP; on failure `buffer` frees it.
@@ -119,6 +121,8 @@ impl Drop for MappedBuffer {
                 crate::cuda::modules::Memory::Pinned(self.host.as_ptr() as usize),
             )
         };
+        // SAFETY: taken once, here, as the drop's last step.
+        crate::cuda::driver::drop_context(unsafe { ManuallyDrop::take(&mut self.ctx) });
     }
 }
 

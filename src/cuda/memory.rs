@@ -53,6 +53,7 @@ impl Drop for StateMemory {
             drop(memory);
             drop(stream);
         });
+        crate::cuda::driver::drop_context(ctx);
     }
 }
 

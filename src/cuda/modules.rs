@@ -287,6 +287,7 @@ pub(crate) fn ended(ctx: &Arc<CudaContext>) {
         // SAFETY: handed over by `free` under its contract, and taken out
         // of the list before this, its only free.
         unsafe { free_now(&c, memory) };
+        crate::cuda::driver::drop_context(c);
     }
 }
 

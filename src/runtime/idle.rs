@@ -21,10 +21,10 @@ pub enum IdlePolicy {
     /// (`pkq-bench`'s `isolation`, its rows "idle policy"); this keeps one such
     /// poller per idle worker instead of `pollers`. For a lane of warps'
     /// workers of one poller, the same as [`IdlePolicy::Spin`]; on a lane of
-    /// blocks or groups ([`Width`](crate::Width)), whose workers have one
-    /// poller, the first warp of each of a group's other blocks, which
-    /// waits in device memory for the poller's next task, naps up to 1 µs
-    /// between looks once idle for `after`. `after`: at
+    /// groups of more than one block ([`Width::Group`](crate::Width::Group)),
+    /// whose workers have one poller, the first warp of each of a group's
+    /// other blocks, which waits in device memory for the poller's next
+    /// task, naps up to 1 µs between looks once idle for `after`. `after`: at
     /// least 1 ns, at most `u32::MAX` ns. The default, after
     /// [`IdlePolicy::DEFAULT_QUIET_AFTER`].
     Quiet {
@@ -38,9 +38,9 @@ pub enum IdlePolicy {
     /// that sleep to end, and a sleep asked of the SM may last up to twice
     /// as long (PTX's `nanosleep`). The isolation bench's rows "idle
     /// policy" show what an idle worker's polls cost a memory-bound kernel
-    /// beside it, by `max_sleep`. On a lane of blocks or groups, the first
-    /// warp of each of a group's other blocks naps the same way between
-    /// its looks at the poller's next task.
+    /// beside it, by `max_sleep`. On a lane of groups of more than one
+    /// block, the first warp of each of a group's other blocks naps the
+    /// same way between its looks at the poller's next task.
     Backoff {
         /// How long an idle worker spins before it sleeps.
         spin: Duration,

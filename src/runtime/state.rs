@@ -241,12 +241,14 @@ impl Lane {
     }
 
     /// [`Lane::call_on_state`] of the op of code `op` with its arguments as
-    /// bytes (at most 32), for callers that know their layout only at run
-    /// time (the C and Python bindings): checked against the op table as a
-    /// [`StateOp`] whose arguments are `args.len()` bytes aligned to 1 (the
-    /// table holds the device's argument struct, whose size is a multiple
-    /// of 8: a length is checked rounded up to it, the bytes past `args`
-    /// sent as 0). Refuses and waits as [`Lane::call_on_state`].
+    /// bytes (at most 32, else [`Error::PayloadTooLarge`] of `args.len()`
+    /// and 32), for callers that know their layout only at run time (the C
+    /// and Python bindings): checked against the op table as a [`StateOp`]
+    /// whose arguments are `args.len()` bytes aligned to 1 (the table holds
+    /// the device's argument struct, whose size is a multiple of 8: a
+    /// length is checked rounded up to it, the bytes past `args` sent as
+    /// 0), its [`Error::OpMismatch`] unnamed. Refuses and waits as
+    /// [`Lane::call_on_state`] otherwise.
     pub fn call_on_state_raw<S: Pod>(
         &self,
         op: Op,
@@ -300,11 +302,20 @@ impl Lane {
         state: &DeviceState<S>,
         args: &[u8],
     ) -> Result<crate::ops::state_op::Encoded> {
+        // The bytes' own limit, as the caller counts them.
+        let most = crate::layout::ARGS_BYTES - crate::layout::STATE_OFF_ARGS;
+        if args.len() > most {
+            return Err(Error::PayloadTooLarge {
+                len: args.len(),
+                max: most,
+            });
+        }
         let shape = ArgsShape {
             len: args.len(),
             align: 1,
         };
-        self.shaped_state_args(op, "state op", shape, state, args)
+        // Unnamed: an OpMismatch reads "op CODE: why".
+        self.shaped_state_args(op, "", shape, state, args)
     }
 
     fn shaped_state_args<S: Pod>(
@@ -325,8 +336,9 @@ impl Lane {
             .as_ref()
             .is_some_and(|a| Arc::ptr_eq(a, &state.arena))
         {
+            let label = if name.is_empty() { "state op" } else { name };
             return Err(Error::InvalidArgument(format!(
-                "{name}: the state is another lane's (of this runtime or another)"
+                "{label}: the state is another lane's (of this runtime or another)"
             )));
         }
         shape.encode(

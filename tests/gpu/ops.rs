@@ -611,6 +611,19 @@ pub(crate) fn callers_context_is_kept_and_foreign_buffers_refused() {
     assert_eq!(current(), before, "the runtime's drop changed it");
     drop(state);
     assert_eq!(current(), before, "the last state's drop changed it");
+    // A runtime's drop, with state memory and without: the last of pkq's
+    // handles of the device's context goes with it (cudarc's drop of one
+    // makes its context current), and the thread's context stays.
+    for bytes in [0, 1 << 20] {
+        let rt = Runtime::builder().state_memory(bytes).build().unwrap();
+        assert_eq!(current(), before, "a build changed it");
+        drop(rt);
+        assert_eq!(
+            current(),
+            before,
+            "dropping a runtime with state_memory({bytes}) changed it"
+        );
+    }
     drop((x, y));
 }
 
