@@ -724,7 +724,7 @@ fn render_trace() -> String {
         "\n`control_loop_trace.json` ({}): of {} ticks, {} missed their deadline; by the \
          segment that took the most time, {}. The median tick spent {} µs in dispatch, {} µs \
          in the handler and {} µs before its completion was seen; the missed ones {}, {} and \
-         {} µs (the trace's clock map is within {} ns).\n",
+         {} µs (the trace's clock map is within {} ns at its anchors).\n",
         header(&c),
         row["ticks"],
         row["misses"],

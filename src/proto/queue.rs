@@ -524,6 +524,29 @@ impl Queue {
         true
     }
 
+    /// Records every traced task whose handle was dropped unread and whose
+    /// completion has arrived in a slot no producer freed, as the producer
+    /// that frees it would (`free_completed`), under the overflow lock,
+    /// which that producer and the detach hold too (each entry closed
+    /// once). A stop's last step: after it, no producer frees a slot.
+    pub(crate) fn record_detached(&self) {
+        let Some(t) = &self.trace else {
+            return;
+        };
+        let _moved = self.overflow();
+        for (slot, word) in t.detached.iter().enumerate() {
+            let left = EntryId(word.load(Ordering::Relaxed));
+            let owner = self.turns[slot].load(Ordering::Acquire);
+            if !left.is_traced() || owner & DETACHED == 0 {
+                continue;
+            }
+            if let Some(cqe) = self.poll(owner & !DETACHED) {
+                word.store(EntryId::NONE.0, Ordering::Relaxed);
+                t.close(left, &cqe, ticks_after_loads());
+            }
+        }
+    }
+
     /// How many completions producers have moved out of their slots so far.
     pub(crate) fn moved(&self) -> u64 {
         self.moved.load(Ordering::Relaxed)

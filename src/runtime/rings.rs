@@ -96,6 +96,14 @@ impl Rings {
             .all(|(q, &end)| q.incomplete(end) == 0)
     }
 
+    /// Records the traced tasks of dropped handles whose completions no
+    /// producer will take back ([`Queue::record_detached`]).
+    pub(crate) fn record_detached(&self) {
+        for q in self.queues.iter() {
+            q.record_detached();
+        }
+    }
+
     /// How many completions were moved out of their slots so far.
     pub(crate) fn moved(&self) -> u64 {
         self.queues.iter().map(Queue::moved).sum()

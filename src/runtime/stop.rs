@@ -116,6 +116,9 @@ impl Shared {
         let exited = self
             .device
             .wait_exit(now().checked_add(self.settings.stop_timeout));
+        // No producer frees a slot any more: the dropped handles' traced
+        // tasks that completed are recorded now.
+        self.rings.record_detached();
         let drained = match drained {
             Err(Error::Cancelled) if cancelled => Ok(()),
             Err(Error::Timeout) => Err(Error::KernelTimeout("drain its tasks in time")),

@@ -268,4 +268,33 @@ mod tests {
             assert!(svg.contains("a\u{fffd}b&lt;&amp;&gt;") || !svg.contains(">a"));
         }
     }
+
+    /// A traced task whose ticket was dropped unread, still running when a
+    /// shutdown (or a cancel) stops the runtime: no producer will free its
+    /// slot any more, so the stop records it once its completion is in.
+    #[test]
+    fn a_dropped_tickets_task_is_recorded_by_the_stop() {
+        use crate::builtin::SPIN;
+        // A cancel's case needs the task taken before it: timing, which
+        // Miri's scheduler does not keep.
+        let cases: &[bool] = if cfg!(miri) { &[true] } else { &[true, false] };
+        for &drain in cases {
+            let rt = soft(Runtime::builder().capacity(4).trace(100));
+            drop(rt.submit(SPIN.args(&20_000_000u64)).unwrap());
+            // Taken by the device before the stop (a cancel leaves a task
+            // not yet taken unrun, and unrecorded).
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            if drain {
+                rt.shutdown().unwrap();
+            } else {
+                let _ = rt.cancel();
+            }
+            let t = rt.trace();
+            assert_eq!(
+                (t.records().len(), t.unfinished()),
+                (1, 0),
+                "drain {drain}: the dropped ticket's task"
+            );
+        }
+    }
 }

@@ -18,8 +18,10 @@ pub(super) fn encode(t: &Trace) -> String {
     let mut ev: Vec<String> = Vec::with_capacity(t.records.len() * 5 + 16);
     let gpu_name = match t.clock_map() {
         Some(m) => format!(
-            "GPU (device times mapped onto the host clock, within {:.0} ns)",
-            m.error_bound_ns
+            "GPU (device times mapped onto the host clock, within {:.0} ns at its anchors; \
+             {:.1}% of records outside)",
+            m.error_bound_ns,
+            100.0 * m.misfit_fraction
         ),
         None => "GPU (device clock, unmapped: too few records)".into(),
     };
@@ -123,13 +125,15 @@ pub(super) fn encode(t: &Trace) -> String {
     out.push_str(&ev.join(",\n"));
     let _ = write!(
         out,
-        "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"producer\":\"pkq\",\"records\":{},\"dropped\":{},\"unfinished\":{},\"capacity\":{},\"clock\":\"host ns from the trace's origin; device times mapped\",\"clock_error_bound_ns\":{}}}}}\n",
+        "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"producer\":\"pkq\",\"records\":{},\"dropped\":{},\"unfinished\":{},\"capacity\":{},\"clock\":\"host ns from the trace's origin; device times mapped\",\"clock_error_bound_ns\":{},\"clock_misfit_fraction\":{}}}}}\n",
         t.records.len(),
         t.dropped,
         t.unfinished,
         t.capacity,
         t.clock_map()
-            .map_or("null".into(), |m| format!("{:.1}", m.error_bound_ns))
+            .map_or("null".into(), |m| format!("{:.1}", m.error_bound_ns)),
+        t.clock_map()
+            .map_or("null".into(), |m| format!("{:.4}", m.misfit_fraction))
     );
     out
 }

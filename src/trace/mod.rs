@@ -21,10 +21,11 @@
 //! moved the completion aside: the holder records it when it takes it
 //! from there, unless it did just before it lost the slot). A task whose
 //! ticket was dropped unread is recorded by the dropping thread if its
-//! completion had landed, else by the producer that next needs its slot
-//! (the record's seen time and thread are then that producer's);
+//! completion had landed, else by the producer that next needs its slot,
+//! or by the runtime's stop (shutdown or cancel) if none did (the record's
+//! seen time and thread are then that producer's, or the stop's);
 //! one whose completion nobody has taken yet is not in a snapshot
-//! ([`Trace::unfinished`] counts it).
+//! ([`Trace::unfinished`] counts it), nor is one a cancel left unrun.
 //!
 //! [`Runtime::trace`](crate::Runtime::trace) takes a snapshot. Its device
 //! times are the GPU's `%globaltimer`; the snapshot maps them onto the
@@ -84,12 +85,14 @@ pub struct TaskRecord {
     /// Its op.
     pub op: Op,
     /// Its status code: 0 for success, else the code
-    /// [`TaskStatus`](crate::TaskStatus) names (for a pack, the pack's).
+    /// [`TaskStatus`](crate::TaskStatus) names (for a pack, the pack's: 0
+    /// when the pack ran, whatever its tasks' outcomes, which the pack's
+    /// own results say).
     pub status: u8,
     /// How many tasks the slot held (1, or a pack's count).
     pub tasks: usize,
     /// The host thread that submitted it (the process's threads numbered
-    /// in the order they first submitted or took a completion, on any
+    /// in the order they first submitted or took a traced task, on any
     /// runtime: a later runtime's first thread need not be 0).
     pub submit_thread: u32,
     /// The host thread that took its completion.
@@ -293,7 +296,9 @@ impl Trace {
 
     /// Records of tasks of lanes of blocks or groups that ran their
     /// handler (succeeded, not a NOP) whose blocks are not in the trace:
-    /// their worker logged 256 later traced tasks before the snapshot, or
+    /// their worker logged 256 later traced tasks before the snapshot (the
+    /// tasks submitted while tracing once the buffer was full count: not
+    /// kept, they are still logged), or
     /// another recorded task of the worker has the same device start (a
     /// timer coarser than the time between them: no blocks are joined to
     /// a task they might not be of).
@@ -309,7 +314,8 @@ impl Trace {
     /// Records not yet whole when the snapshot was taken: tasks submitted
     /// while tracing whose completion nobody had taken yet (in flight, or
     /// not read by their handle yet, or dropped unread with no producer
-    /// needing their slot since); a later snapshot has them once taken.
+    /// needing their slot since, nor a stop), and tasks a cancel left unrun
+    /// (never whole); a later snapshot has the others once taken.
     pub fn unfinished(&self) -> u64 {
         self.unfinished
     }
@@ -332,8 +338,12 @@ impl Trace {
     }
 
     /// Where the time of `r` went, on the host's clock (`None` without a
-    /// clock map). Each segment is within the map's error bound of the
-    /// truth, so one may come out below zero by up to that bound.
+    /// clock map). The map is within its error bound of the truth at its
+    /// anchors and fits a record when the record's device times map inside
+    /// its round trip: a segment of such a record may come out below zero
+    /// by up to about that bound. Records the map misses
+    /// ([`ClockMap::misfit_fraction`] of them: the GPU's clock stepped or
+    /// drifted unevenly between anchors) may be off by more.
     pub fn segments(&self, r: &TaskRecord) -> Option<Segments> {
         let start = self.device_to_host_ns(r.device_start_ns)?;
         let end = self.device_to_host_ns(r.device_end_ns)?;

@@ -146,8 +146,10 @@ pub(super) fn encode(t: &Trace) -> Vec<u8> {
     };
     let gpu_name = match t.clock_map() {
         Some(m) => format!(
-            "pkq GPU (device times mapped onto the host clock, within {:.0} ns)",
-            m.error_bound_ns
+            "pkq GPU (device times mapped onto the host clock, within {:.0} ns at its anchors; \
+             {:.1}% of records outside)",
+            m.error_bound_ns,
+            100.0 * m.misfit_fraction
         ),
         None => "pkq GPU (device clock, unmapped: too few records)".into(),
     };

@@ -66,8 +66,10 @@ pub(super) fn render(
         .clock_map()
         .map_or("device times unmapped".to_string(), |m| {
             format!(
-                "device times mapped onto the host clock within {:.0} ns",
-                m.error_bound_ns
+                "device times mapped onto the host clock within {:.0} ns at its anchors \
+                 ({:.1}% of records outside)",
+                m.error_bound_ns,
+                100.0 * m.misfit_fraction
             )
         });
     let _ = writeln!(
