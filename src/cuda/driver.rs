@@ -65,28 +65,29 @@ pub fn context(index: usize) -> Result<Arc<CudaContext>> {
     Ok(CudaContext::new(index)?)
 }
 
-/// Drops pkq's handle `ctx` with its context pushed on the calling thread:
-/// cudarc's drop of a context's last handle makes it current to release
-/// it, which would leave it current on a thread whose CUDA runtime works
-/// on another context; pushed around the drop and popped after, the
-/// thread's own stays current. (Every other drop of a cudarc object that
-/// holds a handle, a stream's or a module's, happens inside
-/// [`with_current`] for the same reason.)
+/// Drops `what`, then pkq's handle `ctx`, with the context pushed on the
+/// calling thread ([`with_current`]): cudarc's drops make a context current
+/// (a stream's and a slice's their own, a context's last handle its
+/// context, to release it), which would leave it current on a thread whose
+/// CUDA runtime works on another; pushed around the drops and popped
+/// after, the thread's own stays current. A push that fails drops them all
+/// the same.
+pub(crate) fn drop_in_context<T>(ctx: Arc<CudaContext>, what: T) {
+    let raw = ctx.cu_ctx();
+    // SAFETY: `ctx` keeps the context alive until the closure drops it,
+    // after the push (a context's drop sets the top entry to the same
+    // context, never pushes, so the pop takes the entry pushed).
+    let _ = unsafe {
+        with_current_raw(raw, move || {
+            drop(what);
+            drop(ctx);
+        })
+    };
+}
+
+/// [`drop_in_context`] of the handle alone.
 pub(crate) fn drop_context(ctx: Arc<CudaContext>) {
-    // SAFETY: the context is alive (this handle); pushing it has no other
-    // effect.
-    if unsafe { sys::cuCtxPushCurrent_v2(ctx.cu_ctx()) }
-        .result()
-        .is_err()
-    {
-        drop(ctx);
-        return;
-    }
-    drop(ctx);
-    let mut popped = std::ptr::null_mut();
-    // SAFETY: pops the entry pushed above (a context's drop sets the top
-    // entry to the same context, never pushes).
-    let _ = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+    drop_in_context(ctx, ());
 }
 
 /// The calling thread's current context, made current again when this is
@@ -185,8 +186,20 @@ pub(crate) fn with_current<T>(
     ctx: &CudaContext,
     f: impl FnOnce() -> T,
 ) -> Result<T, cudarc::driver::DriverError> {
-    // SAFETY: the context is alive (borrowed); pushing it has no other effect.
-    unsafe { sys::cuCtxPushCurrent_v2(ctx.cu_ctx()) }.result()?;
+    // SAFETY: the context is alive (borrowed) for the whole call.
+    unsafe { with_current_raw(ctx.cu_ctx(), f) }
+}
+
+/// [`with_current`] of a context's driver handle.
+///
+/// # Safety
+/// `ctx` is a live context when it is pushed, at the start of the call.
+unsafe fn with_current_raw<T>(
+    ctx: sys::CUcontext,
+    f: impl FnOnce() -> T,
+) -> Result<T, cudarc::driver::DriverError> {
+    // SAFETY: the caller's contract; pushing it has no other effect.
+    unsafe { sys::cuCtxPushCurrent_v2(ctx) }.result()?;
     let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
     // SAFETY: a valid in/out pointer; it sets this thread's mode only, and
     // gives back the one it had, restored below.

@@ -37,8 +37,8 @@ pub(crate) struct StateMemory {
 }
 
 /// Freed stream-ordered on its own stream, with its context pushed around
-/// cudarc's drops (which make a context current, or free in the current
-/// one) and the thread's own put back.
+/// cudarc's drops and the thread's own put back
+/// ([`drop_in_context`](crate::cuda::driver::drop_in_context)).
 impl Drop for StateMemory {
     fn drop(&mut self) {
         let ctx = self.stream.context().clone();
@@ -49,11 +49,8 @@ impl Drop for StateMemory {
                 ManuallyDrop::take(&mut self.stream),
             )
         };
-        let _ = with_current(&ctx, move || {
-            drop(memory);
-            drop(stream);
-        });
-        crate::cuda::driver::drop_context(ctx);
+        // The slice first: its free is queued on the stream.
+        crate::cuda::driver::drop_in_context(ctx, (memory, stream));
     }
 }
 

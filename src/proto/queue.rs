@@ -289,6 +289,18 @@ impl QueueTrace {
         id
     }
 
+    /// Closes the entry a handle dropped unread left at `slot` (if it left
+    /// one) with its completion `cqe`, and resets the slot's word for the
+    /// next lap; under the overflow lock (see `detached`).
+    fn close_detached(&self, slot: usize, cqe: &Cqe) {
+        let word = &self.detached[slot];
+        let left = EntryId(word.load(Ordering::Relaxed));
+        if left.is_traced() {
+            word.store(EntryId::NONE.0, Ordering::Relaxed);
+            self.close(left, cqe, ticks_after_loads());
+        }
+    }
+
     /// Closes the entry `id` with the completion `cqe`, seen at `seen`.
     #[inline]
     fn close(&self, id: EntryId, cqe: &Cqe, seen: u64) {
@@ -510,13 +522,8 @@ impl Queue {
                 None => {
                     if let Some(t) = &self.trace {
                         // Under the lock that the traced detach held when
-                        // it left the entry (and reset for the next lap).
-                        let word = &t.detached[self.geo.slot(prev)];
-                        let left = EntryId(word.load(Ordering::Relaxed));
-                        if left.is_traced() {
-                            word.store(EntryId::NONE.0, Ordering::Relaxed);
-                            t.close(left, &cqe, ticks_after_loads());
-                        }
+                        // it left the entry.
+                        t.close_detached(self.geo.slot(prev), &cqe);
                     }
                 }
             }
@@ -535,14 +542,12 @@ impl Queue {
         };
         let _moved = self.overflow();
         for (slot, word) in t.detached.iter().enumerate() {
-            let left = EntryId(word.load(Ordering::Relaxed));
             let owner = self.turns[slot].load(Ordering::Acquire);
-            if !left.is_traced() || owner & DETACHED == 0 {
+            if !EntryId(word.load(Ordering::Relaxed)).is_traced() || owner & DETACHED == 0 {
                 continue;
             }
             if let Some(cqe) = self.poll(owner & !DETACHED) {
-                word.store(EntryId::NONE.0, Ordering::Relaxed);
-                t.close(left, &cqe, ticks_after_loads());
+                t.close_detached(slot, &cqe);
             }
         }
     }
