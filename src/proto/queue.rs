@@ -55,7 +55,7 @@ use crate::proto::tail::Tail;
 use crate::proto::words::Words;
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence, ticks, ticks_after_loads};
 pub(crate) use crate::trace::recorder::EntryId;
-use crate::trace::recorder::{Closed, Opened, Recorder};
+use crate::trace::recorder::{Closed, Opened, Recorder, Recording};
 
 const DETACHED: u64 = FLAG;
 
@@ -252,6 +252,26 @@ pub(crate) struct Queue {
 }
 
 /// What a traced ring keeps (see `crate::trace::recorder`).
+/// A traced submit's start ([`Queue::trace_tick`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TraceStart {
+    /// The host's clock when the submit began.
+    pub(crate) tick: u64,
+    /// Whether its slots' headers carry the trace bit (a wide lane logs
+    /// its blocks): not once the buffer is full, where its record is only
+    /// counted.
+    pub(crate) logged: bool,
+}
+
+impl TraceStart {
+    /// Whether the slots of a submit that began at `start` carry the trace
+    /// bit.
+    #[inline(always)]
+    pub(crate) fn marks(start: Option<TraceStart>) -> bool {
+        start.is_some_and(|s| s.logged)
+    }
+}
+
 struct QueueTrace {
     recorder: std::sync::Arc<Recorder>,
     /// Per slot: the entry of the traced lap whose handle was dropped
@@ -385,13 +405,20 @@ impl Queue {
     /// time: read by a producer before its reservation, so that the read
     /// runs beside the reservation's locked instruction (a record's submit
     /// time is when the submit began; a wait for room counts as dispatch).
-    /// `Some` also says the submit is traced: its slots' headers say so,
-    /// and [`Queue::trace_open`] opens its entries after the stores.
+    /// `Some` also says the submit is traced: [`Queue::trace_open`] opens
+    /// its entries after the stores, and its slots' headers say so where
+    /// [`TraceStart::logged`].
     #[inline(always)]
-    pub(crate) fn trace_tick(&self) -> Option<u64> {
+    pub(crate) fn trace_tick(&self) -> Option<TraceStart> {
         match &self.trace {
-            Some(t) if t.recorder.is_on() => Some(ticks()),
-            _ => None,
+            Some(t) => match t.recorder.recording() {
+                Recording::Off => None,
+                Recording::On { logged } => Some(TraceStart {
+                    tick: ticks(),
+                    logged,
+                }),
+            },
+            None => None,
         }
     }
 
@@ -405,10 +432,10 @@ impl Queue {
         first: u64,
         slots: usize,
         op: u16,
-        tick: Option<u64>,
+        tick: Option<TraceStart>,
     ) -> EntryId {
         match (&self.trace, tick) {
-            (Some(t), Some(tick)) if slots != 0 => t.open(first, slots, op, tick),
+            (Some(t), Some(start)) if slots != 0 => t.open(first, slots, op, start.tick),
             _ => EntryId::NONE,
         }
     }

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::layout::PACK_TASKS;
 use crate::op::Op;
 use crate::ops::{Task, Tasks};
-use crate::proto::queue::{Queue, Refusal};
+use crate::proto::queue::{Queue, Refusal, TraceStart};
 use crate::proto::slot::SlotImage;
 use crate::runtime::batch::Batch;
 use crate::runtime::handle::RingPtr;
@@ -165,7 +165,7 @@ impl Submission for Task<'_> {
         shared.check_open()?;
         let seq = reserve::<R>(ring, 1, room)?;
         // Nothing between the reservation and the stores can fail.
-        queue.publish_at(seq, &image, tick.is_some());
+        queue.publish_at(seq, &image, TraceStart::marks(tick));
         queue.prefetch_next(seq);
         // The trace's entry (if on), after the stores: out of the way of
         // the task's dispatch (docs/design/tracing.md).
@@ -215,9 +215,9 @@ impl<A: Pod> Submission for Tasks<'_, A> {
         let first = reserve_run::<R>(ring, slots, n, room)?;
         // Nothing between the reservation and the stores can fail.
         if self.packed {
-            queue.publish_packs(first, self.op.0, self.args, tick.is_some());
+            queue.publish_packs(first, self.op.0, self.args, TraceStart::marks(tick));
         } else {
-            queue.publish_run(first, self.op.0, self.args, tick.is_some());
+            queue.publish_run(first, self.op.0, self.args, TraceStart::marks(tick));
         }
         let entry = queue.trace_open(first, slots, self.op.0, tick);
         Ok(Batch::new(ring, self.op, first, n, per_slot, entry))
@@ -246,7 +246,11 @@ fn send_io<R: RingAccess>(
     ring.shared().check_open()?;
     let seq = reserve::<R>(ring, 1, room)?;
     // Nothing between the reservation and the stores can fail.
-    queue.publish_at(seq, &queue.write_input(seq, input, image), tick.is_some());
+    queue.publish_at(
+        seq,
+        &queue.write_input(seq, input, image),
+        TraceStart::marks(tick),
+    );
     queue.prefetch_next(seq);
     let entry = queue.trace_open(seq, 1, op.0, tick);
     Ok(Ticket::new(ring, seq, op, entry))

@@ -296,9 +296,9 @@ impl Trace {
 
     /// Records of tasks of lanes of blocks or groups that ran their
     /// handler (succeeded, not a NOP) whose blocks are not in the trace:
-    /// their worker logged 256 later traced tasks before the snapshot (the
-    /// tasks submitted while tracing once the buffer was full count: not
-    /// kept, they are still logged), or
+    /// their worker logged 256 later traced tasks before the snapshot
+    /// (tasks submitted once the buffer was full, whose records are
+    /// dropped, are not logged), or
     /// another recorded task of the worker has the same device start (a
     /// timer coarser than the time between them: no blocks are joined to
     /// a task they might not be of).

@@ -3,8 +3,16 @@
 //! the task's submit and finished by whoever takes its completion.
 //!
 //! Words and their writers (all host memory, never mapped):
-//! * `on`: written by `Recorder::set_on` (any thread), read (relaxed) by
-//!   producers; a task is recorded when it was on at its submit.
+//! * `state` (off, on, or on with the buffer full): written by
+//!   `Recorder::set_on` (any thread, under `switch`) and, from on to full
+//!   only, by the claim that fills the buffer (a compare-and-swap); read
+//!   (relaxed) by producers. A task is recorded (kept or counted) when it
+//!   was on at its submit, and logged by a wide lane's device only while
+//!   the buffer was not full: its record would be dropped, and its blocks'
+//!   log entries would evict those of records kept. `set_on` stores on,
+//!   then reads `next`; a claim adds to `next`, then reads `state` (all
+//!   sequentially consistent): one of them sees the other, so a full buffer
+//!   is never left marked on.
 //! * `next`: the claim counter, one `fetch_add` a submit (host memory, host
 //!   threads only), after the submit's slot stores; a claim past the
 //!   capacity is a dropped record, so the count of dropped records is
@@ -23,7 +31,7 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicBool, AtomicU64, Mutex, OnceLock, Ordering, lock};
+use crate::sync::{AtomicU8, AtomicU64, Mutex, OnceLock, Ordering, lock};
 
 /// Words of one entry (one cache line).
 const ENTRY_WORDS: usize = 8;
@@ -184,12 +192,32 @@ pub(crate) struct Snapshot {
     pub(crate) unfinished: u64,
 }
 
+/// Tracing off.
+const OFF: u8 = 0;
+/// Tracing on, the buffer not full.
+const ON: u8 = 1;
+/// Tracing on, the buffer full: tasks are counted as dropped records, and
+/// not logged by the device.
+const FULL: u8 = 2;
+
+/// What the recorder says of a submit made now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recording {
+    /// Not recorded.
+    Off,
+    /// Recorded: kept, or counted as dropped once the buffer is full.
+    On {
+        /// Whether a wide lane logs its blocks (the buffer was not full).
+        logged: bool,
+    },
+}
+
 /// A runtime's recorder: the switch, the capacity, and the buffer (made
 /// when tracing is first switched on).
 pub(crate) struct Recorder {
-    /// Read by every submit: a line apart from `next`, which every traced
-    /// submit writes.
-    on: CachePadded<AtomicBool>,
+    /// `OFF`, `ON` or `FULL`; read by every submit: a line apart from
+    /// `next`, which every traced submit writes.
+    state: CachePadded<AtomicU8>,
     capacity: usize,
     entries: OnceLock<Box<[Entry]>>,
     next: CachePadded<AtomicU64>,
@@ -202,7 +230,7 @@ impl Recorder {
     /// A recorder of at most `capacity` records, off.
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
-            on: CachePadded::new(AtomicBool::new(false)),
+            state: CachePadded::new(AtomicU8::new(OFF)),
             capacity,
             entries: OnceLock::new(),
             next: CachePadded::new(AtomicU64::new(0)),
@@ -218,7 +246,16 @@ impl Recorder {
     /// Whether tasks are being recorded.
     #[inline(always)]
     pub(crate) fn is_on(&self) -> bool {
-        self.on.load(Ordering::Relaxed)
+        self.recording() != Recording::Off
+    }
+
+    /// Whether a submit made now is recorded, and logged by the device.
+    #[inline(always)]
+    pub(crate) fn recording(&self) -> Recording {
+        match self.state.load(Ordering::Relaxed) {
+            OFF => Recording::Off,
+            s => Recording::On { logged: s == ON },
+        }
     }
 
     /// Switches recording on or off (the buffer made the first time on);
@@ -232,11 +269,22 @@ impl Recorder {
             };
             let _ = self.entries.set(entries);
         }
-        // A thread that sees `on` (relaxed) may not see the buffer yet:
+        // A thread that sees it on (relaxed) may not see the buffer yet:
         // `claim` finds it through the `OnceLock` (its own acquire), and
         // claims nothing (uncounted) only in that moment of the first
         // switch.
-        self.on.store(on, Ordering::Release);
+        if on {
+            self.state.store(ON, Ordering::SeqCst);
+            // A claim that filled the buffer while it was off, or before
+            // the store above, found it not on: marked full here.
+            if self.next.load(Ordering::SeqCst) >= self.capacity as u64 {
+                let _ = self
+                    .state
+                    .compare_exchange(ON, FULL, Ordering::SeqCst, Ordering::Relaxed);
+            }
+        } else {
+            self.state.store(OFF, Ordering::Release);
+        }
         true
     }
 
@@ -250,7 +298,17 @@ impl Recorder {
         if self.entries.get().is_none() {
             return EntryId::NONE;
         }
-        EntryId(self.next.fetch_add(n as u64, Ordering::Relaxed))
+        let first = self.next.fetch_add(n as u64, Ordering::SeqCst);
+        // The claim that fills the buffer (or any later one that finds it
+        // still marked on) marks it full.
+        if first.saturating_add(n as u64) >= self.capacity as u64
+            && self.state.load(Ordering::SeqCst) == ON
+        {
+            let _ = self
+                .state
+                .compare_exchange(ON, FULL, Ordering::SeqCst, Ordering::Relaxed);
+        }
+        EntryId(first)
     }
 
     /// The entry `id`, if it is within the buffer.
@@ -401,6 +459,35 @@ mod tests {
         let seqs: Vec<u64> = s.records.iter().map(|r| r.opened.seq).collect();
         assert_eq!(seqs, [1, 2, 3]);
         assert_eq!((s.dropped, s.unfinished), (2, 0));
+    }
+
+    #[test]
+    fn a_full_buffer_is_still_on_but_no_longer_logged() {
+        let rec = Recorder::new(3);
+        assert_eq!(rec.recording(), Recording::Off);
+        rec.set_on(true);
+        assert_eq!(rec.recording(), Recording::On { logged: true });
+        record(&rec, 1);
+        assert_eq!(rec.recording(), Recording::On { logged: true });
+        // A batch past the end fills it.
+        let _ = rec.claim(4);
+        assert_eq!(rec.recording(), Recording::On { logged: false });
+        assert!(rec.is_on());
+        rec.set_on(false);
+        assert_eq!(rec.recording(), Recording::Off);
+        rec.set_on(true);
+        assert_eq!(rec.recording(), Recording::On { logged: false });
+        // Filled exactly while off: full when switched on.
+        let rec = Recorder::new(2);
+        rec.set_on(true);
+        rec.set_on(false);
+        let _ = rec.claim(2);
+        rec.set_on(true);
+        assert_eq!(rec.recording(), Recording::On { logged: false });
+        // No room at all.
+        let rec = Recorder::new(0);
+        rec.set_on(true);
+        assert_eq!(rec.recording(), Recording::On { logged: false });
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub(crate) const TESTS: &[Test] = tests![
     every_task_once_in_time_order_within_the_bound,
     the_drop_count_is_exact_on_the_device,
     every_block_of_a_traced_wide_task_once_within_it,
+    tasks_past_a_full_buffer_leave_the_kept_ones_blocks,
 ];
 
 /// Random ECHO values from three threads (tickets in a window, batches,
@@ -279,4 +280,38 @@ pub(crate) fn every_block_of_a_traced_wide_task_once_within_it() {
         .count();
     assert_eq!(block_slices, t.blocks().len());
     assert!(!t.to_perfetto().is_empty());
+}
+
+/// A trace buffer far smaller than a wide lane's log, then many more
+/// traced wide tasks: the records kept have all their blocks, as tasks
+/// whose records were dropped are not logged over them.
+pub(crate) fn tasks_past_a_full_buffer_leave_the_kept_ones_blocks() {
+    const KEPT: usize = 16;
+    let blocks = 4u32;
+    let rt = Runtime::builder()
+        .capacity(16)
+        .workers(1)
+        .width(pkq::Width::Group { blocks, warps: 4 })
+        .trace(KEPT)
+        .build()
+        .unwrap();
+    rt.set_tracing(true).unwrap();
+    for _ in 0..600 {
+        rt.submit(GROUP_EMPTY.args(&())).unwrap().wait().unwrap();
+    }
+    let t = rt.trace();
+    assert_eq!((t.records().len(), t.dropped()), (KEPT, 600 - KEPT as u64));
+    assert_eq!(
+        t.blocks_missing(),
+        0,
+        "the kept records' blocks were logged over"
+    );
+    for r in t.records() {
+        let ranks: Vec<usize> = t.blocks_of(r).iter().map(|b| b.block).collect();
+        assert_eq!(
+            ranks,
+            (0..blocks as usize).collect::<Vec<_>>(),
+            "blocks of {r:?}"
+        );
+    }
 }

@@ -375,7 +375,7 @@ fn traced_slot(completed: bool) -> (Arc<Memory>, Arc<Queue>, Arc<Recorder>, Entr
     let q = Arc::new(mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0));
     let s = q.try_reserve().unwrap();
     q.publish_at(s, &SlotImage::new(0, &[]).unwrap(), true);
-    let entry = q.trace_open(s, 1, 0, Some(ticks()));
+    let entry = q.trace_open(s, 1, 0, traced_start());
     if completed {
         complete(&q, s, 7);
     }
@@ -439,7 +439,7 @@ fn loom_a_traced_ticket_dropped_as_its_slot_is_lapped_leaves_no_stale_entry() {
         complete(&q, 0, 7);
         let lapped = q.try_reserve().is_ok_and(|s1| {
             q.publish_at(s1, &SlotImage::new(0, &[]).unwrap(), true);
-            let e1 = q.trace_open(s1, 1, 0, Some(ticks()));
+            let e1 = q.trace_open(s1, 1, 0, traced_start());
             q.detach_traced(s1, e1);
             complete(&q, s1, 8);
             true
@@ -453,4 +453,12 @@ fn loom_a_traced_ticket_dropped_as_its_slot_is_lapped_leaves_no_stale_entry() {
             assert_eq!((seqs, snap.unfinished), (vec![0, 1], 0), "each once");
         }
     });
+}
+
+/// A traced submit's start, its buffer not full.
+fn traced_start() -> Option<TraceStart> {
+    Some(TraceStart {
+        tick: ticks(),
+        logged: true,
+    })
 }

@@ -709,6 +709,48 @@ fn a_traced_task_is_recorded_once_on_every_path_to_its_completion() {
     assert_eq!(q.trace_open(4, 1, 0, None), EntryId::NONE);
 }
 
+#[test]
+fn tasks_past_a_full_trace_buffer_are_counted_but_not_marked_for_the_devices_log() {
+    // A wide lane logs the blocks of each task whose header carries the
+    // trace bit into a log of its last traced tasks: a task whose record
+    // is dropped must not carry it, or its blocks evict those of records
+    // kept.
+    let geo = Geometry::new(8).unwrap();
+    let recorder = Arc::new(Recorder::new(2));
+    assert!(recorder.set_on(true));
+    let mem = Memory::new(geo);
+    let q = mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0);
+    let header_bit = |seq: u64| {
+        let word = mem
+            .sq
+            .at(geo.slot(seq) * SLOT_WORDS)
+            .load(Ordering::Relaxed);
+        (word >> crate::layout::HEADER_TRACE_BIT) & 1
+    };
+    let submit = || {
+        let start = q.trace_tick().expect("on");
+        let seq = q.try_reserve().unwrap();
+        q.publish_at(seq, &echo(seq), TraceStart::marks(Some(start)));
+        q.trace_open(seq, 1, crate::layout::OP_ECHO, Some(start));
+        seq
+    };
+    let kept = [submit(), submit()];
+    let dropped = [submit(), submit()];
+    for seq in kept {
+        assert_eq!(header_bit(seq), 1, "kept {seq}");
+    }
+    for seq in dropped {
+        assert_eq!(header_bit(seq), 0, "dropped {seq}");
+    }
+    assert!(recorder.is_on(), "still on: its drops are counted");
+    assert_eq!(recorder.snapshot().dropped, 2);
+    // Off and on again: still full.
+    recorder.set_on(false);
+    assert_eq!(q.trace_tick(), None);
+    recorder.set_on(true);
+    assert_eq!(q.trace_tick().map(|s| s.logged), Some(false));
+}
+
 /// Completes `seq` with device times `t` and `t + 1`.
 fn complete_at(q: &Queue, seq: u64, t: u64) {
     q.complete(
