@@ -10,9 +10,10 @@
 //!   was on at its submit, and logged by a wide lane's device only while
 //!   the buffer was not full: its record would be dropped, and its blocks'
 //!   log entries would evict those of records kept. `set_on` stores on,
-//!   then reads `next`; a claim adds to `next`, then reads `state` (all
-//!   sequentially consistent): one of them sees the other, so a full buffer
-//!   is never left marked on.
+//!   then reads `next` with a read-modify-write (adds 0); a claim adds to
+//!   `next`, then reads `state`; both read-modify-writes acquire and
+//!   release, so the later of the two in `next`'s order sees what the
+//!   earlier wrote before it: a full buffer is never left marked on.
 //! * `next`: the claim counter, one `fetch_add` a submit (host memory, host
 //!   threads only), after the submit's slot stores; a claim past the
 //!   capacity is a dropped record, so the count of dropped records is
@@ -274,10 +275,13 @@ impl Recorder {
         // claims nothing (uncounted) only in that moment of the first
         // switch.
         if on {
-            self.state.store(ON, Ordering::SeqCst);
+            self.state.store(ON, Ordering::Relaxed);
             // A claim that filled the buffer while it was off, or before
-            // the store above, found it not on: marked full here.
-            if self.next.load(Ordering::SeqCst) >= self.capacity as u64 {
+            // the store above, found it not on: marked full here. A
+            // read-modify-write, so that of it and a claim the one later
+            // in `next`'s order sees the other's state (see the module's
+            // words).
+            if self.next.fetch_add(0, Ordering::AcqRel) >= self.capacity as u64 {
                 let _ = self
                     .state
                     .compare_exchange(ON, FULL, Ordering::SeqCst, Ordering::Relaxed);
@@ -298,11 +302,11 @@ impl Recorder {
         if self.entries.get().is_none() {
             return EntryId::NONE;
         }
-        let first = self.next.fetch_add(n as u64, Ordering::SeqCst);
+        let first = self.next.fetch_add(n as u64, Ordering::AcqRel);
         // The claim that fills the buffer (or any later one that finds it
         // still marked on) marks it full.
         if first.saturating_add(n as u64) >= self.capacity as u64
-            && self.state.load(Ordering::SeqCst) == ON
+            && self.state.load(Ordering::Relaxed) == ON
         {
             let _ = self
                 .state

@@ -455,6 +455,27 @@ fn loom_a_traced_ticket_dropped_as_its_slot_is_lapped_leaves_no_stale_entry() {
     });
 }
 
+#[test]
+fn loom_a_buffer_filled_as_tracing_is_switched_on_is_never_left_logged() {
+    // A claim fills the buffer while another thread switches tracing on:
+    // whichever comes last, the switch reads on with the buffer full (a
+    // wide lane would log the blocks of every dropped record over those
+    // of the records kept).
+    loom::model(|| {
+        let recorder = Arc::new(Recorder::new(2));
+        assert!(recorder.set_on(true));
+        assert!(recorder.set_on(false));
+        let r = recorder.clone();
+        let claimer = thread::spawn(move || r.claim(2));
+        assert!(recorder.set_on(true));
+        claimer.join().unwrap();
+        assert_eq!(
+            recorder.recording(),
+            crate::trace::recorder::Recording::On { logged: false }
+        );
+    });
+}
+
 /// A traced submit's start, its buffer not full.
 fn traced_start() -> Option<TraceStart> {
     Some(TraceStart {
