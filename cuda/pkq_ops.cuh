@@ -666,4 +666,4 @@ struct BuiltinOps {
                  PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_MEMSET, pkq_memset_args),          \
                  PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_GEMV, pkq_gemv_args),              \
                  PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_FIR, pkq_fir_args),              \
-                 PKQ_OP_INFO_GROUP(PKQ_OP_GROUP_SPIN, uint64_t))
+                 pkq_op_info{PKQ_OP_GROUP_SPIN, 8, 8, PKQ_OP_GROUP})

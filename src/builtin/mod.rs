@@ -358,6 +358,64 @@ mod tests {
         assert_eq!(echo_fold(&[0, 1, 0, 0, 0, 0]), 1 << 8);
     }
 
+    /// The kernel's op table (`PKQ_BUILTIN_OP_TABLE`, `cuda/pkq_ops.cuh`),
+    /// read as text: each row's op, and whether it says the handler
+    /// dereferences pointers, against the declarations here. (The GPU
+    /// tests compare the compiled table whole; this catches a row's flags
+    /// without a GPU.)
+    #[test]
+    fn the_kernels_op_table_flags_pointers_as_declared() {
+        let src = include_str!("../../cuda/pkq_ops.cuh");
+        let start = src
+            .find("#define PKQ_BUILTIN_OP_TABLE(kernel)")
+            .expect("the table");
+        let table = &src[start..];
+        let table = &table[..table.find("\n\n").unwrap_or(table.len())];
+        let mut rows: Vec<(String, bool)> = Vec::new();
+        for line in table.lines().skip(1) {
+            let line = line.trim_start_matches(|c: char| c != 'p' && c != 'P');
+            let line = line
+                .strip_prefix("PKQ_OP_TABLE(kernel,")
+                .unwrap_or(line)
+                .trim();
+            let Some(at) = ["PKQ_OP_INFO", "pkq_op_info{"]
+                .iter()
+                .filter_map(|k| line.find(k))
+                .min()
+            else {
+                continue;
+            };
+            let row = &line[at..];
+            let row = row.strip_prefix("pkq_op_info{").unwrap_or(row);
+            // `PKQ_OP_INFO...(PKQ_OP_NAME, ...)` or `pkq_op_info{PKQ_OP_NAME, ..., FLAGS}`.
+            let (derefs, rest) = if let Some(m) = row.strip_prefix("PKQ_OP_INFO") {
+                let derefs = ["_POINTERS(", "_GROUP(", "_STATE(", "_STATE_NO_ARGS("]
+                    .iter()
+                    .any(|k| m.starts_with(k));
+                (derefs, &m[m.find('(').unwrap() + 1..])
+            } else {
+                (line.contains("PKQ_OP_DEREFS"), row)
+            };
+            let name = rest
+                .trim_start_matches("PKQ_OP_")
+                .split([',', ')'])
+                .next()
+                .unwrap();
+            rows.push((name.to_string(), derefs));
+        }
+        let declared: Vec<(String, bool)> = signatures()
+            .iter()
+            .map(|s| {
+                let name = crate::Op(s.op).builtin_name().unwrap();
+                (name.to_string(), s.derefs)
+            })
+            .collect();
+        rows.sort();
+        let mut declared = declared;
+        declared.sort();
+        assert_eq!(rows, declared);
+    }
+
     #[test]
     fn pointer_flags() {
         assert!(AXPY.takes_pointers() && TRAP.takes_pointers());
