@@ -1,37 +1,99 @@
 //! Calls made without the GIL, and the interpreter's exit: CPython before
 //! 3.14 ends a thread that asks for the GIL again during finalization with
 //! `pthread_exit`, whose forced unwind through pkq's Rust frames aborts the
-//! process (a daemon thread whose wait returns while the interpreter exits).
-//! [`detached`] hangs such a thread instead, as CPython 3.14 does itself.
+//! process (a daemon thread whose call returns while the interpreter
+//! exits, or returned just before and waits for the GIL as finalization
+//! begins). [`detached`] keeps every such thread out: it hangs instead of
+//! asking for the GIL, as CPython 3.14 does itself.
+//!
+//! Words: `EXITING`, set once by [`exit_begins`] (the package's atexit
+//! function, which runs before finalization begins, on the thread that
+//! finalizes); `ASKING`, the threads whose call returned and that are
+//! asking for the GIL or about to, each adding 1 before it looks at
+//! `EXITING` and taking it back once it holds the GIL again. All
+//! sequentially consistent: a thread that finds `EXITING` clear is counted
+//! by the time `exit_begins` looks at `ASKING`, and [`wait_for_askers`]
+//! lets it take the GIL and go before finalization begins.
 
 use std::ffi::{CStr, c_int};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
+/// Set when the interpreter's exit begins ([`exit_begins`]).
+static EXITING: AtomicBool = AtomicBool::new(false);
+/// The thread that runs the exit (it may call pkq on: it finalizes).
+static EXIT_THREAD: OnceLock<ThreadId> = OnceLock::new();
+/// Threads whose call returned and that ask for the GIL.
+static ASKING: AtomicUsize = AtomicUsize::new(0);
+
+/// One thread counted in `ASKING` until it is dropped (with the GIL held
+/// again).
+struct Asking;
+
+impl Asking {
+    fn new() -> Self {
+        ASKING.fetch_add(1, Ordering::SeqCst);
+        Asking
+    }
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        ASKING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// `py.detach(f)`: `f` runs without the GIL. A thread whose `f` returns
-/// once the interpreter is being finalized, where it was not when `f`
-/// began, hangs there, for good, instead of asking for the GIL again. The
-/// thread that finalizes may go on: it holds the GIL when finalization
-/// begins, so it finds it begun when it enters (a runtime dropped during
-/// finalization), and no other thread can hold the GIL from then on. Left
-/// open: finalization beginning between the look after `f` and the
-/// request for the GIL.
+/// once the interpreter's exit began (other than the thread that exits),
+/// or once the interpreter is being finalized where it was not when `f`
+/// began, hangs there, for good, instead of asking for the GIL again.
 pub(crate) fn detached<T, F>(py: Python<'_>, f: F) -> T
 where
     F: Send + FnOnce() -> T,
     T: Send,
 {
     let finalizing_before = finalizing();
-    py.detach(|| {
+    let (out, _asking) = py.detach(|| {
         let out = f();
-        if !finalizing_before && finalizing() {
+        let asking = Asking::new();
+        if stays_out(finalizing_before) {
+            drop(asking);
             loop {
                 std::thread::park();
             }
         }
-        out
-    })
+        (out, asking)
+    });
+    out
+}
+
+/// Whether a thread whose call returned must not ask for the GIL.
+fn stays_out(finalizing_before: bool) -> bool {
+    (EXITING.load(Ordering::SeqCst) && EXIT_THREAD.get() != Some(&std::thread::current().id()))
+        || (!finalizing_before && finalizing())
+}
+
+/// The interpreter's exit begins (the package's atexit function, with the
+/// GIL): from now on a call of another thread that returns hangs instead of
+/// asking for the GIL. Then [`wait_for_askers`], without the GIL.
+pub(crate) fn exit_begins() {
+    let _ = EXIT_THREAD.set(std::thread::current().id());
+    EXITING.store(true, Ordering::SeqCst);
+}
+
+/// Waits (without the GIL, after [`exit_begins`]) until no thread whose
+/// call returned before the exit began still asks for the GIL: each takes
+/// it and goes on before finalization begins. At most a second: a thread
+/// asking for the GIL gets it at once while this one waits without it.
+pub(crate) fn wait_for_askers() {
+    let until = Instant::now() + Duration::from_secs(1);
+    while ASKING.load(Ordering::SeqCst) != 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_micros(100));
+    }
 }
 
 /// Whether the interpreter is being finalized: `Py_IsFinalizing` (3.13

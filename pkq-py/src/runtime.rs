@@ -31,21 +31,26 @@ pub struct PyRuntime {
     rt: Option<Arc<Runtime>>,
 }
 
-/// Every runtime still alive, shut down (without the GIL): called at
-/// interpreter exit, while pkq's completion thread can still take the GIL
-/// for an awaited ticket's callback. Errors are ignored.
+/// The interpreter's exit (an atexit function, before finalization
+/// begins): calls of other threads that return from now on hang rather
+/// than ask for the GIL (`detach.rs`); every runtime still alive is shut
+/// down (without the GIL), while pkq's completion thread can still take
+/// the GIL for an awaited ticket's callback; then the threads whose calls
+/// returned before are let take the GIL and go. Errors are ignored.
 #[pyfunction]
 #[pyo3(name = "_shutdown_all")]
 pub(crate) fn shutdown_all(py: Python<'_>) {
+    crate::detach::exit_begins();
     let live: Vec<Arc<Runtime>> = match LIVE.lock() {
         Ok(mut l) => l.drain(..).filter_map(|w| w.upgrade()).collect(),
-        Err(_) => return,
+        Err(_) => Vec::new(),
     };
     detached(py, move || {
         for rt in &live {
             let _ = rt.shutdown();
         }
         drop(live);
+        crate::detach::wait_for_askers();
     });
 }
 

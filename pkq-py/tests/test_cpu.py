@@ -248,6 +248,8 @@ def test_every_public_name_is_exported_and_documented():
 def test_a_daemon_thread_in_a_call_as_the_interpreter_exits_does_not_crash_it():
     # The call releases the GIL; it returns while the interpreter finalizes
     # and must not take the process down as it asks for the GIL again.
+    # Sixteen threads in calls, many exits: a thread whose call returned
+    # just before the exit began waits for the GIL as finalization begins.
     script = textwrap.dedent("""
         import threading, time, pkq
         def poll():
@@ -256,9 +258,10 @@ def test_a_daemon_thread_in_a_call_as_the_interpreter_exits_does_not_crash_it():
                     pkq.device_count()
                 except pkq.Error:
                     pass
-        threading.Thread(target=poll, daemon=True).start()
-        time.sleep(0.2)
+        for _ in range(16):
+            threading.Thread(target=poll, daemon=True).start()
+        time.sleep(0.02)
     """)
-    for _ in range(3):
+    for _ in range(40):
         run = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
         assert run.returncode == 0, run.stderr.decode(errors="replace")
