@@ -188,9 +188,14 @@ fn monitor_falls_back_where_the_cpu_has_none() {
 #[cfg_attr(miri, ignore = "waits out a stall bound of real time")]
 fn every_strategy_ends_on_cancel_and_on_a_stall() {
     for how in ALL {
-        // A cancel while the waiter waits (parked, for `Park`).
+        // A cancel while the waiter waits (parked, for `Park`); no stall
+        // bound a loaded machine could reach before it.
         let rt = Arc::new(soft(
-            Runtime::builder().capacity(8).workers(1).wait_strategy(how),
+            Runtime::builder()
+                .capacity(8)
+                .workers(1)
+                .stall_after(Duration::from_secs(3600))
+                .wait_strategy(how),
         ));
         let long = rt.submit(SPIN.args(&300_000_000u64)).unwrap();
         let behind = rt.submit(ECHO.args(&1u64)).unwrap();
