@@ -126,14 +126,14 @@ pub(crate) fn thread_number() -> u32 {
 
 /// The host's cheapest steady clock, in ticks of its own (a trace's host
 /// stamps; [`TickRate`] turns them into nanoseconds): x86-64's time-stamp
-/// counter where the processor says it is invariant (CPUID 0x8000_0007,
-/// EDX bit 8: one rate, in every core and power state), else the
-/// monotonic clock's nanoseconds since the process first read it (and
-/// under Miri and loom, which have no time-stamp counter).
+/// counter where it is known to be one clock for every core
+/// ([`ticks_are_tsc`]), else the monotonic clock's nanoseconds since the
+/// process first read it (and under Miri and loom, which have no
+/// time-stamp counter).
 #[inline(always)]
 pub(crate) fn ticks() -> u64 {
     #[cfg(not(any(miri, loom)))]
-    if tsc::invariant() {
+    if tsc::usable() {
         // SAFETY: RDTSC exists on every x86-64 processor (the only target:
         // lib.rs) and has no preconditions.
         return unsafe { core::arch::x86_64::_rdtsc() };
@@ -165,24 +165,57 @@ fn monotonic_ns() -> u64 {
     std::time::Instant::now().duration_since(epoch).as_nanos() as u64
 }
 
+/// Whether [`ticks`] reads the time-stamp counter (else the monotonic
+/// clock): decided once per process, where the processor says the counter
+/// is invariant (CPUID 0x8000_0007, EDX bit 8: one rate, in every core and
+/// power state) or, on Linux, where the kernel's clock source is the
+/// counter (`/sys/devices/system/clocksource/clocksource0/current_clocksource`
+/// reads `tsc`: the kernel found it synchronized across the cores and
+/// steady, and its own monotonic clock counts it; a virtual machine may
+/// hide the CPUID bit and still run its clock on the counter). A kernel
+/// that later finds the counter unstable and switches its clock source
+/// away is not followed: the trace's rate is measured against the
+/// monotonic clock over the whole trace, and its clock map's misfit share
+/// shows a counter that jumped.
+pub(crate) fn ticks_are_tsc() -> bool {
+    #[cfg(not(any(miri, loom)))]
+    return tsc::usable();
+    #[cfg(any(miri, loom))]
+    return false;
+}
+
 #[cfg(not(any(miri, loom)))]
 mod tsc {
-    /// Whether the time-stamp counter is invariant (asked once).
+    /// [`super::ticks_are_tsc`] (asked once).
     #[inline(always)]
-    pub(super) fn invariant() -> bool {
-        static INVARIANT: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
-            // `__cpuid` is an unsafe fn before Rust 1.89 (the MSRV is
-            // older) and safe after, hence the allowance.
-            #[allow(unused_unsafe)]
-            // SAFETY: CPUID is present on every x86_64 processor; leaf
-            // 0x8000_0000 says which extended leaves there are, and leaf
-            // 0x8000_0007 is read only when it is one of them.
-            unsafe {
-                let top = core::arch::x86_64::__cpuid(0x8000_0000).eax;
-                top >= 0x8000_0007 && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0
-            }
+    pub(super) fn usable() -> bool {
+        static USABLE: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+            let source = std::fs::read_to_string(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+            );
+            chosen(invariant(), source.as_deref().ok())
         });
-        *INVARIANT
+        *USABLE
+    }
+
+    /// The choice, from the CPUID bit and the kernel's clock source (if
+    /// it could be read).
+    pub(super) fn chosen(invariant: bool, clock_source: Option<&str>) -> bool {
+        invariant || clock_source.is_some_and(|s| s.trim() == "tsc")
+    }
+
+    /// Whether the processor says the time-stamp counter is invariant.
+    fn invariant() -> bool {
+        // `__cpuid` is an unsafe fn before Rust 1.89 (the MSRV is older)
+        // and safe after, hence the allowance.
+        #[allow(unused_unsafe)]
+        // SAFETY: CPUID is present on every x86_64 processor; leaf
+        // 0x8000_0000 says which extended leaves there are, and leaf
+        // 0x8000_0007 is read only when it is one of them.
+        unsafe {
+            let top = core::arch::x86_64::__cpuid(0x8000_0000).eax;
+            top >= 0x8000_0007 && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0
+        }
     }
 }
 
@@ -254,5 +287,25 @@ mod tests {
         all.dedup();
         assert_eq!(all.len(), 5, "{mine} and {theirs:?}");
         assert!(all.iter().all(|&n| n != u32::MAX));
+    }
+
+    #[test]
+    #[cfg(not(miri))]
+    fn the_counter_is_read_where_cpuid_or_the_kernels_clock_source_vouches_for_it() {
+        use super::tsc::chosen;
+        assert!(chosen(true, None));
+        assert!(chosen(true, Some("kvm-clock\n")));
+        assert!(chosen(false, Some("tsc\n")));
+        assert!(!chosen(false, Some("kvm-clock\n")));
+        assert!(!chosen(false, Some("tsc-early\n")));
+        assert!(!chosen(false, Some("")));
+        assert!(!chosen(false, None));
+        // Here: a kernel whose clock runs on the counter means the counter.
+        let here = std::fs::read_to_string(
+            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        );
+        if here.as_deref().is_ok_and(|s| s.trim() == "tsc") {
+            assert!(super::ticks_are_tsc());
+        }
     }
 }

@@ -125,11 +125,12 @@ pub(super) fn encode(t: &Trace) -> String {
     out.push_str(&ev.join(",\n"));
     let _ = write!(
         out,
-        "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"producer\":\"pkq\",\"records\":{},\"dropped\":{},\"unfinished\":{},\"capacity\":{},\"clock\":\"host ns from the trace's origin; device times mapped\",\"clock_error_bound_ns\":{},\"clock_misfit_fraction\":{}}}}}\n",
+        "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"producer\":\"pkq\",\"records\":{},\"dropped\":{},\"unfinished\":{},\"capacity\":{},\"clock\":\"host ns from the trace's origin; device times mapped\",\"host_clock\":\"{}\",\"clock_error_bound_ns\":{},\"clock_misfit_fraction\":{}}}}}\n",
         t.records.len(),
         t.dropped,
         t.unfinished,
         t.capacity,
+        t.host_clock,
         t.clock_map()
             .map_or("null".into(), |m| format!("{:.1}", m.error_bound_ns)),
         t.clock_map()

@@ -184,9 +184,53 @@ impl Tracer {
     }
 }
 
+/// The host clock a trace's host times come from ([`Trace::host_clock`]),
+/// chosen once per process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostClock {
+    /// x86-64's time-stamp counter (a register read), its rate measured
+    /// against the monotonic clock from the runtime's build to the
+    /// snapshot: where the processor says the counter is invariant, or
+    /// where the operating system's own clock runs on it (Linux's clock
+    /// source `tsc`).
+    Tsc,
+    /// The operating system's monotonic clock (`std::time::Instant`):
+    /// where neither vouches for the counter. A read costs a call (tens of
+    /// nanoseconds, more in some virtual machines); each traced task reads
+    /// it twice.
+    Monotonic,
+}
+
+impl HostClock {
+    /// The one this process uses.
+    fn of_process() -> Self {
+        if crate::sync::ticks_are_tsc() {
+            Self::Tsc
+        } else {
+            Self::Monotonic
+        }
+    }
+
+    /// Its name in the exports: `tsc` or `monotonic`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tsc => "tsc",
+            Self::Monotonic => "monotonic",
+        }
+    }
+}
+
+impl std::fmt::Display for HostClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A snapshot of a runtime's trace ([`Runtime::trace`](crate::Runtime::trace)).
 #[derive(Clone, Debug)]
 pub struct Trace {
+    host_clock: HostClock,
     records: Vec<TaskRecord>,
     blocks: Vec<BlockRecord>,
     blocks_missing: u64,
@@ -256,6 +300,7 @@ impl Trace {
             .collect();
         let (blocks, blocks_missing) = blocks::join(&records, &logs);
         Self {
+            host_clock: HostClock::of_process(),
             clock: ClockMap::fit(&exchanges, per_anchor),
             records,
             blocks,
@@ -323,6 +368,11 @@ impl Trace {
     /// The most records the runtime keeps.
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// The host clock its host times come from (the exports name it).
+    pub fn host_clock(&self) -> HostClock {
+        self.host_clock
     }
 
     /// The map from the GPU's clock onto the host's, fitted to the
@@ -529,6 +579,31 @@ mod tests {
         for w in slices.windows(2) {
             assert!(w[1].0 >= w[0].0 + w[0].1 - 1e-9, "overlap {w:?}");
         }
+    }
+
+    /// Both exports say which host clock the host times come from.
+    #[test]
+    fn both_exports_name_the_host_clock() {
+        let t = trace_of(
+            (0..20)
+                .map(|i| raw(i, i * 10_000, 1_000 + i * 10_000))
+                .collect(),
+        );
+        let name = t.host_clock().name();
+        let want = if crate::sync::ticks_are_tsc() {
+            "tsc"
+        } else {
+            "monotonic"
+        };
+        assert_eq!(name, want);
+        let json: serde_json::Value = serde_json::from_str(&t.to_chrome_json()).unwrap();
+        assert_eq!(json["otherData"]["host_clock"], want);
+        let track = format!("pkq host (clock: {want})");
+        let pb = t.to_perfetto();
+        assert!(
+            pb.windows(track.len()).any(|w| w == track.as_bytes()),
+            "no track named {track}"
+        );
     }
 
     /// A trace of records of lane 0's worker 0 with blocks of workers of

@@ -5,7 +5,7 @@
 //! few lines; a protobuf crate would bring a code generator and its build
 //! step for these five messages.
 //!
-//! Tracks: "pkq host" with a child per host thread, "pkq GPU" with a child
+//! Tracks: "pkq host" (its name says which host clock, `HostClock`) with a child per host thread, "pkq GPU" with a child
 //! per device worker (named with the clock map's bound: the device times
 //! are mapped onto the host's clock), and under a worker of a lane of
 //! blocks or groups a child per block. Each task: an instant "submit" on
@@ -157,7 +157,11 @@ pub(super) fn encode(t: &Trace) -> Vec<u8> {
         &mut trace,
         None,
         PACKET_TRACK_DESCRIPTOR,
-        &track(HOST_ROOT, None, "pkq host"),
+        &track(
+            HOST_ROOT,
+            None,
+            &format!("pkq host (clock: {})", t.host_clock()),
+        ),
     );
     packet(
         &mut trace,

@@ -3,7 +3,8 @@
 //! batches, a window of them in flight, one thread), tracing off and on in
 //! alternating rounds on the same runtime (`Runtime::set_tracing`), with a
 //! buffer large enough that no record is dropped (the JSON says how many
-//! were kept and dropped).
+//! were kept and dropped, and which host clock stamped them:
+//! `pkq::trace::HostClock`).
 //!
 //! `cargo run --release -p pkq-bench --bin trace_cost -- --json pkq-bench/results/trace_cost.json --svg pkq-bench/results/trace_cost.svg`
 
@@ -122,6 +123,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if on == 1 {
             row.insert("records_kept".into(), json!(trace.records().len()));
             row.insert("records_dropped".into(), json!(trace.dropped()));
+            row.insert("host_clock".into(), json!(trace.host_clock().name()));
         }
         println!(
             "{:<28} p50 {:>8.3} µs  p99 {:>8.3} µs",
@@ -157,9 +159,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!(
-        "trace: {} records kept, {} dropped",
+        "trace: {} records kept, {} dropped, host clock {}",
         trace.records().len(),
-        trace.dropped()
+        trace.dropped(),
+        trace.host_clock()
     );
     rt.shutdown()?;
     let rep = report(&info, rows);
