@@ -108,8 +108,9 @@
    bit 52: the task may write host memory (a host buffer of the caller's:
    `HostBuffer`), so its worker fences at system scope, not GPU scope,
    between the handler's writes and the completion; bit 53: the task is
-   traced (tracing was on at its submit and its buffer not full,
-   `pkq::trace`): a lane of blocks or
+   traced (tracing was on at its submit, and its record is kept, not
+   dropped: `pkq::trace`; only on a lane of blocks or groups, whose
+   submits claim their records before their stores): a lane of blocks or
    groups logs each block's run of it (TRACE LOG below), a lane of warps
    ignores the bit. */
 #define PKQ_HEADER_IN_SHIFT 32 /* u32 */

@@ -55,7 +55,7 @@ use crate::proto::tail::Tail;
 use crate::proto::words::Words;
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence, ticks, ticks_after_loads};
 pub(crate) use crate::trace::recorder::EntryId;
-use crate::trace::recorder::{Closed, Opened, Recorder, Recording};
+use crate::trace::recorder::{Closed, Opened, Recorder};
 
 const DETACHED: u64 = FLAG;
 
@@ -251,29 +251,38 @@ pub(crate) struct Queue {
     trace: Option<QueueTrace>,
 }
 
-/// What a traced ring keeps (see `crate::trace::recorder`).
-/// A traced submit's start ([`Queue::trace_tick`]).
+/// A traced submit ([`Queue::trace_tick`], then [`Queue::trace_claim`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TraceStart {
     /// The host's clock when the submit began.
     pub(crate) tick: u64,
-    /// Whether its slots' headers carry the trace bit (a wide lane logs
-    /// its blocks): not once the buffer is full, where its record is only
-    /// counted.
-    pub(crate) logged: bool,
+    /// Its entries, where claimed before its stores (a ring whose device
+    /// logs blocks: [`Queue::trace_claim`]); else claimed after them.
+    claimed: Option<EntryId>,
+    /// How many of its slots, from the first, carry the trace bit: those
+    /// whose entries are kept, on a ring whose device logs blocks; none
+    /// elsewhere (a lane of warps ignores the bit).
+    marked: usize,
 }
 
 impl TraceStart {
-    /// Whether the slots of a submit that began at `start` carry the trace
-    /// bit.
+    /// How many slots, from the first, of a submit that began at `start`
+    /// carry the trace bit.
     #[inline(always)]
-    pub(crate) fn marks(start: Option<TraceStart>) -> bool {
-        start.is_some_and(|s| s.logged)
+    pub(crate) fn marked(start: Option<TraceStart>) -> usize {
+        start.map_or(0, |s| s.marked)
     }
 }
 
+/// What a traced ring keeps (see `crate::trace::recorder`).
 struct QueueTrace {
     recorder: std::sync::Arc<Recorder>,
+    /// Whether the ring's device logs each block's run of a task whose
+    /// header carries the trace bit (a lane of blocks or groups): its
+    /// submits claim their entries before their stores, and mark only the
+    /// slots whose records are kept (a dropped record's blocks would evict
+    /// from the log those of records kept).
+    logs: bool,
     /// Per slot: the entry of the traced lap whose handle was dropped
     /// unread, else [`EntryId::NONE`]. Written, under the overflow lock,
     /// by that handle, while its turn is still its lap's and before the
@@ -286,12 +295,19 @@ struct QueueTrace {
 }
 
 impl QueueTrace {
-    /// Claims and opens the entries of `slots` slots from `first` (a
-    /// submit's, after its slot stores), submitted at `tick`.
+    /// Opens the entries of `slots` slots from `first` (a submit's, after
+    /// its slot stores), submitted at `tick`: `claimed`, or claimed now.
     #[cold]
     #[inline(never)]
-    fn open(&self, first: u64, slots: usize, op: u16, tick: u64) -> EntryId {
-        let id = self.recorder.claim(slots);
+    fn open(
+        &self,
+        first: u64,
+        slots: usize,
+        op: u16,
+        tick: u64,
+        claimed: Option<EntryId>,
+    ) -> EntryId {
+        let id = claimed.unwrap_or_else(|| self.recorder.claim(slots));
         if id.is_traced() {
             let submit_thread = crate::sync::thread_number();
             for k in 0..slots {
@@ -383,15 +399,18 @@ impl Queue {
     }
 
     /// The same queue, its tasks recorded by `recorder` while it is on, as
-    /// ring `ring` of lane `lane`.
+    /// ring `ring` of lane `lane`, whose device logs blocks where `logs`
+    /// (a lane of blocks or groups).
     pub(crate) fn with_trace(
         mut self,
         recorder: std::sync::Arc<Recorder>,
         lane: u8,
         ring: u16,
+        logs: bool,
     ) -> Self {
         self.trace = Some(QueueTrace {
             recorder,
+            logs,
             detached: (0..self.geo.capacity())
                 .map(|_| AtomicU64::new(EntryId::NONE.0))
                 .collect(),
@@ -405,27 +424,49 @@ impl Queue {
     /// time: read by a producer before its reservation, so that the read
     /// runs beside the reservation's locked instruction (a record's submit
     /// time is when the submit began; a wait for room counts as dispatch).
-    /// `Some` also says the submit is traced: [`Queue::trace_open`] opens
-    /// its entries after the stores, and its slots' headers say so where
-    /// [`TraceStart::logged`].
+    /// `Some` also says the submit is traced: [`Queue::trace_claim`] goes
+    /// between its reservation and its stores, [`Queue::trace_open`]
+    /// after them.
     #[inline(always)]
     pub(crate) fn trace_tick(&self) -> Option<TraceStart> {
         match &self.trace {
-            Some(t) => match t.recorder.recording() {
-                Recording::Off => None,
-                Recording::On { logged } => Some(TraceStart {
-                    tick: ticks(),
-                    logged,
-                }),
-            },
-            None => None,
+            Some(t) if t.recorder.is_on() => Some(TraceStart {
+                tick: ticks(),
+                claimed: None,
+                marked: 0,
+            }),
+            _ => None,
+        }
+    }
+
+    /// A traced submit of `slots` slots (begun at `start`) between its
+    /// reservation and its stores: on a ring whose device logs blocks, its
+    /// entries are claimed now, and its kept ones' slots marked
+    /// ([`TraceStart::marked`]); elsewhere nothing (the narrow path
+    /// claims after its stores, out of the way of the task's dispatch).
+    #[inline(always)]
+    pub(crate) fn trace_claim(
+        &self,
+        start: Option<TraceStart>,
+        slots: usize,
+    ) -> Option<TraceStart> {
+        match (&self.trace, start) {
+            (Some(t), Some(s)) if t.logs && slots != 0 => {
+                let id = t.recorder.claim(slots);
+                Some(TraceStart {
+                    claimed: Some(id),
+                    marked: t.recorder.kept(id, slots),
+                    ..s
+                })
+            }
+            _ => start,
         }
     }
 
     /// The entries of a submit of `slots` slots from `first` (its handle
-    /// carries them), traced where `tick` (its [`Queue::trace_tick`]) is
-    /// `Some`: claimed and opened after the slot stores, out of the way of
-    /// the task's dispatch.
+    /// carries them), traced where `tick` (its [`Queue::trace_claim`]) is
+    /// `Some`: opened after the slot stores (and claimed then, unless
+    /// claimed before them), out of the way of the task's dispatch.
     #[inline(always)]
     pub(crate) fn trace_open(
         &self,
@@ -435,7 +476,9 @@ impl Queue {
         tick: Option<TraceStart>,
     ) -> EntryId {
         match (&self.trace, tick) {
-            (Some(t), Some(start)) if slots != 0 => t.open(first, slots, op, start.tick),
+            (Some(t), Some(start)) if slots != 0 => {
+                t.open(first, slots, op, start.tick, start.claimed)
+            }
             _ => EntryId::NONE,
         }
     }
@@ -689,7 +732,7 @@ impl Queue {
     }
 
     /// [`Queue::publish`], its header marked traced where `traced` (see
-    /// [`Queue::trace_tick`]).
+    /// [`Queue::trace_claim`]).
     #[inline(always)]
     pub(crate) fn publish_at(&self, seq: u64, image: &SlotImage, traced: bool) {
         let tag = self.geo.tag(seq);
@@ -791,13 +834,7 @@ impl Queue {
     /// most `PACK_ARG_BYTES`, checked by the caller): `PACK_TASKS` tasks a
     /// slot, the last the rest. The argument words first, then a release
     /// fence, then the slots (PACKS in `cuda/pkq_layout.h`).
-    pub(crate) fn publish_packs<A: bytemuck::Pod>(
-        &self,
-        first: u64,
-        op: u16,
-        args: &[A],
-        traced: bool,
-    ) {
+    pub(crate) fn publish_packs<A: bytemuck::Pod>(&self, first: u64, op: u16, args: &[A]) {
         let len = std::mem::size_of::<A>().min(PACK_ARG_BYTES);
         if len != 0 {
             for (d, pack) in args.chunks(PACK_TASKS).enumerate() {
@@ -812,10 +849,12 @@ impl Queue {
             fence(Ordering::Release);
         }
         for (d, pack) in args.chunks(PACK_TASKS).enumerate() {
+            // Unmarked: packs go to lanes of warps only, which log no
+            // blocks.
             self.publish_at(
                 seq_add(first, d as u64),
                 &SlotImage::pack(op, len, pack.len()),
-                traced,
+                false,
             );
         }
     }
@@ -856,18 +895,19 @@ impl Queue {
     }
 
     /// Publishes a task of `op` for each of `args` (each at most
-    /// `ARGS_BYTES`, checked by the caller), from the reserved `first` on.
+    /// `ARGS_BYTES`, checked by the caller), from the reserved `first` on,
+    /// the first `marked` marked traced ([`TraceStart::marked`]).
     #[inline]
     pub(crate) fn publish_run<A: bytemuck::Pod>(
         &self,
         first: u64,
         op: u16,
         args: &[A],
-        traced: bool,
+        marked: usize,
     ) {
         for (k, a) in args.iter().enumerate() {
             let image = SlotImage::encode(op, bytemuck::bytes_of(a));
-            self.publish_at(seq_add(first, k as u64), &image, traced);
+            self.publish_at(seq_add(first, k as u64), &image, k < marked);
         }
     }
 

@@ -23,19 +23,22 @@ pub(crate) struct Rings {
 
 impl Rings {
     /// The rings `plan` lays out over `h2d` and `d2h` (the queues write
-    /// every slot's first tags: the device starts after).
+    /// every slot's first tags: the device starts after), traced by
+    /// `recorder` as lane `lane`, whose device logs traced tasks' blocks
+    /// where `logs_blocks` (a lane of blocks or groups).
     pub(crate) fn new(
         plan: &Plan,
         h2d: &Words,
         d2h: &Words,
         (recorder, lane): (&Arc<Recorder>, u8),
+        logs_blocks: bool,
     ) -> Self {
         Self {
             queues: plan
                 .queues(h2d, d2h)
                 .into_iter()
                 .enumerate()
-                .map(|(r, q)| q.with_trace(recorder.clone(), lane, r as u16))
+                .map(|(r, q)| q.with_trace(recorder.clone(), lane, r as u16, logs_blocks))
                 .collect(),
             start_seq: plan.start_seq,
             ring_worker_mask: (plan.workers / plan.rings) as u64 - 1,

@@ -70,7 +70,7 @@ impl Shared {
     ) -> Arc<Self> {
         let witness = Witness::new(&engine);
         Arc::new(Shared {
-            rings: Rings::new(plan, &h2d, &d2h, trace),
+            rings: Rings::new(plan, &h2d, &d2h, trace, b.width.is_wide()),
             device: Device::new(
                 plan.control(&h2d, &d2h),
                 plan.workers,

@@ -165,7 +165,8 @@ impl Submission for Task<'_> {
         shared.check_open()?;
         let seq = reserve::<R>(ring, 1, room)?;
         // Nothing between the reservation and the stores can fail.
-        queue.publish_at(seq, &image, TraceStart::marks(tick));
+        let tick = queue.trace_claim(tick, 1);
+        queue.publish_at(seq, &image, TraceStart::marked(tick) != 0);
         queue.prefetch_next(seq);
         // The trace's entry (if on), after the stores: out of the way of
         // the task's dispatch (docs/design/tracing.md).
@@ -214,10 +215,11 @@ impl<A: Pod> Submission for Tasks<'_, A> {
         let tick = queue.trace_tick();
         let first = reserve_run::<R>(ring, slots, n, room)?;
         // Nothing between the reservation and the stores can fail.
+        let tick = queue.trace_claim(tick, slots);
         if self.packed {
-            queue.publish_packs(first, self.op.0, self.args, TraceStart::marks(tick));
+            queue.publish_packs(first, self.op.0, self.args);
         } else {
-            queue.publish_run(first, self.op.0, self.args, TraceStart::marks(tick));
+            queue.publish_run(first, self.op.0, self.args, TraceStart::marked(tick));
         }
         let entry = queue.trace_open(first, slots, self.op.0, tick);
         Ok(Batch::new(ring, self.op, first, n, per_slot, entry))
@@ -246,10 +248,11 @@ fn send_io<R: RingAccess>(
     ring.shared().check_open()?;
     let seq = reserve::<R>(ring, 1, room)?;
     // Nothing between the reservation and the stores can fail.
+    let tick = queue.trace_claim(tick, 1);
     queue.publish_at(
         seq,
         &queue.write_input(seq, input, image),
-        TraceStart::marks(tick),
+        TraceStart::marked(tick) != 0,
     );
     queue.prefetch_next(seq);
     let entry = queue.trace_open(seq, 1, op.0, tick);

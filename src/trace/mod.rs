@@ -342,8 +342,8 @@ impl Trace {
     /// Records of tasks of lanes of blocks or groups that ran their
     /// handler (succeeded, not a NOP) whose blocks are not in the trace:
     /// their worker logged 256 later traced tasks before the snapshot
-    /// (tasks submitted once the buffer was full, whose records are
-    /// dropped, are not logged), or
+    /// (tasks whose records are dropped, the buffer full, are not
+    /// logged), or
     /// another recorded task of the worker has the same device start (a
     /// timer coarser than the time between them: no blocks are joined to
     /// a task they might not be of).

@@ -3,21 +3,13 @@
 //! the task's submit and finished by whoever takes its completion.
 //!
 //! Words and their writers (all host memory, never mapped):
-//! * `state` (off, on, or on with the buffer full): written by
-//!   `Recorder::set_on` (any thread, under `switch`) and, from on to full
-//!   only, by the claim that fills the buffer (a compare-and-swap); read
-//!   (relaxed) by producers. A task is recorded (kept or counted) when it
-//!   was on at its submit, and logged by a wide lane's device only while
-//!   the buffer was not full: its record would be dropped, and its blocks'
-//!   log entries would evict those of records kept. `set_on` stores on,
-//!   then reads `next` with a read-modify-write (adds 0); a claim adds to
-//!   `next`, then reads `state`; both read-modify-writes acquire and
-//!   release, so the later of the two in `next`'s order sees what the
-//!   earlier wrote before it: a full buffer is never left marked on.
+//! * `on`: written by `Recorder::set_on` (any thread), read (relaxed) by
+//!   producers; a task is recorded when it was on at its submit.
 //! * `next`: the claim counter, one `fetch_add` a submit (host memory, host
-//!   threads only), after the submit's slot stores; a claim past the
-//!   capacity is a dropped record, so the count of dropped records is
-//!   exact.
+//!   threads only), after the submit's slot stores (before them on a ring
+//!   of a lane of blocks or groups, whose headers say which slots were
+//!   kept: `Recorder::kept`); a claim past the capacity is a dropped
+//!   record, so the count of dropped records is exact.
 //! * an entry's words 0 to 3 (the submit's): written once, relaxed, by the
 //!   producer that claimed it, before it hands out the task's ticket or
 //!   batch, which carries the entry's number ([`EntryId`]).
@@ -32,7 +24,7 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicU8, AtomicU64, Mutex, OnceLock, Ordering, lock};
+use crate::sync::{AtomicBool, AtomicU64, Mutex, OnceLock, Ordering, lock};
 
 /// Words of one entry (one cache line).
 const ENTRY_WORDS: usize = 8;
@@ -193,32 +185,12 @@ pub(crate) struct Snapshot {
     pub(crate) unfinished: u64,
 }
 
-/// Tracing off.
-const OFF: u8 = 0;
-/// Tracing on, the buffer not full.
-const ON: u8 = 1;
-/// Tracing on, the buffer full: tasks are counted as dropped records, and
-/// not logged by the device.
-const FULL: u8 = 2;
-
-/// What the recorder says of a submit made now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Recording {
-    /// Not recorded.
-    Off,
-    /// Recorded: kept, or counted as dropped once the buffer is full.
-    On {
-        /// Whether a wide lane logs its blocks (the buffer was not full).
-        logged: bool,
-    },
-}
-
 /// A runtime's recorder: the switch, the capacity, and the buffer (made
 /// when tracing is first switched on).
 pub(crate) struct Recorder {
-    /// `OFF`, `ON` or `FULL`; read by every submit: a line apart from
-    /// `next`, which every traced submit writes.
-    state: CachePadded<AtomicU8>,
+    /// Read by every submit: a line apart from `next`, which every traced
+    /// submit writes.
+    on: CachePadded<AtomicBool>,
     capacity: usize,
     entries: OnceLock<Box<[Entry]>>,
     next: CachePadded<AtomicU64>,
@@ -231,7 +203,7 @@ impl Recorder {
     /// A recorder of at most `capacity` records, off.
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
-            state: CachePadded::new(AtomicU8::new(OFF)),
+            on: CachePadded::new(AtomicBool::new(false)),
             capacity,
             entries: OnceLock::new(),
             next: CachePadded::new(AtomicU64::new(0)),
@@ -247,16 +219,7 @@ impl Recorder {
     /// Whether tasks are being recorded.
     #[inline(always)]
     pub(crate) fn is_on(&self) -> bool {
-        self.recording() != Recording::Off
-    }
-
-    /// Whether a submit made now is recorded, and logged by the device.
-    #[inline(always)]
-    pub(crate) fn recording(&self) -> Recording {
-        match self.state.load(Ordering::Relaxed) {
-            OFF => Recording::Off,
-            s => Recording::On { logged: s == ON },
-        }
+        self.on.load(Ordering::Relaxed)
     }
 
     /// Switches recording on or off (the buffer made the first time on);
@@ -270,31 +233,16 @@ impl Recorder {
             };
             let _ = self.entries.set(entries);
         }
-        // A thread that sees it on (relaxed) may not see the buffer yet:
+        // A thread that sees `on` (relaxed) may not see the buffer yet:
         // `claim` finds it through the `OnceLock` (its own acquire), and
         // claims nothing (uncounted) only in that moment of the first
         // switch.
-        if on {
-            self.state.store(ON, Ordering::Relaxed);
-            // A claim that filled the buffer while it was off, or before
-            // the store above, found it not on: marked full here. A
-            // read-modify-write, so that of it and a claim the one later
-            // in `next`'s order sees the other's state (see the module's
-            // words).
-            if self.next.fetch_add(0, Ordering::AcqRel) >= self.capacity as u64 {
-                let _ = self
-                    .state
-                    .compare_exchange(ON, FULL, Ordering::SeqCst, Ordering::Relaxed);
-            }
-        } else {
-            self.state.store(OFF, Ordering::Release);
-        }
+        self.on.store(on, Ordering::Release);
         true
     }
 
-    /// Claims `n` consecutive entries (a submit's, one per slot, after its
-    /// slot stores) and returns the first; numbers past the capacity are
-    /// dropped records. [`EntryId::NONE`] only in the moment of the first
+    /// Claims `n` consecutive entries (a submit's, one per slot) and
+    /// returns the first; numbers past the capacity are dropped records. [`EntryId::NONE`] only in the moment of the first
     /// switch on, before the buffer is there (the tasks go unrecorded,
     /// uncounted).
     #[inline]
@@ -302,17 +250,18 @@ impl Recorder {
         if self.entries.get().is_none() {
             return EntryId::NONE;
         }
-        let first = self.next.fetch_add(n as u64, Ordering::AcqRel);
-        // The claim that fills the buffer (or any later one that finds it
-        // still marked on) marks it full.
-        if first.saturating_add(n as u64) >= self.capacity as u64
-            && self.state.load(Ordering::Relaxed) == ON
-        {
-            let _ = self
-                .state
-                .compare_exchange(ON, FULL, Ordering::SeqCst, Ordering::Relaxed);
+        EntryId(self.next.fetch_add(n as u64, Ordering::Relaxed))
+    }
+
+    /// How many of the `n` entries claimed from `id`, from the first, are
+    /// kept (within the buffer; the rest are dropped records).
+    #[inline]
+    pub(crate) fn kept(&self, id: EntryId, n: usize) -> usize {
+        if !id.is_traced() || self.entries.get().is_none() {
+            return 0;
         }
-        EntryId(first)
+        let room = (self.capacity as u64).saturating_sub(id.0);
+        n.min(usize::try_from(room).unwrap_or(usize::MAX))
     }
 
     /// The entry `id`, if it is within the buffer.
@@ -466,32 +415,19 @@ mod tests {
     }
 
     #[test]
-    fn a_full_buffer_is_still_on_but_no_longer_logged() {
+    fn a_claim_says_how_many_of_its_entries_are_kept() {
         let rec = Recorder::new(3);
-        assert_eq!(rec.recording(), Recording::Off);
+        assert_eq!(rec.kept(EntryId(0), 2), 0, "no buffer yet");
         rec.set_on(true);
-        assert_eq!(rec.recording(), Recording::On { logged: true });
-        record(&rec, 1);
-        assert_eq!(rec.recording(), Recording::On { logged: true });
-        // A batch past the end fills it.
-        let _ = rec.claim(4);
-        assert_eq!(rec.recording(), Recording::On { logged: false });
-        assert!(rec.is_on());
-        rec.set_on(false);
-        assert_eq!(rec.recording(), Recording::Off);
-        rec.set_on(true);
-        assert_eq!(rec.recording(), Recording::On { logged: false });
-        // Filled exactly while off: full when switched on.
-        let rec = Recorder::new(2);
-        rec.set_on(true);
-        rec.set_on(false);
-        let _ = rec.claim(2);
-        rec.set_on(true);
-        assert_eq!(rec.recording(), Recording::On { logged: false });
-        // No room at all.
-        let rec = Recorder::new(0);
-        rec.set_on(true);
-        assert_eq!(rec.recording(), Recording::On { logged: false });
+        let a = rec.claim(2);
+        assert_eq!(rec.kept(a, 2), 2);
+        let b = rec.claim(4);
+        assert_eq!(rec.kept(b, 4), 1, "one left of four");
+        let c = rec.claim(1);
+        assert_eq!(rec.kept(c, 1), 0);
+        assert_eq!(rec.kept(EntryId::NONE, 5), 0);
+        assert_eq!(rec.kept(EntryId(u64::MAX - 1), 5), 0);
+        assert_eq!(Recorder::new(0).kept(EntryId(0), 1), 0);
     }
 
     #[test]

@@ -283,35 +283,56 @@ pub(crate) fn every_block_of_a_traced_wide_task_once_within_it() {
 }
 
 /// A trace buffer far smaller than a wide lane's log, then many more
-/// traced wide tasks: the records kept have all their blocks, as tasks
-/// whose records were dropped are not logged over them.
+/// traced wide tasks, one at a time (tracing switched on again now and
+/// then) or as one batch that runs past the buffer's end: the records
+/// kept have all their blocks, as tasks whose records were dropped are
+/// not logged over them.
 pub(crate) fn tasks_past_a_full_buffer_leave_the_kept_ones_blocks() {
     const KEPT: usize = 16;
+    const TASKS: usize = 600;
     let blocks = 4u32;
-    let rt = Runtime::builder()
-        .capacity(16)
-        .workers(1)
-        .width(pkq::Width::Group { blocks, warps: 4 })
-        .trace(KEPT)
-        .build()
-        .unwrap();
-    rt.set_tracing(true).unwrap();
-    for _ in 0..600 {
-        rt.submit(GROUP_EMPTY.args(&())).unwrap().wait().unwrap();
-    }
-    let t = rt.trace();
-    assert_eq!((t.records().len(), t.dropped()), (KEPT, 600 - KEPT as u64));
-    assert_eq!(
-        t.blocks_missing(),
-        0,
-        "the kept records' blocks were logged over"
-    );
-    for r in t.records() {
-        let ranks: Vec<usize> = t.blocks_of(r).iter().map(|b| b.block).collect();
+    for batched in [false, true] {
+        let rt = Runtime::builder()
+            .capacity(1024)
+            .workers(1)
+            .width(pkq::Width::Group { blocks, warps: 4 })
+            .trace(KEPT)
+            .build()
+            .unwrap();
+        rt.set_tracing(true).unwrap();
+        if batched {
+            let results = rt
+                .submit(GROUP_EMPTY.batch(&[(); TASKS]))
+                .unwrap()
+                .wait()
+                .unwrap();
+            assert!(results.iter().all(Result::is_ok));
+        } else {
+            for k in 0..TASKS {
+                if k % 50 == 0 {
+                    rt.set_tracing(true).unwrap();
+                }
+                rt.submit(GROUP_EMPTY.args(&())).unwrap().wait().unwrap();
+            }
+        }
+        let t = rt.trace();
         assert_eq!(
-            ranks,
-            (0..blocks as usize).collect::<Vec<_>>(),
-            "blocks of {r:?}"
+            (t.records().len(), t.dropped()),
+            (KEPT, (TASKS - KEPT) as u64),
+            "batched {batched}"
         );
+        assert_eq!(
+            t.blocks_missing(),
+            0,
+            "batched {batched}: the kept records' blocks were logged over"
+        );
+        for r in t.records() {
+            let ranks: Vec<usize> = t.blocks_of(r).iter().map(|b| b.block).collect();
+            assert_eq!(
+                ranks,
+                (0..blocks as usize).collect::<Vec<_>>(),
+                "batched {batched}: blocks of {r:?}"
+            );
+        }
     }
 }

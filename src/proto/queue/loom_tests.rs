@@ -29,7 +29,7 @@ fn loom_a_moved_pack_keeps_its_own_results() {
         let mem = Memory::new(geo);
         let q = Arc::new(mem.queue(geo, 0));
         let first = q.try_reserve().unwrap();
-        q.publish_packs(first, crate::layout::OP_ECHO, &[1u64, 2, 3], false);
+        q.publish_packs(first, crate::layout::OP_ECHO, &[1u64, 2, 3]);
         q.complete_pack(first, &[1, 2, 3]);
         // The mover: needs the slot, moves the pack's completion aside.
         let qa = q.clone();
@@ -38,7 +38,7 @@ fn loom_a_moved_pack_keeps_its_own_results() {
         let qb = q.clone();
         let next = thread::spawn(move || {
             if let Ok(seq) = qb.try_reserve() {
-                qb.publish_packs(seq, crate::layout::OP_ECHO, &[7u64, 8, 9], false);
+                qb.publish_packs(seq, crate::layout::OP_ECHO, &[7u64, 8, 9]);
                 qb.complete_pack(seq, &[7, 8, 9]);
             }
         });
@@ -372,7 +372,7 @@ fn traced_slot(completed: bool) -> (Arc<Memory>, Arc<Queue>, Arc<Recorder>, Entr
     let mem = Memory::new(geo);
     let recorder = Arc::new(Recorder::new(4));
     assert!(recorder.set_on(true));
-    let q = Arc::new(mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0));
+    let q = Arc::new(mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0, false));
     let s = q.try_reserve().unwrap();
     q.publish_at(s, &SlotImage::new(0, &[]).unwrap(), true);
     let entry = q.trace_open(s, 1, 0, traced_start());
@@ -455,31 +455,11 @@ fn loom_a_traced_ticket_dropped_as_its_slot_is_lapped_leaves_no_stale_entry() {
     });
 }
 
-#[test]
-fn loom_a_buffer_filled_as_tracing_is_switched_on_is_never_left_logged() {
-    // A claim fills the buffer while another thread switches tracing on:
-    // whichever comes last, the switch reads on with the buffer full (a
-    // wide lane would log the blocks of every dropped record over those
-    // of the records kept).
-    loom::model(|| {
-        let recorder = Arc::new(Recorder::new(2));
-        assert!(recorder.set_on(true));
-        assert!(recorder.set_on(false));
-        let r = recorder.clone();
-        let claimer = thread::spawn(move || r.claim(2));
-        assert!(recorder.set_on(true));
-        claimer.join().unwrap();
-        assert_eq!(
-            recorder.recording(),
-            crate::trace::recorder::Recording::On { logged: false }
-        );
-    });
-}
-
-/// A traced submit's start, its buffer not full.
+/// A traced submit's start (its entries claimed after its stores).
 fn traced_start() -> Option<TraceStart> {
     Some(TraceStart {
         tick: ticks(),
-        logged: true,
+        claimed: None,
+        marked: 0,
     })
 }

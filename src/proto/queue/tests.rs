@@ -269,7 +269,7 @@ fn packs_round_trip_on_the_software_device() {
                 Err(_) => std::thread::yield_now(),
             }
         };
-        q.publish_packs(first, crate::layout::OP_ECHO, &args, false);
+        q.publish_packs(first, crate::layout::OP_ECHO, &args);
         for (d, want) in args.chunks(PACK_TASKS).enumerate() {
             let seq = seq_add(first, d as u64);
             let done = loop {
@@ -295,12 +295,12 @@ fn a_moved_pack_keeps_its_results() {
     let mem = Memory::new(geo);
     let q = mem.queue(geo, 0);
     let a = q.try_reserve().unwrap();
-    q.publish_packs(a, crate::layout::OP_ECHO, &[1u64, 2, 3], false);
+    q.publish_packs(a, crate::layout::OP_ECHO, &[1u64, 2, 3]);
     q.complete_pack(a, &[1, 2, 3]);
     // A producer needs the slot: it moves the completion, results and
     // all, before the next lap overwrites them.
     let b = q.try_reserve().unwrap();
-    q.publish_packs(b, crate::layout::OP_ECHO, &[7u64], false);
+    q.publish_packs(b, crate::layout::OP_ECHO, &[7u64]);
     q.complete_pack(b, &[7]);
     let Take::Done(moved) = q.take(a) else {
         panic!("a's completion was moved, not lost")
@@ -312,7 +312,7 @@ fn a_moved_pack_keeps_its_results() {
     assert_eq!(own.results.as_deref(), Some(&[7][..]));
     // Orphaned with its results, too.
     let c = q.try_reserve().unwrap();
-    q.publish_packs(c, crate::layout::OP_NOP, &[(); 2], false);
+    q.publish_packs(c, crate::layout::OP_NOP, &[(); 2]);
     q.complete_pack(c, &[0, 0]);
     let shares = AtomicU64::new(1);
     q.orphan(&shares);
@@ -643,7 +643,7 @@ fn a_completion_is_never_seen_before_it_landed() {
     use std::cell::Cell;
     use std::rc::Rc;
     let (recorder, mem, geo) = traced(4);
-    let q = Arc::new(mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0));
+    let q = Arc::new(mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0, false));
     let (seq, entry) = submit_traced(&q, 1);
     let landed = Rc::new(Cell::new(0));
     let (device, at) = (q.clone(), landed.clone());
@@ -665,7 +665,7 @@ fn a_completion_is_never_seen_before_it_landed() {
 #[test]
 fn a_traced_task_is_recorded_once_on_every_path_to_its_completion() {
     let (recorder, mem, geo) = traced(2);
-    let q = mem.queue(geo, 0).with_trace(recorder.clone(), 1, 3);
+    let q = mem.queue(geo, 0).with_trace(recorder.clone(), 1, 3, false);
     // Taken from its slot.
     let (a, ea) = submit_traced(&q, 1);
     let before = crate::sync::ticks();
@@ -709,6 +709,37 @@ fn a_traced_task_is_recorded_once_on_every_path_to_its_completion() {
     assert_eq!(q.trace_open(4, 1, 0, None), EntryId::NONE);
 }
 
+/// A queue of `geo` traced by a recorder of `capacity` records, switched
+/// on, as a ring whose device logs blocks where `logs`; and a reader of
+/// the trace bit of a slot's header.
+fn traced_ring(geo: Geometry, capacity: usize, logs: bool) -> (Arc<Recorder>, Arc<Memory>, Queue) {
+    let recorder = Arc::new(Recorder::new(capacity));
+    assert!(recorder.set_on(true));
+    let mem = Memory::new(geo);
+    let q = mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0, logs);
+    (recorder, mem, q)
+}
+
+/// The trace bit of `seq`'s header.
+fn header_bit(mem: &Memory, geo: Geometry, seq: u64) -> u64 {
+    let word = mem
+        .sq
+        .at(geo.slot(seq) * SLOT_WORDS)
+        .load(Ordering::Relaxed);
+    (word >> crate::layout::HEADER_TRACE_BIT) & 1
+}
+
+/// A traced submit of one ECHO, as `Task`'s: its sequence number.
+fn submit_one(q: &Queue) -> u64 {
+    let start = q.trace_tick();
+    assert!(start.is_some(), "on");
+    let seq = q.try_reserve().unwrap();
+    let start = q.trace_claim(start, 1);
+    q.publish_at(seq, &echo(seq), TraceStart::marked(start) != 0);
+    q.trace_open(seq, 1, crate::layout::OP_ECHO, start);
+    seq
+}
+
 #[test]
 fn tasks_past_a_full_trace_buffer_are_counted_but_not_marked_for_the_devices_log() {
     // A wide lane logs the blocks of each task whose header carries the
@@ -716,39 +747,68 @@ fn tasks_past_a_full_trace_buffer_are_counted_but_not_marked_for_the_devices_log
     // is dropped must not carry it, or its blocks evict those of records
     // kept.
     let geo = Geometry::new(8).unwrap();
-    let recorder = Arc::new(Recorder::new(2));
-    assert!(recorder.set_on(true));
-    let mem = Memory::new(geo);
-    let q = mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0);
-    let header_bit = |seq: u64| {
-        let word = mem
-            .sq
-            .at(geo.slot(seq) * SLOT_WORDS)
-            .load(Ordering::Relaxed);
-        (word >> crate::layout::HEADER_TRACE_BIT) & 1
-    };
-    let submit = || {
-        let start = q.trace_tick().expect("on");
-        let seq = q.try_reserve().unwrap();
-        q.publish_at(seq, &echo(seq), TraceStart::marks(Some(start)));
-        q.trace_open(seq, 1, crate::layout::OP_ECHO, Some(start));
-        seq
-    };
-    let kept = [submit(), submit()];
-    let dropped = [submit(), submit()];
+    let (recorder, mem, q) = traced_ring(geo, 2, true);
+    let kept = [submit_one(&q), submit_one(&q)];
+    let dropped = [submit_one(&q), submit_one(&q)];
     for seq in kept {
-        assert_eq!(header_bit(seq), 1, "kept {seq}");
+        assert_eq!(header_bit(&mem, geo, seq), 1, "kept {seq}");
     }
     for seq in dropped {
-        assert_eq!(header_bit(seq), 0, "dropped {seq}");
+        assert_eq!(header_bit(&mem, geo, seq), 0, "dropped {seq}");
     }
     assert!(recorder.is_on(), "still on: its drops are counted");
     assert_eq!(recorder.snapshot().dropped, 2);
-    // Off and on again: still full.
-    recorder.set_on(false);
+    // Switched on again (and off and on): still full, never marked.
+    assert!(recorder.set_on(true));
+    assert!(recorder.set_on(false));
     assert_eq!(q.trace_tick(), None);
-    recorder.set_on(true);
-    assert_eq!(q.trace_tick().map(|s| s.logged), Some(false));
+    assert!(recorder.set_on(true));
+    let seq = submit_one(&q);
+    assert_eq!(header_bit(&mem, geo, seq), 0);
+    assert_eq!(recorder.snapshot().dropped, 3);
+}
+
+#[test]
+fn a_batch_that_runs_past_the_end_of_the_trace_buffer_marks_only_its_kept_slots() {
+    // Two entries left, a run of six slots: the first two are kept (and
+    // marked for the device's log), the other four only counted.
+    let geo = Geometry::new(8).unwrap();
+    let (recorder, mem, q) = traced_ring(geo, 2, true);
+    let start = q.trace_tick();
+    let first = q.try_reserve_many(6).unwrap();
+    let start = q.trace_claim(start, 6);
+    let args: Vec<u64> = (0..6).collect();
+    q.publish_run(
+        first,
+        crate::layout::OP_ECHO,
+        &args,
+        TraceStart::marked(start),
+    );
+    q.trace_open(first, 6, crate::layout::OP_ECHO, start);
+    let bits: Vec<u64> = (0..6).map(|k| header_bit(&mem, geo, first + k)).collect();
+    assert_eq!(bits, [1, 1, 0, 0, 0, 0]);
+    let snap = recorder.snapshot();
+    assert_eq!((snap.records.len(), snap.dropped), (0, 4));
+    assert_eq!(snap.unfinished, 2, "opened, not yet taken");
+}
+
+#[test]
+fn a_ring_whose_device_logs_no_blocks_marks_no_slot_and_claims_after_its_stores() {
+    let geo = Geometry::new(8).unwrap();
+    let (recorder, mem, q) = traced_ring(geo, 4, false);
+    let start = q.trace_tick();
+    assert_eq!(
+        q.trace_claim(start, 1),
+        start,
+        "nothing claimed before the stores"
+    );
+    let seq = submit_one(&q);
+    assert_eq!(header_bit(&mem, geo, seq), 0);
+    assert_eq!(
+        recorder.snapshot().unfinished,
+        1,
+        "claimed and opened after"
+    );
 }
 
 /// Completes `seq` with device times `t` and `t + 1`.
@@ -787,7 +847,7 @@ fn moved_and_lapped(q: &Queue) -> (u64, EntryId) {
 fn a_moved_completion_looked_at_laps_later_is_recorded_as_its_own() {
     for dropped in [false, true] {
         let (recorder, mem, geo) = traced(1);
-        let q = mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0);
+        let q = mem.queue(geo, 0).with_trace(recorder.clone(), 0, 0, false);
         let (a, ea) = moved_and_lapped(&q);
         if dropped {
             assert!(!q.detach_traced(a, ea));
