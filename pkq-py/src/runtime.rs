@@ -32,8 +32,9 @@ pub struct PyRuntime {
 }
 
 /// The interpreter's exit (an atexit function, before finalization
-/// begins): calls of other threads that return from now on hang rather
-/// than ask for the GIL (`detach.rs`); every runtime still alive is shut
+/// begins): calls of other threads that return from now on wait for
+/// finalization (then hang) or for `detach::EXIT_GRACE` before they ask
+/// for the GIL (`detach.rs`); every runtime still alive is shut
 /// down (without the GIL), while pkq's completion thread can still take
 /// the GIL for an awaited ticket's callback; then the threads whose calls
 /// returned before are let take the GIL and go. Errors are ignored.

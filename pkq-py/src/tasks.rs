@@ -295,7 +295,8 @@ impl Target {
     /// Hands `r` to the future, through the loop (on pkq's completion
     /// thread, or the awaiting thread where pkq runs the callback there).
     /// A loop that is closed by now gets nothing, nor one whose interpreter
-    /// is exiting (no thread may take the GIL then).
+    /// is finalized (`try_attach`; a thread that asks for the GIL as
+    /// finalization begins is a case `detach.rs` leaves open).
     fn deliver(self, r: pkq::Result<(Completion, Option<Vec<u8>>)>) {
         Python::try_attach(move |py| {
             let made = (|| -> PyResult<(bool, Bound<'_, PyAny>)> {

@@ -265,3 +265,42 @@ def test_a_daemon_thread_in_a_call_as_the_interpreter_exits_does_not_crash_it():
     for _ in range(40):
         run = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
         assert run.returncode == 0, run.stderr.decode(errors="replace")
+
+
+@pytest.mark.parametrize("wait", ["t.join()", "lock.acquire()"])
+def test_an_atexit_function_run_after_pkqs_may_wait_for_a_thread_in_a_call(wait):
+    # pkq imported in the thread: pkq's atexit function is registered
+    # after this one, so it runs first. The worker's call in flight, or
+    # its next one, must return and let the join (or the lock) through.
+    script = textwrap.dedent(f"""
+        import atexit, threading, time
+        stop = threading.Event()
+        lock = threading.Lock()
+        def work():
+            import pkq
+            while not stop.is_set():
+                with lock:
+                    try:
+                        pkq.device_count()
+                    except pkq.Error:
+                        pass
+        t = threading.Thread(target=work, daemon=True)
+        atexit.register(lambda: (stop.set(), {wait}))
+        t.start()
+        time.sleep(0.1)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert run.returncode == 0, run.stderr.decode(errors="replace")
+
+
+def test_the_exit_function_called_on_another_thread_leaves_later_calls_and_the_exit_free():
+    script = textwrap.dedent("""
+        import threading, pkq
+        t = threading.Thread(target=pkq._pkq._shutdown_all)
+        t.start(); t.join()
+        u = threading.Thread(target=pkq.device_count)
+        u.start(); u.join(30)
+        assert not u.is_alive(), "a later call of another thread hangs"
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert run.returncode == 0, run.stderr.decode(errors="replace")
