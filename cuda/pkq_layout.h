@@ -111,8 +111,8 @@
    traced (tracing was on at its submit, and its record is kept, not
    dropped: `pkq::trace`; only on a lane of blocks or groups, whose
    submits claim their records before their stores): a lane of blocks or
-   groups logs each block's run of it (TRACE LOG below), a lane of warps
-   ignores the bit. */
+   groups logs each block's run of it (TRACE LOG below); a lane of warps
+   never gets it. */
 #define PKQ_HEADER_IN_SHIFT 32 /* u32 */
 #define PKQ_HEADER_IN_BITS 17 /* u32 */
 #define PKQ_HEADER_IO_BIT 49 /* u32 */

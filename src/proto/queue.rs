@@ -256,8 +256,11 @@ pub(crate) struct Queue {
 pub(crate) struct TraceStart {
     /// The host's clock when the submit began.
     pub(crate) tick: u64,
-    /// Its entries, where claimed before its stores (a ring whose device
-    /// logs blocks: [`Queue::trace_claim`]); else claimed after them.
+    /// Whether its ring's device logs blocks (its entries are then
+    /// claimed before its stores: [`Queue::trace_claim`]).
+    logs: bool,
+    /// Its entries, where claimed before its stores; else claimed after
+    /// them.
     claimed: Option<EntryId>,
     /// How many of its slots, from the first, carry the trace bit: those
     /// whose entries are kept, on a ring whose device logs blocks; none
@@ -432,6 +435,7 @@ impl Queue {
         match &self.trace {
             Some(t) if t.recorder.is_on() => Some(TraceStart {
                 tick: ticks(),
+                logs: t.logs,
                 claimed: None,
                 marked: 0,
             }),
@@ -450,15 +454,16 @@ impl Queue {
         start: Option<TraceStart>,
         slots: usize,
     ) -> Option<TraceStart> {
-        match (&self.trace, start) {
-            (Some(t), Some(s)) if t.logs && slots != 0 => {
+        // On `start` first: tracing off (or a narrow ring) reads nothing.
+        match start {
+            Some(s) if s.logs && slots != 0 => self.trace.as_ref().map(|t| {
                 let id = t.recorder.claim(slots);
-                Some(TraceStart {
+                TraceStart {
                     claimed: Some(id),
                     marked: t.recorder.kept(id, slots),
                     ..s
-                })
-            }
+                }
+            }),
             _ => start,
         }
     }

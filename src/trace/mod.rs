@@ -7,7 +7,8 @@
 //! ([`Builder::trace`](crate::Builder::trace) at build, or
 //! [`Runtime::set_tracing`](crate::Runtime::set_tracing) at any time). Off,
 //! a submit reads one flag more. On, each submit reads the host clock
-//! before its reservation and, once its slots are published, claims an
+//! before its reservation and, once its slots are published (on a lane of
+//! blocks or groups, once they are reserved), claims an
 //! entry per slot in a buffer of the runtime's, bounded by the capacity the
 //! builder named, and writes its half (that time, its thread, the op); its
 //! ticket or batch carries the entry, and

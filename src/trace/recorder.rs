@@ -242,8 +242,9 @@ impl Recorder {
     }
 
     /// Claims `n` consecutive entries (a submit's, one per slot) and
-    /// returns the first; numbers past the capacity are dropped records. [`EntryId::NONE`] only in the moment of the first
-    /// switch on, before the buffer is there (the tasks go unrecorded,
+    /// returns the first; numbers past the capacity are dropped records.
+    /// [`EntryId::NONE`] only in the moment of the first switch on, before
+    /// the buffer is there (the tasks go unrecorded,
     /// uncounted).
     #[inline]
     pub(crate) fn claim(&self, n: usize) -> EntryId {

@@ -459,6 +459,7 @@ fn loom_a_traced_ticket_dropped_as_its_slot_is_lapped_leaves_no_stale_entry() {
 fn traced_start() -> Option<TraceStart> {
     Some(TraceStart {
         tick: ticks(),
+        logs: false,
         claimed: None,
         marked: 0,
     })
