@@ -186,13 +186,15 @@ pub(crate) fn ticks_are_tsc() -> bool {
 
 #[cfg(not(any(miri, loom)))]
 mod tsc {
+    /// Where Linux names its current clock source.
+    pub(super) const CLOCK_SOURCE: &str =
+        "/sys/devices/system/clocksource/clocksource0/current_clocksource";
+
     /// [`super::ticks_are_tsc`] (asked once).
     #[inline(always)]
     pub(super) fn usable() -> bool {
         static USABLE: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
-            let source = std::fs::read_to_string(
-                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-            );
+            let source = std::fs::read_to_string(CLOCK_SOURCE);
             chosen(invariant(), source.as_deref().ok())
         });
         *USABLE
@@ -301,9 +303,7 @@ mod tests {
         assert!(!chosen(false, Some("")));
         assert!(!chosen(false, None));
         // Here: a kernel whose clock runs on the counter means the counter.
-        let here = std::fs::read_to_string(
-            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-        );
+        let here = std::fs::read_to_string(super::tsc::CLOCK_SOURCE);
         if here.as_deref().is_ok_and(|s| s.trim() == "tsc") {
             assert!(super::ticks_are_tsc());
         }

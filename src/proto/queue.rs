@@ -264,7 +264,7 @@ pub(crate) struct TraceStart {
     claimed: Option<EntryId>,
     /// How many of its slots, from the first, carry the trace bit: those
     /// whose entries are kept, on a ring whose device logs blocks; none
-    /// elsewhere (a lane of warps ignores the bit).
+    /// elsewhere (a lane of warps never gets the bit).
     marked: usize,
 }
 
