@@ -4,7 +4,10 @@
 //! alternating rounds on the same runtime (`Runtime::set_tracing`), with a
 //! buffer large enough that no record is dropped (the JSON says how many
 //! were kept and dropped, and which host clock stamped them:
-//! `pkq::trace::HostClock`).
+//! `pkq::trace::HostClock`). The round trip alternates in many short
+//! rounds, so that a drift of the machine's speed falls on both alike; the
+//! "on" row's `x_off_p50_paired` is the median, over the rounds, of a
+//! round's p50 over that of the "off" round beside it.
 //!
 //! `cargo run --release -p pkq-bench --bin trace_cost -- --json pkq-bench/results/trace_cost.json --svg pkq-bench/results/trace_cost.svg`
 
@@ -21,16 +24,19 @@ use serde_json::json;
 #[derive(Parser)]
 #[command(about = "the round trip and packed throughput with tracing off and on")]
 struct Args {
-    /// Rounds of each (off and on alternate, each round starting with the
-    /// other one).
-    #[arg(long, default_value_t = 16, value_parser = at_least_one)]
+    /// Round-trip rounds of each (off and on alternate, each pair of
+    /// rounds starting with the other one).
+    #[arg(long, default_value_t = 160, value_parser = at_least_one)]
     rounds: usize,
     /// Timed round trips per round.
-    #[arg(long, default_value_t = 20_000, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 2_000, value_parser = at_least_one)]
     samples: usize,
     /// Untimed round trips before each round.
-    #[arg(long, default_value_t = 2_000)]
+    #[arg(long, default_value_t = 200)]
     warmup: usize,
+    /// Packed-throughput rounds of each (alternating as the round trip's).
+    #[arg(long, default_value_t = 16, value_parser = at_least_one)]
+    packed_rounds: usize,
     /// Seconds of packed throughput per round.
     #[arg(long, default_value_t = 0.1)]
     packed_secs: f64,
@@ -82,8 +88,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Latency::new("round trip, tracing off"),
         Latency::new("round trip, tracing on"),
     ];
-    let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    // Per pair of rounds: the "on" round's p50 over the "off" one's.
+    let mut paired = Vec::with_capacity(args.rounds);
     for round in 0..args.rounds {
+        let mut p50 = [0.0; 2];
         for step in 0..2 {
             let on = (round + step) % 2;
             rt.set_tracing(on == 1)?;
@@ -95,13 +103,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 || rt.submit(NOP.args(&())).and_then(|t| t.wait()).map(|_| ()),
             );
             rtt[on].absorb(&l);
+            p50[on] = l.p50_us();
+        }
+        paired.push(p50[1] / p50[0]);
+    }
+    let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..args.packed_rounds {
+        for step in 0..2 {
+            let on = (round + step) % 2;
+            rt.set_tracing(on == 1)?;
             let rate = packed_rate(&rt, args.packed, args.packed_secs);
             rates[on].push(rate);
             println!(
-                "round {:>2} tracing {:<3} round trip p50 {:>7.3} µs  packed {:>6.1} M tasks/s",
+                "packed round {:>2} tracing {:<3} {:>6.1} M tasks/s",
                 round + 1,
                 if on == 1 { "on" } else { "off" },
-                l.p50_us(),
                 rate / 1e6
             );
         }
@@ -113,6 +129,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         v[v.len() / 2]
     };
     let rate = [median(&mut rates[0]), median(&mut rates[1])];
+    let paired = median(&mut paired);
     let mut rows = Vec::new();
     for (on, l) in rtt.iter().enumerate() {
         let mut row = l.row("us");
@@ -121,15 +138,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             json!((l.p50_us() / rtt[0].p50_us() * 1000.0).round() / 1000.0),
         );
         if on == 1 {
+            row.insert(
+                "x_off_p50_paired".into(),
+                json!((paired * 1000.0).round() / 1000.0),
+            );
             row.insert("records_kept".into(), json!(trace.records().len()));
             row.insert("records_dropped".into(), json!(trace.dropped()));
             row.insert("host_clock".into(), json!(trace.host_clock().name()));
         }
         println!(
-            "{:<28} p50 {:>8.3} µs  p99 {:>8.3} µs",
+            "{:<28} p50 {:>8.3} µs  p99 {:>8.3} µs  ({} rounds of {})",
             l.name,
             l.p50_us(),
-            l.quantile_us(0.99)
+            l.quantile_us(0.99),
+            args.rounds,
+            args.samples
         );
         rows.push(row);
     }
@@ -143,14 +166,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "{name:<34} {:>8.1} M tasks/s (median of {} rounds)",
             rate[on] / 1e6,
-            args.rounds
+            args.packed_rounds
         );
         rows.push(
             json!({
                 "name": name,
                 "tasks_per_s": rate[on].round(),
                 "x_off": (rate[on] / rate[0] * 1000.0).round() / 1000.0,
-                "rounds": args.rounds,
+                "rounds": args.packed_rounds,
                 "tasks_per_batch": args.packed,
             })
             .as_object()
@@ -158,6 +181,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .clone(),
         );
     }
+    println!("round trip, tracing on over off: {paired:.3} (median of the rounds' p50 ratios)");
     println!(
         "trace: {} records kept, {} dropped, host clock {}",
         trace.records().len(),
