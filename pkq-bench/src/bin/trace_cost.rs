@@ -76,6 +76,19 @@ fn packed_rate(rt: &Runtime, per_batch: usize, secs: f64) -> f64 {
     done as f64 / t0.elapsed().as_secs_f64()
 }
 
+/// Runs `each(round, on)` for `rounds` pairs of rounds, tracing off
+/// (`on` 0) and on (1) in turn, each pair starting with the other one.
+fn alternate(rt: &Runtime, rounds: usize, mut each: impl FnMut(usize, usize)) -> pkq::Result<()> {
+    for round in 0..rounds {
+        for step in 0..2 {
+            let on = (round + step) % 2;
+            rt.set_tracing(on == 1)?;
+            each(round, on);
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let (clock, info) = start(None, args.device)?;
@@ -88,40 +101,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Latency::new("round trip, tracing off"),
         Latency::new("round trip, tracing on"),
     ];
-    // Per pair of rounds: the "on" round's p50 over the "off" one's.
-    let mut paired = Vec::with_capacity(args.rounds);
-    for round in 0..args.rounds {
-        let mut p50 = [0.0; 2];
-        for step in 0..2 {
-            let on = (round + step) % 2;
-            rt.set_tracing(on == 1)?;
-            let l = Latency::measure(
-                &rtt[on].name.clone(),
-                &clock,
-                args.warmup,
-                args.samples,
-                || rt.submit(NOP.args(&())).and_then(|t| t.wait()).map(|_| ()),
-            );
-            rtt[on].absorb(&l);
-            p50[on] = l.p50_us();
-        }
-        paired.push(p50[1] / p50[0]);
-    }
+    // Per round, off and on: its p50 (a pair's ratio is taken below).
+    let mut p50s: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    alternate(&rt, args.rounds, |_, on| {
+        let l = Latency::measure(
+            &rtt[on].name.clone(),
+            &clock,
+            args.warmup,
+            args.samples,
+            || rt.submit(NOP.args(&())).and_then(|t| t.wait()).map(|_| ()),
+        );
+        rtt[on].absorb(&l);
+        p50s[on].push(l.p50_us());
+    })?;
+    let mut paired: Vec<f64> = p50s[1]
+        .iter()
+        .zip(&p50s[0])
+        .map(|(on, off)| on / off)
+        .collect();
     let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    for round in 0..args.packed_rounds {
-        for step in 0..2 {
-            let on = (round + step) % 2;
-            rt.set_tracing(on == 1)?;
-            let rate = packed_rate(&rt, args.packed, args.packed_secs);
-            rates[on].push(rate);
-            println!(
-                "packed round {:>2} tracing {:<3} {:>6.1} M tasks/s",
-                round + 1,
-                if on == 1 { "on" } else { "off" },
-                rate / 1e6
-            );
-        }
-    }
+    alternate(&rt, args.packed_rounds, |round, on| {
+        let rate = packed_rate(&rt, args.packed, args.packed_secs);
+        rates[on].push(rate);
+        println!(
+            "packed round {:>2} tracing {:<3} {:>6.1} M tasks/s",
+            round + 1,
+            if on == 1 { "on" } else { "off" },
+            rate / 1e6
+        );
+    })?;
     rt.set_tracing(false)?;
     let trace = rt.trace();
     let median = |v: &mut Vec<f64>| {
