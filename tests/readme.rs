@@ -693,7 +693,7 @@ fn render_trace() -> String {
     };
     let mut out = format!("`trace_cost.json` ({}):\n\n", header(&r));
     out += "| row | p50 µs | p99 µs | tasks/s | against off |\n|---|---:|---:|---:|---:|\n";
-    for row in rows(&r) {
+    for row in rows(&r).iter().filter(|row| row.get("cost_ns").is_none()) {
         let x = row.get("x_off_p50").or_else(|| row.get("x_off"));
         out += &format!(
             "| {} | {} | {} | {} | {} |\n",
@@ -703,6 +703,25 @@ fn render_trace() -> String {
             n(&row["tasks_per_s"]),
             x.and_then(Value::as_f64)
                 .map_or("-".into(), |v| format!("{v:.3}x")),
+        );
+    }
+    let row = |name: &str| rows(&r).iter().find(|row| row["name"] == name);
+    let x3 = |v: &Value| v.as_f64().map_or("-".into(), |x| format!("{x:.3}"));
+    if let (Some(on), Some(read), Some(after)) = (
+        row("round trip, tracing on"),
+        row("host clock read"),
+        row("host clock read after loads"),
+    ) {
+        out += &format!(
+            "\nThe median of the rounds' own on-over-off p50 ratios is {}x. A traced task reads \
+             the host clock (`{}`) twice: at its submit, and at its take behind a load fence; \
+             read back to back, those reads cost {} and {} ns here, so they alone would make \
+             the round trip {}x.\n",
+            x3(&on["x_off_p50_paired"]),
+            read["host_clock"].as_str().unwrap_or("?"),
+            f(&read["cost_ns"]),
+            f(&after["cost_ns"]),
+            x3(&on["x_off_p50_clock_reads"]),
         );
     }
     let Some(c) = results("control_loop_trace.json") else {

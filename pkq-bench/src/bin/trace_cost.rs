@@ -9,6 +9,13 @@
 //! "on" row's `x_off_p50_paired` is the median, over the rounds, of a
 //! round's p50 over that of the "off" round beside it.
 //!
+//! Beside them, in the same run, what the two host clock reads a traced
+//! task takes cost on this host, read back to back in a loop (rows `host
+//! clock read` and `host clock read after loads`: the submit's read, and
+//! the take's, behind a load fence), and on the "on" row
+//! `x_off_p50_clock_reads`: the "off" p50 plus those two reads, over the
+//! "off" p50, the ratio that the clock reads alone would give.
+//!
 //! `cargo run --release -p pkq-bench --bin trace_cost -- --json pkq-bench/results/trace_cost.json --svg pkq-bench/results/trace_cost.svg`
 
 use std::collections::VecDeque;
@@ -76,6 +83,40 @@ fn packed_rate(rt: &Runtime, per_batch: usize, secs: f64) -> f64 {
     done as f64 / t0.elapsed().as_secs_f64()
 }
 
+/// Nanoseconds per read of the host clock a trace stamps with (`tsc`:
+/// the time-stamp counter; else the monotonic clock), read back to back,
+/// `after_loads` behind a load fence as a take's read is (the median of
+/// nine loops of a million reads).
+fn clock_read_ns(clock: pkq::trace::HostClock, after_loads: bool) -> f64 {
+    const READS: u32 = 1_000_000;
+    let epoch = Instant::now();
+    let read = || -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        if clock == pkq::trace::HostClock::Tsc {
+            // SAFETY: LFENCE (SSE2) and RDTSC exist on every x86-64
+            // processor and have no preconditions.
+            return unsafe {
+                if after_loads {
+                    std::arch::x86_64::_mm_lfence();
+                }
+                std::arch::x86_64::_rdtsc()
+            };
+        }
+        epoch.elapsed().as_nanos() as u64
+    };
+    let mut loops: Vec<f64> = (0..9)
+        .map(|_| {
+            let t0 = Instant::now();
+            for _ in 0..READS {
+                std::hint::black_box(read());
+            }
+            t0.elapsed().as_secs_f64() * 1e9 / f64::from(READS)
+        })
+        .collect();
+    loops.sort_by(f64::total_cmp);
+    loops[loops.len() / 2]
+}
+
 /// Runs `each(round, on)` for `rounds` pairs of rounds, tracing off
 /// (`on` 0) and on (1) in turn, each pair starting with the other one.
 fn alternate(rt: &Runtime, rounds: usize, mut each: impl FnMut(usize, usize)) -> pkq::Result<()> {
@@ -138,6 +179,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let rate = [median(&mut rates[0]), median(&mut rates[1])];
     let paired = median(&mut paired);
+    let host_clock = trace.host_clock();
+    let reads = [
+        ("host clock read", clock_read_ns(host_clock, false)),
+        (
+            "host clock read after loads",
+            clock_read_ns(host_clock, true),
+        ),
+    ];
+    let clock_reads = 1.0 + (reads[0].1 + reads[1].1) / (rtt[0].p50_us() * 1000.0);
     let mut rows = Vec::new();
     for (on, l) in rtt.iter().enumerate() {
         let mut row = l.row("us");
@@ -152,7 +202,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
             row.insert("records_kept".into(), json!(trace.records().len()));
             row.insert("records_dropped".into(), json!(trace.dropped()));
-            row.insert("host_clock".into(), json!(trace.host_clock().name()));
+            row.insert("host_clock".into(), json!(host_clock.name()));
+            row.insert(
+                "x_off_p50_clock_reads".into(),
+                json!((clock_reads * 1000.0).round() / 1000.0),
+            );
         }
         println!(
             "{:<28} p50 {:>8.3} µs  p99 {:>8.3} µs  ({} rounds of {})",
@@ -189,7 +243,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .clone(),
         );
     }
+    for (name, ns) in reads {
+        println!("{name:<34} {ns:>8.1} ns ({})", host_clock.name());
+        rows.push(
+            json!({"name": name, "cost_ns": (ns * 10.0).round() / 10.0, "host_clock": host_clock.name()})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+    }
     println!("round trip, tracing on over off: {paired:.3} (median of the rounds' p50 ratios)");
+    println!("round trip, off plus the two clock reads, over off: {clock_reads:.3}");
     println!(
         "trace: {} records kept, {} dropped, host clock {}",
         trace.records().len(),
