@@ -707,6 +707,7 @@ fn render_trace() -> String {
     }
     let row = |name: &str| rows(&r).iter().find(|row| row["name"] == name);
     let x3 = |v: &Value| v.as_f64().map_or("-".into(), |x| format!("{x:.3}"));
+    let x1 = |v: &Value| v.as_f64().map_or("-".into(), |x| format!("{x:.1}"));
     if let (Some(on), Some(read), Some(after)) = (
         row("round trip, tracing on"),
         row("host clock read"),
@@ -719,8 +720,8 @@ fn render_trace() -> String {
              the round trip {}x.\n",
             x3(&on["x_off_p50_paired"]),
             read["host_clock"].as_str().unwrap_or("?"),
-            f(&read["cost_ns"]),
-            f(&after["cost_ns"]),
+            x1(&read["cost_ns"]),
+            x1(&after["cost_ns"]),
             x3(&on["x_off_p50_clock_reads"]),
         );
     }
