@@ -202,6 +202,39 @@ mod tests {
         assert_eq!(rt.trace().dropped(), 15, "off: not counted");
     }
 
+    /// A single task's submit time is read among its slot's stores, but a
+    /// submit that first waits for room reads it before that wait, which
+    /// counts as dispatch (`TaskRecord::submit_ns`).
+    #[test]
+    #[cfg_attr(miri, ignore = "timing: a spin of the software device")]
+    fn a_wait_for_room_counts_as_dispatch() {
+        use crate::builtin::SPIN;
+        let spin = std::time::Duration::from_millis(60);
+        let rt = soft(Runtime::builder().capacity(4).workers(1).trace(100));
+        let mut spinning = Vec::new();
+        for _ in 0..4 {
+            spinning.push(rt.submit(SPIN.args(&(spin.as_nanos() as u64))).unwrap());
+        }
+        // The ring is full until the first spin ends.
+        let t0 = std::time::Instant::now();
+        let nop = rt.submit(NOP.args(&())).unwrap();
+        let waited = t0.elapsed();
+        assert!(waited >= spin / 2, "the submit waited for room: {waited:?}");
+        nop.wait().unwrap();
+        for t in spinning {
+            t.wait().unwrap();
+        }
+        let t = rt.trace();
+        let by_seq = |seq: u64| t.records().iter().find(|r| r.seq == seq).unwrap();
+        let (before, after) = (by_seq(3), by_seq(4));
+        let gap = after.submit_ns - before.submit_ns;
+        assert!(
+            gap < (waited / 4).as_nanos() as f64,
+            "submitted {gap} ns after the one before it, of a wait of {waited:?}"
+        );
+        assert!(t.segments(after).unwrap().dispatch_ns >= (waited / 2).as_nanos() as f64);
+    }
+
     #[test]
     fn switched_on_at_run_time() {
         let rt = soft(Runtime::builder().capacity(4));
