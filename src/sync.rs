@@ -24,9 +24,9 @@ pub(crate) use std::sync::{
 /// A value set once (std's under loom too: see the module's docs).
 pub(crate) use std::sync::OnceLock;
 
-/// A compiler fence (no loom twin: it orders nothing between threads; the
-/// light side of `proto::barrier`, which loom builds replace with a
-/// `SeqCst` fence).
+/// A compiler fence (no loom twin: the light side of `proto::barrier`,
+/// which loom builds replace with a `SeqCst` fence).
+#[cfg(not(loom))]
 pub(crate) use std::sync::atomic::compiler_fence;
 
 /// Locks `m`, going on with the data of a lock whose holder panicked (every

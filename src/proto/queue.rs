@@ -53,9 +53,7 @@ use crate::proto::slot::{Cqe, SlotImage, tagged};
 pub(crate) use crate::proto::tail::Refusal;
 use crate::proto::tail::Tail;
 use crate::proto::words::Words;
-use crate::sync::{
-    AtomicU64, Mutex, MutexGuard, Ordering, compiler_fence, fence, ticks, ticks_after_loads,
-};
+use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, fence, ticks, ticks_after_loads};
 pub(crate) use crate::trace::recorder::EntryId;
 use crate::trace::recorder::{Closed, Opened, Recorder};
 
@@ -256,10 +254,8 @@ pub(crate) struct Queue {
 /// A traced submit ([`Queue::trace_tick`], then [`Queue::trace_claim`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TraceStart {
-    /// The host's clock when the submit began: `None` until a single
-    /// task's publish reads it ([`Queue::publish_stamped`]) or its wait for
-    /// room does ([`TraceStart::stamp`]).
-    pub(crate) tick: Option<u64>,
+    /// The host's clock when the submit began.
+    pub(crate) tick: u64,
     /// Whether its ring's device logs blocks (its entries are then
     /// claimed before its stores: [`Queue::trace_claim`]).
     logs: bool,
@@ -273,22 +269,6 @@ pub(crate) struct TraceStart {
 }
 
 impl TraceStart {
-    /// Reads the clock into `start`, if traced and not read yet: a wait
-    /// for room, before it waits (the wait then counts as dispatch).
-    #[inline]
-    pub(crate) fn stamp(start: &mut Option<TraceStart>) {
-        if let Some(s) = start {
-            s.tick.get_or_insert_with(ticks);
-        }
-    }
-
-    /// This start with the clock read, if it was not.
-    #[inline(always)]
-    fn stamped(mut self) -> Self {
-        self.tick.get_or_insert_with(ticks);
-        self
-    }
-
     /// How many slots, from the first, of a submit that began at `start`
     /// carry the trace bit.
     #[inline(always)]
@@ -444,25 +424,17 @@ impl Queue {
     }
 
     /// The host's clock, if tracing is on, for a trace record's submit
-    /// time: read by a producer of a batch or an IO task before its
-    /// reservation (a record's submit time is when the submit began; a
-    /// wait for room counts as dispatch). `Some` also says the submit is
-    /// traced: [`Queue::trace_claim`] goes between its reservation and its
-    /// stores, [`Queue::trace_open`] after them.
+    /// time: read by a producer before its reservation, so that the read
+    /// runs beside the reservation's locked instruction (a record's submit
+    /// time is when the submit began; a wait for room counts as dispatch).
+    /// `Some` also says the submit is traced: [`Queue::trace_claim`] goes
+    /// between its reservation and its stores, [`Queue::trace_open`]
+    /// after them.
     #[inline(always)]
     pub(crate) fn trace_tick(&self) -> Option<TraceStart> {
-        self.trace_start().map(TraceStart::stamped)
-    }
-
-    /// [`Queue::trace_tick`] with the clock not read yet, for a single
-    /// task's submit: [`Queue::publish_stamped`] reads it among the slot's
-    /// stores, off the way to them, or the wait for room, if there is one,
-    /// before it waits ([`TraceStart::stamp`]).
-    #[inline(always)]
-    pub(crate) fn trace_start(&self) -> Option<TraceStart> {
         match &self.trace {
             Some(t) if t.recorder.is_on() => Some(TraceStart {
-                tick: None,
+                tick: ticks(),
                 logs: t.logs,
                 claimed: None,
                 marked: 0,
@@ -510,9 +482,7 @@ impl Queue {
     ) -> EntryId {
         match (&self.trace, tick) {
             (Some(t), Some(start)) if slots != 0 => {
-                // Stamped by then (`trace_tick` or `publish_stamped`).
-                let tick = start.tick.unwrap_or_else(ticks);
-                t.open(first, slots, op, tick, start.claimed)
+                t.open(first, slots, op, start.tick, start.claimed)
             }
             _ => EntryId::NONE,
         }
@@ -770,50 +740,19 @@ impl Queue {
     /// [`Queue::trace_claim`]).
     #[inline(always)]
     pub(crate) fn publish_at(&self, seq: u64, image: &SlotImage, traced: bool) {
-        self.publish_with(seq, image, traced, || ());
-    }
-
-    /// [`Queue::publish_at`] of a single task's submit that began at
-    /// `start` (traced where `Some`), reading the host's clock for its
-    /// trace record, if not read yet, before the last word of the slot
-    /// (copy 0): after the reservation and the other stores are under way,
-    /// so that the read is off their path, and still before the device can
-    /// see the task whole. Returns `start`, stamped.
-    ///
-    /// Platform assumption (x86-64, the only target: lib.rs): a store
-    /// becomes visible only once it retires, instructions retire in program
-    /// order, and RDTSC reads the counter before it retires; so the time
-    /// read is no later than the moment the last word, and with it any
-    /// whole copy of the slot (the copies are stored after copy 0, and
-    /// x86-64 keeps stores in order), can be seen. The monotonic clock's
-    /// read is a call that the compiler does not move across the stores.
-    #[inline(always)]
-    pub(crate) fn publish_stamped(
-        &self,
-        seq: u64,
-        image: &SlotImage,
-        start: Option<TraceStart>,
-    ) -> Option<TraceStart> {
-        let mut start = start;
-        let traced = TraceStart::marked(start) != 0;
-        self.publish_with(seq, image, traced, || {
-            TraceStart::stamp(&mut start);
-            // The read stays before the last word's store.
-            compiler_fence(Ordering::SeqCst);
-        });
-        start
-    }
-
-    /// [`Queue::publish_at`], running `before_last` between copy 0's
-    /// other words and its last.
-    #[inline(always)]
-    fn publish_with(&self, seq: u64, image: &SlotImage, traced: bool, before_last: impl FnOnce()) {
         let tag = self.geo.tag(seq);
         let at = self.geo.slot(seq) * SLOT_WORDS;
+        #[inline(always)]
+        fn store_slot(sq: &Words, at: usize, image: &SlotImage, tag: u8, header: u64) {
+            for (k, w) in sq.run::<SLOT_WORDS>(at).iter().enumerate() {
+                let extra = if k == 0 { header } else { 0 };
+                w.store(image.word(k, tag) | extra, Ordering::Relaxed);
+            }
+        }
         // A traced task says so in its header (PKQ_HEADER_TRACE_BIT: a wide
         // lane logs each block's run of it); bit 53 of chunk 0, under its tag.
         let header = if traced { 1 << HEADER_TRACE_BIT } else { 0 };
-        let word = |k: usize| image.word(k, tag) | if k == 0 { header } else { 0 };
+        let store = |sq: &Words| store_slot(sq, at, image, tag, header);
         // The slot, then its copies (none with one poller per worker; one
         // loop over both as one chain measured slower). Copy 0 becomes
         // visible before the others: the release fence keeps the compiler
@@ -821,18 +760,11 @@ impl Queue {
         // target pkq builds for: lib.rs) keeps them in order on the way to
         // the device; a poller of another copy that sees this lap can then
         // rely on copy 0 holding it too (COPIES in pkq_layout.h).
-        let slot = self.sq.run::<SLOT_WORDS>(at);
-        for (k, w) in slot[..SLOT_WORDS - 1].iter().enumerate() {
-            w.store(word(k), Ordering::Relaxed);
-        }
-        before_last();
-        slot[SLOT_WORDS - 1].store(word(SLOT_WORDS - 1), Ordering::Relaxed);
+        store(&self.sq);
         if !self.copies.is_empty() {
             fence(Ordering::Release);
             for sq in &self.copies {
-                for (k, w) in sq.run::<SLOT_WORDS>(at).iter().enumerate() {
-                    w.store(word(k), Ordering::Relaxed);
-                }
+                store(sq);
             }
         }
         if let Some(mark) = self.published.get(self.geo.slot(seq)) {

@@ -159,16 +159,14 @@ impl Submission for Task<'_> {
             return send_io::<R>(ring, self.op, image, input, room);
         }
         let queue = ring.queue();
-        // Whether the trace records it (if on): its submit time is read
-        // among the slot's stores (`publish_stamped`), or by a wait for
-        // room before it waits.
-        let mut start = queue.trace_start();
+        // The trace's submit time (if on), read beside the reservation.
+        let tick = queue.trace_tick();
         queue.prefetch_reservation();
         shared.check_open()?;
-        let seq = reserve::<R>(ring, 1, room, &mut start)?;
+        let seq = reserve::<R>(ring, 1, room)?;
         // Nothing between the reservation and the stores can fail.
-        let start = queue.trace_claim(start, 1);
-        let tick = queue.publish_stamped(seq, &image, start);
+        let tick = queue.trace_claim(tick, 1);
+        queue.publish_at(seq, &image, TraceStart::marked(tick) != 0);
         queue.prefetch_next(seq);
         // The trace's entry (if on), after the stores: out of the way of
         // the task's dispatch (docs/design/tracing.md).
@@ -245,10 +243,10 @@ fn send_io<R: RingAccess>(
     let queue = ring.queue();
     check_input(queue, input)?;
     let image = image.with_input(input.len());
-    let mut tick = queue.trace_tick();
+    let tick = queue.trace_tick();
     queue.prefetch_reservation();
     ring.shared().check_open()?;
-    let seq = reserve::<R>(ring, 1, room, &mut tick)?;
+    let seq = reserve::<R>(ring, 1, room)?;
     // Nothing between the reservation and the stores can fail.
     let tick = queue.trace_claim(tick, 1);
     queue.publish_at(
@@ -285,18 +283,12 @@ fn check_input(queue: &Queue, input: &[u8]) -> Result<()> {
 /// Reserves `slots` consecutive slots (1 to the capacity) of `ring` as a
 /// producer of access `R` does; while the ring is full, waits for room
 /// (a stall of a worker whose slot it needs ends the wait) or refuses with
-/// [`Error::Full`], as `room` says. A traced submit's `start` whose clock
-/// is not read yet is stamped before a wait for room.
+/// [`Error::Full`], as `room` says.
 #[inline(always)]
-fn reserve<R: RingAccess>(
-    ring: RingPtr,
-    slots: usize,
-    room: Room,
-    start: &mut Option<TraceStart>,
-) -> Result<u64> {
+fn reserve<R: RingAccess>(ring: RingPtr, slots: usize, room: Room) -> Result<u64> {
     match try_reserve::<R>(ring.queue(), slots) {
         Ok(seq) => Ok(seq),
-        Err(Refusal::Full) => no_room::<R>(ring, slots, room, start),
+        Err(Refusal::Full) => no_room::<R>(ring, slots, room),
         // Closed since the submit's checks: by a stop a fault led to, maybe.
         Err(Refusal::Closed) => Err(ring.shared().closed()),
         Err(r) => Err(r.into()),
@@ -321,18 +313,11 @@ fn try_reserve<R: RingAccess>(queue: &Queue, slots: usize) -> std::result::Resul
 /// kernel died).
 #[cold]
 #[inline(never)]
-fn no_room<R: RingAccess>(
-    ring: RingPtr,
-    slots: usize,
-    room: Room,
-    start: &mut Option<TraceStart>,
-) -> Result<u64> {
+fn no_room<R: RingAccess>(ring: RingPtr, slots: usize, room: Room) -> Result<u64> {
     if room == Room::Refuse {
         ring.shared().probe_if_due(now())?;
         return Err(Error::Full);
     }
-    // A traced submit's time, if not read yet: the wait counts as dispatch.
-    TraceStart::stamp(start);
     let queue = ring.queue();
     // SAFETY: the submitter borrows the lane (or the pool that holds it)
     // for the whole call: its shared state is alive.
@@ -380,7 +365,7 @@ fn reserve_run<R: RingAccess>(ring: RingPtr, slots: usize, n: usize, room: Room)
             Ok(0)
         };
     }
-    reserve::<R>(ring, slots, room, &mut None)
+    reserve::<R>(ring, slots, room)
 }
 
 /// The order in which this thread first touched a runtime: it picks the

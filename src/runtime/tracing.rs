@@ -202,9 +202,9 @@ mod tests {
         assert_eq!(rt.trace().dropped(), 15, "off: not counted");
     }
 
-    /// A single task's submit time is read among its slot's stores, but a
-    /// submit that first waits for room reads it before that wait, which
-    /// counts as dispatch (`TaskRecord::submit_ns`).
+    /// A submit's time is read before its reservation, so a wait for room
+    /// in a full ring counts as dispatch (`TaskRecord::submit_ns`), and
+    /// the next submit's time is not the end of that wait.
     #[test]
     #[cfg_attr(miri, ignore = "timing: a spin of the software device")]
     fn a_wait_for_room_counts_as_dispatch() {

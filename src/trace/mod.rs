@@ -7,9 +7,7 @@
 //! ([`Builder::trace`](crate::Builder::trace) at build, or
 //! [`Runtime::set_tracing`](crate::Runtime::set_tracing) at any time). Off,
 //! a submit reads one flag more. On, each submit reads the host clock
-//! (a single task's among its slot's stores, a batch's before its
-//! reservation: [`TaskRecord::submit_ns`]) and, once its slots are
-//! published (on a lane of
+//! before its reservation and, once its slots are published (on a lane of
 //! blocks or groups, once they are reserved), claims an
 //! entry per slot in a buffer of the runtime's, bounded by the capacity the
 //! builder named, and writes its half (that time, its thread, the op); its
@@ -100,11 +98,9 @@ pub struct TaskRecord {
     pub submit_thread: u32,
     /// The host thread that took its completion.
     pub seen_thread: u32,
-    /// Host time when it was submitted: for a single task, as its slot was
-    /// being written, just before the device could see it whole; for a
-    /// batch or an IO task, when the submit began (before its slots'
-    /// reservation; a batch's slots share it). A submit that waits for room
-    /// in a full ring reads it before that wait, which counts as dispatch.
+    /// Host time when it was submitted: when the submit began (before its
+    /// slots' reservation, so a wait for room in a full ring counts as
+    /// dispatch; a batch's slots share it).
     pub submit_ns: f64,
     /// Host time when its completion was seen: just after the look that
     /// found it (a wait's or `try_result`'s), or, for a completion a

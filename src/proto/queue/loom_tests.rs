@@ -458,7 +458,7 @@ fn loom_a_traced_ticket_dropped_as_its_slot_is_lapped_leaves_no_stale_entry() {
 /// A traced submit's start (its entries claimed after its stores).
 fn traced_start() -> Option<TraceStart> {
     Some(TraceStart {
-        tick: Some(ticks()),
+        tick: ticks(),
         logs: false,
         claimed: None,
         marked: 0,
