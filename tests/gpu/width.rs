@@ -929,7 +929,13 @@ pub(crate) fn host_buffer_calls_wait_for_no_stream() {
         assert!(c.iter().all(|&x| x == 9), "round {round}: the copies");
         c.fill(0);
     }
-    assert!(busy > 0, "every call waited for the host buffers' stream");
+    // The stream busy at the query is timing, which a sanitizer does not
+    // keep (it may run a stream's copies one at a time, each done by the
+    // time its call returns): there only the copies' results are checked.
+    assert!(
+        busy > 0 || under_sanitizer(),
+        "every call waited for the host buffers' stream"
+    );
 }
 
 /// A device buffer allocated on the host buffers' stream is a device
