@@ -138,6 +138,11 @@ fn rows(r: &Value) -> &Vec<Value> {
     r["rows"].as_array().expect("rows")
 }
 
+/// The row of `r` named `name`, if there is one.
+fn row<'a>(r: &'a Value, name: &str) -> Option<&'a Value> {
+    rows(r).iter().find(|row| row["name"] == name)
+}
+
 /// The real-loop section: the control loop, the payload curve, the risk
 /// check and the pipeline, each from its committed results.
 fn render_real_loop() -> String {
@@ -176,12 +181,7 @@ fn render_real_loop() -> String {
             let mechs = ["pkq", "memcpy+launch+sync", "graph", "zero-copy launch"];
             out += &format!("| each way | {} |\n", mechs.join(" | "));
             out += &format!("|---:|{}\n", "---:|".repeat(mechs.len()));
-            let p50 = |name: String| {
-                rows(&r)
-                    .iter()
-                    .find(|row| row["name"] == name.as_str())
-                    .map_or("-".into(), |row| f(&row["p50_us"]))
-            };
+            let p50 = |name: String| row(&r, &name).map_or("-".into(), |row| f(&row["p50_us"]));
             for size in [8, 256, 1024, 4096, 16384, 65536] {
                 let cells: Vec<String> = mechs
                     .iter()
@@ -279,9 +279,7 @@ fn render_waiting() -> String {
         );
     }
     let line = |name: &str| {
-        rows(&r)
-            .iter()
-            .find(|row| row["name"] == name)
+        row(&r, name)
             .map(|row| {
                 format!(
                     "| {name} | {} | {} |\n",
@@ -705,13 +703,12 @@ fn render_trace() -> String {
                 .map_or("-".into(), |v| format!("{v:.3}x")),
         );
     }
-    let row = |name: &str| rows(&r).iter().find(|row| row["name"] == name);
     let x3 = |v: &Value| v.as_f64().map_or("-".into(), |x| format!("{x:.3}"));
     let x1 = |v: &Value| v.as_f64().map_or("-".into(), |x| format!("{x:.1}"));
     if let (Some(on), Some(read), Some(after)) = (
-        row("round trip, tracing on"),
-        row("host clock read"),
-        row("host clock read after loads"),
+        row(&r, "round trip, tracing on"),
+        row(&r, "host clock read"),
+        row(&r, "host clock read after loads"),
     ) {
         out += &format!(
             "\nThe median of the rounds' own on-over-off p50 ratios is {}x. A traced task reads \
