@@ -90,17 +90,20 @@ fn packed_rate(rt: &Runtime, per_batch: usize, secs: f64) -> f64 {
 fn clock_read_ns(clock: pkq::trace::HostClock, after_loads: bool) -> f64 {
     const READS: u32 = 1_000_000;
     let epoch = Instant::now();
+    // As pkq reads them: the fence before either clock.
     let read = || -> u64 {
         #[cfg(target_arch = "x86_64")]
-        if clock == pkq::trace::HostClock::Tsc {
-            // SAFETY: LFENCE (SSE2) and RDTSC exist on every x86-64
-            // processor and have no preconditions.
-            return unsafe {
-                if after_loads {
-                    std::arch::x86_64::_mm_lfence();
-                }
-                std::arch::x86_64::_rdtsc()
-            };
+        {
+            if after_loads {
+                // SAFETY: LFENCE (SSE2) exists on every x86-64 processor
+                // and has no preconditions.
+                unsafe { std::arch::x86_64::_mm_lfence() };
+            }
+            if clock == pkq::trace::HostClock::Tsc {
+                // SAFETY: RDTSC exists on every x86-64 processor and has
+                // no preconditions.
+                return unsafe { std::arch::x86_64::_rdtsc() };
+            }
         }
         epoch.elapsed().as_nanos() as u64
     };
