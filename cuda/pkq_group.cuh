@@ -52,11 +52,15 @@ __device__ __forceinline__ uint64_t* group_word(const GroupSync* g, uint32_t off
 // Generation `gen` of TASK (pkq_layout.h), written by the poller's warp
 // (every lane calls it): `header` (op | len << 16 | PKQ_GROUP_HEADER_*
 // bits), then the argument words' halves, each lane one tagged word, all
-// in one store after a GPU-scope fence: the earlier writes this warp made
-// or acquired (the task's data, the blocks' writes of the task before)
-// come before any word of it.
+// in one store behind a GPU-scope release fence, so that the earlier writes
+// this warp made or acquired (the blocks' writes and reads of the tasks
+// before, the task's data) come before any word of it: the fence the warp
+// issued after its last completion (GroupLeave::after_completion, after
+// its acquire of that task's arrivals), or, where `release` (a task on host
+// memory, whose data the warp acquired from the host since; the quit), one
+// here.
 __device__ __forceinline__ void hand_task(const GroupSync* g, uint32_t lane, uint64_t gen, uint32_t header,
-                                          const uint64_t* words) {
+                                          const uint64_t* words, bool release) {
     uint32_t v = header;
 #pragma unroll
     for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) {
@@ -64,7 +68,7 @@ __device__ __forceinline__ void hand_task(const GroupSync* g, uint32_t lane, uin
         if (lane == 2 + 2 * j) v = static_cast<uint32_t>(words[j] >> 32);
     }
     __syncwarp();
-    fence_release_gpu();
+    if (release) fence_release_gpu();
     if (lane < PKQ_GROUP_TASK_WORDS)
         store_relaxed_gpu(group_word(g, PKQ_GROUP_OFF_TASK) + lane, ((gen & 0xffffffffull) << 32) | v);
 }
@@ -198,7 +202,8 @@ struct GroupHandlers {
         if (c.lane == 0) gen = ++*handed;
         gen = __shfl_sync(0xffffffffu, gen, 0);
         if (group->blocks > 1)
-            hand_task(group, c.lane, gen, c.op | (c.len << 16) | (trace ? PKQ_GROUP_HEADER_TRACED : 0u), c.words);
+            hand_task(group, c.lane, gen, c.op | (c.len << 16) | (trace ? PKQ_GROUP_HEADER_TRACED : 0u), c.words,
+                      c.host != 0);
         if (c.lane == 0) {
             task->op = c.op;
             task->len = c.len;
@@ -331,7 +336,8 @@ __device__ __forceinline__ void group_member(const pkq_params& p, uint32_t rank,
     }
 }
 
-// The poller's way out of its loop (serve()'s `leave`, before its final
+// What the poller of a group does after each completion (after_completion)
+// and on its way out of its loop (serve()'s `leave`, before its final
 // state word): block 0's warps and the other blocks told to quit (after its
 // last task's arrivals), on a last generation with the quit bit; then, in a
 // group whose blocks all came, a wait until each of them left (LEFT in
@@ -346,13 +352,24 @@ struct GroupLeave {
     const unsigned long long* handed;
     bool present;  // every block of the group reported present
 
+    // After each completion (every lane): the release fence of the next
+    // hand-off (hand_task), issued while the host reads the completion and
+    // before the poller polls again, so that it is off the way from the
+    // next task's arrival to the blocks: everything the warp wrote or
+    // acquired so far (every block's writes and reads of the tasks before,
+    // through their arrivals' releases and its acquire) comes before the
+    // next TASK line.
+    __device__ __forceinline__ void after_completion() const {
+        if (group->blocks > 1) fence_release_gpu();
+    }
+
     template <class Beat>
     __device__ __forceinline__ void operator()(uint32_t lane, const Beat& beat) const {
         const uint32_t blocks = group->blocks;
         if (blocks > 1) {
             const uint64_t words[PKQ_ARGS_BYTES / 8] = {};
             const uint64_t last = __shfl_sync(0xffffffffu, lane == 0 ? *handed : 0ull, 0);
-            hand_task(group, lane, last + 1, PKQ_GROUP_HEADER_QUIT, words);
+            hand_task(group, lane, last + 1, PKQ_GROUP_HEADER_QUIT, words, true);
         }
         if (lane == 0) task->quit = 1;
         __syncwarp();

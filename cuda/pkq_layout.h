@@ -513,8 +513,12 @@
  *     32 bits): word 0 the header (op, len << 16, traced and quit bits,
  *     PKQ_GROUP_HEADER_*), then each of the six argument words as its low
  *     half and its high half. The poller's warp writes all of them in one
- *     store, each lane one word, after a GPU-scope fence (the ordering
- *     between data and its flag: every word is its own flag). Blocks 1..
+ *     store, each lane one word, behind a GPU-scope release fence (the
+ *     ordering between data and its flag: every word is its own flag): the
+ *     one its warp issues after each completion, which follows its acquire
+ *     of that task's arrivals, or, for a task on host memory (whose data it
+ *     acquired from the host since) and the quit, one right before the
+ *     store. Blocks 1..
  *     read the line with relaxed GPU-scope loads, one word a lane, until
  *     every word carries the generation they wait for, or one generation
  *     with the quit bit, then fence at GPU scope (acquire). The poller

@@ -709,10 +709,12 @@ constexpr uint32_t QUIET_NAP_NS = 128;
 // How many naps a quiet poller takes between two reads of its stop word.
 constexpr uint32_t QUIET_STOP_NAPS = 512;
 
-// A lane of warps' pollers leave alone (serve()'s `leave`).
+// A lane of warps' pollers leave alone and do nothing after a completion
+// (serve()'s `leave`).
 struct LeaveAlone {
     template <class Beat>
     __device__ __forceinline__ void operator()(uint32_t, const Beat&) const {}
+    __device__ __forceinline__ void after_completion() const {}
 };
 
 // Serves tasks until the host's stop word is set (or a slot holds a tag that
@@ -741,9 +743,10 @@ struct LeaveAlone {
 // below); `rooms`: the worker's IO rooms (io_begin); `help`: the worker's
 // post of a large input or output (IoHelp); `bar`: the worker's mbarrier
 // for the bulk copies of plain streams (null where the rooms are in device
-// memory: PLAIN in pkq_layout.h). `leave`: what the poller does once it
-// left its loop, before its final state word, given its lane and its beat
-// (LeaveAlone; a lane of blocks or groups: GroupLeave).
+// memory: PLAIN in pkq_layout.h). `leave`: what the poller does after each
+// completion (`after_completion`) and once it left its loop, before its
+// final state word, given its lane and its beat (its call) (LeaveAlone; a
+// lane of blocks or groups: GroupLeave).
 template <class Handlers, class Leave>
 __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
                                       unsigned long long* claim, unsigned long long* done,
@@ -1012,6 +1015,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             io_task.in_plain = (h1 >> (PKQ_HEADER_PLAIN_BIT - 32)) & 1;
             if ((h1 >> (PKQ_HEADER_FRESH_BIT - 32)) & 1) io_forget(io_task);
             if ((h1 >> (PKQ_HEADER_TRACE_BIT - 32)) & 1) ctx.trace = t_start;
+            ctx.host = host;
             // One call of the handlers for plain and IO tasks (one copy of
             // their code: see IO_BATCH). No IO areas: no host sends an IO
             // task. An argument length over the slot's (the header has 8
@@ -1055,6 +1059,8 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             store_completion(cq + slot * PKQ_CQE_WORDS, tag, out.status, pack, out.value, t_start,
                              t_end, flags, poller);
         }
+        // A group's poller: the next hand-off's release (GroupLeave).
+        leave.after_completion();
         if (io && io_task.seen != nullptr) io_note(p, lap, lane, io_task);
         if (shared_claims) {
             // The next task of this worker may be claimed: every lane's
