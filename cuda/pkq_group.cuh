@@ -33,6 +33,11 @@ struct GroupSync {
     // Set (to 1, never back) when a wait of this block gave up on a stop:
     // the group's blocks may be on different tasks from then on.
     volatile uint32_t abandoned;
+    // The poller's (block 0), lane 0's: 1 from its acquire of a task's
+    // arrivals until its warp's next GPU-scope release fence (in
+    // GroupLeave::after_completion, or in hand_task where none came
+    // between: a pack's next task), else 0.
+    volatile uint32_t unreleased;
 };
 
 // The task as the block's warps take it from its warp 0 (shared memory):
@@ -52,14 +57,16 @@ __device__ __forceinline__ uint64_t* group_word(const GroupSync* g, uint32_t off
 // Generation `gen` of TASK (pkq_layout.h), written by the poller's warp
 // (every lane calls it): `header` (op | len << 16 | PKQ_GROUP_HEADER_*
 // bits), then the argument words' halves, each lane one tagged word, all
-// in one store behind a GPU-scope release fence, so that the earlier writes
-// this warp made or acquired (the blocks' writes and reads of the tasks
-// before, the task's data) come before any word of it: the fence the warp
-// issued after its last completion (GroupLeave::after_completion, after
-// its acquire of that task's arrivals), or, where `release` (a task on host
-// memory, whose data the warp acquired from the host since; the quit), one
-// here.
-__device__ __forceinline__ void hand_task(const GroupSync* g, uint32_t lane, uint64_t gen, uint32_t header,
+// in one store behind a GPU-scope release fence, so that what this warp
+// wrote or acquired before (the blocks' writes and reads of the tasks
+// before, through their arrivals) comes before any word of it: the fence
+// the warp issued after its last completion (GroupLeave::after_completion),
+// or one here where none came since its last acquire of arrivals (a pack's
+// next task) or where `release` (a task on host memory, whose data the warp
+// acquired from the host since; the quit). Before the first task no fence
+// is needed: the host zeroed the group's words before the launch, and the
+// blocks wrote nothing but their presence.
+__device__ __forceinline__ void hand_task(GroupSync* g, uint32_t lane, uint64_t gen, uint32_t header,
                                           const uint64_t* words, bool release) {
     uint32_t v = header;
 #pragma unroll
@@ -68,7 +75,11 @@ __device__ __forceinline__ void hand_task(const GroupSync* g, uint32_t lane, uin
         if (lane == 2 + 2 * j) v = static_cast<uint32_t>(words[j] >> 32);
     }
     __syncwarp();
-    if (release) fence_release_gpu();
+    if (release || __shfl_sync(0xffffffffu, g->unreleased, 0) != 0) {
+        fence_release_gpu();
+        __syncwarp();
+        if (lane == 0) g->unreleased = 0;
+    }
     if (lane < PKQ_GROUP_TASK_WORDS)
         store_relaxed_gpu(group_word(g, PKQ_GROUP_OFF_TASK) + lane, ((gen & 0xffffffffull) << 32) | v);
 }
@@ -236,6 +247,10 @@ struct GroupHandlers {
                 if (!wait_at_least(group, PKQ_GROUP_OFF_ARRIVALS, gen * (group->blocks - 1)) ||
                     load_relaxed_gpu(group_word(group, PKQ_GROUP_OFF_ABANDONED)) != 0)
                     group->abandoned = 1;
+                // The blocks' writes and reads of this task, acquired (or
+                // part of them, where the wait gave up), come before the
+                // next hand-off through a release fence.
+                group->unreleased = 1;
             }
             __syncwarp();
         }
@@ -353,14 +368,16 @@ struct GroupLeave {
     bool present;  // every block of the group reported present
 
     // After each completion (every lane): the release fence of the next
-    // hand-off (hand_task), issued while the host reads the completion and
-    // before the poller polls again, so that it is off the way from the
-    // next task's arrival to the blocks: everything the warp wrote or
-    // acquired so far (every block's writes and reads of the tasks before,
-    // through their arrivals' releases and its acquire) comes before the
-    // next TASK line.
-    __device__ __forceinline__ void after_completion() const {
-        if (group->blocks > 1) fence_release_gpu();
+    // hand-off (hand_task), where the warp acquired a task's arrivals since
+    // its last one, issued while the host reads the completion and before
+    // the poller polls again, off the way from the next task's arrival to
+    // the blocks.
+    __device__ __forceinline__ void after_completion(uint32_t lane) const {
+        if (__shfl_sync(0xffffffffu, group->unreleased, 0) != 0) {
+            fence_release_gpu();
+            __syncwarp();
+            if (lane == 0) group->unreleased = 0;
+        }
     }
 
     template <class Beat>

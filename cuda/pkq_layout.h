@@ -515,10 +515,12 @@
  *     half and its high half. The poller's warp writes all of them in one
  *     store, each lane one word, behind a GPU-scope release fence (the
  *     ordering between data and its flag: every word is its own flag): the
- *     one its warp issues after each completion, which follows its acquire
- *     of that task's arrivals, or, for a task on host memory (whose data it
- *     acquired from the host since) and the quit, one right before the
- *     store. Blocks 1..
+ *     one its warp issues after a completion that follows its acquire of
+ *     a task's arrivals, or one right before the store where none came
+ *     since that acquire (a pack's next task), for a task on host memory
+ *     (whose data it acquired from the host since) and for the quit (none
+ *     before the first task: the host zeroed the words, and the blocks
+ *     wrote nothing but PRESENT). Blocks 1..
  *     read the line with relaxed GPU-scope loads, one word a lane, until
  *     every word carries the generation they wait for, or one generation
  *     with the quit bit, then fence at GPU scope (acquire). The poller

@@ -714,7 +714,7 @@ constexpr uint32_t QUIET_STOP_NAPS = 512;
 struct LeaveAlone {
     template <class Beat>
     __device__ __forceinline__ void operator()(uint32_t, const Beat&) const {}
-    __device__ __forceinline__ void after_completion() const {}
+    __device__ __forceinline__ void after_completion(uint32_t) const {}
 };
 
 // Serves tasks until the host's stop word is set (or a slot holds a tag that
@@ -1060,7 +1060,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
                              t_end, flags, poller);
         }
         // A group's poller: the next hand-off's release (GroupLeave).
-        leave.after_completion();
+        leave.after_completion(lane);
         if (io && io_task.seen != nullptr) io_note(p, lap, lane, io_task);
         if (shared_claims) {
             // The next task of this worker may be claimed: every lane's
@@ -1115,6 +1115,7 @@ __device__ __forceinline__ void run_group(const pkq_params& p, const Handlers& h
         group.blocks = p.group_blocks;
         group.crossings = 0;
         group.abandoned = 0;
+        group.unreleased = 0;
         handed = 0;
         traced = 0;
         task.quit = 0;
