@@ -54,6 +54,18 @@ __device__ __forceinline__ uint64_t* group_word(const GroupSync* g, uint32_t off
     return g->words + off / 8;
 }
 
+// The poller's warp (every lane): a GPU-scope release fence where `always`,
+// or where lane 0's `unreleased` says the warp acquired a task's arrivals
+// since its last one (lane 0 alone reads and writes the flag).
+__device__ __forceinline__ void release_acquired(GroupSync* g, uint32_t lane, bool always) {
+    uint32_t unreleased = 0;
+    if (lane == 0) unreleased = g->unreleased;
+    if (always || __shfl_sync(0xffffffffu, unreleased, 0) != 0) {
+        fence_release_gpu();
+        if (lane == 0) g->unreleased = 0;
+    }
+}
+
 // Generation `gen` of TASK (pkq_layout.h), written by the poller's warp
 // (every lane calls it): `header` (op | len << 16 | PKQ_GROUP_HEADER_*
 // bits), then the argument words' halves, each lane one tagged word, all
@@ -75,11 +87,7 @@ __device__ __forceinline__ void hand_task(GroupSync* g, uint32_t lane, uint64_t 
         if (lane == 2 + 2 * j) v = static_cast<uint32_t>(words[j] >> 32);
     }
     __syncwarp();
-    if (release || __shfl_sync(0xffffffffu, g->unreleased, 0) != 0) {
-        fence_release_gpu();
-        __syncwarp();
-        if (lane == 0) g->unreleased = 0;
-    }
+    release_acquired(g, lane, release);
     if (lane < PKQ_GROUP_TASK_WORDS)
         store_relaxed_gpu(group_word(g, PKQ_GROUP_OFF_TASK) + lane, ((gen & 0xffffffffull) << 32) | v);
 }
@@ -372,13 +380,7 @@ struct GroupLeave {
     // its last one, issued while the host reads the completion and before
     // the poller polls again, off the way from the next task's arrival to
     // the blocks.
-    __device__ __forceinline__ void after_completion(uint32_t lane) const {
-        if (__shfl_sync(0xffffffffu, group->unreleased, 0) != 0) {
-            fence_release_gpu();
-            __syncwarp();
-            if (lane == 0) group->unreleased = 0;
-        }
-    }
+    __device__ __forceinline__ void after_completion(uint32_t lane) const { release_acquired(group, lane, false); }
 
     template <class Beat>
     __device__ __forceinline__ void operator()(uint32_t lane, const Beat& beat) const {
