@@ -16,7 +16,8 @@
 // clock starts, as pkq issues it after the completion before); that fence
 // on the timed path, right before the store; arrivals as relaxed adds (not
 // sound: what the release add costs); no fences at all (not sound: what
-// every fence of the round costs). Each row times ROUNDS rounds after
+// every fence of the round costs); no fences and no block barriers, one
+// warp a block (not sound: the two trips through L2 alone). Each row times ROUNDS rounds after
 // WARMUP, a gap of GAP_CYCLES between rounds (the other blocks polling
 // meanwhile, as they poll between tasks), in SM cycles converted to
 // nanoseconds by the SM clock against %globaltimer over the same rounds.
@@ -52,15 +53,17 @@ constexpr long long GAP_CYCLES = 3000;
 // Spins before a wait gives up (its exit): far beyond any round.
 constexpr uint64_t MAX_SPINS = 1ull << 26;
 
-enum Variant { PKQ, FENCE_ON_PATH, RELAXED_ADD, NO_FENCES, VARIANTS };
+enum Variant { PKQ, FENCE_ON_PATH, RELAXED_ADD, NO_FENCES, NO_BARRIERS, VARIANTS };
 const char* const VARIANT_NAMES[VARIANTS] = {
     "pkq's fences (the release fence before the clock starts)",
     "pkq's fences, the release fence right before the store",
     "arrivals as relaxed adds (not sound)",
     "no fences (not sound)",
+    "no fences, no block barriers, one warp a block (not sound)",
 };
 
-__device__ __forceinline__ void barrier(uint32_t id) {
+__device__ __forceinline__ void barrier(uint32_t id, int variant) {
+    if (variant == NO_BARRIERS) return;
     asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(blockDim.x) : "memory");
 }
 
@@ -79,7 +82,9 @@ __global__ void __launch_bounds__(WARPS * 32) round_trip(uint64_t* words, int va
     const uint32_t blocks = gridDim.x;
     const uint32_t lane = threadIdx.x & 31;
     const uint32_t warp = threadIdx.x >> 5;
-    const bool fences = variant != NO_FENCES;
+    const bool fences = variant != NO_FENCES && variant != NO_BARRIERS;
+    // The block's other warps sit out a round with no block barriers.
+    if (variant == NO_BARRIERS && warp != 0) return;
     long long clk0 = 0;
     unsigned long long ns0 = 0;
     for (int r = 0; r < WARMUP + ROUNDS; ++r) {
@@ -100,8 +105,8 @@ __global__ void __launch_bounds__(WARPS * 32) round_trip(uint64_t* words, int va
                 if (variant == FENCE_ON_PATH) fence_release_gpu();
                 if (blocks > 1 && lane < PKQ_GROUP_TASK_WORDS) store_relaxed_gpu(line + lane, (gen << 32) | lane);
             }
-            barrier(1);
-            barrier(2);
+            barrier(1, variant);
+            barrier(2, variant);
             if (warp == 0) {
                 if (blocks > 1 && lane == 0) {
                     const uint64_t target = gen * (blocks - 1);
@@ -128,8 +133,8 @@ __global__ void __launch_bounds__(WARPS * 32) round_trip(uint64_t* words, int va
                 }
                 if (fences) fence_acquire_gpu();
             }
-            barrier(1);
-            barrier(2);
+            barrier(1, variant);
+            barrier(2, variant);
             if (threadIdx.x == 0) {
                 if (variant == PKQ || variant == FENCE_ON_PATH)
                     add_release_gpu(arrivals, 1);
