@@ -385,10 +385,11 @@ struct GroupLeave {
     __device__ __forceinline__ void after_completion(uint32_t lane) const { release_acquired(group, lane, false); }
 
     // After the warp's acquire of the host's data of a task on host memory
-    // (every lane, in serve()): that data, which the blocks read, comes
-    // before the task's hand-off through its release fence (hand_task).
+    // (every lane, in serve()): that data, which the other blocks read,
+    // comes before the task's hand-off through its release fence
+    // (hand_task). A group of one block hands nothing.
     __device__ __forceinline__ void acquired_host(uint32_t lane) const {
-        if (lane == 0) group->unreleased = 1;
+        if (lane == 0 && group->blocks > 1) group->unreleased = 1;
     }
 
     template <class Beat>
