@@ -34,10 +34,11 @@ struct GroupSync {
     // the group's blocks may be on different tasks from then on.
     volatile uint32_t abandoned;
     // The poller's (block 0), lane 0's: 1 from its acquire of a task's
-    // arrivals, or of the host's data for a task on host memory
-    // (GroupLeave::acquired_host), until its warp's next GPU-scope release
-    // fence (in GroupLeave::after_completion, or in hand_task where none
-    // came between: a pack's next task, a task on host memory), else 0.
+    // arrivals, or, in a group of more than one block, of the host's data
+    // for a task on host memory (GroupLeave::acquired_host), until its
+    // warp's next GPU-scope release fence (in GroupLeave::after_completion,
+    // or in hand_task where none came between: a pack's next task, a task
+    // on host memory), else 0.
     volatile uint32_t unreleased;
 };
 
@@ -378,10 +379,11 @@ struct GroupLeave {
     bool present;  // every block of the group reported present
 
     // After each completion (every lane): the release fence of the next
-    // hand-off (hand_task), where the warp acquired a task's arrivals since
-    // its last one, issued while the host reads the completion and before
-    // the poller polls again, off the way from the next task's arrival to
-    // the blocks.
+    // hand-off (hand_task), where the warp acquired since its last one (a
+    // task's arrivals; the host's data of a task on host memory that was
+    // not handed: refused, or its group abandoned), issued while the host
+    // reads the completion and before the poller polls again, off the way
+    // from the next task's arrival to the blocks.
     __device__ __forceinline__ void after_completion(uint32_t lane) const { release_acquired(group, lane, false); }
 
     // After the warp's acquire of the host's data of a task on host memory

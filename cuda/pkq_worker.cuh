@@ -1027,7 +1027,8 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             // published the slot: the acquire pattern first (c3 in
             // docs/PROTOCOL.md), every lane fencing before the barrier, as
             // before an IO input (`host` is warp-uniform). A group's poller
-            // then releases it before the hand-off (GroupLeave).
+            // marks it for the hand-off's release fence
+            // (GroupLeave::acquired_host, hand_task).
             if (host) {
                 fence_acquire_sys();
                 __syncwarp();
