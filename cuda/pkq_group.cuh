@@ -34,11 +34,9 @@ struct GroupSync {
     // the group's blocks may be on different tasks from then on.
     volatile uint32_t abandoned;
     // The poller's (block 0), lane 0's: 1 from its acquire of a task's
-    // arrivals, or, in a group of more than one block, of the host's data
-    // for a task on host memory (GroupLeave::acquired_host), until its
-    // warp's next GPU-scope release fence (in GroupLeave::after_completion,
-    // or in hand_task where none came between: a pack's next task, a task
-    // on host memory), else 0.
+    // arrivals until its warp's next GPU-scope release fence (in
+    // GroupLeave::after_completion, or in hand_task where none came
+    // between: a pack's next task), else 0.
     volatile uint32_t unreleased;
 };
 
@@ -57,9 +55,8 @@ __device__ __forceinline__ uint64_t* group_word(const GroupSync* g, uint32_t off
 }
 
 // The poller's warp (every lane): a GPU-scope release fence where `always`,
-// or where lane 0's `unreleased` says the warp acquired a task's arrivals or
-// the host's data since its last one (lane 0 alone reads and writes the
-// flag).
+// or where lane 0's `unreleased` says the warp acquired a task's arrivals
+// since its last one (lane 0 alone reads and writes the flag).
 __device__ __forceinline__ void release_acquired(GroupSync* g, uint32_t lane, bool always) {
     uint32_t unreleased = 0;
     if (lane == 0) unreleased = g->unreleased;
@@ -74,15 +71,15 @@ __device__ __forceinline__ void release_acquired(GroupSync* g, uint32_t lane, bo
 // bits), then the argument words' halves, each lane one tagged word, all
 // in one store behind a GPU-scope release fence, so that what this warp
 // wrote or acquired before (the blocks' writes and reads of the tasks
-// before, through their arrivals; the host's data of a task on host
-// memory) comes before any word of it: the fence the warp issued after its
-// last completion (GroupLeave::after_completion), or one here where it
-// acquired since (`unreleased`: a pack's next task, a task on host memory)
-// or where `always` (the quit). Before the first task no fence is needed:
-// the host zeroed the group's words before the launch, and the blocks wrote
-// nothing but their presence.
+// before, through their arrivals) comes before any word of it: the fence
+// the warp issued after its last completion (GroupLeave::after_completion),
+// or one here where none came since its last acquire of arrivals (a pack's
+// next task) or where `release` (a task on host memory, whose data the warp
+// acquired from the host since; the quit). Before the first task no fence
+// is needed: the host zeroed the group's words before the launch, and the
+// blocks wrote nothing but their presence.
 __device__ __forceinline__ void hand_task(GroupSync* g, uint32_t lane, uint64_t gen, uint32_t header,
-                                          const uint64_t* words, bool always) {
+                                          const uint64_t* words, bool release) {
     uint32_t v = header;
 #pragma unroll
     for (int j = 0; j < PKQ_ARGS_BYTES / 8; ++j) {
@@ -90,7 +87,7 @@ __device__ __forceinline__ void hand_task(GroupSync* g, uint32_t lane, uint64_t 
         if (lane == 2 + 2 * j) v = static_cast<uint32_t>(words[j] >> 32);
     }
     __syncwarp();
-    release_acquired(g, lane, always);
+    release_acquired(g, lane, release);
     if (lane < PKQ_GROUP_TASK_WORDS)
         store_relaxed_gpu(group_word(g, PKQ_GROUP_OFF_TASK) + lane, ((gen & 0xffffffffull) << 32) | v);
 }
@@ -225,7 +222,7 @@ struct GroupHandlers {
         gen = __shfl_sync(0xffffffffu, gen, 0);
         if (group->blocks > 1)
             hand_task(group, c.lane, gen, c.op | (c.len << 16) | (trace ? PKQ_GROUP_HEADER_TRACED : 0u), c.words,
-                      false);
+                      c.host != 0);
         if (c.lane == 0) {
             task->op = c.op;
             task->len = c.len;
@@ -379,20 +376,11 @@ struct GroupLeave {
     bool present;  // every block of the group reported present
 
     // After each completion (every lane): the release fence of the next
-    // hand-off (hand_task), where the warp acquired since its last one (a
-    // task's arrivals; the host's data of a task on host memory that was
-    // not handed: refused, or its group abandoned), issued while the host
-    // reads the completion and before the poller polls again, off the way
-    // from the next task's arrival to the blocks.
+    // hand-off (hand_task), where the warp acquired a task's arrivals since
+    // its last one, issued while the host reads the completion and before
+    // the poller polls again, off the way from the next task's arrival to
+    // the blocks.
     __device__ __forceinline__ void after_completion(uint32_t lane) const { release_acquired(group, lane, false); }
-
-    // After the warp's acquire of the host's data of a task on host memory
-    // (every lane, in serve()): that data, which the other blocks read,
-    // comes before the task's hand-off through its release fence
-    // (hand_task). A group of one block hands nothing.
-    __device__ __forceinline__ void acquired_host(uint32_t lane) const {
-        if (lane == 0 && group->blocks > 1) group->unreleased = 1;
-    }
 
     template <class Beat>
     __device__ __forceinline__ void operator()(uint32_t lane, const Beat& beat) const {

@@ -43,11 +43,16 @@ struct Context {
     // A block or group op's group (null for a warp op): see sync_group and
     // scratch.
     GroupSync* group = nullptr;
-    // The warp that took the task from the ring only (elsewhere 0): the
-    // task's start (%globaltimer, its completion's) when it is traced
-    // (header bit PKQ_HEADER_TRACE_BIT), else 0; a lane of blocks or groups
+    // The task's start (%globaltimer, its completion's) when it is traced
+    // (header bit PKQ_HEADER_TRACE_BIT), else 0: a lane of blocks or groups
     // then logs each block's run of it (TRACE LOG in pkq_layout.h).
     uint64_t trace = 0;
+    // The warp that took the task from the ring only (elsewhere 0, as
+    // `trace`): 1 for a task on host memory (header bit
+    // PKQ_HEADER_HOST_BIT: its worker fences at system scope before the
+    // completion, and a group's poller releases what it acquired of the
+    // host's data before it hands the task to the other blocks), else 0.
+    uint32_t host = 0;
 
     // This thread's rank among the task's threads, and how many they are.
     __device__ __forceinline__ uint32_t rank() const { return (block * warps + warp) * 32 + lane; }

@@ -710,13 +710,11 @@ constexpr uint32_t QUIET_NAP_NS = 128;
 constexpr uint32_t QUIET_STOP_NAPS = 512;
 
 // A lane of warps' pollers leave alone and do nothing after a completion
-// or after acquiring the host's data of a task on host memory (serve()'s
-// `leave`).
+// (serve()'s `leave`).
 struct LeaveAlone {
     template <class Beat>
     __device__ __forceinline__ void operator()(uint32_t, const Beat&) const {}
     __device__ __forceinline__ void after_completion(uint32_t) const {}
-    __device__ __forceinline__ void acquired_host(uint32_t) const {}
 };
 
 // Serves tasks until the host's stop word is set (or a slot holds a tag that
@@ -746,10 +744,9 @@ struct LeaveAlone {
 // post of a large input or output (IoHelp); `bar`: the worker's mbarrier
 // for the bulk copies of plain streams (null where the rooms are in device
 // memory: PLAIN in pkq_layout.h). `leave`: what the poller does after each
-// completion (`after_completion`), after it acquired the host's data of a
-// task on host memory (`acquired_host`), and once it left its loop, before
-// its final state word, given its lane and its beat (its call) (LeaveAlone;
-// a lane of blocks or groups: GroupLeave).
+// completion (`after_completion`) and once it left its loop, before its
+// final state word, given its lane and its beat (its call) (LeaveAlone; a
+// lane of blocks or groups: GroupLeave).
 template <class Handlers, class Leave>
 __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint32_t poller,
                                       unsigned long long* claim, unsigned long long* done,
@@ -1018,6 +1015,7 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             io_task.in_plain = (h1 >> (PKQ_HEADER_PLAIN_BIT - 32)) & 1;
             if ((h1 >> (PKQ_HEADER_FRESH_BIT - 32)) & 1) io_forget(io_task);
             if ((h1 >> (PKQ_HEADER_TRACE_BIT - 32)) & 1) ctx.trace = t_start;
+            ctx.host = host;
             // One call of the handlers for plain and IO tasks (one copy of
             // their code: see IO_BATCH). No IO areas: no host sends an IO
             // task. An argument length over the slot's (the header has 8
@@ -1026,13 +1024,10 @@ __device__ __forceinline__ void serve(const pkq_params& p, uint32_t worker, uint
             // A task on host buffers reads what the host wrote before it
             // published the slot: the acquire pattern first (c3 in
             // docs/PROTOCOL.md), every lane fencing before the barrier, as
-            // before an IO input (`host` is warp-uniform). A group's poller
-            // marks it for the hand-off's release fence
-            // (GroupLeave::acquired_host, hand_task).
+            // before an IO input (`host` is warp-uniform).
             if (host) {
                 fence_acquire_sys();
                 __syncwarp();
-                leave.acquired_host(lane);
             }
             const bool run = ctx.len <= PKQ_ARGS_BYTES &&
                              (!io || (areas && io_begin(p, slot, lap, rooms, lane,
